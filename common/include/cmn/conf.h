@@ -1,0 +1,29 @@
+/* Configuration files (`key = value` lines, `#` comments) and strict number parsing.
+ * Reentrant; no global state. */
+#ifndef CMN_CONF_H
+#define CMN_CONF_H
+
+#include "cmn/err.h"
+
+#include <stdint.h>
+
+/* Called for each `key = value` line; returns 0 or a negative code with a reason in |eb|, which
+ * stops the parse. |line| is 1-based. */
+typedef int (*cmn_conf_cb)(void *arg, const char *key, const char *value, int line, cmn_errbuf_t *eb);
+
+/* Reads |path| line by line. Blank lines and lines whose first non-blank character is '#' are
+ * skipped; every other line must be `key = value` (spaces around '=' optional, value to the end of
+ * the line with trailing blanks removed). Errors name the file and line. Returns 0, a negated
+ * errno for I/O, CMN_ECONFIG for syntax, or the callback's code. */
+int cmn_conf_parse_file(const char *path, cmn_conf_cb cb, void *arg, cmn_errbuf_t *eb);
+
+/* Strict parsers: the whole string must be consumed. Return 0 or CMN_ECONFIG. */
+int cmn_parse_u64(const char *s, uint64_t *out);
+int cmn_parse_i64(const char *s, int64_t *out);
+int cmn_parse_double(const char *s, double *out);
+/* "1", "0", "true", "false", "yes", "no", "on", "off". */
+int cmn_parse_bool(const char *s, int *out);
+/* A byte count with an optional K, M or G suffix (powers of 1024): "64K", "256M". */
+int cmn_parse_size(const char *s, uint64_t *out);
+
+#endif

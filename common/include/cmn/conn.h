@@ -1,0 +1,129 @@
+/* A framed TCP connection on a libuv loop.
+ *
+ * Reading: bytes go into one reusable buffer per connection and through the frame decoder; each
+ * complete frame is handed to on_frame, valid only during the call. The body of a large frame is
+ * read straight into the decoder's buffer (no user-space copy).
+ *
+ * Writing: cmn_conn_send() queues a frame (header + metadata packed into a per-batch buffer, the
+ * payload referenced in place). Everything queued during one loop turn leaves in a single
+ * uv_write of all the buffers, issued from a check handle at the end of that same turn, so no
+ * frame waits for another and N frames cost one syscall. The payload must stay valid until the
+ * frame's sent callback runs.
+ *
+ * Backpressure: cmn_conn_backlog() is the bytes queued and not yet taken by the kernel; producers
+ * stop above the high-water mark and on_drain fires when it falls under the low-water mark.
+ *
+ * Lifecycle (libuv style): cmn_conn_init, then either uv_accept() into c->tcp or
+ * cmn_conn_connect(); cmn_conn_start() begins reading. cmn_conn_close() or cmn_conn_shutdown()
+ * end it; on_close runs once every handle is closed, after which the memory may be freed.
+ *
+ * Thread-safety: none. Every function must be called on the loop thread. */
+#ifndef CMN_CONN_H
+#define CMN_CONN_H
+
+#include "cmn/frame.h"
+
+#include <protobuf-c/protobuf-c.h>
+#include <stdint.h>
+#include <sys/uio.h>
+#include <uv.h>
+
+typedef struct cmn_conn cmn_conn_t;
+typedef struct cmn_wbatch cmn_wbatch_t;
+
+typedef struct {
+    /* A complete frame. The frame memory is valid during the call only. */
+    void (*on_frame)(cmn_conn_t *c, const cmn_frame_t *f);
+    /* The byte stream broke the framing rules (err is a cmn_frame_decode code). Optional: the
+     * default closes the connection. The callee typically sends an Error frame and calls
+     * cmn_conn_shutdown(). */
+    void (*on_decode_error)(cmn_conn_t *c, int err);
+    /* Every handle is closed; |reason| is what cmn_conn_close() was given (or the read error). */
+    void (*on_close)(cmn_conn_t *c, int reason);
+    /* Optional: the write backlog fell under the low-water mark. */
+    void (*on_drain)(cmn_conn_t *c);
+} cmn_conn_callbacks_t;
+
+/* Called when the kernel has taken the frame (status 0) or the connection closed first
+ * (status < 0); the payload is no longer referenced. */
+typedef void (*cmn_conn_sent_cb)(void *arg, int status);
+
+typedef struct {
+    size_t read_buf_size;    /* default 64 KiB */
+    size_t write_high_water; /* default 16 MiB */
+    size_t write_low_water;  /* default 4 MiB */
+    unsigned keepalive_s;    /* TCP keepalive idle time; 0 disables; default 30 */
+    uint64_t shutdown_timeout_ms; /* how long cmn_conn_shutdown waits for the peer; default 2000 */
+} cmn_conn_options_t;
+
+cmn_conn_options_t cmn_conn_options_default(void);
+
+struct cmn_conn {
+    uv_tcp_t tcp;
+    void *data; /* owner's pointer */
+    uv_loop_t *loop;
+    cmn_conn_callbacks_t cb;
+    cmn_conn_options_t opt;
+    cmn_frame_decoder_t dec;
+    uint8_t *rbuf;
+    char peer[64]; /* "1.2.3.4:5678" or "[::1]:5678", for log messages */
+
+    uv_check_t flush_check;
+    uv_idle_t flush_idle; /* keeps the loop from blocking in poll while a flush is due */
+    uv_timer_t shutdown_timer;
+    uv_connect_t connect_req;
+    uv_shutdown_t shutdown_req;
+    void (*connect_cb)(cmn_conn_t *c, int status);
+
+    cmn_wbatch_t *cur;  /* frames queued this turn */
+    cmn_wbatch_t *pool; /* reusable batches */
+    size_t bytes_pending; /* queued in cur */
+    size_t bytes_writing; /* handed to uv_write, not yet completed */
+    int above_high_water;
+
+    int closing;
+    int close_reason;
+    int handles_open;
+    int reading;
+    int read_paused;
+    int in_read;
+
+    uint64_t bytes_in, bytes_out, frames_in, frames_out;
+};
+
+/* |opt| may be NULL for defaults. Returns 0 or a negative code. */
+int cmn_conn_init(uv_loop_t *loop, cmn_conn_t *c, const cmn_conn_callbacks_t *cb,
+                  const cmn_conn_options_t *opt, const cmn_frame_limits_t *limits);
+
+/* Connects to |addr|; |cb| gets 0 or a negative code (the caller then closes the connection). */
+int cmn_conn_connect(cmn_conn_t *c, const struct sockaddr *addr, void (*cb)(cmn_conn_t *c, int status));
+
+/* After accept or connect: TCP_NODELAY, keepalive, the peer name, and reading starts. */
+int cmn_conn_start(cmn_conn_t *c);
+
+/* New frame limits (after the handshake); apply from the next frame header. */
+void cmn_conn_set_limits(cmn_conn_t *c, const cmn_frame_limits_t *limits);
+
+/* Queues one frame. |payload| segments are referenced, not copied, until |cb| runs (cb may be
+ * NULL when nothing needs releasing). Returns 0, CMN_ECLOSED when closing, UV_ENOMEM, or an
+ * encoding error (CMN_ETOOBIG, CMN_EPAYLOAD); on error |cb| is not called. */
+int cmn_conn_send(cmn_conn_t *c, unsigned type, const ProtobufCMessage *meta,
+                  const struct iovec *payload, size_t n_payload, cmn_conn_sent_cb cb, void *arg);
+
+/* Bytes queued but not yet taken by the kernel. */
+size_t cmn_conn_backlog(const cmn_conn_t *c);
+
+/* Whether the backlog is above the high-water mark (producers should wait for on_drain). */
+int cmn_conn_congested(const cmn_conn_t *c);
+
+void cmn_conn_read_pause(cmn_conn_t *c);
+void cmn_conn_read_resume(cmn_conn_t *c);
+
+/* Closes at once; queued frames are cancelled (their callbacks get UV_ECANCELED). Idempotent. */
+void cmn_conn_close(cmn_conn_t *c, int reason);
+
+/* Stops reading, flushes what is queued (e.g. an Error or Goodbye frame), half-closes, and closes
+ * when the peer has taken it or after shutdown_timeout_ms. Idempotent. */
+void cmn_conn_shutdown(cmn_conn_t *c, int reason);
+
+#endif

@@ -1,0 +1,490 @@
+#include "cmn/conn.h"
+#include "cmn/err.h"
+#include "cmn/log.h"
+#include "cmn/net.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A direct read into a frame body is worth it only when the rest of the body is large; a small
+ * remainder is read with whatever follows it into the shared read buffer. */
+#define DIRECT_READ_MIN (32u * 1024u)
+
+typedef struct {
+    cmn_conn_sent_cb cb;
+    void *arg;
+} done_t;
+
+/* All frames queued in one loop turn, written with one uv_write. Head buffers (header + packed
+ * metadata) live in |heads|; their uv_buf_t entries are resolved from |head_off| at flush time
+ * because |heads| may move while the batch grows. */
+struct cmn_wbatch {
+    uv_write_t req;
+    cmn_conn_t *conn;
+    cmn_wbatch_t *next;
+    uint8_t *heads;
+    size_t heads_len, heads_cap;
+    uv_buf_t *bufs;
+    size_t *head_off; /* SIZE_MAX for payload entries */
+    size_t nbufs, bufs_cap;
+    done_t *done;
+    size_t ndone, done_cap;
+    size_t bytes;
+};
+
+cmn_conn_options_t cmn_conn_options_default(void)
+{
+    cmn_conn_options_t o;
+    o.read_buf_size = 64u * 1024u;
+    o.write_high_water = 16u * 1024u * 1024u;
+    o.write_low_water = 4u * 1024u * 1024u;
+    o.keepalive_s = 30;
+    o.shutdown_timeout_ms = 2000;
+    return o;
+}
+
+static void batch_free(cmn_wbatch_t *b)
+{
+    free(b->heads);
+    free(b->bufs);
+    free(b->head_off);
+    free(b->done);
+    free(b);
+}
+
+static cmn_wbatch_t *batch_get(cmn_conn_t *c)
+{
+    cmn_wbatch_t *b = c->pool;
+
+    if (b) {
+        c->pool = b->next;
+    } else {
+        b = calloc(1, sizeof(*b));
+        if (!b)
+            return NULL;
+    }
+    b->conn = c;
+    b->next = NULL;
+    b->heads_len = 0;
+    b->nbufs = 0;
+    b->ndone = 0;
+    b->bytes = 0;
+    return b;
+}
+
+static void batch_put(cmn_conn_t *c, cmn_wbatch_t *b)
+{
+    /* Keep one spare batch; a burst of writes in flight does not pin memory afterwards. */
+    if (!c->pool && !c->closing) {
+        b->next = NULL;
+        c->pool = b;
+    } else {
+        batch_free(b);
+    }
+}
+
+static void batch_complete(cmn_wbatch_t *b, int status)
+{
+    size_t i;
+    for (i = 0; i < b->ndone; i++)
+        b->done[i].cb(b->done[i].arg, status);
+    b->ndone = 0;
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    size_t ncap;
+    void *np;
+
+    if (need <= *cap)
+        return 0;
+    ncap = *cap ? *cap * 2 : 16;
+    while (ncap < need)
+        ncap *= 2;
+    np = realloc(*p, ncap * elem);
+    if (!np)
+        return UV_ENOMEM;
+    *p = np;
+    *cap = ncap;
+    return 0;
+}
+
+/* bufs and head_off are parallel arrays with one capacity. */
+static int bufs_reserve(cmn_wbatch_t *b, size_t need)
+{
+    size_t ncap;
+    uv_buf_t *nb;
+    size_t *nh;
+
+    if (need <= b->bufs_cap)
+        return 0;
+    ncap = b->bufs_cap ? b->bufs_cap * 2 : 16;
+    while (ncap < need)
+        ncap *= 2;
+    nb = realloc(b->bufs, ncap * sizeof(*nb));
+    if (!nb)
+        return UV_ENOMEM;
+    b->bufs = nb;
+    nh = realloc(b->head_off, ncap * sizeof(*nh));
+    if (!nh)
+        return UV_ENOMEM; /* bufs_cap unchanged: the larger bufs array is simply not used yet */
+    b->head_off = nh;
+    b->bufs_cap = ncap;
+    return 0;
+}
+
+static void flush_stop(cmn_conn_t *c)
+{
+    uv_check_stop(&c->flush_check);
+    uv_idle_stop(&c->flush_idle);
+}
+
+static void on_write(uv_write_t *req, int status)
+{
+    cmn_wbatch_t *b = req->data;
+    cmn_conn_t *c = b->conn;
+
+    c->bytes_writing -= b->bytes;
+    if (status == 0)
+        c->bytes_out += b->bytes;
+    batch_complete(b, status);
+    batch_put(c, b);
+    if (c->above_high_water && cmn_conn_backlog(c) <= c->opt.write_low_water) {
+        c->above_high_water = 0;
+        if (c->cb.on_drain && !c->closing)
+            c->cb.on_drain(c);
+    }
+}
+
+static void flush_now(cmn_conn_t *c)
+{
+    cmn_wbatch_t *b = c->cur;
+    size_t i;
+    int rc;
+
+    flush_stop(c);
+    if (!b)
+        return;
+    c->cur = NULL;
+    for (i = 0; i < b->nbufs; i++) {
+        if (b->head_off[i] != SIZE_MAX)
+            b->bufs[i].base = (char *)b->heads + b->head_off[i];
+    }
+    c->bytes_pending -= b->bytes;
+    c->bytes_writing += b->bytes;
+    b->req.data = b;
+    rc = uv_write(&b->req, (uv_stream_t *)&c->tcp, b->bufs, (unsigned)b->nbufs, on_write);
+    if (rc < 0) {
+        c->bytes_writing -= b->bytes;
+        batch_complete(b, rc);
+        batch_put(c, b);
+        cmn_conn_close(c, rc);
+    }
+}
+
+static void on_flush_check(uv_check_t *h)
+{
+    flush_now(h->data);
+}
+
+static void on_flush_idle(uv_idle_t *h)
+{
+    /* Nothing to do: an active idle handle only makes the loop poll without blocking, so the
+     * check handle runs in this turn even when the frame was queued from a timer callback. */
+    (void)h;
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    cmn_conn_t *c = h->data;
+    cmn_wbatch_t *b;
+
+    if (--c->handles_open > 0)
+        return;
+    while ((b = c->pool) != NULL) {
+        c->pool = b->next;
+        batch_free(b);
+    }
+    cmn_frame_decoder_free(&c->dec);
+    free(c->rbuf);
+    c->rbuf = NULL;
+    if (c->cb.on_close)
+        c->cb.on_close(c, c->close_reason);
+}
+
+int cmn_conn_init(uv_loop_t *loop, cmn_conn_t *c, const cmn_conn_callbacks_t *cb,
+                  const cmn_conn_options_t *opt, const cmn_frame_limits_t *limits)
+{
+    int rc;
+
+    memset(c, 0, sizeof(*c));
+    c->loop = loop;
+    c->cb = *cb;
+    c->opt = opt ? *opt : cmn_conn_options_default();
+    if (c->opt.read_buf_size < 4096)
+        c->opt.read_buf_size = 4096;
+    c->rbuf = malloc(c->opt.read_buf_size);
+    if (!c->rbuf)
+        return UV_ENOMEM;
+    cmn_frame_decoder_init(&c->dec, limits);
+    snprintf(c->peer, sizeof(c->peer), "(unconnected)");
+    rc = uv_tcp_init(loop, &c->tcp);
+    if (rc < 0)
+        goto fail_tcp;
+    uv_check_init(loop, &c->flush_check);
+    uv_idle_init(loop, &c->flush_idle);
+    uv_timer_init(loop, &c->shutdown_timer);
+    c->tcp.data = c;
+    c->flush_check.data = c;
+    c->flush_idle.data = c;
+    c->shutdown_timer.data = c;
+    c->handles_open = 4;
+    return 0;
+
+fail_tcp:
+    free(c->rbuf);
+    c->rbuf = NULL;
+    return rc;
+}
+
+static void on_connect(uv_connect_t *req, int status)
+{
+    cmn_conn_t *c = req->data;
+
+    if (c->connect_cb)
+        c->connect_cb(c, c->closing && status == 0 ? CMN_ECLOSED : status);
+}
+
+int cmn_conn_connect(cmn_conn_t *c, const struct sockaddr *addr, void (*cb)(cmn_conn_t *c, int status))
+{
+    cmn_addr_format(addr, c->peer, sizeof(c->peer));
+    c->connect_cb = cb;
+    c->connect_req.data = c;
+    return uv_tcp_connect(&c->connect_req, &c->tcp, addr, on_connect);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    cmn_conn_t *c = h->data;
+    uint8_t *p;
+    size_t n;
+
+    (void)suggested;
+    if (cmn_frame_decoder_direct(&c->dec, &p, &n) && n >= DIRECT_READ_MIN) {
+        buf->base = (char *)p;
+        buf->len = n;
+        return;
+    }
+    buf->base = (char *)c->rbuf;
+    buf->len = c->opt.read_buf_size;
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    cmn_conn_t *c = s->data;
+    const uint8_t *p = (const uint8_t *)buf->base;
+    size_t left, used;
+    cmn_frame_t f;
+    int rc;
+
+    if (nread < 0) {
+        cmn_conn_close(c, nread == UV_EOF ? CMN_ECLOSED : (int)nread);
+        return;
+    }
+    if (nread == 0 || c->closing)
+        return;
+    left = (size_t)nread;
+    c->bytes_in += left;
+    c->in_read = 1;
+    while (left > 0 && !c->closing) {
+        rc = cmn_frame_decode(&c->dec, p, left, &used, &f);
+        if (rc < 0) {
+            uv_read_stop((uv_stream_t *)&c->tcp);
+            c->reading = 0;
+            if (c->cb.on_decode_error)
+                c->cb.on_decode_error(c, rc);
+            else
+                cmn_conn_close(c, rc);
+            break;
+        }
+        p += used;
+        left -= used;
+        if (rc == CMN_FRAME_READY) {
+            c->frames_in++;
+            c->cb.on_frame(c, &f);
+        }
+    }
+    c->in_read = 0;
+}
+
+int cmn_conn_start(cmn_conn_t *c)
+{
+    struct sockaddr_storage ss;
+    int len = sizeof(ss), rc;
+
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0)
+        cmn_addr_format((struct sockaddr *)&ss, c->peer, sizeof(c->peer));
+    /* Nagle plus delayed ACKs stalls request/response traffic by tens of ms; frames are already
+     * gathered per loop turn in user space. */
+    rc = uv_tcp_nodelay(&c->tcp, 1);
+    if (rc < 0)
+        return rc;
+    if (c->opt.keepalive_s) {
+        rc = uv_tcp_keepalive(&c->tcp, 1, c->opt.keepalive_s);
+        if (rc < 0)
+            return rc;
+    }
+    c->read_paused = 0;
+    rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    if (rc == 0)
+        c->reading = 1;
+    return rc;
+}
+
+void cmn_conn_set_limits(cmn_conn_t *c, const cmn_frame_limits_t *limits)
+{
+    cmn_frame_decoder_set_limits(&c->dec, limits);
+}
+
+size_t cmn_conn_backlog(const cmn_conn_t *c)
+{
+    return c->bytes_pending + c->bytes_writing;
+}
+
+int cmn_conn_congested(const cmn_conn_t *c)
+{
+    return cmn_conn_backlog(c) > c->opt.write_high_water;
+}
+
+int cmn_conn_send(cmn_conn_t *c, unsigned type, const ProtobufCMessage *meta,
+                  const struct iovec *payload, size_t n_payload, cmn_conn_sent_cb cb, void *arg)
+{
+    cmn_wbatch_t *b;
+    size_t hsize, i, nb, total;
+    uint64_t plen = 0;
+    long hl;
+    int rc;
+
+    if (c->closing)
+        return CMN_ECLOSED;
+    for (i = 0; i < n_payload; i++)
+        plen += payload[i].iov_len;
+    if (!c->cur) {
+        c->cur = batch_get(c);
+        if (!c->cur)
+            return UV_ENOMEM;
+    }
+    b = c->cur;
+    hsize = cmn_frame_head_size(meta);
+    nb = b->nbufs + 1 + n_payload;
+    if ((rc = grow((void **)&b->heads, &b->heads_cap, b->heads_len + hsize, 1)) < 0 ||
+        (rc = bufs_reserve(b, nb)) < 0)
+        return rc;
+    if (cb && (rc = grow((void **)&b->done, &b->done_cap, b->ndone + 1, sizeof(done_t))) < 0)
+        return rc;
+    hl = cmn_frame_encode_head(type, meta, plen, b->heads + b->heads_len, hsize);
+    if (hl < 0)
+        return (int)hl;
+    b->bufs[b->nbufs].base = NULL;
+    b->bufs[b->nbufs].len = (size_t)hl;
+    b->head_off[b->nbufs] = b->heads_len;
+    b->nbufs++;
+    b->heads_len += (size_t)hl;
+    for (i = 0; i < n_payload; i++) {
+        b->bufs[b->nbufs] = uv_buf_init(payload[i].iov_base, (unsigned)payload[i].iov_len);
+        b->head_off[b->nbufs] = SIZE_MAX;
+        b->nbufs++;
+    }
+    if (cb) {
+        b->done[b->ndone].cb = cb;
+        b->done[b->ndone].arg = arg;
+        b->ndone++;
+    }
+    total = (size_t)hl + (size_t)plen;
+    b->bytes += total;
+    c->bytes_pending += total;
+    c->frames_out++;
+    if (cmn_conn_congested(c))
+        c->above_high_water = 1;
+    if (!uv_is_active((uv_handle_t *)&c->flush_check)) {
+        uv_check_start(&c->flush_check, on_flush_check);
+        uv_idle_start(&c->flush_idle, on_flush_idle);
+    }
+    return 0;
+}
+
+void cmn_conn_read_pause(cmn_conn_t *c)
+{
+    if (c->reading && !c->read_paused) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->read_paused = 1;
+    }
+}
+
+void cmn_conn_read_resume(cmn_conn_t *c)
+{
+    if (c->reading && c->read_paused && !c->closing) {
+        c->read_paused = 0;
+        if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0)
+            cmn_conn_close(c, CMN_ECLOSED);
+    }
+}
+
+void cmn_conn_close(cmn_conn_t *c, int reason)
+{
+    cmn_wbatch_t *b;
+
+    if (c->closing == 2)
+        return;
+    if (!c->closing)
+        c->close_reason = reason;
+    c->closing = 2;
+    flush_stop(c);
+    uv_timer_stop(&c->shutdown_timer);
+    b = c->cur;
+    c->cur = NULL;
+    if (b) {
+        c->bytes_pending -= b->bytes;
+        batch_complete(b, UV_ECANCELED);
+        batch_free(b);
+    }
+    /* Writes already handed to libuv complete with UV_ECANCELED before the close callback. */
+    uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
+    uv_close((uv_handle_t *)&c->flush_check, on_handle_closed);
+    uv_close((uv_handle_t *)&c->flush_idle, on_handle_closed);
+    uv_close((uv_handle_t *)&c->shutdown_timer, on_handle_closed);
+}
+
+static void on_shutdown_timeout(uv_timer_t *t)
+{
+    cmn_conn_t *c = t->data;
+    cmn_conn_close(c, c->close_reason);
+}
+
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+    cmn_conn_t *c = req->data;
+    (void)status;
+    cmn_conn_close(c, c->close_reason);
+}
+
+void cmn_conn_shutdown(cmn_conn_t *c, int reason)
+{
+    if (c->closing)
+        return;
+    c->closing = 1;
+    c->close_reason = reason;
+    if (c->reading) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->reading = 0;
+    }
+    flush_now(c);
+    if (c->closing == 2)
+        return; /* the flush failed and closed the connection */
+    c->shutdown_req.data = c;
+    if (uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
+        cmn_conn_close(c, reason);
+        return;
+    }
+    uv_timer_start(&c->shutdown_timer, on_shutdown_timeout, c->opt.shutdown_timeout_ms, 0);
+}

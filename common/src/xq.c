@@ -1,0 +1,76 @@
+#include "cmn/xq.h"
+
+static void xq_drain(cmn_xq_t *q)
+{
+    cmn_xq_node_t *list;
+
+    uv_mutex_lock(&q->mu);
+    list = q->head;
+    q->head = q->tail = NULL;
+    uv_mutex_unlock(&q->mu);
+    if (list)
+        q->cb(q, list);
+}
+
+static void on_async(uv_async_t *a)
+{
+    xq_drain(a->data);
+}
+
+int cmn_xq_init(uv_loop_t *loop, cmn_xq_t *q, cmn_xq_cb cb)
+{
+    int rc;
+
+    q->head = q->tail = NULL;
+    q->cb = cb;
+    q->close_cb = NULL;
+    rc = uv_mutex_init(&q->mu);
+    if (rc < 0)
+        return rc;
+    rc = uv_async_init(loop, &q->async, on_async);
+    if (rc < 0) {
+        uv_mutex_destroy(&q->mu);
+        return rc;
+    }
+    q->async.data = q;
+    return 0;
+}
+
+void cmn_xq_push_list(cmn_xq_t *q, cmn_xq_node_t *first, cmn_xq_node_t *last)
+{
+    int was_empty;
+
+    last->next = NULL;
+    uv_mutex_lock(&q->mu);
+    was_empty = q->head == NULL;
+    if (was_empty)
+        q->head = first;
+    else
+        q->tail->next = first;
+    q->tail = last;
+    uv_mutex_unlock(&q->mu);
+    /* The loop detaches the whole list, so one signal per empty-to-non-empty transition is
+     * enough: later pushes ride on the pending wake-up. */
+    if (was_empty)
+        uv_async_send(&q->async);
+}
+
+void cmn_xq_push(cmn_xq_t *q, cmn_xq_node_t *node)
+{
+    cmn_xq_push_list(q, node, node);
+}
+
+static void on_xq_closed(uv_handle_t *h)
+{
+    cmn_xq_t *q = h->data;
+    uv_mutex_destroy(&q->mu);
+    if (q->close_cb)
+        q->close_cb(q);
+}
+
+void cmn_xq_close(cmn_xq_t *q, void (*close_cb)(cmn_xq_t *q))
+{
+    xq_drain(q);
+    q->close_cb = close_cb;
+    uv_close((uv_handle_t *)&q->async, on_xq_closed);
+}

@@ -1,0 +1,20 @@
+#ifndef TEST_COMMON_H
+#define TEST_COMMON_H
+
+#include <check.h>
+
+TCase *tcase_frame_header(void);
+TCase *tcase_frame_decode(void);
+TCase *tcase_frame_split(void);
+TCase *tcase_frame_guards(void);
+TCase *tcase_frame_encode(void);
+TCase *tcase_msg_roundtrip(void);
+TCase *tcase_msg_validate(void);
+TCase *tcase_conn(void);
+TCase *tcase_xq(void);
+TCase *tcase_conf(void);
+TCase *tcase_net(void);
+TCase *tcase_err(void);
+TCase *tcase_clock(void);
+
+#endif

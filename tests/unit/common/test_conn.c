@@ -1,0 +1,361 @@
+/* cmn_conn over real loopback sockets: an echo server and a client on one loop, with a watchdog. */
+#include "test_common.h"
+
+#include "cmn/conn.h"
+#include "cmn/msg.h"
+#include "cmn/net.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    uv_loop_t loop;
+    uv_tcp_t server;
+    uv_timer_t watchdog;
+    cmn_conn_t *srv_conn;
+    cmn_conn_t cli;
+    int port;
+    /* client side */
+    int responses;
+    int want_responses;
+    int errors_seen;
+    int client_closed;
+    int server_closed;
+    uint64_t bytes_checked;
+    uint8_t *big;
+    size_t big_len;
+    int sent_done;
+    int drained;
+} fixture_t;
+
+static fixture_t fx;
+
+static void close_all(void);
+
+static void on_watchdog(uv_timer_t *t)
+{
+    (void)t;
+    ck_abort_msg("watchdog: test did not finish in time (responses %d of %d)", fx.responses,
+                 fx.want_responses);
+}
+
+static void srv_on_close(cmn_conn_t *c, int reason)
+{
+    (void)reason;
+    fx.server_closed = 1;
+    free(c);
+}
+
+static void free_sent(void *arg, int status)
+{
+    (void)status;
+    free(arg);
+}
+
+/* Echo: every Query comes back as a Response carrying the same bytes; garbage gets an Error. */
+static void srv_on_frame(cmn_conn_t *c, const cmn_frame_t *f)
+{
+    cmn_msg_limits_t lim = cmn_msg_limits_default();
+    ProtobufCMessage *m;
+    cmn_errbuf_t eb;
+    Nsut__Query *q;
+    Nsut__Response r = NSUT__RESPONSE__INIT;
+    Nsut__Result *res, **rp;
+    struct iovec pl;
+    uint8_t *copy;
+    size_t i;
+
+    ck_assert_int_eq(cmn_msg_unpack(f, &lim, NULL, &m, &eb), 0);
+    ck_assert_uint_eq(f->hdr.type, CMN_MSG_QUERY);
+    q = (Nsut__Query *)m;
+    res = calloc(q->n_samples, sizeof(*res));
+    rp = calloc(q->n_samples, sizeof(*rp));
+    for (i = 0; i < q->n_samples; i++) {
+        nsut__result__init(&res[i]);
+        res[i].id = q->samples[i]->id;
+        res[i].raw_size = res[i].wire_size = q->samples[i]->wire_size;
+        rp[i] = &res[i];
+    }
+    r.n_results = q->n_samples;
+    r.results = rp;
+    /* The frame is valid only during this call, so the echo sends a copy, freed when sent. */
+    copy = malloc(f->hdr.payload_len ? f->hdr.payload_len : 1);
+    memcpy(copy, f->payload, f->hdr.payload_len);
+    pl.iov_base = copy;
+    pl.iov_len = f->hdr.payload_len;
+    ck_assert_int_eq(cmn_conn_send(c, CMN_MSG_RESPONSE, &r.base, &pl, 1, free_sent, copy), 0);
+    free(rp);
+    free(res);
+    cmn_msg_free(m, NULL);
+}
+
+static void srv_on_decode_error(cmn_conn_t *c, int err)
+{
+    Nsut__Error e = NSUT__ERROR__INIT;
+
+    e.code = NSUT__ERROR_CODE__ERROR_PROTOCOL;
+    e.message = (char *)cmn_strerror(err);
+    ck_assert_int_eq(cmn_conn_send(c, CMN_MSG_ERROR, &e.base, NULL, 0, NULL, NULL), 0);
+    cmn_conn_shutdown(c, err);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    static const cmn_conn_callbacks_t cb = {srv_on_frame, srv_on_decode_error, srv_on_close, NULL};
+    cmn_frame_limits_t lim = cmn_frame_limits_default();
+    cmn_conn_t *c = malloc(sizeof(*c));
+
+    ck_assert_int_eq(status, 0);
+    ck_assert_int_eq(cmn_conn_init(server->loop, c, &cb, NULL, &lim), 0);
+    ck_assert_int_eq(uv_accept(server, (uv_stream_t *)&c->tcp), 0);
+    ck_assert_int_eq(cmn_conn_start(c), 0);
+    fx.srv_conn = c;
+}
+
+static void cli_on_frame(cmn_conn_t *c, const cmn_frame_t *f)
+{
+    cmn_msg_limits_t lim = cmn_msg_limits_default();
+    ProtobufCMessage *m;
+    cmn_errbuf_t eb;
+    size_t i;
+
+    ck_assert_int_eq(cmn_msg_unpack(f, &lim, NULL, &m, &eb), 0);
+    if (f->hdr.type == CMN_MSG_ERROR) {
+        fx.errors_seen++;
+        cmn_msg_free(m, NULL);
+        return;
+    }
+    ck_assert_uint_eq(f->hdr.type, CMN_MSG_RESPONSE);
+    if (f->hdr.payload_len == fx.big_len) {
+        ck_assert_mem_eq(f->payload, fx.big, fx.big_len);
+    } else {
+        for (i = 0; i < f->hdr.payload_len; i++)
+            ck_assert_uint_eq(f->payload[i], (uint8_t)(((Nsut__Response *)m)->results[0]->id));
+    }
+    fx.bytes_checked += f->hdr.payload_len;
+    cmn_msg_free(m, NULL);
+    if (++fx.responses == fx.want_responses)
+        cmn_conn_close(c, 0);
+}
+
+static void cli_on_close(cmn_conn_t *c, int reason)
+{
+    (void)c;
+    (void)reason;
+    fx.client_closed = 1;
+    close_all();
+}
+
+static void on_sent(void *arg, int status)
+{
+    (void)arg;
+    ck_assert_int_eq(status, 0);
+    fx.sent_done++;
+}
+
+static void on_drain(cmn_conn_t *c)
+{
+    (void)c;
+    fx.drained++;
+}
+
+static void close_all(void)
+{
+    uv_close((uv_handle_t *)&fx.server, NULL);
+    uv_close((uv_handle_t *)&fx.watchdog, NULL);
+    if (fx.srv_conn && !fx.server_closed)
+        cmn_conn_close(fx.srv_conn, 0);
+}
+
+static void setup(void)
+{
+    struct sockaddr_storage ss;
+    cmn_errbuf_t eb;
+    int len = sizeof(ss);
+
+    memset(&fx, 0, sizeof(fx));
+    ck_assert_int_eq(uv_loop_init(&fx.loop), 0);
+    ck_assert_int_eq(uv_tcp_init(&fx.loop, &fx.server), 0);
+    ck_assert_int_eq(cmn_addr_parse("127.0.0.1:0", &ss, &eb), 0);
+    ck_assert_int_eq(uv_tcp_bind(&fx.server, (struct sockaddr *)&ss, 0), 0);
+    ck_assert_int_eq(uv_listen((uv_stream_t *)&fx.server, 16, on_connection), 0);
+    ck_assert_int_eq(uv_tcp_getsockname(&fx.server, (struct sockaddr *)&ss, &len), 0);
+    fx.port = cmn_addr_port((struct sockaddr *)&ss);
+    ck_assert_int_gt(fx.port, 0);
+    ck_assert_int_eq(uv_timer_init(&fx.loop, &fx.watchdog), 0);
+    ck_assert_int_eq(uv_timer_start(&fx.watchdog, on_watchdog, 10000, 0), 0);
+}
+
+static void teardown(void)
+{
+    uv_run(&fx.loop, UV_RUN_DEFAULT);
+    /* Every handle closed: the loop closes cleanly (libuv's MAKE_VALGRIND_HAPPY). */
+    ck_assert_int_eq(uv_loop_close(&fx.loop), 0);
+    free(fx.big);
+}
+
+static void client_init(const cmn_conn_options_t *opt, void (*on_connect)(cmn_conn_t *, int))
+{
+    static cmn_conn_callbacks_t cb = {cli_on_frame, NULL, cli_on_close, on_drain};
+    cmn_frame_limits_t lim = cmn_frame_limits_default();
+    struct sockaddr_storage ss;
+    cmn_errbuf_t eb;
+    char addr[64];
+
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", fx.port);
+    ck_assert_int_eq(cmn_addr_parse(addr, &ss, &eb), 0);
+    ck_assert_int_eq(cmn_conn_init(&fx.loop, &fx.cli, &cb, opt, &lim), 0);
+    ck_assert_int_eq(cmn_conn_connect(&fx.cli, (struct sockaddr *)&ss, on_connect), 0);
+}
+
+static void send_query(cmn_conn_t *c, uint64_t id, const void *data, size_t len)
+{
+    Nsut__Sample s = NSUT__SAMPLE__INIT, *sp = &s;
+    Nsut__Query q = NSUT__QUERY__INIT;
+    struct iovec pl = {(void *)data, len};
+
+    s.id = id;
+    s.raw_size = s.wire_size = len;
+    q.query_id = id;
+    q.n_samples = 1;
+    q.samples = &sp;
+    ck_assert_int_eq(cmn_conn_send(c, CMN_MSG_QUERY, &q.base, &pl, 1, on_sent, NULL), 0);
+}
+
+static uint8_t small[200][64];
+
+static void on_connect_many(cmn_conn_t *c, int status)
+{
+    int i;
+
+    ck_assert_int_eq(status, 0);
+    ck_assert_int_eq(cmn_conn_start(c), 0);
+    /* 200 small frames queued in one turn leave in one gathered write. */
+    for (i = 0; i < 200; i++) {
+        memset(small[i], i, sizeof(small[i]));
+        send_query(c, (uint64_t)i, small[i], sizeof(small[i]));
+    }
+    /* Nothing is written yet: the frames wait for the end of this loop turn, then go together. */
+    ck_assert_uint_eq(c->bytes_writing, 0);
+    ck_assert_uint_gt(cmn_conn_backlog(c), 200 * (sizeof(small[0]) + CMN_FRAME_HEADER_SIZE));
+    ck_assert_uint_eq(c->frames_out, 200);
+    fx.want_responses = 200;
+}
+
+START_TEST(echo_many_small)
+{
+    client_init(NULL, on_connect_many);
+    uv_run(&fx.loop, UV_RUN_DEFAULT);
+    ck_assert_int_eq(fx.responses, 200);
+    ck_assert_int_eq(fx.sent_done, 200);
+    ck_assert_int_eq(fx.client_closed, 1);
+    ck_assert_uint_eq(fx.bytes_checked, 200 * 64);
+}
+END_TEST
+
+static void on_connect_big(cmn_conn_t *c, int status)
+{
+    size_t i;
+
+    ck_assert_int_eq(status, 0);
+    ck_assert_int_eq(cmn_conn_start(c), 0);
+    fx.big_len = 8u << 20;
+    fx.big = malloc(fx.big_len);
+    for (i = 0; i < fx.big_len; i++)
+        fx.big[i] = (uint8_t)(i * 2654435761u >> 13);
+    send_query(c, 1, fx.big, fx.big_len);
+    send_query(c, 2, small[2], 0);
+    fx.want_responses = 2;
+}
+
+START_TEST(echo_large_payload)
+{
+    client_init(NULL, on_connect_big);
+    uv_run(&fx.loop, UV_RUN_DEFAULT);
+    ck_assert_int_eq(fx.responses, 2);
+    ck_assert_uint_eq(fx.bytes_checked, 8u << 20);
+}
+END_TEST
+
+static void on_connect_backpressure(cmn_conn_t *c, int status)
+{
+    size_t i;
+
+    ck_assert_int_eq(status, 0);
+    ck_assert_int_eq(cmn_conn_start(c), 0);
+    fx.big_len = 4u << 20;
+    fx.big = malloc(fx.big_len);
+    memset(fx.big, 0x77, fx.big_len);
+    for (i = 0; i < 8; i++)
+        send_query(c, 1000 + i, fx.big, fx.big_len);
+    /* 32 MiB queued against a 1 MiB high-water mark. */
+    ck_assert(cmn_conn_congested(c));
+    fx.want_responses = 8;
+}
+
+START_TEST(backpressure_drains)
+{
+    cmn_conn_options_t opt = cmn_conn_options_default();
+
+    opt.write_high_water = 1u << 20;
+    opt.write_low_water = 256u << 10;
+    client_init(&opt, on_connect_backpressure);
+    uv_run(&fx.loop, UV_RUN_DEFAULT);
+    ck_assert_int_eq(fx.responses, 8);
+    ck_assert_int_ge(fx.drained, 1);
+}
+END_TEST
+
+static void on_connect_garbage(cmn_conn_t *c, int status)
+{
+    ck_assert_int_eq(status, 0);
+    ck_assert_int_eq(cmn_conn_start(c), 0);
+    /* A Ping frame with a reserved flag set: the server answers Error and shuts down. */
+    {
+        static uint8_t raw[CMN_FRAME_HEADER_SIZE];
+        cmn_frame_header_t h = {1, CMN_MSG_PING, 1, 0, 0};
+        uv_buf_t b = uv_buf_init((char *)raw, sizeof(raw));
+        cmn_frame_header_write(raw, &h);
+        ck_assert_int_eq(uv_try_write((uv_stream_t *)&c->tcp, &b, 1), (int)sizeof(raw));
+    }
+}
+
+START_TEST(decode_error_gets_error_frame)
+{
+    client_init(NULL, on_connect_garbage);
+    uv_run(&fx.loop, UV_RUN_DEFAULT);
+    ck_assert_int_eq(fx.errors_seen, 1);
+    ck_assert_int_eq(fx.client_closed, 1);
+}
+END_TEST
+
+static void on_connect_refused(cmn_conn_t *c, int status)
+{
+    ck_assert_int_eq(status, UV_ECONNREFUSED);
+    cmn_conn_close(c, status);
+}
+
+START_TEST(connect_refused)
+{
+    /* Close the listener first so the port refuses. */
+    uv_close((uv_handle_t *)&fx.server, NULL);
+    uv_run(&fx.loop, UV_RUN_NOWAIT);
+    uv_tcp_init(&fx.loop, &fx.server);
+    client_init(NULL, on_connect_refused);
+    uv_run(&fx.loop, UV_RUN_DEFAULT);
+    ck_assert_int_eq(fx.client_closed, 1);
+}
+END_TEST
+
+TCase *tcase_conn(void)
+{
+    TCase *tc = tcase_create("conn");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, echo_many_small);
+    tcase_add_test(tc, echo_large_payload);
+    tcase_add_test(tc, backpressure_drains);
+    tcase_add_test(tc, decode_error_gets_error_frame);
+    tcase_add_test(tc, connect_refused);
+    tcase_set_timeout(tc, 30);
+    return tc;
+}

@@ -1,0 +1,292 @@
+/* Cross-thread queue, config files and number parsing, addresses, error names, clocks. */
+#include "test_common.h"
+
+#include "cmn/clock.h"
+#include "cmn/conf.h"
+#include "cmn/err.h"
+#include "cmn/log.h"
+#include "cmn/net.h"
+#include "cmn/xq.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- xq --------------------------------------------------------------------------------- */
+
+#define XQ_THREADS 4
+#define XQ_PER_THREAD 20000
+
+typedef struct {
+    cmn_xq_node_t node;
+    int thread;
+    int seq;
+} item_t;
+
+static struct {
+    cmn_xq_t q;
+    int received;
+    int callbacks;
+    int last_seq[XQ_THREADS];
+    item_t *items;
+} xqs;
+
+static void xq_cb(cmn_xq_t *q, cmn_xq_node_t *list)
+{
+    (void)q;
+    xqs.callbacks++;
+    while (list) {
+        item_t *it = (item_t *)list;
+        list = list->next;
+        /* Per producer, nodes arrive in push order. */
+        ck_assert_int_eq(it->seq, xqs.last_seq[it->thread] + 1);
+        xqs.last_seq[it->thread] = it->seq;
+        xqs.received++;
+    }
+    if (xqs.received == XQ_THREADS * XQ_PER_THREAD)
+        cmn_xq_close(&xqs.q, NULL);
+}
+
+static void producer(void *arg)
+{
+    int t = (int)(intptr_t)arg, i;
+    for (i = 0; i < XQ_PER_THREAD; i++)
+        cmn_xq_push(&xqs.q, &xqs.items[t * XQ_PER_THREAD + i].node);
+}
+
+START_TEST(xq_delivers_all_in_order_coalesced)
+{
+    uv_loop_t loop;
+    uv_thread_t th[XQ_THREADS];
+    int t, i;
+
+    memset(&xqs, 0, sizeof(xqs));
+    xqs.items = calloc(XQ_THREADS * XQ_PER_THREAD, sizeof(item_t));
+    for (t = 0; t < XQ_THREADS; t++) {
+        xqs.last_seq[t] = -1;
+        for (i = 0; i < XQ_PER_THREAD; i++) {
+            xqs.items[t * XQ_PER_THREAD + i].thread = t;
+            xqs.items[t * XQ_PER_THREAD + i].seq = i;
+        }
+    }
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    ck_assert_int_eq(cmn_xq_init(&loop, &xqs.q, xq_cb), 0);
+    for (t = 0; t < XQ_THREADS; t++)
+        ck_assert_int_eq(uv_thread_create(&th[t], producer, (void *)(intptr_t)t), 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    for (t = 0; t < XQ_THREADS; t++)
+        uv_thread_join(&th[t]);
+    ck_assert_int_eq(xqs.received, XQ_THREADS * XQ_PER_THREAD);
+    /* Wake-ups are coalesced: far fewer callbacks than pushes. */
+    ck_assert_int_lt(xqs.callbacks, XQ_THREADS * XQ_PER_THREAD);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+    free(xqs.items);
+}
+END_TEST
+
+TCase *tcase_xq(void)
+{
+    TCase *tc = tcase_create("xq");
+    tcase_add_test(tc, xq_delivers_all_in_order_coalesced);
+    tcase_set_timeout(tc, 30);
+    return tc;
+}
+
+/* ---- conf ------------------------------------------------------------------------------- */
+
+typedef struct {
+    char keys[8][32];
+    char vals[8][64];
+    int lines[8];
+    int n;
+} kv_t;
+
+static int kv_cb(void *arg, const char *key, const char *value, int line, cmn_errbuf_t *eb)
+{
+    kv_t *kv = arg;
+    if (strcmp(key, "reject") == 0)
+        return cmn_errf(eb, CMN_ECONFIG, "line %d: key 'reject' not allowed", line);
+    ck_assert_int_lt(kv->n, 8);
+    snprintf(kv->keys[kv->n], sizeof(kv->keys[0]), "%s", key);
+    snprintf(kv->vals[kv->n], sizeof(kv->vals[0]), "%s", value);
+    kv->lines[kv->n] = line;
+    kv->n++;
+    return 0;
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+START_TEST(conf_file)
+{
+    char path[] = "/tmp/cmn_conf_XXXXXX";
+    int fd = mkstemp(path);
+    kv_t kv;
+    cmn_errbuf_t eb;
+
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    write_file(path, "# comment\n\n  listen = 127.0.0.1:9000  \nname=node-a\nbackend = sim # not a comment\n");
+    memset(&kv, 0, sizeof(kv));
+    ck_assert_int_eq(cmn_conf_parse_file(path, kv_cb, &kv, &eb), 0);
+    ck_assert_int_eq(kv.n, 3);
+    ck_assert_str_eq(kv.keys[0], "listen");
+    ck_assert_str_eq(kv.vals[0], "127.0.0.1:9000");
+    ck_assert_int_eq(kv.lines[0], 3);
+    ck_assert_str_eq(kv.keys[1], "name");
+    ck_assert_str_eq(kv.vals[1], "node-a");
+    ck_assert_str_eq(kv.vals[2], "sim # not a comment");
+
+    write_file(path, "good = 1\nno equals sign here\n");
+    memset(&kv, 0, sizeof(kv));
+    ck_assert_int_eq(cmn_conf_parse_file(path, kv_cb, &kv, &eb), CMN_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(eb.msg, ":2:"));
+
+    write_file(path, "reject = 1\n");
+    ck_assert_int_eq(cmn_conf_parse_file(path, kv_cb, &kv, &eb), CMN_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(eb.msg, "reject"));
+    unlink(path);
+
+    ck_assert_int_lt(cmn_conf_parse_file("/nonexistent/x.conf", kv_cb, &kv, &eb), 0);
+    ck_assert_ptr_nonnull(strstr(eb.msg, "/nonexistent/x.conf"));
+}
+END_TEST
+
+START_TEST(numbers)
+{
+    uint64_t u;
+    int64_t i;
+    double d;
+    int b;
+
+    ck_assert_int_eq(cmn_parse_u64("18446744073709551615", &u), 0);
+    ck_assert_uint_eq(u, UINT64_MAX);
+    ck_assert_int_eq(cmn_parse_u64("0x10", &u), 0);
+    ck_assert_uint_eq(u, 16);
+    ck_assert_int_eq(cmn_parse_u64("-1", &u), CMN_ECONFIG);
+    ck_assert_int_eq(cmn_parse_u64("12abc", &u), CMN_ECONFIG);
+    ck_assert_int_eq(cmn_parse_u64("", &u), CMN_ECONFIG);
+    ck_assert_int_eq(cmn_parse_u64("18446744073709551616", &u), CMN_ECONFIG);
+    ck_assert_int_eq(cmn_parse_i64("-42", &i), 0);
+    ck_assert_int_eq(i, -42);
+    ck_assert_int_eq(cmn_parse_double("2.5e3", &d), 0);
+    ck_assert_double_eq(d, 2500.0);
+    ck_assert_int_eq(cmn_parse_double("nan", &d), CMN_ECONFIG);
+    ck_assert_int_eq(cmn_parse_bool("Yes", &b), 0);
+    ck_assert_int_eq(b, 1);
+    ck_assert_int_eq(cmn_parse_bool("off", &b), 0);
+    ck_assert_int_eq(b, 0);
+    ck_assert_int_eq(cmn_parse_bool("maybe", &b), CMN_ECONFIG);
+    ck_assert_int_eq(cmn_parse_size("64K", &u), 0);
+    ck_assert_uint_eq(u, 65536);
+    ck_assert_int_eq(cmn_parse_size("256m", &u), 0);
+    ck_assert_uint_eq(u, 256u << 20);
+    ck_assert_int_eq(cmn_parse_size("3", &u), 0);
+    ck_assert_uint_eq(u, 3);
+    ck_assert_int_eq(cmn_parse_size("K", &u), CMN_ECONFIG);
+    ck_assert_int_eq(cmn_parse_size("99999999999999G", &u), CMN_ECONFIG);
+}
+END_TEST
+
+TCase *tcase_conf(void)
+{
+    TCase *tc = tcase_create("conf");
+    tcase_add_test(tc, conf_file);
+    tcase_add_test(tc, numbers);
+    return tc;
+}
+
+/* ---- net -------------------------------------------------------------------------------- */
+
+START_TEST(addresses)
+{
+    struct sockaddr_storage ss;
+    cmn_errbuf_t eb;
+    char buf[64];
+
+    ck_assert_int_eq(cmn_addr_parse("127.0.0.1:9000", &ss, &eb), 0);
+    ck_assert_str_eq(cmn_addr_format((struct sockaddr *)&ss, buf, sizeof(buf)), "127.0.0.1:9000");
+    ck_assert_int_eq(cmn_addr_parse("[::1]:80", &ss, &eb), 0);
+    ck_assert_str_eq(cmn_addr_format((struct sockaddr *)&ss, buf, sizeof(buf)), "[::1]:80");
+    ck_assert_int_eq(cmn_addr_port((struct sockaddr *)&ss), 80);
+    ck_assert_int_eq(cmn_addr_parse("*:7000", &ss, &eb), 0);
+    ck_assert_str_eq(cmn_addr_format((struct sockaddr *)&ss, buf, sizeof(buf)), "0.0.0.0:7000");
+    ck_assert_int_eq(cmn_addr_parse("localhost:1", &ss, &eb), 0);
+
+    ck_assert_int_eq(cmn_addr_parse("127.0.0.1", &ss, &eb), CMN_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(eb.msg, "no port"));
+    ck_assert_int_eq(cmn_addr_parse("127.0.0.1:70000", &ss, &eb), CMN_ECONFIG);
+    ck_assert_int_eq(cmn_addr_parse("::1:80", &ss, &eb), CMN_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(eb.msg, "[ADDR]:PORT"));
+    ck_assert_int_eq(cmn_addr_parse("[::1:80", &ss, &eb), CMN_ECONFIG);
+    ck_assert_int_eq(cmn_addr_parse("no-such-host.invalid:80", &ss, &eb), CMN_ECONFIG);
+    ck_assert_int_eq(cmn_addr_parse("", &ss, &eb), CMN_ECONFIG);
+}
+END_TEST
+
+TCase *tcase_net(void)
+{
+    TCase *tc = tcase_create("net");
+    tcase_add_test(tc, addresses);
+    return tc;
+}
+
+/* ---- err and log ------------------------------------------------------------------------ */
+
+START_TEST(error_names)
+{
+    int e;
+    cmn_errbuf_t eb;
+    cmn_log_level_t lvl;
+
+    for (e = CMN_E__BASE - 1; e > CMN_E__LAST; e--) {
+        ck_assert_msg(strncmp(cmn_err_name(e), "CMN_E", 5) == 0, "code %d has no name", e);
+        ck_assert_msg(strcmp(cmn_strerror(e), "Unknown system error") != 0, "code %d has no text", e);
+    }
+    ck_assert_str_eq(cmn_err_name(UV_ECONNREFUSED), "ECONNREFUSED");
+    ck_assert_str_eq(cmn_strerror(0), "success");
+    ck_assert_int_eq(cmn_errf(&eb, CMN_ETOOBIG, "frame of %u bytes", 5u), CMN_ETOOBIG);
+    ck_assert_str_eq(eb.msg, "frame of 5 bytes");
+    ck_assert_int_eq(cmn_log_level_parse("debug", &lvl), 0);
+    ck_assert_int_eq(lvl, CMN_LOG_DEBUG);
+    ck_assert_int_eq(cmn_log_level_parse("loud", &lvl), CMN_ECONFIG);
+}
+END_TEST
+
+TCase *tcase_err(void)
+{
+    TCase *tc = tcase_create("err");
+    tcase_add_test(tc, error_names);
+    return tc;
+}
+
+/* ---- clock ------------------------------------------------------------------------------ */
+
+START_TEST(sleep_until_never_early)
+{
+    int i;
+
+    ck_assert_int_eq(cmn_timer_slack_min(), 0);
+    for (i = 0; i < 50; i++) {
+        uint64_t deadline = cmn_now_ns() + 200000u + (uint64_t)i * 1000u;
+        cmn_sleep_until_ns(deadline, 20000);
+        /* Correctness, not speed: the wait never ends before its deadline. */
+        ck_assert_uint_ge(cmn_now_ns(), deadline);
+    }
+    cmn_sleep_until_ns(cmn_now_ns() - 1, 0); /* a past deadline returns at once */
+    ck_assert_uint_gt(cmn_realtime_ns(), 1600000000ull * 1000000000ull);
+}
+END_TEST
+
+TCase *tcase_clock(void)
+{
+    TCase *tc = tcase_create("clock");
+    tcase_add_test(tc, sleep_until_never_early);
+    return tc;
+}
