@@ -16,5 +16,6 @@ TCase *tcase_conf(void);
 TCase *tcase_net(void);
 TCase *tcase_err(void);
 TCase *tcase_clock(void);
+TCase *tcase_digest(void);
 
 #endif

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Installs every Debian package the build, the tests and the demos need. Idempotent: packages
+# already installed are skipped, and nothing is printed when all are present. Run as root (or
+# with sudo) on Debian 12.
+#
+#   deploy/install-deps.sh            build + test + demo dependencies
+#   deploy/install-deps.sh --bench    also the benchmark references (PyTorch, iperf3)
+set -euo pipefail
+
+packages=(
+    # toolchain and build
+    build-essential cmake pkg-config clang
+    # libraries
+    libuv1-dev libprotobuf-c-dev protobuf-c-compiler liblz4-dev libssl-dev
+    # unit tests
+    check libsubunit-dev
+    # the onnx backend: oneDNN, the ONNX schema, the ONNX conformance test vectors
+    libdnnl-dev libonnx-dev libonnx-testdata
+    # the real-model demo: the data set and the scripts that read it
+    dataset-fashion-mnist python3 python3-numpy
+    # certificates for TLS tests, network namespaces for the fabric simulation, diagrams
+    openssl iproute2 ethtool graphviz procps
+)
+if [[ "${1:-}" == "--bench" ]]; then
+    packages+=(python3-torch python3-torchvision python3-onnx iperf3 hyperfine)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing+=("$p")
+    fi
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+if [[ $(id -u) -ne 0 ]]; then
+    if command -v sudo >/dev/null; then
+        exec sudo -- "$0" "$@"
+    fi
+    echo "install-deps: missing packages (${missing[*]}) and not root; run as root" >&2
+    exit 1
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

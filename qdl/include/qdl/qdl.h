@@ -1,0 +1,141 @@
+/* qdl.h: the Query Dispatch Library (MLPerf Inference rules 6.2.1).
+ *
+ * The QDL looks like one SUT to LoadGen and sends every query's sample bytes over TCP to one or
+ * more sut-node daemons, then hands each response back. It never batches, pads, caches or alters
+ * sample data, and never merges two queries into one frame; it may split an Offline query into
+ * parts across nodes (a network function), and it decodes compressed responses (timed, inside the
+ * latency). Compression of samples happens earlier, in the QSL.
+ *
+ * Threads: the QDL runs its own libuv loop thread, which owns every socket. qdl_issue_query() and
+ * qdl_flush() are thread-safe and never block on the network (they hand the query to the loop
+ * thread through a coalesced wake-up). qdl_name() and qdl_stats() are thread-safe and block the
+ * caller until the answer is in. The completion callbacks run on the QDL's loop thread.
+ *
+ * Memory: sample bytes are written to the socket straight from the caller's memory (no copy in
+ * user space); they must stay valid and unchanged until the sample's completion callback has run.
+ * Response bytes passed to the callbacks are valid only during the call.
+ *
+ * Errors: functions return 0 or a negative code (cmn/err.h codes or negated errno values) and
+ * write a sentence naming what failed and why into err[0..errlen) when err is not NULL.
+ *
+ * Faults: a node that disconnects or misses its ping deadline is marked down; its in-flight
+ * samples are sent again to the remaining nodes and it is reconnected with backoff. When no node
+ * is left, every outstanding and later sample completes with a negative status within
+ * fail_timeout_ms: a lost node never hangs the caller. A response for an unknown or already
+ * completed id is logged and dropped, never passed on twice. */
+#ifndef QDL_QDL_H
+#define QDL_QDL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct qdl qdl_t;
+
+typedef enum {
+    QDL_POLICY_LEAST_OUTSTANDING = 0, /* the node with the fewest samples in flight (default) */
+    QDL_POLICY_ROUND_ROBIN = 1,
+    QDL_POLICY_WEIGHTED = 2, /* in-flight samples divided by the node's capability weight */
+} qdl_policy_t;
+
+/* One sample to dispatch. */
+typedef struct {
+    uint64_t response_id; /* the caller's id (LoadGen's ResponseId), returned on completion */
+    const void *data;     /* sample bytes as they go on the wire (compressed if codec != 0) */
+    size_t size;          /* bytes at data */
+    int codec;            /* 0 none, 1 lz4 (cmpr/cmpr.h), chosen by the QSL */
+    size_t raw_size;      /* decoded size (== size when codec is 0) */
+} qdl_sample_t;
+
+/* One completed sample (or first token). */
+typedef struct {
+    uint64_t response_id;
+    int status;       /* 0, or a negative code: the sample failed and carries no data */
+    const void *data; /* decoded response bytes, valid during the callback only */
+    size_t size;
+    int64_t n_tokens; /* output tokens (LLMs); 0 otherwise */
+} qdl_response_t;
+
+/* Called on the QDL loop thread with one or more completions (all responses of one frame). */
+typedef void (*qdl_complete_cb)(void *user, const qdl_response_t *r, size_t n);
+
+typedef struct {
+    const char *const *nodes; /* "host:port" of each sut-node */
+    size_t n_nodes;
+    unsigned connections_per_node; /* default 1 */
+    qdl_policy_t policy;
+    int result_codec;              /* codec the QDL offers for responses: 0 none, 1 lz4 */
+    uint64_t connect_timeout_ms;   /* qdl_create waits this long for every node; default 5000 */
+    uint64_t ping_interval_ms;     /* default 1000; 0 disables pings */
+    uint64_t ping_timeout_ms;      /* no Pong within this marks the node down; default 3000 */
+    uint64_t name_timeout_ms;      /* qdl_name waits this long for all replies; default 2000 */
+    uint64_t fail_timeout_ms;      /* with no node up, samples fail after this; default 10000 */
+    uint64_t reconnect_max_ms;     /* backoff cap for reconnects; default 2000 */
+    uint64_t max_frame_size;       /* largest frame sent or accepted; default 256 MiB */
+    uint32_t max_part_samples;     /* samples per Query frame when a query is split; default 1024 */
+    const char *client_name;       /* shown in node logs; default "qdl@<host>:<pid>" */
+
+    qdl_complete_cb on_complete;    /* required */
+    qdl_complete_cb on_first_token; /* optional (LLM streaming) */
+    void *user;
+
+    /* TLS (NULL: plaintext). See qdl/README.md. */
+    const char *tls_ca_file;   /* verify node certificates against this CA */
+    const char *tls_cert_file; /* client certificate (mutual TLS) */
+    const char *tls_key_file;
+    const char *tls_server_name; /* expected node certificate name; default: the host part */
+} qdl_config_t;
+
+/* Fills |cfg| with the defaults above (no nodes, no callback). */
+void qdl_config_init(qdl_config_t *cfg);
+
+/* Starts the loop thread, connects to every node and completes the handshake. Returns 0 and
+ * *out, or a negative code when a node cannot be reached within connect_timeout_ms, refuses the
+ * handshake, or two nodes report the same name. */
+int qdl_create(const qdl_config_t *cfg, qdl_t **out, char *err, size_t errlen);
+
+/* LoadGen's Name(): sends a NameRequest to every node and waits for all replies (a network round
+ * trip on every call, never a cached answer). Writes "Network SUT (<n> nodes: name1, name2, ...)"
+ * into buf. Fails with CMN_EDUPNAME naming both nodes when two names are equal, or CMN_ETIMEOUT.
+ * *duration_ns (may be NULL) receives the time the round trips took. */
+int qdl_name(qdl_t *q, char *buf, size_t len, uint64_t *duration_ns, char *err, size_t errlen);
+
+/* Dispatches one query (n samples). Thread-safe, non-blocking. The samples array itself may be
+ * reused when the call returns; the bytes it points at may not (see Memory above). */
+int qdl_issue_query(qdl_t *q, const qdl_sample_t *samples, size_t n);
+
+/* LoadGen's FlushQueries(): asks every node to run its partial batches now. Thread-safe. */
+int qdl_flush(qdl_t *q);
+
+/* Per-node counters. */
+typedef struct {
+    char name[128];
+    char address[64];
+    int up;
+    uint64_t samples_sent, samples_completed, samples_failed;
+    uint64_t bytes_out, bytes_in;
+    uint64_t inflight;
+    uint64_t redispatched; /* samples moved to another node after this one went down */
+    uint64_t errors;
+    uint64_t reconnects;
+    uint64_t rtt_ns_last, rtt_ns_min; /* ping round trips */
+} qdl_node_stats_t;
+
+/* Copies up to |cap| nodes' counters into |out|; returns the number of nodes (may exceed cap). */
+int qdl_stats(qdl_t *q, qdl_node_stats_t *out, size_t cap);
+
+/* Prints the per-node counters as a table (for the end of a run). */
+void qdl_stats_print(qdl_t *q, void *file /* FILE* */);
+
+/* Stops the loop thread and closes every connection (sending Goodbye). Samples still outstanding
+ * complete with CMN_ECLOSED before it returns. */
+void qdl_destroy(qdl_t *q);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

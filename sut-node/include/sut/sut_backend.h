@@ -1,0 +1,147 @@
+/* sut_backend.h: the versioned C ABI between sut-node and an inference backend.
+ *
+ * A backend is a table of functions (sut_backend_ops_t). Built-in backends (null, digest, sim,
+ * onnx) are linked into sut-node; others are shared libraries loaded with dlopen from a path given
+ * in the node's own configuration or command line (never named by a network peer), which export
+ *
+ *     const sut_backend_ops_t *sut_backend_entry(void);
+ *
+ * Flow: the node calls create() once with its configuration, describe() to learn the backend's
+ * batch sizes and output size, then infer() for each batch its dynamic batcher forms, from one of
+ * its worker threads (or from the I/O thread when the backend sets SUT_BACKEND_F_INLINE). infer()
+ * is asynchronous: the backend completes every sample of the batch exactly once through
+ * batch->complete(), before infer() returns or later from any thread it owns. A streaming backend
+ * (LLMs) first calls batch->first_token() for a sample, then batch->complete() with its token
+ * count. After the last sample of a batch is completed the batch belongs to the node again: the
+ * backend must not touch it afterwards. destroy() is called after every batch has completed.
+ *
+ * Memory: the batch's input bytes are the decoded samples back to back (a [n, size] tensor when
+ * batch->uniform is set), valid until the batch is fully completed. Result bytes passed to
+ * complete()/first_token() are copied by the node before the call returns. A backend that wants
+ * its inputs in special memory (pinned host memory for a GPU) provides alloc_input/free_input;
+ * the node then decodes samples straight into that memory.
+ *
+ * The node keeps no query data or results after they are sent (rules 6.2.3): the batch and the
+ * result copies are recycled buffers, overwritten by the next batch.
+ *
+ * Versioning: abi_version must equal SUT_BACKEND_ABI_VERSION; struct_size lets later versions
+ * append fields to sut_backend_ops_t. */
+#ifndef SUT_BACKEND_H
+#define SUT_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SUT_BACKEND_ABI_VERSION 1u
+#define SUT_BACKEND_ENTRY_SYMBOL "sut_backend_entry"
+
+/* Flags in sut_backend_info_t.flags. */
+#define SUT_BACKEND_F_INLINE 0x1u    /* infer() is cheap and never blocks: may run on the I/O thread */
+#define SUT_BACKEND_F_STREAMING 0x2u /* calls first_token() before complete() (LLM token streaming) */
+
+/* Log levels for sut_backend_config_t.log (same order as the node's logger). */
+enum { SUT_LOG_ERROR = 0, SUT_LOG_WARN = 1, SUT_LOG_INFO = 2, SUT_LOG_DEBUG = 3 };
+
+typedef struct sut_backend sut_backend_t; /* the backend's own instance, opaque to the node */
+
+typedef struct {
+    const char *device;      /* "cpu", "cuda:0", ... as given by --device (never NULL) */
+    uint32_t max_batch;      /* the node's largest batch */
+    uint32_t threads;        /* CPU threads the backend may use (0: its own choice) */
+    uint64_t seed;           /* for backends with randomness (sim) */
+    size_t n_options;        /* backend-specific --backend-opt KEY=VALUE pairs */
+    const char *const *keys;
+    const char *const *values;
+    /* Log through the node's logger (thread-safe). */
+    void (*log)(int level, const char *msg);
+} sut_backend_config_t;
+
+typedef struct {
+    const char *name;         /* backend name, e.g. "onnx" */
+    const char *device;       /* accelerator description: name, memory, driver */
+    uint32_t preferred_batch; /* batch size the backend runs best at (>= 1) */
+    uint32_t max_batch;       /* largest batch it accepts (>= preferred_batch) */
+    uint64_t output_size;     /* typical result bytes per sample (0: variable) */
+    uint64_t input_size;      /* expected sample bytes (0: any size) */
+    uint32_t engines;         /* batches it can run at the same time (>= 1) */
+    double weight;            /* relative throughput, for weighted dispatch (> 0) */
+    uint32_t flags;           /* SUT_BACKEND_F_* */
+} sut_backend_info_t;
+
+typedef struct {
+    const void *data; /* decoded sample bytes, inside the batch input */
+    size_t size;
+} sut_sample_t;
+
+typedef struct {
+    size_t index;       /* which sample of the batch */
+    int status;         /* 0, or a negative code: the sample failed */
+    const void *data;   /* result bytes (copied by the node before the call returns) */
+    size_t size;
+    int64_t n_tokens;   /* output tokens for LLMs (first_token: 1), else 0 */
+} sut_result_t;
+
+typedef struct sut_batch sut_batch_t;
+
+struct sut_batch {
+    size_t n;                    /* samples in the batch, 1..max_batch */
+    const sut_sample_t *samples; /* n entries */
+    void *input;                 /* all samples back to back */
+    size_t input_size;
+    int uniform;                 /* 1 when every sample has the same size */
+    void *backend_data;          /* free for the backend's use */
+
+    /* Thread-safe, callable from any thread; each sample is completed exactly once. */
+    void (*complete)(sut_batch_t *b, const sut_result_t *results, size_t n);
+    /* Streaming only: the first token of some samples (before their completion). */
+    void (*first_token)(sut_batch_t *b, const sut_result_t *results, size_t n);
+
+    void *node_priv; /* the node's bookkeeping; not for the backend */
+};
+
+typedef struct {
+    uint32_t abi_version; /* SUT_BACKEND_ABI_VERSION */
+    uint32_t struct_size; /* sizeof(sut_backend_ops_t) */
+    const char *name;
+
+    /* Returns 0 and *out, or a negative code with a reason in err[0..errlen). */
+    int (*create)(const sut_backend_config_t *cfg, sut_backend_t **out, char *err, size_t errlen);
+    void (*destroy)(sut_backend_t *b);
+    int (*describe)(sut_backend_t *b, sut_backend_info_t *info);
+    /* Starts a batch. Returns 0 (the samples will be completed) or a negative code (none was
+     * completed; the node fails the whole batch). */
+    int (*infer)(sut_backend_t *b, sut_batch_t *batch);
+
+    /* Optional (NULL: the node uses malloc). Called from any node thread. */
+    void *(*alloc_input)(sut_backend_t *b, size_t size);
+    void (*free_input)(sut_backend_t *b, void *p, size_t size);
+} sut_backend_ops_t;
+
+typedef const sut_backend_ops_t *(*sut_backend_entry_fn)(void);
+
+/* The value of option |key| in |cfg|, or |dflt| when absent. */
+static inline const char *sut_backend_opt(const sut_backend_config_t *cfg, const char *key,
+                                          const char *dflt)
+{
+    size_t i;
+    for (i = 0; i < cfg->n_options; i++) {
+        const char *k = cfg->keys[i], *q = key;
+        while (*k && *k == *q) {
+            k++;
+            q++;
+        }
+        if (*k == '\0' && *q == '\0')
+            return cfg->values[i];
+    }
+    return dflt;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
