@@ -38,7 +38,7 @@ if [[ "$variant" != default ]]; then
 fi
 if [[ "$variant" == tsan ]]; then
     export TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1 second_deadlock_stack=1"
-    [[ ${#ctest_args[@]} -eq 0 ]] && ctest_args=(-L "qdl|sut|xq")
+    [[ ${#ctest_args[@]} -eq 0 ]] && ctest_args=(-L "qdl|sut|common")
 fi
 cd "$build"
 ctest --output-on-failure -j"$(nproc)" "${ctest_args[@]}"

@@ -133,10 +133,11 @@ static void batch_first_token(sut_batch_t *b, const sut_result_t *results, size_
 /* Fails every sample of a batch that the backend refused to start. */
 static void fail_batch(sut_nbatch_t *nb, int rc)
 {
+    const size_t n = nb->b.n; /* the last completion hands the batch back: read it once */
     sut_result_t r;
     size_t i;
 
-    for (i = 0; i < nb->b.n; i++) {
+    for (i = 0; i < n; i++) {
         memset(&r, 0, sizeof(r));
         r.index = i;
         r.status = rc < 0 ? rc : CMN_EBACKEND;
@@ -146,9 +147,11 @@ static void fail_batch(sut_nbatch_t *nb, int rc)
 
 static void run_batch(sut_node_t *n, sut_nbatch_t *nb)
 {
+    size_t count = nb->b.n;
     int rc = n->ops->infer(n->be, &nb->b);
+    /* On failure the backend completed nothing, so the batch is still ours. */
     if (rc < 0) {
-        cmn_log_error("backend %s failed a batch of %zu: %s", n->info.name, nb->b.n, cmn_strerror(rc));
+        cmn_log_error("backend %s failed a batch of %zu: %s", n->info.name, count, cmn_strerror(rc));
         fail_batch(nb, rc);
     }
 }

@@ -132,16 +132,18 @@ static int null_describe(sut_backend_t *b, sut_backend_info_t *info)
 
 static int null_infer(sut_backend_t *b, sut_batch_t *batch)
 {
+    /* Read once: after the last complete() the batch belongs to the node again. */
+    const size_t n = batch->n;
     sut_result_t r[CHUNK];
     size_t i, k = 0;
 
-    for (i = 0; i < batch->n; i++) {
+    for (i = 0; i < n; i++) {
         r[k].index = i;
         r[k].status = 0;
         r[k].data = b->zeros;
         r[k].size = (size_t)b->output_size;
         r[k].n_tokens = 0;
-        if (++k == CHUNK || i + 1 == batch->n) {
+        if (++k == CHUNK || i + 1 == n) {
             batch->complete(batch, r, k);
             k = 0;
         }
@@ -195,19 +197,20 @@ static int digest_describe(sut_backend_t *b, sut_backend_info_t *info)
 
 static int digest_infer(sut_backend_t *b, sut_batch_t *batch)
 {
+    const size_t n = batch->n; /* read once (see null_infer) */
     uint8_t out[CHUNK][8];
     sut_result_t r[CHUNK];
     size_t i, k = 0;
 
     (void)b;
-    for (i = 0; i < batch->n; i++) {
+    for (i = 0; i < n; i++) {
         cmn_digest_put(out[k], cmn_digest64(batch->samples[i].data, batch->samples[i].size));
         r[k].index = i;
         r[k].status = 0;
         r[k].data = out[k];
         r[k].size = 8;
         r[k].n_tokens = 0;
-        if (++k == CHUNK || i + 1 == batch->n) {
+        if (++k == CHUNK || i + 1 == n) {
             batch->complete(batch, r, k);
             k = 0;
         }
@@ -323,18 +326,19 @@ static int sim_infer(sut_backend_t *b, sut_batch_t *batch)
     uint64_t seq = atomic_fetch_add(&b->batch_seq, 1);
     uint64_t rnd = splitmix64(b->seed ^ splitmix64(seq));
     uint64_t start = cmn_now_ns();
+    const size_t n = batch->n; /* read once (see null_infer) */
     sut_result_t r[CHUNK];
     size_t i, k;
 
     if (!b->llm) {
-        sleep_until(start + jittered_ns(b, b->a_us + b->b_us * (double)batch->n, rnd));
-        for (i = 0, k = 0; i < batch->n; i++) {
+        sleep_until(start + jittered_ns(b, b->a_us + b->b_us * (double)n, rnd));
+        for (i = 0, k = 0; i < n; i++) {
             r[k].index = i;
             r[k].status = 0;
             r[k].data = b->zeros;
             r[k].size = (size_t)b->output_size;
             r[k].n_tokens = 0;
-            if (++k == CHUNK || i + 1 == batch->n) {
+            if (++k == CHUNK || i + 1 == n) {
                 batch->complete(batch, r, k);
                 k = 0;
             }
@@ -343,25 +347,25 @@ static int sim_infer(sut_backend_t *b, sut_batch_t *batch)
     }
     /* LLM: the first token of every sample after the TTFT, the rest after n_tokens x TPOT. */
     sleep_until(start + jittered_ns(b, b->ttft_us, rnd));
-    for (i = 0, k = 0; i < batch->n; i++) {
+    for (i = 0, k = 0; i < n; i++) {
         r[k].index = i;
         r[k].status = 0;
         r[k].data = b->zeros;
         r[k].size = 4;
         r[k].n_tokens = 1;
-        if (++k == CHUNK || i + 1 == batch->n) {
+        if (++k == CHUNK || i + 1 == n) {
             batch->first_token(batch, r, k);
             k = 0;
         }
     }
     sleep_until(cmn_now_ns() + jittered_ns(b, b->tpot_us * (double)(b->tokens - 1), splitmix64(rnd)));
-    for (i = 0, k = 0; i < batch->n; i++) {
+    for (i = 0, k = 0; i < n; i++) {
         r[k].index = i;
         r[k].status = 0;
         r[k].data = b->zeros;
         r[k].size = (size_t)b->tokens * 4;
         r[k].n_tokens = (int64_t)b->tokens;
-        if (++k == CHUNK || i + 1 == batch->n) {
+        if (++k == CHUNK || i + 1 == n) {
             batch->complete(batch, r, k);
             k = 0;
         }

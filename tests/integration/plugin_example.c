@@ -56,9 +56,11 @@ static int ex_describe(sut_backend_t *b, sut_backend_info_t *info)
 
 static int ex_infer(sut_backend_t *b, sut_batch_t *batch)
 {
+    /* Read once: after the last complete() the batch belongs to the node again. */
+    const size_t n_samples = batch->n;
     size_t i, j;
 
-    for (i = 0; i < batch->n; i++) {
+    for (i = 0; i < n_samples; i++) {
         const unsigned char *in = batch->samples[i].data;
         size_t n = batch->samples[i].size;
         sut_result_t r;
