@@ -24,6 +24,7 @@
 #define BACKOFF_MIN_MS 100u
 
 static void conn_connect(qdl_conn_t *qc);
+static void conn_cleanup(qdl_conn_t *qc, int reason, const char *why);
 
 static const char *node_label(const qdl_node_t *nd)
 {
@@ -860,10 +861,24 @@ static void on_conn_closed(cmn_conn_t *c, int reason)
 {
     qdl_conn_t *qc = c->data;
     qdl_t *q = qc->node->q;
+    char why[400];
 
-    (void)reason;
+    if (qc->state != QC_CLOSING) {
+        /* Closed by the peer or by the connection itself, not by us. */
+        qc->was_ready = qc->state == QC_READY;
+        if (cmn_conn_last_error(c)[0])
+            snprintf(why, sizeof(why), "%s", cmn_conn_last_error(c));
+        else
+            snprintf(why, sizeof(why), "connection closed (%s)",
+                     reason == CMN_ECLOSED ? "by the node" : cmn_strerror(reason));
+        if (!q->stopping)
+            cmn_log_warn("qdl: node %s (connection %u): %s", node_label(qc->node), qc->index, why);
+    } else {
+        snprintf(why, sizeof(why), "%s", qc->why);
+    }
     qc->open = 0;
     qc->state = QC_IDLE;
+    conn_cleanup(qc, reason, why);
     qc->state_ns = cmn_now_ns();
     if (q->stopping)
         return;
@@ -913,6 +928,13 @@ static void conn_connect(qdl_conn_t *qc)
     }
     qc->c.data = qc;
     qc->open = 1;
+    if (q->tls) {
+        const char *peer = q->cfg.tls_server_name ? q->cfg.tls_server_name : qc->node->host;
+        if (cmn_conn_use_tls(&qc->c, q->tls, peer) < 0) {
+            qdl__conn_close(qc, CMN_ETLS, "cannot start a TLS session");
+            return;
+        }
+    }
     qc->state = QC_CONNECTING;
     qc->state_ns = cmn_now_ns();
     qc->ping_sent_ns = 0;
@@ -925,28 +947,26 @@ static void conn_connect(qdl_conn_t *qc)
     }
 }
 
-void qdl__conn_close(qdl_conn_t *qc, int reason, const char *why)
+/* Everything a closed connection leaves behind: its samples go back to the queue, a pending
+ * start or Name() learns the node is gone. Runs once per connection, from on_conn_closed. */
+static void conn_cleanup(qdl_conn_t *qc, int reason, const char *why)
 {
     qdl_node_t *nd = qc->node;
     qdl_t *q = nd->q;
-    int was_ready = qc->state == QC_READY;
 
-    if (!qc->open || qc->state == QC_CLOSING)
-        return;
-    if (!q->stopping)
-        cmn_log_warn("qdl: node %s (connection %u): %s%s", node_label(nd), qc->index, why,
-                     qc->n_inflight ? "; re-dispatching its samples" : "");
-    if (q->start_req && !was_ready) {
+    if (q->start_req && !qc->was_ready) {
         if (q->start_req->err)
             snprintf(q->start_req->err, q->start_req->errlen, "sut-node %s: %s", nd->address, why);
-        q->start_req->rc = reason < 0 ? reason : CMN_ECLOSED;
+        q->start_req->rc = reason < 0 && reason != CMN_ECLOSED ? reason : CMN_ECLOSED;
         uv_sem_post(&q->start_req->done);
         q->start_req = NULL;
     }
-    qc->state = QC_CLOSING;
-    qc->ping_sent_ns = 0;
-    if (!q->stopping)
-        requeue_inflight(q, qc);
+    if (q->stopping)
+        return;
+    if (qc->n_inflight)
+        cmn_log_warn("qdl: node %s (connection %u) lost with %u samples in flight: re-dispatching them",
+                     node_label(nd), qc->index, qc->n_inflight);
+    requeue_inflight(q, qc);
     if (nd->name_pending) {
         int other = 0;
         unsigned k;
@@ -957,9 +977,23 @@ void qdl__conn_close(qdl_conn_t *qc, int reason, const char *why)
             name_check_done(q);
         }
     }
-    cmn_conn_close(&qc->c, reason);
+    qdl__dispatch(q);
+}
+
+void qdl__conn_close(qdl_conn_t *qc, int reason, const char *why)
+{
+    qdl_node_t *nd = qc->node;
+    qdl_t *q = nd->q;
+
+    if (!qc->open || qc->state == QC_CLOSING)
+        return;
     if (!q->stopping)
-        qdl__dispatch(q);
+        cmn_log_warn("qdl: node %s (connection %u): %s", node_label(nd), qc->index, why);
+    snprintf(qc->why, sizeof(qc->why), "%s", why);
+    qc->was_ready = qc->state == QC_READY;
+    qc->state = QC_CLOSING;
+    qc->ping_sent_ns = 0;
+    cmn_conn_close(&qc->c, reason);
 }
 
 /* ---- set-up, liveness, shutdown ------------------------------------------------------------- */
@@ -980,6 +1014,20 @@ int qdl__nodes_init(qdl_t *q, char *err, size_t errlen)
         nd->q = q;
         nd->index = (unsigned)i;
         snprintf(nd->address, sizeof(nd->address), "%s", q->cfg.nodes[i]);
+        /* "host:port" or "[v6]:port": the host part, for TLS name checks. */
+        {
+            const char *a = nd->address, *end = strrchr(a, ':');
+            size_t hl;
+            if (*a == '[') {
+                a++;
+                end = strchr(a, ']');
+            }
+            hl = end ? (size_t)(end - a) : strlen(a);
+            if (hl >= sizeof(nd->host))
+                hl = sizeof(nd->host) - 1;
+            memcpy(nd->host, a, hl);
+            nd->host[hl] = '\0';
+        }
         rc = cmn_addr_parse(q->cfg.nodes[i], &nd->addr, &eb);
         if (rc < 0) {
             if (err)

@@ -283,6 +283,7 @@ static void free_qdl(qdl_t *q)
     }
     cmn_arena_free(&q->arena);
     cmn_pool_free(q->pool);
+    cmn_tls_ctx_free(q->tls);
     free(q->scratch);
     free(q->resp);
     free(q->strings);
@@ -315,6 +316,15 @@ int qdl_create(const qdl_config_t *cfg, qdl_t **out, char *err, size_t errlen)
     }
     q->next_wire_id = 1;
     q->next_query_id = 1;
+    if (q->cfg.tls_ca_file || q->cfg.tls_cert_file || q->cfg.tls_key_file) {
+        cmn_errbuf_t eb;
+        rc = cmn_tls_client_ctx(q->cfg.tls_ca_file, q->cfg.tls_cert_file, q->cfg.tls_key_file, &q->tls, &eb);
+        if (rc < 0) {
+            errfmt(err, errlen, "%s", eb.msg);
+            free_qdl(q);
+            return rc;
+        }
+    }
     cmn_arena_init(&q->arena, 64u * 1024u);
     q->pool = cmn_pool_new(64u << 20);
     if (!q->pool) {

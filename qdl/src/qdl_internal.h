@@ -15,6 +15,7 @@
 #include "cmn/idmap.h"
 #include "cmn/msg.h"
 #include "cmn/pool.h"
+#include "cmn/tls.h"
 #include "cmn/xq.h"
 
 #include <stdint.h>
@@ -61,6 +62,8 @@ struct qdl_conn {
     uint64_t state_ns;     /* when the current state began */
     uint64_t backoff_ms;
     uint64_t connects;     /* connection attempts so far */
+    int was_ready;         /* the closing connection had completed its handshake */
+    char why[400];         /* why we closed it */
     uv_timer_t retry;      /* reconnect backoff */
     int retry_open;
 };
@@ -71,6 +74,7 @@ struct qdl_node {
     char address[64];
     struct sockaddr_storage addr;
     char name[256];
+    char host[64];      /* the address's host part: the name its TLS certificate must carry */
     int named;          /* name known from a HelloAck */
     Nsut__Capabilities caps;
     char caps_backend[64], caps_device[256];
@@ -120,6 +124,7 @@ struct qdl {
     uv_timer_t tick;
     cmn_pool_t *pool;
     cmn_arena_t arena;
+    cmn_tls_ctx_t *tls; /* NULL: plaintext */
     qdl_node_t *nodes;
     size_t n_nodes;
     char client_name[128];

@@ -296,13 +296,18 @@ int main(int argc, char **argv)
         cmn_log_info("sut-node %s: node '%s', backend %s on %s, max batch %u, %u engine(s), result codec %s, "
                      "tls %s",
                      SUT_VERSION, node->name, node->info.name, node->info.device, node->max_batch, node->engines,
-                     cmpr_codec_name(opt.result_codec), opt.tls_cert ? "on" : "off");
+                     cmpr_codec_name(opt.result_codec),
+                     !opt.tls_cert ? "off (plaintext: a trusted fabric only)"
+                     : opt.tls_allow ? "on (TLS 1.3, client certificates required, names pinned)"
+                     : opt.tls_ca  ? "on (TLS 1.3, client certificates required)"
+                                   : "on (TLS 1.3)");
     }
     uv_run(&loop, UV_RUN_DEFAULT);
 
     sut__batcher_shutdown(node);
     sut__backend_unload(node);
     cmn_arena_free(&node->arena);
+    cmn_tls_ctx_free(node->tls);
     rc = node->exit_code;
     if (uv_loop_close(&loop) != 0)
         cmn_log_warn("event loop closed with handles still open");

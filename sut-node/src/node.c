@@ -393,6 +393,11 @@ static void on_connection(uv_stream_t *server, int status)
     s->node = n;
     s->refs = 1;
     s->conn.data = s;
+    if (n->tls && cmn_conn_use_tls(&s->conn, n->tls, NULL) < 0) {
+        cmn_log_error("out of memory for a TLS session");
+        free(s);
+        return;
+    }
     cmn_idmap_init(&s->ids);
     s->accepted_ns = s->progress_ns = cmn_now_ns();
     if ((rc = uv_accept(server, (uv_stream_t *)&s->conn.tcp)) < 0 || (rc = cmn_conn_start(&s->conn)) < 0) {
@@ -595,6 +600,11 @@ int sut__node_init(sut_node_t *n, uv_loop_t *loop, const sut_opts_t *opt, cmn_er
     n->pool = cmn_pool_new(256u << 20);
     if (!n->pool)
         return cmn_errf(eb, UV_ENOMEM, "out of memory");
+    if (opt->tls_cert || opt->tls_key || opt->tls_ca || opt->tls_allow) {
+        rc = cmn_tls_server_ctx(opt->tls_cert, opt->tls_key, opt->tls_ca, opt->tls_allow, &n->tls, eb);
+        if (rc < 0)
+            return rc;
+    }
     rc = sut__backend_load(n, eb);
     if (rc < 0)
         return rc;

@@ -13,6 +13,7 @@
 #include "cmn/idmap.h"
 #include "cmn/msg.h"
 #include "cmn/pool.h"
+#include "cmn/tls.h"
 #include "cmn/xq.h"
 #include "sut/sut_backend.h"
 
@@ -194,7 +195,7 @@ struct sut_node {
     atomic_uint_fast64_t encode_ns;   /* worker threads */
     atomic_uint_fast64_t failed_by_backend;
 
-    void *tls; /* cmn TLS server context, when TLS is on */
+    cmn_tls_ctx_t *tls; /* NULL: plaintext */
 };
 
 /* node.c */
