@@ -32,7 +32,12 @@ static void sleep_ms(unsigned ms)
 
 int tn_spawn(tn_proc_t *p, const char *exe, const char *const *args)
 {
-    char port_path[128];
+    return tn_spawn_port(p, exe, args, 0);
+}
+
+int tn_spawn_port(tn_proc_t *p, const char *exe, const char *const *args, int port)
+{
+    char port_path[128], listen[32];
     const char *argv[64];
     size_t n = 0, i;
     uint64_t deadline;
@@ -48,8 +53,9 @@ int tn_spawn(tn_proc_t *p, const char *exe, const char *const *args)
     argv[n++] = exe;
     for (i = 0; args && args[i] && n < 58; i++)
         argv[n++] = args[i];
+    snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
     argv[n++] = "--listen";
-    argv[n++] = "127.0.0.1:0";
+    argv[n++] = listen;
     argv[n++] = "--port-file";
     argv[n++] = port_path;
     argv[n] = NULL;

@@ -23,6 +23,9 @@ typedef struct {
  * to 10 s for the port. Returns 0 or -1 (the reason on stderr). */
 int tn_spawn(tn_proc_t *p, const char *exe, const char *const *args);
 
+/* The same on a given port (to restart a node where the QDL expects it). */
+int tn_spawn_port(tn_proc_t *p, const char *exe, const char *const *args, int port);
+
 /* Sends |sig| and waits up to |timeout_ms| for exit; kills it after that. Returns the exit status
  * (>= 0), 128 + signal when it died by a signal, or -1 on timeout. */
 int tn_stop(tn_proc_t *p, int sig, int timeout_ms);
