@@ -58,7 +58,8 @@ static void req_done(qdl_req_t *r, int rc)
 
 void qdl__srec_done(qdl_t *q, qdl_srec_t *s)
 {
-    qdl_qblock_t *b = (qdl_qblock_t *)((char *)(s - s->index_in_block) - offsetof(qdl_qblock_t, recs));
+    /* container_of: the records array sits at a fixed offset in its block. */
+    qdl_qblock_t *b = (qdl_qblock_t *)(void *)((char *)(s - s->index_in_block) - offsetof(qdl_qblock_t, recs));
     (void)q;
     if (--b->n_left == 0)
         free(b);

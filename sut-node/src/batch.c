@@ -650,7 +650,7 @@ void sut__on_records(cmn_xq_t *q, cmn_xq_node_t *list)
         sut_qhdr_t *h = (sut_qhdr_t *)list;
         list = list->next;
         if (h->kind == REC_BATCH_DONE) {
-            sut_nbatch_t *nb = (sut_nbatch_t *)((char *)h - offsetof(sut_nbatch_t, done));
+            sut_nbatch_t *nb = (sut_nbatch_t *)(void *)((char *)h - offsetof(sut_nbatch_t, done));
             n->st.infer_ns += cmn_now_ns() - nb->dispatch_ns;
             n->batches_inflight--;
             batch_recycle(n, nb);
