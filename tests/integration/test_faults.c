@@ -76,8 +76,11 @@ static uint64_t total(qdl_t *q, size_t n, size_t field_offset)
     size_t i;
 
     ck_assert_int_eq(qdl_stats(q, st, n), (int)n);
-    for (i = 0; i < n; i++)
-        sum += *(const uint64_t *)((const char *)&st[i] + field_offset);
+    for (i = 0; i < n; i++) {
+        uint64_t v;
+        memcpy(&v, (const char *)&st[i] + field_offset, sizeof(v));
+        sum += v;
+    }
     return sum;
 }
 
