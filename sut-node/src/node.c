@@ -197,8 +197,14 @@ static void handle_query(sut_session_t *s, const Nsut__Query *q, const uint8_t *
             sut__session_protocol_error(s, rc, NSUT__ERROR_CODE__ERROR_INTERNAL, "out of memory");
             break;
         }
+        /* Counted before the batcher sees it: an inline backend may complete it before
+         * sut__batcher_add returns. */
+        s->refs++;
+        s->inflight++;
         rc = sut__batcher_add(n, s, sm->id, codec, wire, sm->wire_size, sm->raw_size, &eb);
         if (rc < 0) {
+            s->refs--;
+            s->inflight--;
             cmn_idmap_del(&s->ids, sm->id);
             sut__session_protocol_error(s, rc,
                                         rc == CMN_EDECOMPRESS ? NSUT__ERROR_CODE__ERROR_DECOMPRESS
@@ -206,8 +212,6 @@ static void handle_query(sut_session_t *s, const Nsut__Query *q, const uint8_t *
                                         eb.msg);
             break;
         }
-        s->refs++;
-        s->inflight++;
         n->st.samples++;
     }
     if (s->n_res)

@@ -176,6 +176,10 @@ struct sut_node {
     sut_nbatch_t *open;
     sut_nbatch_t *free_batches;
     uint32_t batches_inflight;
+    /* An inline backend completes on the loop thread, inside infer(): its records are gathered
+     * here and handled right after, without a trip through the cross-thread queue. */
+    int inline_active;
+    cmn_xq_node_t *local_first, *local_last;
 
     /* work queue (shared with workers) */
     uv_mutex_t wq_mu;
