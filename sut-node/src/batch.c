@@ -384,6 +384,34 @@ void sut__batcher_flush(sut_node_t *n)
     close_open_batch(n);
 }
 
+sut_nbatch_t *sut__batcher_sink_open(sut_node_t *n, size_t bytes)
+{
+    return batch_open(n, bytes ? bytes : 1);
+}
+
+void sut__batcher_sink_add(sut_nbatch_t *nb, sut_session_t *s, uint64_t wire_id, size_t size)
+{
+    size_t i = nb->b.n;
+
+    nb->samples[i].data = nb->input + nb->used;
+    nb->samples[i].size = size;
+    if (i > 0 && nb->samples[0].size != size)
+        nb->b.uniform = 0;
+    nb->owners[i].s = s;
+    nb->owners[i].wire_id = wire_id;
+    nb->b.n++;
+    nb->used += size;
+}
+
+void sut__batcher_sink_commit(sut_node_t *n, sut_nbatch_t *nb)
+{
+    if (nb->b.n == 0) {
+        batch_recycle(n, nb);
+        return;
+    }
+    dispatch(n, nb);
+}
+
 static int engine_idle(const sut_node_t *n)
 {
     return (n->info.flags & SUT_BACKEND_F_INLINE) || n->batches_inflight < n->engines;
