@@ -132,11 +132,17 @@ static void pq_append(qdl_pq_t *pq, qdl_srec_t *s)
     pq->n++;
 }
 
+/* A query that fits one frame is "part 0 of 1"; a longer one is cut on the fly (by samples and by
+ * bytes, and to the receiving node's frame limit), so its part count is not known: 0. */
 static void pq_set_parts(qdl_t *q, qdl_pq_t *pq)
 {
-    size_t per = q->cfg.max_part_samples;
+    uint64_t bytes = 0;
+    qdl_srec_t *s;
+
     pq->part = 0;
-    pq->parts = (uint32_t)((pq->n + per - 1) / per);
+    for (s = pq->head; s; s = s->next)
+        bytes += s->s.size;
+    pq->parts = pq->n <= q->cfg.max_part_samples && bytes <= PART_BYTES_MAX ? 1 : 0;
 }
 
 static void pending_push(qdl_t *q, qdl_pq_t *pq, int front)
