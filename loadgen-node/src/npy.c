@@ -155,6 +155,8 @@ static int simple_itemsize(cur_t *c, const char *d, uint64_t *out)
         *out = 1;
         return 0;
     }
+    if (kind == 'O')
+        return fail(c, "object arrays hold Python pointers, not sample data");
     while (isdigit((unsigned char)*s)) {
         if (n > 1000000)
             return fail(c, "an element size is implausibly large");
@@ -181,8 +183,6 @@ static int simple_itemsize(cur_t *c, const char *d, uint64_t *out)
     case 'U':
         *out = 4 * n;
         return n ? 0 : fail(c, "a zero-size dtype");
-    case 'O':
-        return fail(c, "object arrays hold Python pointers, not sample data");
     default:
         break;
     }

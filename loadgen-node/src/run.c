@@ -905,6 +905,7 @@ static int issue_series(lg_run_t *run, const lg_effective_settings_t *s, int acc
     char p0[64], p1[64];
     int rc, lost;
 
+    memset(pr, 0, sizeof(*pr));
     /* The accuracy-log sampling of performance mode (3.4). */
     lg__mt_seed(&off_rng, s->accuracy_log_rng_seed);
     offset = lg__canonical(&off_rng);
