@@ -94,7 +94,9 @@ static void draw(lg__progress_t *p, int final)
 
     s.eta_s = -1;
     p->fn(p->arg, &s);
-    if (p->last_ns && now > p->last_ns && s.completed >= p->last_completed) {
+    if (!p->last_ns && s.elapsed_ns) {
+        p->rate = (double)s.completed * 1e9 / (double)s.elapsed_ns;
+    } else if (now > p->last_ns && s.completed >= p->last_completed) {
         double r = (double)(s.completed - p->last_completed) * 1e9 / (double)(now - p->last_ns);
 
         /* Smooth the instantaneous rate so the line does not flicker. */

@@ -460,7 +460,8 @@ void lg_first_token(lg_run_t *run, const lg_response_t *r, size_t n)
                       r[i].id);
             continue;
         }
-        if (run->accuracy || (c->idx[k] & LG__ACC_FLAG))
+        /* Only a logged response of a scenario that records first tokens needs the bytes. */
+        if (run->needs_first_token && (run->accuracy || (c->idx[k] & LG__ACC_FLAG)))
             tok_put(run, r[i].id, r[i].data, r[i].data ? r[i].size : 0);
     }
     atomic_fetch_sub(&run->active, 1);
