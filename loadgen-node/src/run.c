@@ -10,6 +10,7 @@
 
 #include "cmn/clock.h"
 #include "cmn/digest.h"
+#include "cmn/log.h"
 #include "gen.h"
 #include "logs.h"
 #include "progress.h"
@@ -1577,6 +1578,10 @@ int lg_start_test(lg_sut_t *sut, lg_qsl_t *qsl, const lg_test_settings_t *settin
     run = run_new();
     if (!run)
         return cmn_errf(eb, -ENOMEM, "out of memory");
+    /* The calling thread issues the queries: with the default 50 us timer slack every Server
+     * sleep would end up to 50 us late, and that lateness counts as SUT latency. */
+    if (cmn_timer_slack_min() < 0)
+        cmn_log_warn("cannot lower the timer slack; Server issue times may be up to 50 us late");
     run->sut = sut;
     run->qsl = qsl;
     run->ls = log;

@@ -11,7 +11,8 @@
  * batches; a sample that failed (status < 0) counts as an error, makes the run INVALID, and never
  * hangs it.
  *
- * Thread-safety: lg_start_test() blocks its caller, which becomes the issue thread.
+ * Thread-safety: lg_start_test() blocks its caller, which becomes the issue thread (its timer
+ * slack is set to 1 ns, and stays so, for precise Server issue times).
  * lg_complete() and lg_first_token() are thread-safe and may be called from inside issue() (an
  * inline SUT) or from any other thread, until the SUT's last sample of the test has completed;
  * never after lg_start_test() has returned. */
