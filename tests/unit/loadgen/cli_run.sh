@@ -16,7 +16,7 @@ cat > "$out/user.conf" <<CONF
 *.Server.target_latency = 10000
 *.Offline.target_qps = 1000
 *.SingleStream.target_latency = 0.0001
-*.MultiStream.target_latency = 0.02
+*.MultiStream.target_latency = 0.001
 *.MultiStream.min_query_count = 662
 CONF
 
