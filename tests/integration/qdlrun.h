@@ -1,0 +1,48 @@
+/* Shared by the QDL integration suites: a run of samples with known bytes, the completion
+ * callback that records how often and how each one completed, and the checks. */
+#ifndef QDLRUN_H
+#define QDLRUN_H
+
+#include "qdl/qdl.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+typedef struct {
+    uv_mutex_t mu;
+    uv_cond_t cv;
+    size_t n;
+    uint8_t **data;     /* raw sample bytes */
+    size_t *size;
+    uint8_t **wire;     /* what is sent (compressed or raw) */
+    size_t *wire_size;
+    int *codec;
+    int *completions;
+    int *status;
+    int *digest_ok;
+    size_t done, failed;
+    int check_digest;
+} run_t;
+
+extern run_t R;
+
+/* The qdl_config_t.on_complete of every test. */
+void on_complete(void *user, const qdl_response_t *r, size_t n);
+
+/* |n| samples of random sizes in [1, max]; every third one LZ4-compressed when it shrinks. */
+void run_init(size_t n, size_t max, int check_digest);
+void run_free(void);
+qdl_sample_t sample_of(size_t i);
+/* Issues samples [from, to) as queries of |per| samples each. */
+void issue_range(qdl_t *q, size_t from, size_t to, size_t per);
+/* Issues them one per query, |gap_us| apart (a paced, Server-like stream). */
+void issue_paced(qdl_t *q, size_t from, size_t to, unsigned gap_us);
+/* Waits until |want| completions arrived or |timeout_ms| passed; returns the count. */
+size_t wait_done(size_t want, int timeout_ms);
+/* Every sample completed exactly once, successfully (and with the right digest). */
+void expect_exactly_once(int digest);
+/* Every sample completed exactly once: successfully, or failed with a status (counted). */
+size_t expect_once_or_failed(void);
+
+#endif

@@ -1,0 +1,285 @@
+/* Hostile peers. A malicious node answers the QDL with results for ids it never received,
+ * duplicates every result, and once sends garbage: every sample must still complete exactly once
+ * with the right bytes. And thousands of half-open connections against sut-node: a good client is
+ * served while they are open, and the node drops them all after its handshake deadline.
+ * (The sut-node bad-frame classes are in test_sut.c, cases bad_input and limits.) */
+#include "../unit/check_main.h"
+#include "qdlrun.h"
+#include "testnet.h"
+
+#include "cmn/conn.h"
+#include "cmn/digest.h"
+#include "cmn/net.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* ---- a malicious node --------------------------------------------------------------------- */
+
+typedef struct {
+    uv_loop_t loop;
+    uv_tcp_t server;
+    uv_async_t stop;
+    uv_thread_t thread;
+    int port;
+    int garbage_sent;
+    size_t queries;
+    cmn_conn_t *conns[8];
+} evil_t;
+
+static evil_t evil;
+
+static void free_sent(void *arg, int status)
+{
+    (void)status;
+    free(arg);
+}
+
+static void send_results(cmn_conn_t *c, Nsut__Query *q, const uint8_t *payload, uint64_t id_offset)
+{
+    Nsut__Response r = NSUT__RESPONSE__INIT;
+    Nsut__Result *res = calloc(q->n_samples, sizeof(*res));
+    Nsut__Result **rp = calloc(q->n_samples, sizeof(*rp));
+    uint8_t *out = malloc(8 * q->n_samples);
+    struct iovec iov = {out, 8 * q->n_samples};
+    const uint8_t *p = payload;
+    size_t i;
+
+    for (i = 0; i < q->n_samples; i++) {
+        nsut__result__init(&res[i]);
+        res[i].id = q->samples[i]->id + id_offset;
+        res[i].raw_size = res[i].wire_size = 8;
+        rp[i] = &res[i];
+        cmn_digest_put(out + 8 * i, id_offset ? 0 : cmn_digest64(p, q->samples[i]->wire_size));
+        p += q->samples[i]->wire_size;
+    }
+    r.n_results = q->n_samples;
+    r.results = rp;
+    cmn_conn_send(c, CMN_MSG_RESPONSE, &r.base, &iov, 1, free_sent, out);
+    free(res);
+    free(rp);
+}
+
+static void evil_on_frame(cmn_conn_t *c, const cmn_frame_t *f)
+{
+    cmn_msg_limits_t lim = cmn_msg_limits_default();
+    ProtobufCMessage *m;
+    cmn_errbuf_t eb;
+
+    ck_assert_int_eq(cmn_msg_unpack(f, &lim, NULL, &m, &eb), 0);
+    if (f->hdr.type == CMN_MSG_HELLO) {
+        Nsut__HelloAck a = NSUT__HELLO_ACK__INIT;
+        cmn_frame_limits_t dl = cmn_frame_limits_default();
+        a.version = 1;
+        a.node_name = (char *)"evil";
+        cmn_conn_send(c, CMN_MSG_HELLO_ACK, &a.base, NULL, 0, NULL, NULL);
+        cmn_conn_set_limits(c, &dl);
+    } else if (f->hdr.type == CMN_MSG_QUERY) {
+        Nsut__Query *q = (Nsut__Query *)m;
+        evil.queries++;
+        /* A result for ids nobody sent, the true result, then the same result again. */
+        send_results(c, q, f->payload, 1000000000u);
+        send_results(c, q, f->payload, 0);
+        send_results(c, q, f->payload, 0);
+        if (evil.queries == 50 && !evil.garbage_sent) {
+            static const uint8_t junk[32] = "garbage where a frame should be";
+            struct iovec iov = {(void *)junk, sizeof(junk)};
+            Nsut__Response r = NSUT__RESPONSE__INIT;
+            Nsut__Result x = NSUT__RESULT__INIT, *xp = &x;
+            /* A Response whose sizes do not add up: the QDL must close, not trust it. */
+            x.id = 1;
+            x.raw_size = x.wire_size = 8;
+            r.n_results = 1;
+            r.results = &xp;
+            cmn_conn_send(c, CMN_MSG_RESPONSE, &r.base, &iov, 1, NULL, NULL);
+            evil.garbage_sent = 1;
+        }
+    } else if (f->hdr.type == CMN_MSG_PING) {
+        Nsut__Pong p = NSUT__PONG__INIT;
+        p.seq = ((Nsut__Ping *)m)->seq;
+        cmn_conn_send(c, CMN_MSG_PONG, &p.base, NULL, 0, NULL, NULL);
+    }
+    cmn_msg_free(m, NULL);
+}
+
+static void evil_on_close(cmn_conn_t *c, int reason)
+{
+    size_t i;
+    (void)reason;
+    for (i = 0; i < 8; i++)
+        if (evil.conns[i] == c)
+            evil.conns[i] = NULL;
+    free(c);
+}
+
+static void evil_on_conn(uv_stream_t *s, int status)
+{
+    static const cmn_conn_callbacks_t cb = {evil_on_frame, NULL, evil_on_close, NULL};
+    cmn_frame_limits_t pre = cmn_frame_limits_preauth();
+    cmn_conn_t *c = malloc(sizeof(*c));
+    size_t i;
+
+    ck_assert_int_eq(status, 0);
+    cmn_conn_init(s->loop, c, &cb, NULL, &pre);
+    ck_assert_int_eq(uv_accept(s, (uv_stream_t *)&c->tcp), 0);
+    cmn_conn_start(c);
+    for (i = 0; i < 8; i++) {
+        if (!evil.conns[i]) {
+            evil.conns[i] = c;
+            break;
+        }
+    }
+}
+
+static void evil_on_stop(uv_async_t *a)
+{
+    size_t i;
+    uv_close((uv_handle_t *)a, NULL);
+    uv_close((uv_handle_t *)&evil.server, NULL);
+    for (i = 0; i < 8; i++)
+        if (evil.conns[i])
+            cmn_conn_close(evil.conns[i], 0);
+}
+
+static void evil_main(void *arg)
+{
+    (void)arg;
+    uv_run(&evil.loop, UV_RUN_DEFAULT);
+}
+
+START_TEST(malicious_node_cannot_complete_twice)
+{
+    const char *good[] = {"--backend", "digest", "--name", "good", NULL};
+    struct sockaddr_storage ss;
+    qdl_node_stats_t st[2];
+    qdl_config_t cfg;
+    cmn_errbuf_t eb;
+    tn_proc_t node;
+    char addr0[32], addr1[32], err[256];
+    const char *list[2] = {addr0, addr1};
+    qdl_t *q = NULL;
+    int len = sizeof(ss);
+
+    memset(&evil, 0, sizeof(evil));
+    uv_loop_init(&evil.loop);
+    uv_tcp_init(&evil.loop, &evil.server);
+    uv_async_init(&evil.loop, &evil.stop, evil_on_stop);
+    cmn_addr_parse("127.0.0.1:0", &ss, &eb);
+    uv_tcp_bind(&evil.server, (struct sockaddr *)&ss, 0);
+    ck_assert_int_eq(uv_listen((uv_stream_t *)&evil.server, 8, evil_on_conn), 0);
+    uv_tcp_getsockname(&evil.server, (struct sockaddr *)&ss, &len);
+    evil.port = cmn_addr_port((struct sockaddr *)&ss);
+    uv_thread_create(&evil.thread, evil_main, NULL);
+    ck_assert_int_eq(tn_spawn(&node, SUT_NODE_EXE, good), 0);
+
+    run_init(3000, 512, 1);
+    snprintf(addr0, sizeof(addr0), "127.0.0.1:%d", evil.port);
+    snprintf(addr1, sizeof(addr1), "127.0.0.1:%d", node.port);
+    qdl_config_init(&cfg);
+    cfg.nodes = list;
+    cfg.n_nodes = 2;
+    cfg.on_complete = on_complete;
+    cfg.policy = QDL_POLICY_ROUND_ROBIN;
+    cfg.reconnect_max_ms = 200;
+    ck_assert_msg(qdl_create(&cfg, &q, err, sizeof(err)) == 0, "%s", err);
+    issue_paced(q, 0, 3000, 100);
+    ck_assert_uint_eq(wait_done(3000, 30000), 3000);
+    usleep(100000); /* late duplicates have time to arrive, and must be dropped */
+    /* Exactly once, and the right bytes: stray and duplicate results never reached the caller. */
+    expect_exactly_once(1);
+    ck_assert_int_eq(qdl_stats(q, st, 2), 2);
+    printf("malicious node: %llu stray or duplicate results dropped, %llu samples re-dispatched\n",
+           (unsigned long long)st[0].errors, (unsigned long long)st[0].redispatched);
+    ck_assert_uint_gt(st[0].errors, 1000);
+    ck_assert_int_eq(evil.garbage_sent, 1);
+    qdl_destroy(q);
+    uv_async_send(&evil.stop);
+    uv_thread_join(&evil.thread);
+    uv_loop_close(&evil.loop);
+    ck_assert_int_eq(tn_stop(&node, SIGTERM, 10000), 0);
+    tn_cleanup(&node);
+    run_free();
+}
+END_TEST
+
+/* ---- thousands of half-open connections ----------------------------------------------------- */
+
+#define HALF_OPEN 2000
+
+START_TEST(half_open_flood)
+{
+    const char *args[] = {"--backend", "digest", "--max-connections", "4096", "--max-conn-per-peer", "4096",
+                          "--handshake-timeout-ms", "1500", NULL};
+    static int fds[HALF_OPEN];
+    struct sockaddr_in a;
+    tn_proc_t p;
+    tn_client_t c;
+    Nsut__StatsRequest sr = NSUT__STATS_REQUEST__INIT;
+    ProtobufCMessage *m;
+    const int codecs[1] = {0};
+    Nsut__HelloAck *ack;
+    unsigned type;
+    int i, open_now;
+
+    ck_assert_int_eq(tn_spawn(&p, SUT_NODE_EXE, args), 0);
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)p.port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (i = 0; i < HALF_OPEN; i++) {
+        fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+        ck_assert_int_ge(fds[i], 0);
+        ck_assert_int_eq(connect(fds[i], (struct sockaddr *)&a, sizeof(a)), 0);
+        if (i % 2) /* half of them also start a frame and stop */
+            ck_assert_int_eq(write(fds[i], "NSUT\x01", 5), 5);
+    }
+    /* A good client is served while the flood is open. */
+    ck_assert_int_eq(tn_connect(&c, p.port), 0);
+    ack = tn_handshake(&c, codecs, 1);
+    ck_assert_ptr_nonnull(ack);
+    cmn_msg_free(&ack->base, NULL);
+    ck_assert_int_eq(tn_send(&c, CMN_MSG_STATS_REQUEST, &sr.base, NULL, 0), 0);
+    ck_assert_int_eq(tn_recv(&c, 10000, &type, &m, NULL, NULL), 0);
+    ck_assert_uint_eq(type, CMN_MSG_STATS);
+    open_now = (int)((Nsut__Stats *)m)->connections_open;
+    cmn_msg_free(m, NULL);
+    printf("half-open flood: %d connections open at the node while serving a good client\n", open_now);
+    ck_assert_int_ge(open_now, HALF_OPEN / 2);
+    /* After the handshake deadline only the good client is left. */
+    usleep(2500000);
+    ck_assert_int_eq(tn_send(&c, CMN_MSG_STATS_REQUEST, &sr.base, NULL, 0), 0);
+    ck_assert_int_eq(tn_recv(&c, 10000, &type, &m, NULL, NULL), 0);
+    ck_assert_uint_eq(((Nsut__Stats *)m)->connections_open, 1);
+    cmn_msg_free(m, NULL);
+    ck_assert(tn_log_contains(&p, "no Hello within 1500 ms"));
+    for (i = 0; i < HALF_OPEN; i++)
+        close(fds[i]);
+    tn_close(&c);
+    ck_assert_int_eq(tn_stop(&p, SIGTERM, 10000), 0);
+    tn_cleanup(&p);
+}
+END_TEST
+
+static TCase *tc_evil(void)
+{
+    TCase *t = tcase_create("malicious_node");
+    tcase_add_test(t, malicious_node_cannot_complete_twice);
+    tcase_set_timeout(t, 60);
+    return t;
+}
+
+static TCase *tc_flood(void)
+{
+    TCase *t = tcase_create("half_open");
+    tcase_add_test(t, half_open_flood);
+    tcase_set_timeout(t, 60);
+    return t;
+}
+
+CHECK_MAIN("hostile", tc_evil, tc_flood)
