@@ -424,6 +424,31 @@ static void pct_name(char *buf, size_t len, double p)
     fixed(buf, len, p * 100, 2);
 }
 
+/* The six percentile lines of a summary block, e.g. "99.90 percentile latency (ns)   : 123". */
+static void print_percentiles(FILE *f, const char *label, const int64_t v[6])
+{
+    char p[32];
+    int i;
+
+    for (i = 0; i < 6; i++) {
+        pct_name(p, sizeof(p), pct_list[i]);
+        fprintf(f, "%s percentile %s: %" PRId64 "\n", p, label, v[i]);
+    }
+}
+
+/* The six percentile keys of the detail log, e.g. result_99.90_percentile_latency_ns. */
+static void log_percentiles(lg__dlog_t *d, const char *prefix, const char *suffix, const int64_t v[6])
+{
+    char p[32], key[128];
+    int i;
+
+    for (i = 0; i < 6; i++) {
+        pct_name(p, sizeof(p), pct_list[i]);
+        snprintf(key, sizeof(key), "%s%s%s", prefix, p, suffix);
+        LG_DI64(d, key, v[i]);
+    }
+}
+
 static void replace_newlines(char *s)
 {
     for (; *s; s++)
@@ -445,7 +470,6 @@ static void write_summary(summary_t *m, const char *sut_name, FILE *f, int valid
     lg__perf_t *pr = m->pr;
     double n = (double)m->sample_count;
     char a[64];
-    int i;
 
     fputs("================================================\n"
           "MLPerf Results Summary\n"
@@ -550,19 +574,13 @@ static void write_summary(summary_t *m, const char *sut_name, FILE *f, int valid
         fprintf(f, "Min latency (ns)                : %" PRId64 "\n", m->q_min);
         fprintf(f, "Max latency (ns)                : %" PRId64 "\n", m->q_max);
         fprintf(f, "Mean latency (ns)               : %" PRId64 "\n", m->q_mean);
-        for (i = 0; i < 6; i++) {
-            pct_name(a, sizeof(a), pct_list[i]);
-            fprintf(f, "%s percentile latency (ns)   : %" PRId64 "\n", a, m->pct_qlat[i]);
-        }
+        print_percentiles(f, "latency (ns)   ", m->pct_qlat);
     }
     if (s->scenario != LG_MULTI_STREAM) {
         fprintf(f, "Min latency (ns)                : %" PRId64 "\n", m->lat_min);
         fprintf(f, "Max latency (ns)                : %" PRId64 "\n", m->lat_max);
         fprintf(f, "Mean latency (ns)               : %" PRId64 "\n", m->lat_mean);
-        for (i = 0; i < 6; i++) {
-            pct_name(a, sizeof(a), pct_list[i]);
-            fprintf(f, "%s percentile latency (ns)   : %" PRId64 "\n", a, m->pct_lat[i]);
-        }
+        print_percentiles(f, "latency (ns)   ", m->pct_lat);
     }
     if (s->use_token_latencies) {
         fputs("\n", f);
@@ -579,20 +597,12 @@ static void write_summary(summary_t *m, const char *sut_name, FILE *f, int valid
             fprintf(f, "Min First Token latency (ns)                : %" PRId64 "\n", m->ft_min);
             fprintf(f, "Max First Token latency (ns)                : %" PRId64 "\n", m->ft_max);
             fprintf(f, "Mean First Token latency (ns)               : %" PRId64 "\n", m->ft_mean);
-            for (i = 0; i < 6; i++) {
-                pct_name(a, sizeof(a), pct_list[i]);
-                fprintf(f, "%s percentile first token latency (ns)   : %" PRId64 "\n", a,
-                        m->ft_pct[i]);
-            }
+            print_percentiles(f, "first token latency (ns)   ", m->ft_pct);
             fputs("\n", f);
             fprintf(f, "Min Time per Output Token (ns)                : %" PRId64 "\n", m->tpot_min);
             fprintf(f, "Max Time per Output Token (ns)                : %" PRId64 "\n", m->tpot_max);
             fprintf(f, "Mean Time per Output Token (ns)               : %" PRId64 "\n", m->tpot_mean);
-            for (i = 0; i < 6; i++) {
-                pct_name(a, sizeof(a), pct_list[i]);
-                fprintf(f, "%s percentile time to output token (ns)   : %" PRId64 "\n", a,
-                        m->tpot_pct[i]);
-            }
+            print_percentiles(f, "time to output token (ns)   ", m->tpot_pct);
         }
     }
     fputs("\n================================================\n"
@@ -609,8 +619,7 @@ static void write_detail(summary_t *m, lg__dlog_t *d, int valid, int perf_met, i
     const lg_effective_settings_t *s = m->s;
     lg__perf_t *pr = m->pr;
     double n = (double)m->sample_count;
-    char key[96], reason[1024];
-    int i;
+    char reason[1024];
 
     LG_DSTR(d, "result_validity", valid ? "VALID" : "INVALID");
     if (s->scenario == LG_SERVER)
@@ -661,13 +670,7 @@ static void write_detail(summary_t *m, lg__dlog_t *d, int valid, int perf_met, i
         LG_DI64(d, "result_min_query_latency_ns", m->q_min);
         LG_DI64(d, "result_max_query_latency_ns", m->q_max);
         LG_DI64(d, "result_mean_query_latency_ns", m->q_mean);
-        for (i = 0; i < 6; i++) {
-            char p[32];
-
-            pct_name(p, sizeof(p), pct_list[i]);
-            snprintf(key, sizeof(key), "result_%s_percentile_per_query_latency_ns", p);
-            LG_DI64(d, key, m->pct_qlat[i]);
-        }
+        log_percentiles(d, "result_", "_percentile_per_query_latency_ns", m->pct_qlat);
         LG_DI64(d, "early_stopping_latency_ms", m->es_ms);
         break;
     case LG_SERVER:
@@ -682,36 +685,18 @@ static void write_detail(summary_t *m, lg__dlog_t *d, int valid, int perf_met, i
     LG_DI64(d, "result_min_latency_ns", m->lat_min);
     LG_DI64(d, "result_max_latency_ns", m->lat_max);
     LG_DI64(d, "result_mean_latency_ns", m->lat_mean);
-    for (i = 0; i < 6; i++) {
-        char p[32];
-
-        pct_name(p, sizeof(p), pct_list[i]);
-        snprintf(key, sizeof(key), "result_%s_percentile_latency_ns", p);
-        LG_DI64(d, key, m->pct_lat[i]);
-    }
+    log_percentiles(d, "result_", "_percentile_latency_ns", m->pct_lat);
     if (s->use_token_latencies) {
         if (s->scenario != LG_OFFLINE) {
             LG_DI64(d, "result_first_token_min_latency_ns", m->ft_min);
             LG_DI64(d, "result_first_token_max_latency_ns", m->ft_max);
             LG_DI64(d, "result_first_token_mean_latency_ns", m->ft_mean);
-            for (i = 0; i < 6; i++) {
-                char p[32];
-
-                pct_name(p, sizeof(p), pct_list[i]);
-                snprintf(key, sizeof(key), "result_first_token_%s_percentile_latency_ns", p);
-                LG_DI64(d, key, m->ft_pct[i]);
-            }
+            log_percentiles(d, "result_first_token_", "_percentile_latency_ns", m->ft_pct);
             LG_DF64(d, "result_token_throughput_with_loadgen_overhead",
                     div0((double)m->token_count, pr->final_query_issued_time));
             LG_DF64(d, "result_token_throughput",
                     div0((double)m->token_count, (double)m->lat_mean * n));
-            for (i = 0; i < 6; i++) {
-                char p[32];
-
-                pct_name(p, sizeof(p), pct_list[i]);
-                snprintf(key, sizeof(key), "result_time_per_output_token_%s_percentile_ns", p);
-                LG_DI64(d, key, m->tpot_pct[i]);
-            }
+            log_percentiles(d, "result_time_per_output_token_", "_percentile_ns", m->tpot_pct);
             LG_DI64(d, "result_time_to_output_token_min", m->tpot_min);
             LG_DI64(d, "result_time_to_output_token_max", m->tpot_max);
             LG_DI64(d, "result_time_to_output_token_mean", m->tpot_mean);

@@ -649,9 +649,32 @@ typedef struct {
     int ran_out;
 } issue_state_t;
 
-static void issue_latency_bound(lg_run_t *run, const lg_effective_settings_t *s, lg__gen_t *g,
-                                issue_state_t *st)
+/* The max_query_count and max_duration ends every scenario shares, checked after each issue in
+ * the official order. Returns 1 when the series must stop (an error, as officially). */
+static int limit_reached(lg_run_t *run, const lg_effective_settings_t *s, uint64_t queries_issued,
+                         int64_t now_rel)
 {
+    if (s->max_query_count != 0 && queries_issued >= s->max_query_count) {
+        LG_DERR(&run->dlog, "error_runtime",
+                "IssueQueryThread 0 Ending early: Max query count reached. query_count %" PRIu64,
+                queries_issued);
+        return 1;
+    }
+    if (s->max_duration_ms != 0 && (uint64_t)now_rel > s->max_duration_ms * 1000000u) {
+        LG_DERR(&run->dlog, "error_runtime",
+                "IssueQueryThread 0 Ending early: Max test duration reached. duration_ns %" PRId64,
+                now_rel);
+        return 1;
+    }
+    return 0;
+}
+
+/* SingleStream and MultiStream issue each query when the previous one has completed, scheduled
+ * at that moment; Offline issues its one query, scheduled at the start. */
+static void issue_sequential(lg_run_t *run, const lg_effective_settings_t *s, lg__gen_t *g,
+                             issue_state_t *st)
+{
+    int offline = s->scenario == LG_OFFLINE;
     int64_t delta;
     uint64_t n;
 
@@ -659,13 +682,14 @@ static void issue_latency_bound(lg_run_t *run, const lg_effective_settings_t *s,
     while (lg__gen_next(g, &delta, &n)) {
         int64_t now_rel;
 
-        if (st->queries_issued > 0)
+        if (st->queries_issued > 0 && !offline)
             wait_query(run);
         now_rel = (int64_t)(cmn_now_ns() - run->t0);
         atomic_store(&run->q_remaining, (int64_t)n);
         st->last_q_first = run->seq;
-        st->last_sched_rel = st->last_issue_rel = now_rel;
-        if (issue_query(run, g, n, now_rel) < 0)
+        st->last_sched_rel = offline ? 0 : now_rel;
+        st->last_issue_rel = now_rel;
+        if (issue_query(run, g, n, st->last_sched_rel) < 0)
             break;
         st->queries_issued++;
         if (run->accuracy)
@@ -676,17 +700,7 @@ static void issue_latency_bound(lg_run_t *run, const lg_effective_settings_t *s,
             st->ran_out = 0;
             break;
         }
-        if (s->max_query_count != 0 && st->queries_issued >= s->max_query_count) {
-            LG_DERR(&run->dlog, "error_runtime",
-                    "IssueQueryThread 0 Ending early: Max query count reached. query_count %" PRIu64,
-                    st->queries_issued);
-            st->ran_out = 0;
-            break;
-        }
-        if (s->max_duration_ms != 0 && (uint64_t)now_rel > s->max_duration_ms * 1000000u) {
-            LG_DERR(&run->dlog, "error_runtime",
-                    "IssueQueryThread 0 Ending early: Max test duration reached. duration_ns %" PRId64,
-                    now_rel);
+        if (limit_reached(run, s, st->queries_issued, now_rel)) {
             st->ran_out = 0;
             break;
         }
@@ -759,53 +773,11 @@ static void issue_server(lg_run_t *run, const lg_effective_settings_t *s, lg__ge
                 break;
             }
         }
-        if (s->max_query_count != 0 && st->queries_issued >= s->max_query_count) {
-            LG_DERR(&run->dlog, "error_runtime",
-                    "IssueQueryThread 0 Ending early: Max query count reached. query_count %" PRIu64,
-                    st->queries_issued);
+        if (limit_reached(run, s, st->queries_issued, now_rel))
             break;
-        }
-        if (s->max_duration_ms != 0 && (uint64_t)now_rel > s->max_duration_ms * 1000000u) {
-            LG_DERR(&run->dlog, "error_runtime",
-                    "IssueQueryThread 0 Ending early: Max test duration reached. duration_ns %" PRId64,
-                    now_rel);
-            break;
-        }
     }
     /* A query generated for coalescing but not issued keeps its place in the official trace;
      * lg__gen_finish() accounts for it. */
-}
-
-static void issue_offline(lg_run_t *run, const lg_effective_settings_t *s, lg__gen_t *g,
-                          issue_state_t *st)
-{
-    int64_t delta;
-    uint64_t n;
-
-    st->ran_out = 1;
-    while (lg__gen_next(g, &delta, &n)) {
-        int64_t now_rel = (int64_t)(cmn_now_ns() - run->t0);
-
-        st->last_q_first = run->seq;
-        st->last_sched_rel = 0;
-        st->last_issue_rel = now_rel;
-        /* Every sample of the Offline query is scheduled at the start. */
-        if (issue_query(run, g, n, 0) < 0)
-            break;
-        st->queries_issued++;
-        if (run->accuracy)
-            continue;
-        if (st->queries_issued >= s->min_query_count &&
-            (uint64_t)now_rel >= s->target_duration_ms * 1000000u) {
-            LG_DMSG(&run->dlog, "Ending naturally: Minimum query count and test duration met.");
-            st->ran_out = 0;
-            break;
-        }
-        if (s->max_query_count != 0 && st->queries_issued >= s->max_query_count) {
-            st->ran_out = 0;
-            break;
-        }
-    }
 }
 
 static void power_time(char *buf, size_t len, uint64_t realtime_ns)
@@ -938,18 +910,10 @@ static int issue_series(lg_run_t *run, const lg_effective_settings_t *s, int acc
     if (run->progress_on)
         prog = lg__progress_start(stderr, progress_snap, run);
 
-    switch (s->scenario) {
-    case LG_SINGLE_STREAM:
-    case LG_MULTI_STREAM:
-        issue_latency_bound(run, s, &g, &st);
-        break;
-    case LG_SERVER:
+    if (s->scenario == LG_SERVER)
         issue_server(run, s, &g, &st, run->ls->spin_ns);
-        break;
-    case LG_OFFLINE:
-        issue_offline(run, s, &g, &st);
-        break;
-    }
+    else
+        issue_sequential(run, s, &g, &st);
     if (run->sut->flush)
         run->sut->flush(run->sut);
     if (!accuracy && st.ran_out && s->scenario != LG_SERVER)
