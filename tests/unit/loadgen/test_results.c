@@ -4,6 +4,7 @@
 
 #include "early.h"
 #include "logs.h"
+#include "progress.h"
 #include "results.h"
 
 #include <math.h>
@@ -297,6 +298,29 @@ START_TEST(offline_and_multistream_summary)
 }
 END_TEST
 
+START_TEST(progress_histogram)
+{
+    lg__hist_t h;
+    int64_t v;
+    uint64_t q;
+
+    lg__hist_reset(&h);
+    ck_assert_uint_eq(lg__hist_quantile(&h, 0.99), 0);
+    /* 1..100000 ns: the p99 bucket's upper edge is within 12.5% above the true value. */
+    for (v = 1; v <= 100000; v++)
+        lg__hist_add(&h, v);
+    q = lg__hist_quantile(&h, 0.99);
+    ck_assert_uint_ge(q, 99000);
+    ck_assert_uint_le(q, 99000 + 99000 / 8 + 1);
+    q = lg__hist_quantile(&h, 0.5);
+    ck_assert_uint_ge(q, 50000);
+    ck_assert_uint_le(q, 50000 + 50000 / 8 + 1);
+    lg__hist_add(&h, -5); /* clamps, never indexes out of range */
+    lg__hist_add(&h, INT64_MAX);
+    ck_assert_uint_gt(lg__hist_quantile(&h, 1.0), 0);
+}
+END_TEST
+
 TCase *tcase_early_stopping(void)
 {
     TCase *tc = tcase_create("early_stopping");
@@ -315,6 +339,7 @@ TCase *tcase_metrics(void)
     tcase_add_test(tc, server_summary);
     tcase_add_test(tc, single_stream_summary);
     tcase_add_test(tc, offline_and_multistream_summary);
+    tcase_add_test(tc, progress_histogram);
     return tc;
 }
 

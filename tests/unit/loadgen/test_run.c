@@ -485,6 +485,36 @@ START_TEST(max_query_count_stops)
 }
 END_TEST
 
+START_TEST(conf_messages_and_audit_config)
+{
+    lg_msgs_t msgs = {0};
+    char path[600], buf[256];
+
+    /* Messages from reading the conf files land in the detail log and count as errors. */
+    lg_msgs_add(&msgs, 1, "error_invalid_config",
+                "Multiple conf files are used. This is not valid for official submission.");
+    rt.ls.msgs = &msgs;
+    /* An audit.config applies only its "*." keys (model "*"), with a warning. */
+    snprintf(path, sizeof(path), "%s/audit.config", rt.dir);
+    tl_write(path, "*.*.accuracy_log_sampling_target = 7\n"
+                   "*.SingleStream.min_query_count = 40\n"
+                   "resnet50.*.min_query_count = 5\n");
+    rt.ls.audit_config = path;
+    rt.ts.min_duration_ms = 0;
+    rt.ts.single_stream_expected_latency_ns = 100;
+    ck_assert_int_eq(rt_run(), 0);
+    ck_assert_uint_eq(rt.res.num_errors, 1);
+    ck_assert(rt_detail_has("\"is_error\": true"));
+    ck_assert(rt_detail_has("Found Audit Config file (audit.config)"));
+    ck_assert_str_eq(tl_detail_value(rt.detail, "requested_accuracy_log_sampling_target", buf,
+                                     sizeof(buf)),
+                     "7");
+    ck_assert_uint_eq(rt_detail_u64("effective_min_query_count"), 40);
+    ck_assert_uint_eq(rt.res.samples_issued, 40);
+    ck_assert(rt.res.performance_valid == false); /* 40 queries: not enough for early stopping */
+}
+END_TEST
+
 TCase *tcase_sched(void)
 {
     TCase *tc = tcase_create("sched");
@@ -500,6 +530,7 @@ TCase *tcase_sched(void)
     tcase_add_test(tc, find_peak_server);
     tcase_add_test(tc, coalescing_and_max_async);
     tcase_add_test(tc, max_query_count_stops);
+    tcase_add_test(tc, conf_messages_and_audit_config);
     tcase_set_timeout(tc, 60);
     return tc;
 }
