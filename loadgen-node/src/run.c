@@ -115,6 +115,7 @@ struct lg_run {
     atomic_int_fast64_t q_remaining;
     atomic_int_fast64_t max_done_rel;
     atomic_int active, closed;
+    atomic_int finished; /* lg_start_test has returned: nothing may be touched any more */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -304,6 +305,8 @@ static chunk_t *slot_of(lg_run_t *run, uint64_t id, uint64_t hi, size_t *k)
 
 static int enter(lg_run_t *run)
 {
+    if (atomic_load(&run->finished))
+        return 0;
     atomic_fetch_add(&run->active, 1);
     if (atomic_load(&run->closed)) {
         atomic_fetch_sub(&run->active, 1);
@@ -1461,7 +1464,16 @@ static int close_logs(lg_run_t *run, cmn_errbuf_t *eb, int rc)
     return rc;
 }
 
-static void run_free(lg_run_t *run)
+/* Runs that ended with samples still outstanding. A SUT may complete those later, even after
+ * lg_start_test has returned; the run stays allocated (its buffers freed, the struct marked
+ * finished) so such a call finds a closed run instead of freed memory. Reachable from here, the
+ * parked structs are not leaks. */
+static struct parked {
+    struct parked *next;
+} *parked_runs;
+static pthread_mutex_t parked_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void run_free(lg_run_t *run, int park)
 {
     if (!run)
         return;
@@ -1470,6 +1482,24 @@ static void run_free(lg_run_t *run)
     free(run->idxbuf);
     free(run->sbuf);
     free(run->rbuf);
+    run->dir = NULL;
+    run->tok = NULL;
+    run->idxbuf = NULL;
+    run->sbuf = NULL;
+    run->rbuf = NULL;
+    if (park) {
+        struct parked *p = malloc(sizeof(*p) + sizeof(lg_run_t *));
+
+        atomic_store(&run->finished, 1);
+        if (p) {
+            memcpy(p + 1, &run, sizeof(run));
+            pthread_mutex_lock(&parked_mu);
+            p->next = parked_runs;
+            parked_runs = p;
+            pthread_mutex_unlock(&parked_mu);
+            return;
+        }
+    }
     pthread_mutex_destroy(&run->mu);
     pthread_cond_destroy(&run->cv);
     pthread_mutex_destroy(&run->tok_mu);
@@ -1495,7 +1525,7 @@ static lg_run_t *run_new(void)
     run->sbuf = malloc(LG_ISSUE_CHUNK * sizeof(*run->sbuf));
     run->rbuf = malloc(LG_ISSUE_CHUNK * sizeof(*run->rbuf));
     if (!run->dir || !run->tok || !run->idxbuf || !run->sbuf || !run->rbuf) {
-        run_free(run);
+        run_free(run, 0);
         return NULL;
     }
     /* SequenceGen's accuracy-log generator is default-constructed and never seeded. */
@@ -1605,7 +1635,7 @@ int lg_start_test(lg_sut_t *sut, lg_qsl_t *qsl, const lg_test_settings_t *settin
 
     run->use_tokens = s.use_token_latencies;
     run->needs_first_token = s.scenario != LG_OFFLINE;
-    sut->run = run;
+    __atomic_store_n(&sut->run, run, __ATOMIC_RELEASE);
     switch (s.mode) {
     case LG_MODE_SUBMISSION_RUN:
         rc = run_accuracy(run, &s, res, eb);
@@ -1622,7 +1652,7 @@ int lg_start_test(lg_sut_t *sut, lg_qsl_t *qsl, const lg_test_settings_t *settin
         rc = run_find_peak(run, &s, res, eb);
         break;
     }
-    sut->run = NULL;
+    __atomic_store_n(&sut->run, NULL, __ATOMIC_RELEASE);
     res->num_errors = error_total(run);
 fail_run:
     rc = close_logs(run, eb, rc);
@@ -1631,6 +1661,6 @@ fail_logs:
         fclose(run->summary);
     lg__acclog_close(&run->acc);
     lg__dlog_close(&run->dlog);
-    run_free(run);
+    run_free(run, res->lost_samples > 0);
     return rc;
 }

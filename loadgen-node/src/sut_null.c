@@ -111,9 +111,9 @@ static void answer(null_sut_t *n, const job_t *jobs, size_t m)
             k++;
         }
         if (k && n->cfg.n_tokens > 0)
-            lg_first_token(n->sut.run, r, k);
+            lg_first_token(__atomic_load_n(&n->sut.run, __ATOMIC_ACQUIRE), r, k);
         if (k)
-            lg_complete(n->sut.run, r, k);
+            lg_complete(__atomic_load_n(&n->sut.run, __ATOMIC_ACQUIRE), r, k);
         atomic_fetch_add(&n->answered, k);
         done += part;
     }

@@ -42,14 +42,14 @@ static void on_complete(void *user, const qdl_response_t *r, size_t n)
 {
     qdl_sut_t *a = user;
 
-    forward(a->sut.run, r, n, 0);
+    forward(__atomic_load_n(&a->sut.run, __ATOMIC_ACQUIRE), r, n, 0);
 }
 
 static void on_first_token(void *user, const qdl_response_t *r, size_t n)
 {
     qdl_sut_t *a = user;
 
-    forward(a->sut.run, r, n, 1);
+    forward(__atomic_load_n(&a->sut.run, __ATOMIC_ACQUIRE), r, n, 1);
 }
 
 static int qdl_sut_name(lg_sut_t *sut, char *buf, size_t len, uint64_t *dur_ns, char *err,

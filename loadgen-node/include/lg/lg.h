@@ -14,8 +14,8 @@
  * Thread-safety: lg_start_test() blocks its caller, which becomes the issue thread (its timer
  * slack is set to 1 ns, and stays so, for precise Server issue times).
  * lg_complete() and lg_first_token() are thread-safe and may be called from inside issue() (an
- * inline SUT) or from any other thread, until the SUT's last sample of the test has completed;
- * never after lg_start_test() has returned. */
+ * inline SUT) or from any other thread. Once lg_start_test() has returned, only samples it
+ * counted as lost may still be completed (they are dropped); sut->run is NULL by then. */
 #ifndef LG_LG_H
 #define LG_LG_H
 
@@ -61,7 +61,10 @@ struct lg_sut {
     int (*issue)(lg_sut_t *sut, const lg_sample_t *s, size_t n);
     int (*flush)(lg_sut_t *sut);
     void *data;
-    /* Set by lg_start_test() before the first issue(); pass it to lg_complete(). */
+    /* Set by lg_start_test() before the first issue() and cleared at its end; read it with
+     * __atomic_load_n(&sut->run, __ATOMIC_ACQUIRE) from other threads and pass it to
+     * lg_complete(). A completion for a sample still outstanding when the test ended (see
+     * drain_timeout_ms) is safe: it finds the run closed and is dropped. */
     lg_run_t *run;
 };
 

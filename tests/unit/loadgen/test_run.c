@@ -637,6 +637,52 @@ START_TEST(digest_verification)
 }
 END_TEST
 
+/* A SUT that keeps every sample and never answers. */
+typedef struct {
+    lg_run_t *run;
+    uint64_t ids[64];
+    size_t n;
+} keeper_t;
+
+static int keeper_issue(lg_sut_t *sut, const lg_sample_t *s, size_t n)
+{
+    keeper_t *k = sut->data;
+    size_t i;
+
+    k->run = sut->run;
+    for (i = 0; i < n && k->n < 64; i++)
+        k->ids[k->n++] = s[i].id;
+    return 0;
+}
+
+START_TEST(late_completion_after_the_test)
+{
+    keeper_t k = {0};
+    lg_sut_t sut = {slow_name, keeper_issue, NULL, &k, NULL};
+    lg_response_t r[64];
+    size_t i;
+
+    rt.ts.scenario = LG_OFFLINE;
+    rt.ts.min_duration_ms = 0;
+    rt.ts.min_query_count = 32;
+    rt.ls.drain_timeout_ms = 100;
+    ck_assert_int_eq(rt_run_sut(&sut), 0);
+    ck_assert_uint_eq(rt.res.lost_samples, 32);
+    ck_assert_ptr_null(sut.run);
+    ck_assert_ptr_nonnull(k.run);
+    /* The SUT answers after lg_start_test returned: dropped, no crash (ASan watches). */
+    for (i = 0; i < k.n; i++) {
+        r[i].id = k.ids[i];
+        r[i].status = 0;
+        r[i].data = NULL;
+        r[i].size = 0;
+        r[i].n_tokens = 0;
+    }
+    lg_complete(k.run, r, k.n);
+    lg_first_token(k.run, r, k.n);
+}
+END_TEST
+
 TCase *tcase_sched_faults(void)
 {
     TCase *tc = tcase_create("sched_faults");
@@ -646,6 +692,7 @@ TCase *tcase_sched_faults(void)
     tcase_add_test(tc, lost_samples_with_drain_timeout);
     tcase_add_test(tc, issue_failure_completes_as_failed);
     tcase_add_test(tc, digest_verification);
+    tcase_add_test(tc, late_completion_after_the_test);
     tcase_set_timeout(tc, 60);
     return tc;
 }
