@@ -36,7 +36,7 @@ void lg__sort_i64(int64_t *v, size_t n);
 int lg__perf_constraints_met(const lg_effective_settings_t *s, lg__perf_t *pr, char *rec, size_t len);
 
 /* Writes the summary (to |summary| and, if set, stdout) and the detail results, and fills the
- * validity and metric of |res|. |extra_errors| are errors counted outside the detail log. */
+ * validity and metric of |res|. */
 void lg__perf_report(const char *sut_name, const lg_effective_settings_t *s, lg__perf_t *pr,
                      lg__dlog_t *d, FILE *summary, int summary_stdout, lg_result_t *res);
 
