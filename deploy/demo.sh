@@ -1,16 +1,124 @@
 #!/usr/bin/env bash
-# Runs the main job from a fresh checkout: installs missing Debian packages, builds, and runs the
-# end-to-end demo. (Until the demo exists this builds the programs and prints their --help.)
+# The end-to-end demo, from a fresh checkout: installs missing Debian packages, builds, starts two
+# sut-nodes on loopback, and runs loadgen-node through the network: the four scenarios in
+# performance mode against simulated accelerators, then an accuracy run whose every response is
+# checked against the digest of the exact sample bytes. Prints each run's summary and stops the
+# daemons. Logs stay in the output folder.
+#
+#   deploy/demo.sh              the full demo (about 1 minute)
+#   deploy/demo.sh --quick      a short version (under 40 seconds)
+#   deploy/demo.sh --out DIR    where the logs go (default: a new folder under /tmp)
+#   deploy/demo.sh --bin-dir B  use the programs of an existing build folder B (no install, no build)
 set -euo pipefail
+
 root=$(cd "$(dirname "$0")/.." && pwd)
-"$root/deploy/install-deps.sh"
-cmake -S "$root" -B "$root/build" >/dev/null
-cmake --build "$root/build" -j"$(nproc)"
-found=0
-for prog in sut-node/sut-node loadgen-node/loadgen-node; do
-    if [[ -x "$root/build/$prog" ]]; then
-        "$root/build/$prog" --help
-        found=1
-    fi
+quick=0
+out=""
+bin_dir=""
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --quick) quick=1 ;;
+        --out) out=$2; shift ;;
+        --bin-dir) bin_dir=$2; shift ;;
+        -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+        *) echo "demo: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    esac
+    shift
 done
-[[ $found -eq 1 ]] || echo "demo: no program is built yet (the sut-node and loadgen-node issues add them)"
+
+if [[ -n "$bin_dir" ]]; then
+    build=$bin_dir
+else
+    "$root/deploy/install-deps.sh"
+    build="$root/build-demo" # Release, apart from the test build (deploy/test.sh uses build/)
+    echo "demo: building (Release) in $build"
+    cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake --build "$build" -j"$(nproc)" --target sut-node loadgen-node >/dev/null
+fi
+sut="$build/sut-node/sut-node"
+lg="$build/loadgen-node/loadgen-node"
+[[ -x "$sut" && -x "$lg" ]] || { echo "demo: no sut-node or loadgen-node under $build" >&2; exit 3; }
+
+[[ -n "$out" ]] || out=$(mktemp -d /tmp/mlperf-demo.XXXXXX)
+mkdir -p "$out"
+pids=()
+addr=""
+stop_failed=0
+# SIGTERM: a sut-node finishes its work in flight, says Goodbye and exits 0.
+cleanup() {
+    local p
+    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || stop_failed=1; done
+    pids=()
+}
+trap cleanup EXIT
+
+# Starts a sut-node on an ephemeral loopback port and sets $addr to its address. (Not called in
+# $(...): the daemon would hold the substitution's pipe open, and its pid would be lost.)
+start_node() { # name, then sut-node options
+    local name=$1; shift
+    "$sut" --listen 127.0.0.1:0 --port-file "$out/$name.port" --name "$name" --log-level warn "$@" \
+        >"$out/$name.log" 2>&1 &
+    pids+=($!)
+    for _ in $(seq 100); do [[ -s "$out/$name.port" ]] && break; sleep 0.05; done
+    [[ -s "$out/$name.port" ]] || { echo "demo: $name did not start; see $out/$name.log" >&2; exit 3; }
+    addr="127.0.0.1:$(cat "$out/$name.port")"
+}
+
+# The official seeds of mlperf.conf (v6.1); a submission reads them from mlperf.conf itself.
+seeds=(--set qsl_rng_seed=2085463073848966840 --set sample_index_rng_seed=2747215439041700203
+       --set schedule_rng_seed=16159082839903944936)
+if [[ $quick -eq 1 ]]; then dur=2000; else dur=10000; fi
+
+# A simulated accelerator per node: one engine, 300 + 200*batch us per batch (+-5% jitter), so at
+# most about 4.5k samples/s per node at batch 16: the accelerator, not this machine, sets the pace,
+# and the settings below hold on a fast or a slow host.
+sim=(--backend sim --backend-opt engines=1 --backend-opt a_us=300 --backend-opt b_us=200 --max-batch 16)
+start_node sim-node-1 "${sim[@]}"; n1=$addr
+start_node sim-node-2 "${sim[@]}" --seed 7; n2=$addr
+echo "demo: sut-nodes sim-node-1 at $n1 and sim-node-2 at $n2; logs in $out"
+
+# ResNet50-shaped samples (150 528 bytes, image-like), LZ4-compressed in the QSL where they
+# shrink (image classification allows lossless compression, rules 6.2.4).
+qsl=(--model resnet50 --qsl-synthetic 1024 --sample-size 150528 --synthetic-kind image --compress lz4)
+status=0
+run() { # scenario, then extra loadgen-node options
+    local scenario=$1; shift
+    local dir="$out/$scenario"
+    echo
+    echo "=== $scenario ==="
+    if "$lg" --scenario "$scenario" "${qsl[@]}" "${seeds[@]}" --nodes "$n1,$n2" --output-dir "$dir" \
+        --quiet --progress off --log-level warn --set min_duration_ms=$dur "$@"; then :; else status=1; fi
+    grep -E "^(SUT name|Scenario|Mode|Samples per second|Completed samples per second|.*th percentile latency|Result is)" \
+        "$dir/mlperf_log_summary.txt" || true
+}
+run Offline --set offline_expected_qps=10000
+run Server --set server_target_qps=2500 --set server_target_latency_ns=15000000
+# The expected-latency hints size the generated trace (as in the official LoadGen: 2 x duration /
+# hint queries); a hint above the real latency runs out of queries and makes the run INVALID.
+run SingleStream --set single_stream_expected_latency_ns=250000
+run MultiStream --set multi_stream_expected_latency_ns=1000000
+
+# Accuracy with proof: digest nodes answer the 64-bit digest of the exact bytes they decoded,
+# and loadgen-node checks every one against the QSL's bytes.
+start_node digest-node-1 --backend digest; d1=$addr
+start_node digest-node-2 --backend digest; d2=$addr
+echo
+echo "=== Accuracy (Offline, every sample's digest verified) ==="
+if "$lg" --scenario Offline --mode AccuracyOnly "${qsl[@]}" "${seeds[@]}" --nodes "$d1,$d2" \
+    --output-dir "$out/Accuracy" --quiet --progress off --log-level warn --verify-digest; then
+    echo "accuracy run: $(grep -c qsl_idx "$out/Accuracy/mlperf_log_accuracy.json") samples logged," \
+         "every response matched the digest of its sample"
+else
+    echo "accuracy run: FAILED (see $out/Accuracy)"; status=1
+fi
+
+echo
+cleanup
+trap - EXIT
+if [[ $stop_failed -ne 0 ]]; then
+    echo "demo: a sut-node did not exit cleanly on SIGTERM (see $out/*.log)" >&2
+    status=1
+fi
+echo "demo: daemons stopped cleanly; logs in $out"
+exit $status

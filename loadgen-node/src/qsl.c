@@ -148,7 +148,7 @@ static int open_npy_file(lg_qsl_t *q, cmn_errbuf_t *eb)
 {
     lg__npy_t h;
     struct stat st;
-    uint64_t sample;
+    uint64_t sample = 0; /* set by npy_data_size; -O3 cannot prove it */
     int rc;
 
     q->fd = open(q->path, O_RDONLY | O_CLOEXEC);
@@ -422,7 +422,7 @@ static int read_sample(lg_qsl_t *q, uint32_t idx, uint8_t **out, size_t *size, c
         const char *path = q->files[idx];
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         lg__npy_t h;
-        uint64_t bytes;
+        uint64_t bytes = 0; /* set by npy_data_size; -O3 cannot prove it */
         struct stat st;
 
         if (fd < 0)
