@@ -87,18 +87,14 @@ gc_stale() {
     return 0
 }
 
-[[ $(id -u) -eq 0 ]] || die "needs root (network namespaces, veth, tc); run with sudo"
-command -v ip >/dev/null || die "'ip' (iproute2) is not installed; run deploy/install-deps.sh"
-command -v tc >/dev/null || die "'tc' (iproute2) is not installed; run deploy/install-deps.sh"
-if [[ $gc_only -eq 1 ]]; then gc_stale; exit 0; fi
-[[ ${#cmd[@]} -gt 0 ]] || { echo "$prog: no COMMAND after -- (see --help)" >&2; exit 2; }
-
-is_uint "$suts" && ((suts >= 1 && suts <= 100)) || { echo "$prog: --suts must be 1 to 100" >&2; exit 2; }
-is_uint "$delay_us" || { echo "$prog: --delay-us must be a whole number" >&2; exit 2; }
-is_uint "$mtu" && ((mtu >= 576 && mtu <= 65535)) || { echo "$prog: --mtu must be 576 to 65535" >&2; exit 2; }
-is_uint "$port" && ((port >= 1 && port <= 65534)) || { echo "$prog: --port must be 1 to 65534" >&2; exit 2; }
-is_uint "$timeout_s" && ((timeout_s >= 1)) || { echo "$prog: --timeout must be a positive number of seconds" >&2; exit 2; }
-is_uint "$connections" && ((connections >= 1)) || { echo "$prog: --connections must be at least 1" >&2; exit 2; }
+bad_arg() { echo "$prog: $*" >&2; exit 2; }
+[[ $gc_only -eq 1 || ${#cmd[@]} -gt 0 ]] || bad_arg "no COMMAND after -- (see --help)"
+if ! is_uint "$suts" || ((suts < 1 || suts > 100)); then bad_arg "--suts must be 1 to 100"; fi
+is_uint "$delay_us" || bad_arg "--delay-us must be a whole number"
+if ! is_uint "$mtu" || ((mtu < 576 || mtu > 65535)); then bad_arg "--mtu must be 576 to 65535"; fi
+if ! is_uint "$port" || ((port < 1 || port > 65534)); then bad_arg "--port must be 1 to 65534"; fi
+if ! is_uint "$timeout_s" || ((timeout_s < 1)); then bad_arg "--timeout must be a positive number of seconds"; fi
+if ! is_uint "$connections" || ((connections < 1)); then bad_arg "--connections must be at least 1"; fi
 [[ $tag =~ ^[a-zA-Z0-9]{1,12}$ ]] || { echo "$prog: --tag must be 1 to 12 letters or digits" >&2; exit 2; }
 
 # Only private addresses (RFC 1918), and only inside the namespaces created here.
@@ -110,7 +106,6 @@ o1=${BASH_REMATCH[1]} o2=${BASH_REMATCH[2]} o3=${BASH_REMATCH[3]}
 if ! { ((o1 == 10)) || ((o1 == 172 && o2 >= 16 && o2 <= 31)) || ((o1 == 192 && o2 == 168)); }; then
     echo "$prog: --subnet $subnet is not a private (RFC 1918) range" >&2; exit 2
 fi
-((suts <= 200)) || die "too many SUT hosts for one /24"
 
 # Rate: presets, tc syntax, or none. tc_rate is what tc gets; rate_bps is for the burst size.
 case "$rate" in
@@ -129,6 +124,12 @@ if [[ -n $tc_rate ]]; then
     esac
 fi
 
+# Arguments are checked first, so a mistake is reported the same way with or without root.
+[[ $(id -u) -eq 0 ]] || die "needs root (network namespaces, veth, tc); run with sudo"
+command -v ip >/dev/null || die "'ip' (iproute2) is not installed; run deploy/install-deps.sh"
+command -v tc >/dev/null || die "'tc' (iproute2) is not installed; run deploy/install-deps.sh"
+if [[ $gc_only -eq 1 ]]; then gc_stale; exit 0; fi
+
 [[ -n $sut_node ]] || sut_node=$root/build/sut-node/sut-node
 [[ -x $sut_node ]] || sut_node=$(command -v sut-node || true)
 [[ -n $sut_node && -x $sut_node ]] || die "no sut-node binary (build it, or give --sut-node PATH)"
@@ -146,12 +147,20 @@ fi
 mkdir -p "$log_dir"
 
 lg_ns=$tag-lg sw_ns=$tag-sw
-sut_ns=() sut_addr=() sut_pids=() relay_pids=() created_ns=()
+sut_ns=() sut_addr=() sut_pids=() relay_pids=() created_ns=() cmd_pid=""
 for ((i = 1; i <= suts; i++)); do sut_ns+=("$tag-s$i"); sut_addr+=("$subnet.$((10 + i))"); done
 
+# shellcheck disable=SC2317  # reached through the EXIT trap
 cleanup() {
     local status=$? ns p deadline
     trap - EXIT INT TERM
+    # The command first (timeout passes SIGTERM on to it), then the daemons.
+    if [[ -n $cmd_pid ]]; then
+        kill -TERM "$cmd_pid" 2>/dev/null || true
+        deadline=$((SECONDS + 5))
+        while kill -0 "$cmd_pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.05; done
+        kill -KILL "$cmd_pid" 2>/dev/null || true
+    fi
     # sut-nodes first, gracefully (SIGTERM drains and says Goodbye), then anything left.
     for p in "${sut_pids[@]}" "${relay_pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
     deadline=$((SECONDS + 5))
@@ -265,7 +274,7 @@ config=$log_dir/deployment.ini
     echo "network_media = virtual (veth pairs between Linux network namespaces; no physical medium)"
     echo "rate = ${tc_rate:-none}"
     echo "topology = switch"
-    echo "switch = Linux bridge br0 in namespace $sw_ns (emulated switch)"
+    echo "switch = Linux bridge br0 in namespace $sw_ns, emulated"
     echo "protocol = TCP/IPv4"
     echo "connections_per_node = $connections"
     echo "mtu = $mtu"
@@ -288,10 +297,15 @@ config=$log_dir/deployment.ini
 args=()
 for a in "${cmd[@]}"; do args+=("${a//\{nodes\}/$nodes}"); done
 say "running in $lg_ns: ${args[*]}"
-status=0
+# In the background with a wait, so that SIGTERM/SIGINT reach the trap at once (bash runs traps
+# only after a foreground command ends); the command's stdin is therefore /dev/null.
 timeout -k 5 "$timeout_s" ip netns exec "$lg_ns" env FABRIC_NODES="$nodes" FABRIC_TAG="$tag" \
     FABRIC_LG_NS="$lg_ns" FABRIC_SW_NS="$sw_ns" FABRIC_SUT_NS="${sut_ns[*]}" FABRIC_DIR="$log_dir" \
-    FABRIC_CONFIG="$config" "${args[@]}" || status=$?
+    FABRIC_CONFIG="$config" "${args[@]}" </dev/null &
+cmd_pid=$!
+status=0
+wait "$cmd_pid" || status=$?
+cmd_pid=""
 ((status != 124)) || echo "$prog: the command ran past --timeout $timeout_s s and was stopped" >&2
 # Nodes that died during the run are a failure of the run even when the command did not notice.
 for ((i = 0; i < suts; i++)); do

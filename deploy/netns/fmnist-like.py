@@ -17,10 +17,7 @@ import gzip
 import os
 import sys
 
-try:
-    import numpy as np
-except ImportError:
-    sys.exit("fmnist-like.py: python3-numpy is missing; run deploy/install-deps.sh")
+np = None  # numpy, imported in main() so that --help works without it
 
 DEFAULT_DATA = "/usr/share/datasets/fashion-mnist"
 MEAN = (0.485, 0.456, 0.406)
@@ -65,6 +62,13 @@ def main():
     ap.add_argument("--layout", choices=("chw", "hwc"), default="chw",
                     help="tensor layout (default chw, as ResNet50 ONNX models take it)")
     a = ap.parse_args()
+    global np
+    try:
+        import numpy
+    except ImportError:
+        sys.exit("fmnist-like.py: python3-numpy is missing; run deploy/install-deps.sh "
+                 "(and use the system python3)")
+    np = numpy
 
     src = os.path.join(a.data, "t10k-images-idx3-ubyte.gz")
     if not os.path.exists(src):
