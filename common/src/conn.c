@@ -357,13 +357,21 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     size_t n;
 
     (void)suggested;
-    if (!c->tls && cmn_frame_decoder_direct(&c->dec, &p, &n) && n >= DIRECT_READ_MIN) {
+    buf->base = (char *)c->rbuf;
+    buf->len = c->opt.read_buf_size;
+    if (c->tls)
+        return; /* ciphertext goes through OpenSSL's buffer anyway */
+    /* The rest of a large frame goes straight to its place: the metadata first (so a sink can
+     * place the payload), then the payload. */
+    if (cmn_frame_decoder_direct(&c->dec, &p, &n) && cmn_frame_decoder_missing(&c->dec) >= DIRECT_READ_MIN) {
         buf->base = (char *)p;
         buf->len = n;
         return;
     }
-    buf->base = (char *)c->rbuf;
-    buf->len = c->opt.read_buf_size;
+    /* While large frames stream, read only the next header: the body then comes by direct
+     * reads instead of being copied out of the shared buffer. */
+    if (c->large_frames && !cmn_frame_decoder_partial(&c->dec))
+        buf->len = CMN_FRAME_HEADER_SIZE;
 }
 
 /* Plaintext bytes through the frame decoder; returns CMN_ECLOSED once the connection is closing. */
@@ -389,6 +397,7 @@ static int feed_plain(void *arg, const uint8_t *p, size_t left)
         left -= used;
         if (rc == CMN_FRAME_READY) {
             c->frames_in++;
+            c->large_frames = (size_t)f.hdr.meta_len + f.hdr.payload_len >= DIRECT_READ_MIN;
             c->cb.on_frame(c, &f);
         }
     }

@@ -119,39 +119,90 @@ int cmn_frame_decoder_partial(const cmn_frame_decoder_t *d)
     return d->hdr_have != 0;
 }
 
-static void fill_frame(cmn_frame_t *f, const cmn_frame_header_t *h, const uint8_t *body)
-{
-    f->hdr = *h;
-    f->meta = body;
-    f->payload = body + h->meta_len;
-}
-
-/* Makes room for a body of |need| bytes. */
-static int body_reserve(cmn_frame_decoder_t *d, size_t need)
+/* Makes room for |need| bytes of body; keeps the first |keep| bytes already gathered. */
+static int body_reserve(cmn_frame_decoder_t *d, size_t need, size_t keep)
 {
     uint8_t *nb;
 
-    if (d->body_cap > BODY_KEEP_MAX && need <= BODY_KEEP_MAX) {
+    if (keep == 0 && d->body_cap > BODY_KEEP_MAX && need <= BODY_KEEP_MAX) {
         free(d->body);
         d->body = NULL;
         d->body_cap = 0;
     }
     if (need <= d->body_cap)
         return 0;
-    /* No realloc: the old contents are not needed, and realloc would copy them. */
-    nb = malloc(need);
+    if (keep) {
+        nb = realloc(d->body, need); /* only the small metadata is copied */
+    } else {
+        /* No realloc: the old contents are not needed, and realloc would copy them. */
+        nb = malloc(need);
+        if (nb)
+            free(d->body);
+    }
     if (!nb)
         return UV_ENOMEM;
-    free(d->body);
     d->body = nb;
     d->body_cap = need;
+    return 0;
+}
+
+void cmn_frame_decoder_set_sink(cmn_frame_decoder_t *d, cmn_frame_sink_fn sink, void *arg, size_t min_payload)
+{
+    d->sink = sink;
+    d->sink_arg = arg;
+    d->sink_min = min_payload;
+}
+
+size_t cmn_frame_decoder_missing(const cmn_frame_decoder_t *d)
+{
+    if (d->hdr_have == 0)
+        return 0;
+    if (d->hdr_have < CMN_FRAME_HEADER_SIZE)
+        return CMN_FRAME_HEADER_SIZE - d->hdr_have;
+    return d->body_len - d->body_have;
+}
+
+static int sink_wanted(const cmn_frame_decoder_t *d)
+{
+    return d->sink && d->hdr.payload_len > 0 && d->hdr.payload_len >= d->sink_min;
+}
+
+/* Where body byte |off| goes, and how many contiguous bytes fit there. */
+static uint8_t *body_dst(cmn_frame_decoder_t *d, size_t off, size_t *room)
+{
+    size_t meta = d->hdr.meta_len;
+
+    if (off < meta) {
+        *room = meta - off;
+        return d->body + off;
+    }
+    *room = d->body_len - off;
+    return d->payload + (off - meta);
+}
+
+/* At the end of the metadata: ask the sink where the payload goes, else keep it in |body|. */
+static int place_payload(cmn_frame_decoder_t *d)
+{
+    uint8_t *dst = d->sink(d->sink_arg, &d->hdr, d->body);
+    int rc;
+
+    d->sink_asked = 1;
+    if (dst) {
+        d->payload = dst;
+        return 0;
+    }
+    rc = body_reserve(d, d->body_len, d->hdr.meta_len);
+    if (rc < 0)
+        return rc;
+    d->payload = d->body + d->hdr.meta_len;
     return 0;
 }
 
 int cmn_frame_decode(cmn_frame_decoder_t *d, const uint8_t *in, size_t len, size_t *consumed,
                      cmn_frame_t *frame)
 {
-    size_t used = 0, take;
+    size_t used = 0, take, room;
+    uint8_t *dst;
     int rc;
 
     if (d->err)
@@ -165,7 +216,9 @@ int cmn_frame_decode(cmn_frame_decoder_t *d, const uint8_t *in, size_t len, size
                 return d->err = rc;
             size_t flen = CMN_FRAME_HEADER_SIZE + (size_t)d->hdr.meta_len + d->hdr.payload_len;
             if (len >= flen) {
-                fill_frame(frame, &d->hdr, in + CMN_FRAME_HEADER_SIZE);
+                frame->hdr = d->hdr;
+                frame->meta = in + CMN_FRAME_HEADER_SIZE;
+                frame->payload = frame->meta + d->hdr.meta_len;
                 *consumed = flen;
                 return CMN_FRAME_READY;
             }
@@ -195,33 +248,52 @@ int cmn_frame_decode(cmn_frame_decoder_t *d, const uint8_t *in, size_t len, size
     start_body:
         d->body_len = (size_t)d->hdr.meta_len + d->hdr.payload_len;
         d->body_have = 0;
-        rc = body_reserve(d, d->body_len ? d->body_len : 1);
+        /* With a sink in play only the metadata is gathered here; where the payload goes is
+         * decided once the metadata is complete. */
+        d->sink_asked = !sink_wanted(d);
+        rc = body_reserve(d, d->sink_asked ? (d->body_len ? d->body_len : 1) : (d->hdr.meta_len ? d->hdr.meta_len : 1),
+                          0);
         if (rc < 0)
             return d->err = rc;
+        d->payload = d->sink_asked ? d->body + d->hdr.meta_len : NULL;
     }
 
-    take = d->body_len - d->body_have;
-    if (take > len - used)
-        take = len - used;
-    /* Bytes read straight into the body (cmn_frame_decoder_direct) are already in place. */
-    if (in + used != d->body + d->body_have)
-        memcpy(d->body + d->body_have, in + used, take);
-    d->body_have += take;
-    used += take;
+    for (;;) {
+        if (d->body_have == d->hdr.meta_len && !d->sink_asked) {
+            rc = place_payload(d);
+            if (rc < 0)
+                return d->err = rc;
+        }
+        if (d->body_have == d->body_len || used == len)
+            break;
+        dst = body_dst(d, d->body_have, &room);
+        take = len - used < room ? len - used : room;
+        /* Bytes read straight into place (cmn_frame_decoder_direct) are not copied again. */
+        if (in + used != dst)
+            memcpy(dst, in + used, take);
+        d->body_have += take;
+        used += take;
+    }
     *consumed = used;
     if (d->body_have < d->body_len)
         return CMN_FRAME_NEED_MORE;
-    fill_frame(frame, &d->hdr, d->body);
+    frame->hdr = d->hdr;
+    frame->meta = d->body;
+    frame->payload = d->payload;
     d->hdr_have = 0;
     return CMN_FRAME_READY;
 }
 
 int cmn_frame_decoder_direct(cmn_frame_decoder_t *d, uint8_t **ptr, size_t *len)
 {
+    size_t room;
+
     if (d->err || d->hdr_have < CMN_FRAME_HEADER_SIZE || d->body_have >= d->body_len)
         return 0;
-    *ptr = d->body + d->body_have;
-    *len = d->body_len - d->body_have;
+    if (d->body_have >= d->hdr.meta_len && !d->sink_asked)
+        return 0; /* not placed yet: the next decode call decides */
+    *ptr = body_dst(d, d->body_have, &room);
+    *len = room;
     return 1;
 }
 

@@ -111,13 +111,30 @@ static void push_results(sut_batch_t *b, const sut_result_t *results, size_t cnt
         last = &rec->h.link;
         done++;
     }
-    if (first)
-        cmn_xq_push_list(&n->done_q, first, last);
     /* The batch goes back to the loop after its last result, on the same queue, so the loop
      * sees every result before the release. */
     if (kind == REC_RESULT && done &&
-        atomic_fetch_sub_explicit(&nb->remaining, done, memory_order_acq_rel) == done)
-        cmn_xq_push(&n->done_q, &nb->done.link);
+        atomic_fetch_sub_explicit(&nb->remaining, done, memory_order_acq_rel) == done) {
+        nb->done.link.next = NULL;
+        if (last)
+            last->next = &nb->done.link;
+        else
+            first = &nb->done.link;
+        last = &nb->done.link;
+    }
+    if (!first)
+        return;
+    if (nb->inline_run) {
+        /* On the loop thread, inside infer(): keep them for dispatch() to handle right after. */
+        if (n->local_last)
+            n->local_last->next = first;
+        else
+            n->local_first = first;
+        n->local_last = last;
+        last->next = NULL;
+        return;
+    }
+    cmn_xq_push_list(&n->done_q, first, last);
 }
 
 static void batch_complete(sut_batch_t *b, const sut_result_t *results, size_t cnt)
@@ -326,8 +343,15 @@ static void dispatch(sut_node_t *n, sut_nbatch_t *nb)
     nb->dispatch_ns = cmn_now_ns();
     n->batches_inflight++;
     n->st.batches++;
-    if (n->info.flags & SUT_BACKEND_F_INLINE) {
+    nb->inline_run = (n->info.flags & SUT_BACKEND_F_INLINE) != 0;
+    if (nb->inline_run) {
+        cmn_xq_node_t *list;
+        nb->inline_run = 1;
         run_batch(n, nb);
+        list = n->local_first;
+        n->local_first = n->local_last = NULL;
+        if (list)
+            sut__on_records(&n->done_q, list);
         return;
     }
     uv_mutex_lock(&n->wq_mu);
@@ -358,6 +382,34 @@ static void close_open_batch(sut_node_t *n)
 void sut__batcher_flush(sut_node_t *n)
 {
     close_open_batch(n);
+}
+
+sut_nbatch_t *sut__batcher_sink_open(sut_node_t *n, size_t bytes)
+{
+    return batch_open(n, bytes ? bytes : 1);
+}
+
+void sut__batcher_sink_add(sut_nbatch_t *nb, sut_session_t *s, uint64_t wire_id, size_t size)
+{
+    size_t i = nb->b.n;
+
+    nb->samples[i].data = nb->input + nb->used;
+    nb->samples[i].size = size;
+    if (i > 0 && nb->samples[0].size != size)
+        nb->b.uniform = 0;
+    nb->owners[i].s = s;
+    nb->owners[i].wire_id = wire_id;
+    nb->b.n++;
+    nb->used += size;
+}
+
+void sut__batcher_sink_commit(sut_node_t *n, sut_nbatch_t *nb)
+{
+    if (nb->b.n == 0) {
+        batch_recycle(n, nb);
+        return;
+    }
+    dispatch(n, nb);
 }
 
 static int engine_idle(const sut_node_t *n)

@@ -151,14 +151,57 @@ static void handle_hello(sut_session_t *s, const Nsut__Hello *h)
                  cmpr_codec_name(result_codec));
 }
 
+/* Frames below this payload size are cheaper to copy than to give a batch of their own. */
+#define SINK_MIN_PAYLOAD (64u * 1024u)
+
+/* The decoder's payload sink: a Query whose samples are all uncompressed and that fills a batch
+ * by itself gets a batch of its own, and its payload is read from the socket straight into that
+ * batch's input (no copy in user space). Anything else returns NULL and takes the normal path,
+ * which also reports any error in the frame. */
+static uint8_t *session_sink(void *arg, const cmn_frame_header_t *h, const uint8_t *meta)
+{
+    sut_session_t *s = arg;
+    sut_node_t *n = s->node;
+    cmn_msg_limits_t lim = cmn_msg_limits_default();
+    ProtobufCMessage *m = NULL;
+    const Nsut__Query *q;
+    cmn_frame_t f;
+    uint8_t *dst = NULL;
+    size_t i;
+
+    if (h->type != CMN_MSG_QUERY || !s->ready || n->draining || s->sink)
+        return NULL;
+    f.hdr = *h;
+    f.meta = meta;
+    f.payload = NULL;
+    lim.max_sample_size = n->opt.max_frame;
+    if (cmn_msg_unpack(&f, &lim, &n->arena.pb, &m, NULL) < 0)
+        goto out;
+    q = (const Nsut__Query *)m;
+    if (q->n_samples > n->max_batch || (q->n_samples < n->info.preferred_batch && n->info.preferred_batch > 1))
+        goto out;
+    for (i = 0; i < q->n_samples; i++)
+        if (q->samples[i]->codec != NSUT__CODEC__CODEC_NONE)
+            goto out;
+    s->sink = sut__batcher_sink_open(n, h->payload_len);
+    if (s->sink)
+        dst = s->sink->input;
+out:
+    cmn_msg_free(m, &n->arena.pb);
+    cmn_arena_reset(&n->arena);
+    return dst;
+}
+
 static void handle_query(sut_session_t *s, const Nsut__Query *q, const uint8_t *payload)
 {
     sut_node_t *n = s->node;
     const uint8_t *p = payload;
+    sut_nbatch_t *sink = s->sink && payload == s->sink->input ? s->sink : NULL;
     cmn_errbuf_t eb;
     size_t i;
     int rc;
 
+    s->sink = NULL;
     n->st.queries++;
     for (i = 0; i < q->n_samples; i++) {
         const Nsut__Sample *sm = q->samples[i];
@@ -197,8 +240,20 @@ static void handle_query(sut_session_t *s, const Nsut__Query *q, const uint8_t *
             sut__session_protocol_error(s, rc, NSUT__ERROR_CODE__ERROR_INTERNAL, "out of memory");
             break;
         }
+        /* Counted before the batcher sees it: an inline backend may complete it before
+         * sut__batcher_add returns. */
+        s->refs++;
+        s->inflight++;
+        if (sink) {
+            /* Already in place in the sink batch's input. */
+            sut__batcher_sink_add(sink, s, sm->id, (size_t)sm->raw_size);
+            n->st.samples++;
+            continue;
+        }
         rc = sut__batcher_add(n, s, sm->id, codec, wire, sm->wire_size, sm->raw_size, &eb);
         if (rc < 0) {
+            s->refs--;
+            s->inflight--;
             cmn_idmap_del(&s->ids, sm->id);
             sut__session_protocol_error(s, rc,
                                         rc == CMN_EDECOMPRESS ? NSUT__ERROR_CODE__ERROR_DECOMPRESS
@@ -206,10 +261,11 @@ static void handle_query(sut_session_t *s, const Nsut__Query *q, const uint8_t *
                                         eb.msg);
             break;
         }
-        s->refs++;
-        s->inflight++;
         n->st.samples++;
     }
+    /* A sink batch holds the samples that passed, in payload order up to the first failure. */
+    if (sink)
+        sut__batcher_sink_commit(n, sink);
     if (s->n_res)
         sut__session_flush_results(s); /* samples rejected while draining */
     if (s->inflight >= n->opt.max_inflight)
@@ -264,8 +320,7 @@ static void on_frame(cmn_conn_t *c, const cmn_frame_t *f)
                                     : rc == CMN_ECODEC ? NSUT__ERROR_CODE__ERROR_CODEC
                                                        : NSUT__ERROR_CODE__ERROR_BAD_MESSAGE,
                                     why);
-        cmn_arena_reset(arena);
-        return;
+        goto out;
     }
     if (!s->ready && f->hdr.type != CMN_MSG_HELLO) {
         snprintf(why, sizeof(why), "%s before Hello", cmn_msg_type_name(f->hdr.type));
@@ -323,6 +378,11 @@ static void on_frame(cmn_conn_t *c, const cmn_frame_t *f)
         break;
     }
 out:
+    /* A sink batch whose frame was not a good Query goes back unused. */
+    if (s->sink && f->payload == s->sink->input) {
+        sut__batcher_sink_commit(n, s->sink);
+        s->sink = NULL;
+    }
     cmn_msg_free(m, &arena->pb);
     cmn_arena_reset(arena);
 }
@@ -355,6 +415,11 @@ static void on_session_close(cmn_conn_t *c, int reason)
     sut_node_t *n = s->node;
 
     s->dead = 1;
+    if (s->sink) {
+        /* The connection died mid-payload: the batch never saw a sample. */
+        sut__batcher_sink_commit(n, s->sink);
+        s->sink = NULL;
+    }
     if (s->prev)
         s->prev->next = s->next;
     else
@@ -400,6 +465,7 @@ static void on_connection(uv_stream_t *server, int status)
     }
     cmn_idmap_init(&s->ids);
     s->accepted_ns = s->progress_ns = cmn_now_ns();
+    cmn_frame_decoder_set_sink(&s->conn.dec, session_sink, s, SINK_MIN_PAYLOAD);
     if ((rc = uv_accept(server, (uv_stream_t *)&s->conn.tcp)) < 0 || (rc = cmn_conn_start(&s->conn)) < 0) {
         cmn_log_error("accept: %s", cmn_strerror(rc));
         n->n_sessions++; /* balanced in on_session_close */

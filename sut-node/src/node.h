@@ -132,6 +132,7 @@ struct sut_session {
     size_t n_res, n_tok, cap_res, cap_tok;
     sut_session_t *touched_next;
     int touched;
+    sut_nbatch_t *sink; /* the batch receiving the current frame's payload directly, or NULL */
 };
 
 typedef struct {
@@ -176,6 +177,10 @@ struct sut_node {
     sut_nbatch_t *open;
     sut_nbatch_t *free_batches;
     uint32_t batches_inflight;
+    /* An inline backend completes on the loop thread, inside infer(): its records are gathered
+     * here and handled right after, without a trip through the cross-thread queue. */
+    int inline_active;
+    cmn_xq_node_t *local_first, *local_last;
 
     /* work queue (shared with workers) */
     uv_mutex_t wq_mu;
@@ -215,6 +220,12 @@ void sut__batcher_shutdown(sut_node_t *n);
 int sut__batcher_add(sut_node_t *n, sut_session_t *s, uint64_t wire_id, int codec, const uint8_t *wire,
                      uint64_t wire_size, uint64_t raw_size, cmn_errbuf_t *eb);
 void sut__batcher_flush(sut_node_t *n);
+/* Zero-copy receive: a batch of its own whose input is |bytes| long, into which a Query frame's
+ * uncompressed payload is read straight from the socket. Then add the frame's samples (in
+ * payload order) and commit, or abort when the frame never completes. */
+sut_nbatch_t *sut__batcher_sink_open(sut_node_t *n, size_t bytes);
+void sut__batcher_sink_add(sut_nbatch_t *nb, sut_session_t *s, uint64_t wire_id, size_t size);
+void sut__batcher_sink_commit(sut_node_t *n, sut_nbatch_t *nb);
 void sut__batcher_kick(sut_node_t *n);
 /* Completion records from the queue (loop thread). */
 void sut__on_records(cmn_xq_t *q, cmn_xq_node_t *list);

@@ -89,6 +89,7 @@ struct cmn_conn {
     int reading;
     int read_paused;
     int in_read;
+    int large_frames;      /* the last frame was large: read headers alone (see on_alloc) */
     struct cmn__tls *tls; /* NULL: plaintext */
     char last_error[320];  /* why the connection closed itself (TLS, read error), or "" */
 

@@ -100,15 +100,26 @@ int cmn_frame_header_parse(const uint8_t in[CMN_FRAME_HEADER_SIZE], const cmn_fr
 
 enum { CMN_FRAME_NEED_MORE = 0, CMN_FRAME_READY = 1 };
 
+/* A payload sink: called once the metadata of a split frame whose payload is at least the sink's
+ * minimum has arrived, before any payload byte is stored. It may return a buffer of
+ * hdr->payload_len bytes where the payload is to go (valid until the frame is delivered or the
+ * decoder is freed), or NULL to let the decoder keep it. The metadata is not validated yet. */
+typedef uint8_t *(*cmn_frame_sink_fn)(void *arg, const cmn_frame_header_t *hdr, const uint8_t *meta);
+
 typedef struct {
     cmn_frame_limits_t limits;
     uint8_t hdr_bytes[CMN_FRAME_HEADER_SIZE];
     size_t hdr_have;
     cmn_frame_header_t hdr; /* valid once hdr_have == CMN_FRAME_HEADER_SIZE */
-    uint8_t *body;          /* gathered metadata + payload of a split frame */
+    uint8_t *body;          /* gathered metadata (+ payload, without a sink) of a split frame */
     size_t body_cap;
     size_t body_len;  /* meta_len + payload_len of the frame being gathered */
     size_t body_have; /* bytes of it received so far */
+    uint8_t *payload; /* where the payload goes: inside |body|, or a sink's buffer */
+    int sink_asked;
+    cmn_frame_sink_fn sink;
+    void *sink_arg;
+    size_t sink_min;
     int err;          /* sticky: after an error the stream cannot be resynchronised */
 } cmn_frame_decoder_t;
 
@@ -126,11 +137,19 @@ void cmn_frame_decoder_free(cmn_frame_decoder_t *d);
 int cmn_frame_decode(cmn_frame_decoder_t *d, const uint8_t *in, size_t len, size_t *consumed,
                      cmn_frame_t *frame);
 
-/* When the decoder is gathering the body of a frame, returns 1 and the free region of that body
- * (*ptr, *len), into which the caller may read the next bytes directly; it then passes the same
- * pointer to cmn_frame_decode, which records the bytes without copying them. Returns 0 otherwise
- * (header expected, or the body about to be allocated). */
+/* When the decoder is gathering the body of a frame, returns 1 and the free region of the current
+ * part of that body (*ptr, *len): the rest of the metadata, or the rest of the payload (in the
+ * sink's buffer when there is one). The caller may read the next bytes directly into it and pass
+ * the same pointer to cmn_frame_decode, which records them without copying. Returns 0 otherwise
+ * (a header is expected). */
 int cmn_frame_decoder_direct(cmn_frame_decoder_t *d, uint8_t **ptr, size_t *len);
+
+/* Installs a payload sink for split frames whose payload is at least |min_payload| bytes; with
+ * direct reads (below) such a payload goes from the socket straight into the sink's buffer. */
+void cmn_frame_decoder_set_sink(cmn_frame_decoder_t *d, cmn_frame_sink_fn sink, void *arg, size_t min_payload);
+
+/* Bytes of the current frame not received yet (0 when between frames). */
+size_t cmn_frame_decoder_missing(const cmn_frame_decoder_t *d);
 
 /* Whether the decoder is in the middle of a frame (header or body partly received). */
 int cmn_frame_decoder_partial(const cmn_frame_decoder_t *d);
