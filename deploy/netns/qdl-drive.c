@@ -222,6 +222,26 @@ static int load_qsl(const char *raw_path, uint64_t synth_n, int image, uint64_t 
     return 0;
 }
 
+/* Frees everything load_qsl() and the schedule allocated (any subset of it). */
+static void drive_free(void)
+{
+    size_t k;
+
+    for (k = 0; D.wire && k < D.qsl_n; k++)
+        if (D.wire[k] && D.wire[k] != D.raw + k * D.sample_size)
+            free(D.wire[k]);
+    free(D.wire);
+    free(D.wire_size);
+    free(D.codec);
+    free(D.digest);
+    free(D.raw);
+    free(D.sched_ns);
+    free(D.done_ns);
+    free(D.status);
+    free(D.times_done);
+    memset(&D, 0, sizeof(D));
+}
+
 static qdl_sample_t sample_at(uint64_t seq)
 {
     qdl_sample_t s;
@@ -303,7 +323,7 @@ int main(int argc, char **argv)
             return EXIT_USAGE;
         }
         if (strcmp(a, "--nodes") == 0)
-            node_list = strdup(v);
+            node_list = argv[i + 1]; /* argv strings are writable: split in place */
         else if (strcmp(a, "--scenario") == 0)
             scenario = v;
         else if (strcmp(a, "--qsl-raw") == 0)
@@ -365,8 +385,10 @@ int main(int argc, char **argv)
     cmn_log_init("qdl-drive", quiet ? CMN_LOG_ERROR : CMN_LOG_WARN);
 
     D.sample_size = (size_t)sample_size;
-    if (load_qsl(raw_path, synth_n, strcmp(kind, "image") == 0, qsl_cap, codec, seed) < 0)
+    if (load_qsl(raw_path, synth_n, strcmp(kind, "image") == 0, qsl_cap, codec, seed) < 0) {
+        drive_free();
         return EXIT_NORUN;
+    }
     for (k = 0; k < D.qsl_n; k++)
         wire_mean += (double)D.wire_size[k];
     wire_mean /= (double)D.qsl_n;
@@ -395,6 +417,8 @@ int main(int argc, char **argv)
     lat = calloc(D.total ? D.total : 1, sizeof(uint64_t));
     if (!D.sched_ns || !D.done_ns || !D.status || !D.times_done || !lat || D.total == 0) {
         fprintf(stderr, "qdl-drive: nothing to issue or out of memory\n");
+        free(lat);
+        drive_free();
         return EXIT_NORUN;
     }
     pthread_mutex_init(&D.mu, NULL);
@@ -416,12 +440,16 @@ int main(int argc, char **argv)
     rc = qdl_create(&cfg, &q, err, sizeof(err));
     if (rc < 0) {
         fprintf(stderr, "qdl-drive: cannot reach the nodes: %s\n", err);
+        free(lat);
+        drive_free();
         return EXIT_NORUN;
     }
     rc = qdl_name(q, name, sizeof(name), &name_ns, err, sizeof(err));
     if (rc < 0) {
         fprintf(stderr, "qdl-drive: Name() failed: %s\n", err);
         qdl_destroy(q);
+        free(lat);
+        drive_free();
         return EXIT_NORUN;
     }
 
@@ -429,8 +457,13 @@ int main(int argc, char **argv)
     t0 = cmn_now_ns();
     if (offline) {
         qdl_sample_t *s = malloc(D.total * sizeof(*s));
-        if (!s)
+        if (!s) {
+            fprintf(stderr, "qdl-drive: out of memory\n");
+            qdl_destroy(q);
+            free(lat);
+            drive_free();
             return EXIT_NORUN;
+        }
         for (k = 0; k < D.total; k++)
             s[k] = sample_at(k);
         rc = qdl_issue_query(q, s, D.total);
@@ -525,21 +558,9 @@ int main(int argc, char **argv)
            (unsigned long long)(n_ok ? lat[n_ok - 1] : 0), (unsigned long long)name_ns,
            pass ? "true" : "false");
 
-    for (k = 0; k < D.qsl_n; k++)
-        if (D.wire[k] != D.raw + k * D.sample_size)
-            free(D.wire[k]);
-    free(D.wire);
-    free(D.wire_size);
-    free(D.codec);
-    free(D.digest);
-    free(D.raw);
-    free(D.sched_ns);
-    free(D.done_ns);
-    free(D.status);
-    free(D.times_done);
     free(lat);
-    free(node_list);
     pthread_cond_destroy(&D.cv);
     pthread_mutex_destroy(&D.mu);
+    drive_free();
     return pass ? EXIT_PASS : EXIT_FAIL;
 }
