@@ -79,8 +79,9 @@ gc_stale() {
     for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
         [[ $ns =~ ^nf([0-9]+)-(lg|sw|s[0-9]+)$ ]] || continue
         pid=${BASH_REMATCH[1]}
-        [[ $pid == "$$" ]] && continue
-        kill -0 "$pid" 2>/dev/null && continue
+        # Our own PID too: this runs before we create anything, so such a namespace is left
+        # from an earlier process that had the same PID.
+        [[ $pid != "$$" ]] && kill -0 "$pid" 2>/dev/null && continue
         for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
         ip netns del "$ns" 2>/dev/null && say "removed stale namespace $ns"
     done
