@@ -112,7 +112,6 @@ static int validate_query(const Nsut__Query *q, uint64_t payload_len, const cmn_
                           cmn_errbuf_t *eb)
 {
     uint64_t sum = 0;
-    uint32_t parts = q->parts ? q->parts : 1;
     size_t i;
     int rc;
 
@@ -121,8 +120,9 @@ static int validate_query(const Nsut__Query *q, uint64_t payload_len, const cmn_
     if (q->n_samples > lim->max_samples)
         return cmn_errf(eb, CMN_ETOOBIG, "Query has %zu samples, over the limit of %u", q->n_samples,
                         lim->max_samples);
-    if (q->part >= parts)
-        return cmn_errf(eb, CMN_EFIELD, "Query part %u of %u", q->part, parts);
+    /* parts 0: the sender splits on the fly and does not know the count in advance. */
+    if (q->parts && q->part >= q->parts)
+        return cmn_errf(eb, CMN_EFIELD, "Query part %u of %u", q->part, q->parts);
     for (i = 0; i < q->n_samples; i++) {
         const Nsut__Sample *s = q->samples[i];
         rc = check_sizes("sample", i, (int)s->codec, s->raw_size, s->wire_size, lim, eb);

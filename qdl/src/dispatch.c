@@ -132,11 +132,17 @@ static void pq_append(qdl_pq_t *pq, qdl_srec_t *s)
     pq->n++;
 }
 
+/* A query that fits one frame is "part 0 of 1"; a longer one is cut on the fly (by samples and by
+ * bytes, and to the receiving node's frame limit), so its part count is not known: 0. */
 static void pq_set_parts(qdl_t *q, qdl_pq_t *pq)
 {
-    size_t per = q->cfg.max_part_samples;
+    uint64_t bytes = 0;
+    qdl_srec_t *s;
+
     pq->part = 0;
-    pq->parts = (uint32_t)((pq->n + per - 1) / per);
+    for (s = pq->head; s; s = s->next)
+        bytes += s->s.size;
+    pq->parts = pq->n <= q->cfg.max_part_samples && bytes <= PART_BYTES_MAX ? 1 : 0;
 }
 
 static void pending_push(qdl_t *q, qdl_pq_t *pq, int front)
@@ -193,8 +199,9 @@ static qdl_conn_t *pick(qdl_t *q, size_t n, unsigned codecs)
     size_t i, start = 0;
     unsigned k;
 
-    if (q->cfg.policy == QDL_POLICY_ROUND_ROBIN)
-        start = (size_t)(q->rr % q->n_nodes);
+    /* Round robin starts after the last node used; the other policies start at a rotating
+     * node too, so ties (e.g. every node idle at a low rate) are shared out evenly. */
+    start = (size_t)(q->rr % q->n_nodes);
     for (i = 0; i < q->n_nodes; i++) {
         qdl_node_t *nd = &q->nodes[(start + i) % q->n_nodes];
         qdl_conn_t *nc = NULL;
@@ -226,6 +233,8 @@ static qdl_conn_t *pick(qdl_t *q, size_t n, unsigned codecs)
             best_score = score;
         }
     }
+    if (best)
+        q->rr = best->node->index + 1;
     return best;
 }
 
@@ -729,7 +738,7 @@ static void handle_hello_ack(qdl_t *q, qdl_conn_t *qc, const Nsut__HelloAck *a)
     lim.max_frame = q->cfg.max_frame_size;
     cmn_conn_set_limits(&qc->c, &lim);
     qc->state = QC_READY;
-    qc->state_ns = cmn_now_ns();
+    qc->state_ns = qc->last_rx_ns = cmn_now_ns();
     qc->backoff_ms = 0;
     qc->draining = 0;
     cmn_log_info("qdl: connected to node '%s' at %s (connection %u, backend %s, device %s)", nd->name, nd->address,
@@ -750,6 +759,7 @@ static void on_frame(cmn_conn_t *c, const cmn_frame_t *f)
     int rc;
 
     nd->st.bytes_in += CMN_FRAME_HEADER_SIZE + f->hdr.meta_len + f->hdr.payload_len;
+    qc->last_rx_ns = cmn_now_ns();
     lim.max_sample_size = q->cfg.max_frame_size;
     rc = cmn_msg_unpack(f, &lim, &q->arena.pb, &m, &eb);
     if (rc < 0) {
@@ -1135,19 +1145,26 @@ void qdl__tick(qdl_t *q)
             }
             if (qc->state != QC_READY || !q->cfg.ping_interval_ms)
                 continue;
-            if (qc->ping_sent_ns) {
-                if (now - qc->ping_sent_ns > q->cfg.ping_timeout_ms * 1000000u) {
-                    snprintf(why, sizeof(why), "no Pong within %llu ms: node marked down",
-                             (unsigned long long)q->cfg.ping_timeout_ms);
-                    qdl__conn_close(qc, CMN_ETIMEOUT, why);
+            /* Alive means: some frame from the node recently (a Pong, a result, or the heartbeat
+             * Ping a node sends when it has nothing else to say). A Pong alone would not do: it
+             * can wait behind megabytes of queries in the socket, or behind a node that has
+             * paused reading at its in-flight limit. */
+            if (now - qc->last_rx_ns > q->cfg.ping_timeout_ms * 1000000u) {
+                snprintf(why, sizeof(why), "nothing from the node for %llu ms (no Pong, result or heartbeat): "
+                                           "node marked down",
+                         (unsigned long long)q->cfg.ping_timeout_ms);
+                qdl__conn_close(qc, CMN_ETIMEOUT, why);
+                continue;
+            }
+            if (!qc->ping_sent_ns || now - qc->ping_sent_ns > q->cfg.ping_timeout_ms * 1000000u) {
+                if (now - qc->state_ns > q->cfg.ping_interval_ms * 1000000u) {
+                    Nsut__Ping p = NSUT__PING__INIT;
+                    p.seq = ++qc->ping_seq;
+                    p.sent_ns = now;
+                    qc->ping_sent_ns = now;
+                    qc->state_ns = now; /* the next ping is due one interval after this one */
+                    (void)cmn_conn_send(&qc->c, CMN_MSG_PING, &p.base, NULL, 0, NULL, NULL);
                 }
-            } else if (now - qc->state_ns > q->cfg.ping_interval_ms * 1000000u) {
-                Nsut__Ping p = NSUT__PING__INIT;
-                p.seq = ++qc->ping_seq;
-                p.sent_ns = now;
-                qc->ping_sent_ns = now;
-                qc->state_ns = now; /* the next ping is due one interval after this one */
-                (void)cmn_conn_send(&qc->c, CMN_MSG_PING, &p.base, NULL, 0, NULL, NULL);
             }
         }
     }

@@ -59,6 +59,7 @@ struct qdl_conn {
     uint32_t n_inflight;
     uint64_t ping_seq;
     uint64_t ping_sent_ns; /* 0: no Ping outstanding */
+    uint64_t last_rx_ns;   /* the last frame from the node: proof it is alive */
     uint64_t state_ns;     /* when the current state began */
     uint64_t backoff_ms;
     uint64_t connects;     /* connection attempts so far */

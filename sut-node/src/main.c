@@ -39,6 +39,8 @@ static const opt_doc_t options[] = {
     {"handshake-timeout-ms", "MS", "close a connection without Hello after this (default 5000)"},
     {"frame-timeout-ms", "MS", "close a connection stalled mid-frame after this (default 10000)"},
     {"drain-timeout-ms", "MS", "on SIGTERM, wait this long for work in flight (default 30000)"},
+    {"heartbeat-ms", "MS", "send a Ping on a connection idle this long, so clients see the node alive "
+                           "while it is busy (default 1000; 0 disables; keep it under the QDL's ping timeout)"},
     {"seed", "N", "seed for backends with randomness (sim) (default 0)"},
     {"port-file", "FILE", "write the bound port here once listening (for scripts using port 0)"},
     {"tls-cert", "FILE", "serve TLS 1.3 with this certificate (PEM); plaintext when absent"},
@@ -140,6 +142,8 @@ static int apply(sut_opts_t *o, const char *name, const char *v, cmn_errbuf_t *e
         rc = cmn_parse_u64(v, &o->frame_timeout_ms);
     } else if (strcmp(name, "drain-timeout-ms") == 0) {
         rc = cmn_parse_u64(v, &o->drain_timeout_ms);
+    } else if (strcmp(name, "heartbeat-ms") == 0) {
+        rc = cmn_parse_u64(v, &o->heartbeat_ms);
     } else if (strcmp(name, "seed") == 0) {
         rc = cmn_parse_u64(v, &o->seed);
     } else if (strcmp(name, "port-file") == 0) {

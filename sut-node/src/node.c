@@ -32,6 +32,7 @@ void sut__opts_defaults(sut_opts_t *o)
     o->handshake_timeout_ms = 5000;
     o->frame_timeout_ms = 10000;
     o->drain_timeout_ms = 30000;
+    o->heartbeat_ms = 1000;
 }
 
 char *sut__opts_own(sut_opts_t *o, char *s)
@@ -517,6 +518,22 @@ static void on_tick(uv_timer_t *t)
             snprintf(why, sizeof(why), "no Hello within %llu ms", (unsigned long long)n->opt.handshake_timeout_ms);
             sut__session_protocol_error(s, CMN_ETIMEOUT, NSUT__ERROR_CODE__ERROR_TIMEOUT, why);
             continue;
+        }
+        /* Heartbeat: the client judges a node alive by any frame from it, and a node that has
+         * paused reading (in-flight limit) or whose socket is full of queries cannot answer its
+         * Pings in time; so it sends one of its own on a connection that heard nothing lately. */
+        if (s->ready && n->opt.heartbeat_ms) {
+            if (s->conn.frames_out != s->hb_frames) {
+                s->hb_frames = s->conn.frames_out;
+                s->hb_ns = now;
+            } else if (now - s->hb_ns >= n->opt.heartbeat_ms * 1000000u) {
+                Nsut__Ping hb = NSUT__PING__INIT;
+                hb.seq = ++s->hb_seq;
+                hb.sent_ns = now;
+                session_send(s, CMN_MSG_PING, &hb.base);
+                s->hb_frames = s->conn.frames_out;
+                s->hb_ns = now;
+            }
         }
         if (!cmn_frame_decoder_partial(&s->conn.dec) || s->conn.bytes_in != s->progress_bytes) {
             s->progress_bytes = s->conn.bytes_in;

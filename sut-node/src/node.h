@@ -46,6 +46,7 @@ typedef struct {
     uint64_t handshake_timeout_ms;
     uint64_t frame_timeout_ms;
     uint64_t drain_timeout_ms;
+    uint64_t heartbeat_ms;    /* a Ping to a client that heard nothing from us this long */
     uint64_t seed;
     const char *port_file;
     const char *config_file;
@@ -125,6 +126,9 @@ struct sut_session {
     uint64_t accepted_ns;
     uint64_t progress_bytes; /* conn.bytes_in at the last tick */
     uint64_t progress_ns;
+    uint64_t hb_frames;      /* conn.frames_out when the heartbeat clock last restarted */
+    uint64_t hb_ns;
+    uint64_t hb_seq;
     char peer_ip[64];
     sut_session_t *prev, *next;
     /* results gathered during one completion pass */

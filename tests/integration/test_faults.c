@@ -180,6 +180,32 @@ START_TEST(restart_rejoins)
 }
 END_TEST
 
+/* A node busy for longer than the ping deadline, with reading paused at its in-flight limit (so
+ * it cannot see Pings), is alive: its heartbeats say so, and nothing is re-dispatched. */
+START_TEST(busy_node_is_not_down)
+{
+    const char *args[] = {"--backend", "sim", "--name", "slowpoke", "--backend-opt", "a_us=1500000",
+                          "--max-batch", "8", "--max-inflight", "8", "--heartbeat-ms", "200", NULL};
+    qdl_node_stats_t st[1];
+    qdl_t *q;
+
+    run_init(24, 64, 0);
+    ck_assert_int_eq(tn_spawn(&nodes[0], SUT_NODE_EXE, args), 0);
+    snprintf(addrs[0], sizeof(addrs[0]), "127.0.0.1:%d", nodes[0].port);
+    addr_list[0] = addrs[0];
+    q = qdl_on(1); /* ping every 200 ms, down after 600 ms of silence */
+    issue_range(q, 0, 24, 24);
+    ck_assert_uint_eq(wait_done(24, 30000), 24);
+    expect_exactly_once(0);
+    ck_assert_int_eq(qdl_stats(q, st, 1), 1);
+    ck_assert_uint_eq(st[0].reconnects, 0);
+    ck_assert_uint_eq(st[0].redispatched, 0);
+    qdl_destroy(q);
+    stop_all(1);
+    run_free();
+}
+END_TEST
+
 /* ---- a TCP relay between the QDL and one node: the "network" that can fail ------------------ */
 
 enum { RELAY_PASS, RELAY_BLACKHOLE, RELAY_CUT };
@@ -383,6 +409,10 @@ static TCase *tc_restart(void)
 {
     return tc("restart", restart_rejoins);
 }
+static TCase *tc_busy(void)
+{
+    return tc("busy_node", busy_node_is_not_down);
+}
 static TCase *tc_cut(void)
 {
     return tc("network_cut", network_cut);
@@ -392,4 +422,4 @@ static TCase *tc_blackhole(void)
     return tc("network_blackhole", network_blackhole);
 }
 
-CHECK_MAIN("faults", tc_offline, tc_sigstop, tc_restart, tc_cut, tc_blackhole)
+CHECK_MAIN("faults", tc_offline, tc_sigstop, tc_restart, tc_busy, tc_cut, tc_blackhole)

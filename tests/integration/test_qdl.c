@@ -123,6 +123,41 @@ START_TEST(three_nodes_10000_exactly_once)
 }
 END_TEST
 
+/* A query larger than one part by bytes (64 x 150 528 B = 9.6 MB > 8 MiB per part) is cut on the
+ * fly; the node must accept every part (a regression: parts used to be counted by samples only,
+ * so the node refused the second part and the QDL reconnected in a loop). */
+START_TEST(large_offline_query_parts)
+{
+    const char *a0[] = {"--backend", "digest", "--name", "big", NULL};
+    const char *const *args[] = {a0};
+    qdl_node_stats_t st[1];
+    qdl_t *q;
+    size_t i;
+
+    run_init(64, 1, 1);
+    for (i = 0; i < 64; i++) {
+        R.data[i] = realloc(R.data[i], 150528);
+        memset(R.data[i], (int)i, 150528);
+        if (R.wire[i] != R.data[i] && R.codec[i])
+            free(R.wire[i]);
+        R.wire[i] = R.data[i];
+        R.size[i] = R.wire_size[i] = 150528;
+        R.codec[i] = 0;
+    }
+    start_nodes(1, args);
+    q = make_qdl(1, QDL_POLICY_LEAST_OUTSTANDING, NULL);
+    issue_range(q, 0, 64, 64);
+    ck_assert_uint_eq(wait_done(64, 30000), 64);
+    expect_exactly_once(1);
+    ck_assert_int_eq(qdl_stats(q, st, 1), 1);
+    ck_assert_uint_eq(st[0].reconnects, 0);
+    ck_assert_uint_eq(st[0].errors, 0);
+    qdl_destroy(q);
+    stop_nodes(1);
+    run_free();
+}
+END_TEST
+
 START_TEST(duplicate_names_rejected)
 {
     const char *a[] = {"--backend", "null", "--name", "twin", NULL};
@@ -510,7 +545,9 @@ static TCase *tc(const char *name, const TTest *t, int timeout)
 
 static TCase *tc_one(void)
 {
-    return tc("one_node", one_node_10000_exactly_once, 120);
+    TCase *c = tc("one_node", one_node_10000_exactly_once, 120);
+    tcase_add_test(c, large_offline_query_parts);
+    return c;
 }
 static TCase *tc_three(void)
 {

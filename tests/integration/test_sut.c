@@ -657,7 +657,7 @@ START_TEST(command_line_and_config)
         "--listen", "--name", "--backend", "--backend-opt", "--device", "--max-batch", "--max-batch-bytes",
         "--max-wait-us", "--workers", "--threads", "--result-codec", "--max-frame", "--max-connections",
         "--max-conn-per-peer", "--max-inflight", "--handshake-timeout-ms", "--frame-timeout-ms",
-        "--drain-timeout-ms", "--seed", "--port-file", "--tls-cert", "--tls-key", "--tls-ca", "--tls-allow",
+        "--drain-timeout-ms", "--heartbeat-ms", "--seed", "--port-file", "--tls-cert", "--tls-key", "--tls-ca", "--tls-allow",
         "--log-level", "--config", "--version", "--help"};
     const char *help[] = {"--help", NULL};
     const char *badflag[] = {"--no-such-flag", NULL};

@@ -255,6 +255,17 @@ int tn_recv(tn_client_t *c, int timeout_ms, unsigned *type, ProtobufCMessage **m
                     fprintf(stderr, "tn_recv: %s\n", eb.msg);
                     return rc;
                 }
+                if (f.hdr.type == CMN_MSG_PING) {
+                    /* A node's heartbeat: answer it, as the QDL does, and keep reading. */
+                    Nsut__Pong pong = NSUT__PONG__INIT;
+                    pong.seq = ((Nsut__Ping *)*m)->seq;
+                    pong.sent_ns = ((Nsut__Ping *)*m)->sent_ns;
+                    cmn_msg_free(*m, NULL);
+                    *m = NULL;
+                    if (tn_send(c, CMN_MSG_PONG, &pong.base, NULL, 0) < 0)
+                        return CMN_ECLOSED;
+                    continue;
+                }
                 if (payload) {
                     *payload = malloc(f.hdr.payload_len ? f.hdr.payload_len : 1);
                     memcpy(*payload, f.payload, f.hdr.payload_len);

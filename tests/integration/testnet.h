@@ -53,7 +53,7 @@ void tn_close(tn_client_t *c);
 int tn_send(tn_client_t *c, unsigned type, const ProtobufCMessage *m, const struct iovec *payload, size_t n);
 int tn_send_raw(tn_client_t *c, const void *data, size_t len);
 
-/* One frame, within |timeout_ms|. *m is unpacked and validated (free with cmn_msg_free(m, NULL));
+/* One frame, within |timeout_ms|. Pings (node heartbeats) are answered and skipped. *m is unpacked and validated (free with cmn_msg_free(m, NULL));
  * *payload is a malloc'ed copy (or NULL). Returns 0, CMN_ETIMEOUT, CMN_ECLOSED, or a decode
  * error. */
 int tn_recv(tn_client_t *c, int timeout_ms, unsigned *type, ProtobufCMessage **m, uint8_t **payload,

@@ -179,6 +179,9 @@ START_TEST(inconsistent_fields_rejected)
     q.part = 2;
     q.parts = 2;
     ck_assert_int_eq(unpack_rc(CMN_MSG_QUERY, &q.base, 10), CMN_EFIELD);
+    /* parts 0: cut on the fly, any index. */
+    q.parts = 0;
+    ck_assert_int_eq(unpack_rc(CMN_MSG_QUERY, &q.base, 10), 0);
 
     /* A failed result that still carries bytes; a negative token count. */
     resp.n_results = 1;

@@ -1,0 +1,127 @@
+/* loadgen-node: the MLPerf LoadGen scheduler in C, behind a small SUT interface.
+ *
+ * lg_start_test() is the official StartTest: it reads the QSL's sets, schedules the queries of the
+ * chosen scenario and mode with the official trace (same samples, same Poisson schedule), measures
+ * latency from each query's scheduled time to its completion, and writes mlperf_log_summary.txt,
+ * mlperf_log_detail.txt and mlperf_log_accuracy.json in the official formats.
+ *
+ * The SUT is a vtable (lg_sut_t): the in-process null SUT (lg/sut_null.h) for tests and for
+ * measuring the scheduler alone, or the QDL adapter (lg/sut_qdl.h) that sends every query over the
+ * network to sut-node daemons. A SUT reports completions with lg_complete() from any thread, in
+ * batches; a sample that failed (status < 0) counts as an error, makes the run INVALID, and never
+ * hangs it.
+ *
+ * Thread-safety: lg_start_test() blocks its caller, which becomes the issue thread (its timer
+ * slack is set to 1 ns, and stays so, for precise Server issue times).
+ * lg_complete() and lg_first_token() are thread-safe and may be called from inside issue() (an
+ * inline SUT) or from any other thread. Once lg_start_test() has returned, only samples it
+ * counted as lost may still be completed (they are dropped); sut->run is NULL by then. */
+#ifndef LG_LG_H
+#define LG_LG_H
+
+#include "cmn/err.h"
+#include "lg/qsl.h"
+#include "lg/settings.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct lg_run lg_run_t;
+
+/* One sample of an issued query. Same fields as qdl_sample_t plus the QSL index. */
+typedef struct {
+    uint64_t id;      /* response id: the sample's sequence number in the test (0, 1, 2, ...) */
+    uint64_t index;   /* QSL sample index (for local SUTs; the QDL never sends it) */
+    const void *data; /* sample bytes as they go on the wire; valid until the sample completes */
+    size_t size;
+    int codec; /* 0 none, 1 lz4 (cmpr/cmpr.h) */
+    size_t raw_size;
+} lg_sample_t;
+
+/* One completed sample, or a first token. Same fields as qdl_response_t. */
+typedef struct {
+    uint64_t id;
+    int status;       /* 0, or a negative code: the sample failed (an error, the run INVALID) */
+    const void *data; /* response bytes, read during the call only */
+    size_t size;
+    int64_t n_tokens; /* output tokens (LLMs with use_token_latencies); 0 otherwise */
+} lg_response_t;
+
+typedef struct lg_sut lg_sut_t;
+
+/* The SUT interface. issue() may complete inline or return at once; it should not block for long
+ * (in Server its time is charged to the latency of every later query). A query with more than
+ * LG_ISSUE_CHUNK samples (only Offline's) arrives as consecutive issue() calls, each a part of
+ * the same query. flush() is LoadGen's FlushQueries(): no more queries follow in this series. */
+struct lg_sut {
+    /* LoadGen's Name(): writes the name and the time the call took (may be NULL). 0 or < 0. */
+    int (*name)(lg_sut_t *sut, char *buf, size_t len, uint64_t *dur_ns, char *err, size_t errlen);
+    /* 0, or < 0: the samples of this call are failed (errors) and the test goes on. */
+    int (*issue)(lg_sut_t *sut, const lg_sample_t *s, size_t n);
+    int (*flush)(lg_sut_t *sut);
+    void *data;
+    /* Set by lg_start_test() before the first issue() and cleared at its end; read it with
+     * __atomic_load_n(&sut->run, __ATOMIC_ACQUIRE) from other threads and pass it to
+     * lg_complete(). A completion for a sample still outstanding when the test ended (see
+     * drain_timeout_ms) is safe: it finds the run closed and is dropped. */
+    lg_run_t *run;
+};
+
+#define LG_ISSUE_CHUNK 65536u
+
+/* QuerySamplesComplete: one timestamp for the whole batch, taken on entry. */
+void lg_complete(lg_run_t *run, const lg_response_t *r, size_t n);
+
+/* FirstTokenComplete (token latencies): the first token of each sample has been produced. */
+void lg_first_token(lg_run_t *run, const lg_response_t *r, size_t n);
+
+typedef enum {
+    LG_PROGRESS_AUTO = -1, /* a live line on stderr when stderr is a terminal */
+    LG_PROGRESS_OFF = 0,
+    LG_PROGRESS_ON = 1,
+} lg_progress_t;
+
+/* LogSettings plus what this implementation adds. */
+typedef struct {
+    const char *outdir; /* "." */
+    const char *prefix; /* "mlperf_log_" */
+    const char *suffix; /* "" */
+    bool prefix_with_datetime;
+    bool copy_detail_to_stdout;
+    bool copy_summary_to_stdout;
+    /* Read with model "*" and the scenario's name when the file exists, as the official
+     * "audit.config" in the working directory (the default). NULL: never. */
+    const char *audit_config;
+    lg_progress_t progress;
+    /* 0: wait for every response forever, as officially. Otherwise samples still outstanding
+     * this long after the last issue are counted as lost (errors) and the run is INVALID. */
+    uint64_t drain_timeout_ms;
+    /* Server: spin this long before each scheduled issue after sleeping (default 30 us). */
+    uint64_t spin_ns;
+    /* Check every response against the digest of its sample (the sut-node digest backend). */
+    bool verify_digest;
+    /* Messages from reading the conf files, logged at the start of the detail log. */
+    const lg_msgs_t *msgs;
+} lg_log_settings_t;
+
+void lg_log_settings_init(lg_log_settings_t *ls);
+
+typedef struct {
+    bool accuracy_ran;
+    bool performance_ran;
+    bool performance_valid; /* "Result is : VALID" of the (last) performance summary */
+    char metric_name[64];   /* e.g. "Samples per second" */
+    double metric;
+    uint64_t num_errors; /* as logged in num_errors */
+    uint64_t failed_samples, lost_samples, digest_mismatches;
+    uint64_t samples_issued;
+    char sut_name[512];
+} lg_result_t;
+
+/* StartTest. Returns 0 when the test ran (valid or not: see |res|), or a negative code with a
+ * reason when it could not run (output files, SUT name, QSL load, invalid settings). */
+int lg_start_test(lg_sut_t *sut, lg_qsl_t *qsl, const lg_test_settings_t *settings,
+                  const lg_log_settings_t *log, lg_result_t *res, cmn_errbuf_t *eb);
+
+#endif

@@ -1,0 +1,23 @@
+/* The QDL as a loadgen-node SUT: every issue() becomes one qdl_issue_query() (one query, never
+ * split or merged here), and the QDL's completion callbacks, which run on its loop thread, feed
+ * lg_complete() and lg_first_token() in the batches they arrive in.
+ *
+ * Built only when the qdl library is (LG_HAVE_QDL). The adapter copies each query's sample
+ * descriptors (not their bytes) into the QDL's shape; the bytes go to the socket straight from
+ * QSL memory. */
+#ifndef LG_SUT_QDL_H
+#define LG_SUT_QDL_H
+
+#include "lg/lg.h"
+#include "qdl/qdl.h"
+
+/* |cfg| as for qdl_create(); its on_complete, on_first_token and user are replaced. */
+int lg_sut_qdl_create(const qdl_config_t *cfg, lg_sut_t **out, cmn_errbuf_t *eb);
+
+/* Destroys the QDL (outstanding samples complete with an error first). */
+void lg_sut_qdl_destroy(lg_sut_t *sut);
+
+/* The QDL behind the adapter, e.g. for qdl_stats_print(). */
+qdl_t *lg_sut_qdl_handle(lg_sut_t *sut);
+
+#endif

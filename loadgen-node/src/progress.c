@@ -1,0 +1,183 @@
+#include "progress.h"
+
+#include "cmn/clock.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
+void lg__hist_reset(lg__hist_t *h)
+{
+    size_t i;
+
+    for (i = 0; i < LG__HIST_BUCKETS; i++)
+        atomic_store_explicit(&h->b[i], 0, memory_order_relaxed);
+}
+
+static unsigned bucket_of(uint64_t v)
+{
+    unsigned msb;
+
+    if (v < 8)
+        return (unsigned)v;
+    msb = 63u - (unsigned)__builtin_clzll(v);
+    return msb * 8u + (unsigned)((v >> (msb - 3)) & 7u) - 16u;
+}
+
+static uint64_t bucket_top(unsigned b)
+{
+    unsigned msb, sub;
+
+    if (b < 8)
+        return b;
+    msb = (b + 16u) / 8u;
+    sub = (b + 16u) % 8u;
+    return ((uint64_t)(8u + sub + 1u) << (msb - 3)) - 1u;
+}
+
+void lg__hist_add(lg__hist_t *h, int64_t ns)
+{
+    unsigned b = bucket_of(ns > 0 ? (uint64_t)ns : 0u);
+
+    if (b >= LG__HIST_BUCKETS)
+        b = LG__HIST_BUCKETS - 1;
+    atomic_fetch_add_explicit(&h->b[b], 1, memory_order_relaxed);
+}
+
+uint64_t lg__hist_quantile(lg__hist_t *h, double q)
+{
+    uint64_t total = 0, seen = 0, want;
+    unsigned i;
+
+    for (i = 0; i < LG__HIST_BUCKETS; i++)
+        total += atomic_load_explicit(&h->b[i], memory_order_relaxed);
+    if (total == 0)
+        return 0;
+    want = (uint64_t)((double)total * q);
+    for (i = 0; i < LG__HIST_BUCKETS; i++) {
+        seen += atomic_load_explicit(&h->b[i], memory_order_relaxed);
+        if (seen > want)
+            return bucket_top(i);
+    }
+    return bucket_top(LG__HIST_BUCKETS - 1);
+}
+
+struct lg__progress {
+    FILE *out;
+    lg__progress_fn fn;
+    void *arg;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop;
+    uint64_t last_completed, last_ns;
+    double rate;
+};
+
+static void human_ns(char *buf, size_t len, uint64_t ns)
+{
+    if (ns < 10000)
+        snprintf(buf, len, "%lluns", (unsigned long long)ns);
+    else if (ns < 10000000)
+        snprintf(buf, len, "%.1fus", (double)ns / 1e3);
+    else if (ns < 10000000000ull)
+        snprintf(buf, len, "%.1fms", (double)ns / 1e6);
+    else
+        snprintf(buf, len, "%.1fs", (double)ns / 1e9);
+}
+
+static void draw(lg__progress_t *p, int final)
+{
+    lg__progress_snap_t s = {0};
+    char p99[32], eta[32];
+    uint64_t now = cmn_now_ns();
+
+    s.eta_s = -1;
+    p->fn(p->arg, &s);
+    if (!p->last_ns && s.elapsed_ns) {
+        p->rate = (double)s.completed * 1e9 / (double)s.elapsed_ns;
+    } else if (now > p->last_ns && s.completed >= p->last_completed) {
+        double r = (double)(s.completed - p->last_completed) * 1e9 / (double)(now - p->last_ns);
+
+        /* Smooth the instantaneous rate so the line does not flicker. */
+        p->rate = p->rate == 0 ? r : 0.7 * p->rate + 0.3 * r;
+    }
+    p->last_ns = now;
+    p->last_completed = s.completed;
+    human_ns(p99, sizeof(p99), s.p99_ns);
+    if (s.eta_s < 0)
+        snprintf(eta, sizeof(eta), "?");
+    else
+        snprintf(eta, sizeof(eta), "%.0fs", s.eta_s);
+    fprintf(p->out,
+            "\r[%s] %6.1fs  issued %llu  done %llu  %.0f/s  p99 %s  ETA %s\033[K%s", s.phase,
+            (double)s.elapsed_ns / 1e9, (unsigned long long)s.issued,
+            (unsigned long long)s.completed, p->rate, s.p99_ns ? p99 : "-", eta, final ? "\n" : "");
+    fflush(p->out);
+}
+
+static void *progress_main(void *arg)
+{
+    lg__progress_t *p = arg;
+    struct timespec ts;
+
+    pthread_mutex_lock(&p->mu);
+    while (!p->stop) {
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += 250000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+        if (p->stop)
+            break;
+        pthread_mutex_unlock(&p->mu);
+        draw(p, 0);
+        pthread_mutex_lock(&p->mu);
+    }
+    pthread_mutex_unlock(&p->mu);
+    draw(p, 1);
+    return NULL;
+}
+
+lg__progress_t *lg__progress_start(FILE *out, lg__progress_fn fn, void *arg)
+{
+    lg__progress_t *p;
+    pthread_condattr_t ca;
+
+    if (!out)
+        return NULL;
+    p = calloc(1, sizeof(*p));
+    if (!p)
+        return NULL;
+    p->out = out;
+    p->fn = fn;
+    p->arg = arg;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&p->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (pthread_create(&p->thread, NULL, progress_main, p) != 0) {
+        pthread_cond_destroy(&p->cv);
+        pthread_mutex_destroy(&p->mu);
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+void lg__progress_stop(lg__progress_t *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    pthread_join(p->thread, NULL);
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+}

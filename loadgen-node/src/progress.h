@@ -1,0 +1,41 @@
+/* The live one-line progress display, and the cheap latency histogram it reads.
+ *
+ * A thread wakes a few times per second, asks its callback for a snapshot, and redraws one line
+ * on the terminal ("\r...\033[K"): elapsed time, samples issued and completed, completions per
+ * second, p99 latency so far, and an ETA. The hot path only adds to relaxed atomic counters. */
+#ifndef LG_PROGRESS_H
+#define LG_PROGRESS_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Log-linear buckets: 8 per power of two, so a quantile is within 12.5% of the truth. */
+#define LG__HIST_BUCKETS (64 * 8)
+
+typedef struct {
+    atomic_uint_fast32_t b[LG__HIST_BUCKETS];
+} lg__hist_t;
+
+void lg__hist_reset(lg__hist_t *h);
+void lg__hist_add(lg__hist_t *h, int64_t ns);
+/* The upper edge of the bucket holding quantile |q|; 0 when empty. */
+uint64_t lg__hist_quantile(lg__hist_t *h, double q);
+
+typedef struct {
+    const char *phase; /* e.g. "Server performance" */
+    uint64_t elapsed_ns, issued, completed;
+    uint64_t p99_ns;
+    double eta_s; /* < 0: unknown */
+} lg__progress_snap_t;
+
+typedef void (*lg__progress_fn)(void *arg, lg__progress_snap_t *snap);
+
+typedef struct lg__progress lg__progress_t;
+
+/* Starts the display on |out| (NULL is allowed: returns NULL and shows nothing). */
+lg__progress_t *lg__progress_start(FILE *out, lg__progress_fn fn, void *arg);
+/* Draws a last line, ends it with a newline and joins the thread. */
+void lg__progress_stop(lg__progress_t *p);
+
+#endif

@@ -1,0 +1,132 @@
+#include "lg/sut_qdl.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    lg_sut_t sut;
+    qdl_t *q;
+    qdl_sample_t *buf; /* issue thread only */
+    size_t cap;
+} qdl_sut_t;
+
+/* Converts a batch of QDL responses and passes it on, in slices, without allocating. */
+static void forward(lg_run_t *run, const qdl_response_t *r, size_t n, int first_token)
+{
+    enum { SLICE = 256 };
+    lg_response_t out[SLICE];
+    size_t done = 0, i;
+
+    if (!run)
+        return;
+    while (done < n) {
+        size_t m = n - done < SLICE ? n - done : SLICE;
+
+        for (i = 0; i < m; i++) {
+            out[i].id = r[done + i].response_id;
+            out[i].status = r[done + i].status;
+            out[i].data = r[done + i].data;
+            out[i].size = r[done + i].size;
+            out[i].n_tokens = r[done + i].n_tokens;
+        }
+        if (first_token)
+            lg_first_token(run, out, m);
+        else
+            lg_complete(run, out, m);
+        done += m;
+    }
+}
+
+static void on_complete(void *user, const qdl_response_t *r, size_t n)
+{
+    qdl_sut_t *a = user;
+
+    forward(__atomic_load_n(&a->sut.run, __ATOMIC_ACQUIRE), r, n, 0);
+}
+
+static void on_first_token(void *user, const qdl_response_t *r, size_t n)
+{
+    qdl_sut_t *a = user;
+
+    forward(__atomic_load_n(&a->sut.run, __ATOMIC_ACQUIRE), r, n, 1);
+}
+
+static int qdl_sut_name(lg_sut_t *sut, char *buf, size_t len, uint64_t *dur_ns, char *err,
+                        size_t errlen)
+{
+    qdl_sut_t *a = sut->data;
+
+    return qdl_name(a->q, buf, len, dur_ns, err, errlen);
+}
+
+static int qdl_sut_issue(lg_sut_t *sut, const lg_sample_t *s, size_t n)
+{
+    qdl_sut_t *a = sut->data;
+    size_t i;
+
+    if (n > a->cap) {
+        qdl_sample_t *nb = realloc(a->buf, n * sizeof(*nb));
+
+        if (!nb)
+            return -ENOMEM;
+        a->buf = nb;
+        a->cap = n;
+    }
+    for (i = 0; i < n; i++) {
+        a->buf[i].response_id = s[i].id;
+        a->buf[i].data = s[i].data;
+        a->buf[i].size = s[i].size;
+        a->buf[i].codec = s[i].codec;
+        a->buf[i].raw_size = s[i].raw_size;
+    }
+    return qdl_issue_query(a->q, a->buf, n);
+}
+
+static int qdl_sut_flush(lg_sut_t *sut)
+{
+    qdl_sut_t *a = sut->data;
+
+    return qdl_flush(a->q);
+}
+
+int lg_sut_qdl_create(const qdl_config_t *cfg, lg_sut_t **out, cmn_errbuf_t *eb)
+{
+    qdl_sut_t *a = calloc(1, sizeof(*a));
+    qdl_config_t c = *cfg;
+    int rc;
+
+    if (!a)
+        return cmn_errf(eb, -ENOMEM, "out of memory");
+    c.on_complete = on_complete;
+    c.on_first_token = on_first_token;
+    c.user = a;
+    rc = qdl_create(&c, &a->q, eb ? eb->msg : NULL, eb ? sizeof(eb->msg) : 0);
+    if (rc < 0) {
+        free(a);
+        return rc;
+    }
+    a->sut.name = qdl_sut_name;
+    a->sut.issue = qdl_sut_issue;
+    a->sut.flush = qdl_sut_flush;
+    a->sut.data = a;
+    *out = &a->sut;
+    return 0;
+}
+
+void lg_sut_qdl_destroy(lg_sut_t *sut)
+{
+    qdl_sut_t *a;
+
+    if (!sut)
+        return;
+    a = sut->data;
+    qdl_destroy(a->q);
+    free(a->buf);
+    free(a);
+}
+
+qdl_t *lg_sut_qdl_handle(lg_sut_t *sut)
+{
+    return ((qdl_sut_t *)sut->data)->q;
+}
