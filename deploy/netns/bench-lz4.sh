@@ -10,11 +10,12 @@
 # Options:
 #   --rate RATE          per-link rate (default 1gbit; see fabric.sh --rate)
 #   --suts N             SUT hosts (default 2)
-#   --samples N          samples per Offline run (default 3000)
+#   --samples N          samples per Offline run with qdl-drive (default 3000; loadgen-node
+#                        sizes its Offline query itself: 1.1 x target_qps x 1 s)
 #   --runs N             runs per codec; the median is reported (default 3)
 #   --count N            distinct images in the QSL (default 512)
-#   --client C           qdl-drive (default) or loadgen-node (the official-format Offline run;
-#                        needs the QDL to number query parts by bytes too, see deploy/README.md)
+#   --client C           loadgen-node (an Offline run with the official logs; the default when it
+#                        is built) or qdl-drive
 #   --build DIR          the build folder (default build)
 #   --out FILE           write the results as JSON here (default bench-lz4-RATE.json)
 #   --data FILE          reuse this fmnist-like.py output instead of making one
@@ -24,7 +25,7 @@ root=$(cd "$here/../.." && pwd)
 prog=bench-lz4.sh
 usage() { sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 
-rate=1gbit suts=2 samples=3000 runs=3 count=512 client=qdl-drive build=$root/build out="" data=""
+rate=1gbit suts=2 samples=3000 runs=3 count=512 client=auto build=$root/build out="" data=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --rate) rate=$2; shift ;;
@@ -59,7 +60,8 @@ if [[ ${BENCH_INNER:-0} -eq 1 ]]; then
                 printf '*.Offline.min_duration = 1000\n*.Offline.target_qps = %s\n' "$BENCH_TARGET_QPS" >"$res/user.conf"
                 "$BENCH_LOADGEN" --scenario Offline --model resnet50 --user-conf "$res/user.conf" \
                     --audit-config none --nodes "$FABRIC_NODES" --qsl-raw "$BENCH_DATA" --sample-size 150528 \
-                    --compress "$codec" --verify-digest --progress off --quiet --output-dir "$res/$tag"
+                    --compress "$codec" --verify-digest --progress off --quiet --output-dir "$res/$tag" \
+                    2>"$res/$tag/stderr.log"
             fi
             echo "$prog: run $r, $codec: done" >&2
         done
@@ -67,10 +69,14 @@ if [[ ${BENCH_INNER:-0} -eq 1 ]]; then
     exit 0
 fi
 
+if [[ $client == auto ]]; then
+    client=qdl-drive
+    [[ -x $build/loadgen-node/loadgen-node ]] && client=loadgen-node
+fi
 case "$client" in
     qdl-drive) bin=$build/deploy/netns/qdl-drive ;;
     loadgen-node) bin=$build/loadgen-node/loadgen-node ;;
-    *) echo "$prog: --client must be qdl-drive or loadgen-node" >&2; exit 2 ;;
+    *) echo "$prog: --client must be loadgen-node or qdl-drive" >&2; exit 2 ;;
 esac
 [[ -x $bin ]] || { echo "$prog: $bin is not built (cmake --build $build)" >&2; exit 3; }
 [[ -x $build/sut-node/sut-node ]] || { echo "$prog: $build/sut-node/sut-node is not built" >&2; exit 3; }
@@ -90,12 +96,21 @@ if [[ -z $data ]]; then
     "$python" "$here/fmnist-like.py" "$data" --count "$count"
 fi
 mkdir -p "$tmp/res"
-# loadgen-node: 1.1 x target_qps x 1 s samples; at most the line rate of raw samples, so a run is
-# never shorter than its minimum duration (rate in bit/s / 8 / 150528 B, with LZ4's ratio of ~2.5).
-line_rate=$("$python" -c "import re,sys; m=re.match(r'(\d+)(k|m|g)?bit', sys.argv[1]); \
-print(int(int(m.group(1))*{'k':1e3,'m':1e6,'g':1e9,None:1}[m.group(2)]/8/150528*3)) if m else print(3000)" "$rate")
+# loadgen-node's Offline query holds 1.1 x target_qps x 1 s samples. The target is three times
+# what the link carries uncompressed (LZ4 shrinks these tensors ~2.5x), so even the compressed
+# run lasts past the 1 s minimum; with no rate limit, a generous fixed target.
+line_rate=$("$python" - "$rate" <<'PY'
+import re, sys
+r = {"1GbE": "1gbit", "10GbE": "10gbit", "25GbE": "25gbit", "40GbE": "40gbit",
+     "100GbE": "100gbit", "200GbE": "200gbit"}.get(sys.argv[1], sys.argv[1])
+m = re.match(r"(\d+)(k|m|g)bit$", r)
+bps = int(m.group(1)) * {"k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)] if m else 40e9
+print(int(bps / 8 / 150528 * 3))
+PY
+)
 
-echo "$prog: Offline, $samples samples x $runs runs per codec, $suts SUT hosts, $rate per link, client $client"
+if [[ $client == qdl-drive ]]; then size="$samples samples"; else size="target_qps $line_rate"; fi
+echo "$prog: Offline ($size) x $runs runs per codec, $suts SUT hosts, $rate per link, client $client"
 BENCH_INNER=1 BENCH_RUNS=$runs BENCH_CLIENT=$client BENCH_DRIVE=$build/deploy/netns/qdl-drive \
 BENCH_LOADGEN=$build/loadgen-node/loadgen-node BENCH_SAMPLES=$samples BENCH_DATA=$data \
 BENCH_TARGET_QPS=$line_rate \
@@ -113,9 +128,20 @@ def run(codec, r):
             sys.exit(f"bench-lz4: {codec} run {r} did not pass: {d}")
         return d["samples_per_second"], d["wire_size_mean"]
     s = open(os.path.join(base, "mlperf_log_summary.txt")).read()
+    m = re.search(r"Samples per second: *([0-9.e+]+)", s)
+    if not m:
+        sys.exit(f"bench-lz4: {codec} run {r}: no 'Samples per second' in the loadgen-node summary")
     if "Result is : VALID" not in s:
-        sys.exit(f"bench-lz4: {codec} run {r}: loadgen-node run not VALID")
-    return float(re.search(r"Samples per second: *([0-9.e+]+)", s).group(1)), None
+        print(f"bench-lz4: warning: {codec} run {r} is not VALID (see {base}); its rate still counts",
+              file=sys.stderr)
+    # The QDL's per-node table on stderr: sent samples (4th column) and bytes out (12th).
+    sent = out = 0
+    for line in open(os.path.join(base, "stderr.log")):
+        f = line.split()
+        if len(f) == 13 and f[2] in ("yes", "no") and f[3].isdigit() and f[11].isdigit():
+            sent += int(f[3])
+            out += int(f[11])
+    return float(m.group(1)), (out / sent if sent else None)
 result = {"rate": rate, "sut_hosts": suts, "client": client, "sample_bytes": 150528,
           "data": "Fashion-MNIST t10k, bilinear 224x224, ImageNet-normalised, int8 CHW", "codecs": {}}
 for codec in ("none", "lz4"):

@@ -431,12 +431,6 @@ int main(int argc, char **argv)
     cfg.result_codec = result_codec;
     cfg.on_complete = on_complete;
     cfg.client_name = "qdl-drive";
-    /* The QDL splits an Offline query into parts of at most max_part_samples samples and 8 MiB;
-     * it numbers the parts by the sample count alone, so a part cut short by the byte limit makes
-     * the numbering overrun ("part 5 of 5") and the node rejects the frame. Keeping the sample
-     * limit under the byte limit avoids that until the QDL counts both. */
-    if (D.sample_size > 0 && (8u << 20) / D.sample_size < cfg.max_part_samples)
-        cfg.max_part_samples = (uint32_t)((8u << 20) / D.sample_size) ? (uint32_t)((8u << 20) / D.sample_size) : 1;
     rc = qdl_create(&cfg, &q, err, sizeof(err));
     if (rc < 0) {
         fprintf(stderr, "qdl-drive: cannot reach the nodes: %s\n", err);

@@ -39,10 +39,9 @@ if [[ $inner -eq 1 ]]; then
     if [[ -n $loadgen ]]; then
         # Short runs through user.conf. Offline: the link (1 Gbit/s, 8 KiB samples, at most about
         # 15 000 samples/s) is the bottleneck, so 1.1 x 16 000 samples take over the minimum
-        # duration however fast the machine is. 8 KiB x 1024 samples also keeps each QDL part
-        # within its 8 MiB part size. Server: a generous latency bound, so validity depends on
-        # the fabric working, not on how busy the machine is; 750 queries are enough for early
-        # stopping at the 99th percentile (about 460 with none over the bound).
+        # duration however fast the machine is. Server: a generous latency bound, so validity
+        # depends on the fabric working, not on how busy the machine is; 750 queries are enough
+        # for early stopping at the 99th percentile (about 460 with none over the bound).
         cat >"$out/user.conf" <<'CONF'
 # test_netns
 *.*.min_duration = 1000
