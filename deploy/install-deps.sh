@@ -20,6 +20,9 @@ packages=(
     dataset-fashion-mnist python3 python3-numpy
     # certificates for TLS tests, network namespaces for the fabric simulation, diagrams
     openssl iproute2 ethtool graphviz procps
+    # deployment tooling: the Kubernetes manifest check, systemd-analyze for the unit, lspci for
+    # NIC models in the submission metadata
+    python3-yaml systemd pciutils
 )
 if [[ "${1:-}" == "--bench" ]]; then
     packages+=(python3-torch python3-torchvision python3-onnx iperf3 hyperfine)
