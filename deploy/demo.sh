@@ -93,7 +93,10 @@ run() { # scenario, then extra loadgen-node options
         "$dir/mlperf_log_summary.txt" || true
 }
 run Offline --set offline_expected_qps=10000
-run Server --set server_target_qps=2500 --set server_target_latency_ns=15000000
+run Server --set server_target_qps=2500 --set server_target_latency_ns=15000000 --sample-latencies
+if python3 "$root/deploy/plot/latplot.py" "$out/Server" --out "$out/Server/latency.svg" >/dev/null 2>&1; then
+    echo "latency over time and histogram: $out/Server/latency.svg"
+fi
 # The expected-latency hints size the generated trace (as in the official LoadGen: 2 x duration /
 # hint queries); a hint above the real latency runs out of queries and makes the run INVALID.
 run SingleStream --set single_stream_expected_latency_ns=250000

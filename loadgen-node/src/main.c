@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +72,9 @@ static const char usage_text[] =
     "  --null-response-bytes N null SUT: response size (default 4)\n"
     "  --null-tokens N         null SUT: stream a first token and report N output tokens\n"
     "  --null-digest           null SUT: answer with the sample's digest (as the digest backend)\n"
+    "  --sample-latencies      also write <prefix>sample_latencies.csv: sample_seq,scheduled_ns,\n"
+    "                          latency_ns for every performance-run sample (for plots: see\n"
+    "                          deploy/plot/latplot.py)\n"
     "  --verify-digest         check every response against its sample's digest (use with the\n"
     "                          sut-node digest backend); any mismatch makes the run fail\n"
     "\n"
@@ -86,6 +90,7 @@ static const char usage_text[] =
     "  --spin-us N             Server: busy-wait the last N us before each scheduled issue\n"
     "                          (default 30)\n"
     "  --log-level L           error, warn, info (default) or debug\n"
+    "  --version               print the version and exit\n"
     "  -h, --help              this text\n";
 
 /* TestSettings fields --set can reach, by their official names. */
@@ -259,6 +264,8 @@ enum {
     O_NULL_TOKENS,
     O_NULL_DIGEST,
     O_VERIFY,
+    O_SAMPLE_LAT,
+    O_VERSION,
     O_OUTDIR,
     O_PREFIX,
     O_SUFFIX,
@@ -301,6 +308,8 @@ static const struct option long_opts[] = {
     {"null-tokens", required_argument, NULL, O_NULL_TOKENS},
     {"null-digest", no_argument, NULL, O_NULL_DIGEST},
     {"verify-digest", no_argument, NULL, O_VERIFY},
+    {"sample-latencies", no_argument, NULL, O_SAMPLE_LAT},
+    {"version", no_argument, NULL, O_VERSION},
     {"output-dir", required_argument, NULL, O_OUTDIR},
     {"log-prefix", required_argument, NULL, O_PREFIX},
     {"log-suffix", required_argument, NULL, O_SUFFIX},
@@ -439,6 +448,12 @@ static int parse_args(int argc, char **argv, opts_t *o, cmn_errbuf_t *eb)
         case O_VERIFY:
             o->log.verify_digest = true;
             break;
+        case O_SAMPLE_LAT:
+            o->log.sample_latencies = true;
+            break;
+        case O_VERSION:
+            printf("%s\n", LG_VERSION_STRING);
+            exit(0);
         case O_OUTDIR:
             o->outdir = optarg;
             break;
@@ -658,6 +673,9 @@ int main(int argc, char **argv)
     size_t i;
 
     cmn_log_init("loadgen-node", CMN_LOG_INFO);
+    /* A node closing mid-write must be an error code on that connection, not a signal that kills
+     * the whole run. */
+    signal(SIGPIPE, SIG_IGN);
     if (parse_args(argc, argv, &o, &eb) < 0) {
         fprintf(stderr, "loadgen-node: %s\n", eb.msg);
         return EXIT_USAGE;
@@ -670,8 +688,8 @@ int main(int argc, char **argv)
         cmn_log(msgs.m[i].is_error ? CMN_LOG_ERROR : CMN_LOG_WARN, "%s: %s", msgs.m[i].key,
                 msgs.m[i].text);
     if (!o.mlperf_conf)
-        cmn_log_warn("no --mlperf-conf: the TestSettings defaults apply (seeds 0); not valid for "
-                     "a submission");
+        cmn_log_warn("no --mlperf-conf: the TestSettings defaults apply (seeds 0 unless --set "
+                     "gives them); not valid for a submission");
     o.log.msgs = &msgs;
 
     use_qdl = o.sut ? strcmp(o.sut, "qdl") == 0 : o.nodes != NULL;

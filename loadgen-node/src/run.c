@@ -40,13 +40,13 @@
 /* Busy-wait before blocking for a SingleStream/MultiStream completion. */
 #define QUERY_SPIN_NS 20000u
 
-#define LG_VERSION_STRING "loadgen-node 0.1.0 (LoadGen 6.0.17 compatible)"
 
 typedef struct {
     _Atomic int64_t lat[CHUNK_SIZE];
     uint32_t idx[CHUNK_SIZE];
     _Atomic int64_t *ttft; /* token mode: first-token latency + 1; 0 while none */
     int64_t *ntok;
+    int64_t *sched;        /* with sample_latencies: each sample's scheduled time */
 } chunk_t;
 
 enum {
@@ -102,6 +102,7 @@ struct lg_run {
     lg__mt_t acc_rng; /* SequenceGen's accuracy-log generator: never seeded (5489) */
     uint64_t seq;     /* SequenceGen's sample counter */
     int use_tokens, needs_first_token, verify_digest;
+    int csv_started; /* the sample-latency file exists (later series append) */
 
     /* The current series. Written by the issue thread before the samples are handed out. */
     lg_scenario_t scenario;
@@ -485,12 +486,18 @@ static chunk_t *chunk_get(lg_run_t *run, size_t ci)
             return NULL;
         c->ttft = NULL;
         c->ntok = NULL;
+        c->sched = NULL;
+        if (run->ls->sample_latencies && !(c->sched = malloc(CHUNK_SIZE * sizeof(*c->sched)))) {
+            free(c);
+            return NULL;
+        }
         if (run->use_tokens) {
             c->ttft = calloc(CHUNK_SIZE, sizeof(*c->ttft));
             c->ntok = calloc(CHUNK_SIZE, sizeof(*c->ntok));
             if (!c->ttft || !c->ntok) {
                 free(c->ttft);
                 free(c->ntok);
+                free(c->sched);
                 free(c);
                 return NULL;
             }
@@ -509,6 +516,7 @@ static void chunk_free(lg_run_t *run, size_t ci)
         return;
     free(c->ttft);
     free(c->ntok);
+    free(c->sched);
     free(c);
     atomic_store_explicit(&run->dir[ci], NULL, memory_order_relaxed);
 }
@@ -565,6 +573,8 @@ static int record_sample(lg_run_t *run, uint64_t seq, uint32_t idx, int64_t sche
     if (!c)
         return -ENOMEM;
     c->idx[k] = idx;
+    if (c->sched)
+        c->sched[k] = sched_rel;
     atomic_store_explicit(&c->lat[k], -(sched_rel + 1), memory_order_relaxed);
     if (c->ttft) {
         atomic_store_explicit(&c->ttft[k], 0, memory_order_relaxed);
@@ -796,7 +806,7 @@ static void power_time(char *buf, size_t len, uint64_t realtime_ns)
 
 /* Moves the slots into flat arrays (freeing each chunk once copied, so the peak is one copy). */
 static int collect(lg_run_t *run, const lg_effective_settings_t *s, const issue_state_t *st,
-                   int64_t end_rel, lg__perf_t *pr)
+                   int64_t end_rel, FILE *csv, lg__perf_t *pr)
 {
     uint64_t n = atomic_load(&run->issued_hi) - run->first_seq, i;
     int64_t max_lat = 0, final_done = 0;
@@ -816,6 +826,8 @@ static int collect(lg_run_t *run, const lg_effective_settings_t *s, const issue_
         size_t k = (size_t)(i & CHUNK_MASK);
         int64_t v = atomic_load_explicit(&c->lat[k], memory_order_relaxed);
 
+        if (csv && c->sched)
+            fprintf(csv, "%" PRIu64 ",%" PRId64 ",%" PRId64 "\n", run->first_seq + i, c->sched[k], v < 0 ? -1 : v);
         if (v < 0) {
             /* Never completed (drain timeout): a lower bound of its latency. */
             pr->lost++;
@@ -944,7 +956,24 @@ static int issue_series(lg_run_t *run, const lg_effective_settings_t *s, int acc
     LG_DI64(&run->dlog, "generated_query_duration", g.ts);
     lg__gen_free(&g);
 
-    rc = collect(run, s, &st, end_rel, pr);
+    {
+        FILE *csv = NULL;
+        if (run->ls->sample_latencies && !accuracy) {
+            char path[4200];
+            /* The first performance series creates the file; later ones (find-peak) append. */
+            snprintf(path, sizeof(path), "%s/%ssample_latencies%s.csv", run->ls->outdir, run->ls->prefix,
+                     run->ls->suffix);
+            csv = fopen(path, run->csv_started ? "a" : "w");
+            if (!csv)
+                LG_DERR(&run->dlog, "error_runtime", "cannot write %s: %s", path, strerror(errno));
+            else if (!run->csv_started)
+                fputs("sample_seq,scheduled_ns,latency_ns\n", csv);
+            run->csv_started = 1;
+        }
+        rc = collect(run, s, &st, end_rel, csv, pr);
+        if (csv && fclose(csv) != 0)
+            LG_DERR(&run->dlog, "error_runtime", "writing the sample latencies failed: %s", strerror(errno));
+    }
     if (rc < 0)
         return cmn_errf(eb, rc, "out of memory collecting %" PRIu64 " latencies", issued);
     power_time(p0, sizeof(p0), start_real);

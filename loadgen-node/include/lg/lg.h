@@ -30,6 +30,9 @@
 typedef struct lg_run lg_run_t;
 
 /* One sample of an issued query. Same fields as qdl_sample_t plus the QSL index. */
+/* This implementation's name and version, as logged in loadgen_version. */
+#define LG_VERSION_STRING "loadgen-node 0.1.0 (LoadGen 6.0.17 compatible)"
+
 typedef struct {
     uint64_t id;      /* response id: the sample's sequence number in the test (0, 1, 2, ...) */
     uint64_t index;   /* QSL sample index (for local SUTs; the QDL never sends it) */
@@ -101,6 +104,10 @@ typedef struct {
     uint64_t spin_ns;
     /* Check every response against the digest of its sample (the sut-node digest backend). */
     bool verify_digest;
+    /* Also write <prefix>sample_latencies<suffix>.csv: one line per performance-run sample,
+     * "sample_seq,scheduled_ns,latency_ns" (ns from the start of its series; latency -1 for a
+     * sample that never completed). Costs 8 more bytes per sample while the run lasts. */
+    bool sample_latencies;
     /* Messages from reading the conf files, logged at the start of the detail log. */
     const lg_msgs_t *msgs;
 } lg_log_settings_t;
