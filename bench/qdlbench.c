@@ -60,16 +60,18 @@ static int cmp_u64(const void *a, const void *b)
 static void usage(void)
 {
     printf("Usage: qdlbench --nodes HOST:PORT[,HOST:PORT...] [--size BYTES] [--inflight N] [--seconds S]\n"
-           "                [--connections N]\n"
+           "                [--connections N] [--name-calls N]\n"
            "Keeps N single-sample queries outstanding through the QDL to the sut-node(s) and prints one\n"
-           "JSON object with samples/s, bytes/s and round-trip percentiles (us).\n");
+           "JSON object with samples/s, bytes/s and round-trip percentiles (us).\n"
+           "With --name-calls N it instead times N calls of Name() (a NameRequest round trip to every\n"
+           "node) and prints their percentiles (us).\n");
 }
 
 int main(int argc, char **argv)
 {
     const char *nodes[MAX_NODES];
     char *list = NULL, *tok, *save = NULL, err[512] = "";
-    size_t n_nodes = 0, size = 64, inflight = 1, i;
+    size_t n_nodes = 0, size = 64, inflight = 1, name_calls = 0, i;
     unsigned conns = 1;
     double seconds = 3;
     qdl_config_t cfg;
@@ -96,6 +98,8 @@ int main(int argc, char **argv)
             seconds = strtod(argv[++i], NULL);
         else if (!strcmp(argv[i], "--connections"))
             conns = (unsigned)strtoul(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--name-calls"))
+            name_calls = strtoull(argv[++i], NULL, 10);
         else {
             fprintf(stderr, "qdlbench: unknown option %s (see --help)\n", argv[i]);
             return 2;
@@ -126,6 +130,25 @@ int main(int argc, char **argv)
     if (qdl_create(&cfg, &q, err, sizeof(err)) < 0) {
         fprintf(stderr, "qdlbench: %s\n", err);
         return 1;
+    }
+    if (name_calls) {
+        uint64_t *ns = calloc(name_calls, sizeof(*ns));
+        char name[1024];
+        for (i = 0; i < name_calls; i++) {
+            if (qdl_name(q, name, sizeof(name), &ns[i], err, sizeof(err)) < 0) {
+                fprintf(stderr, "qdlbench: Name(): %s\n", err);
+                return 1;
+            }
+        }
+        qsort(ns, name_calls, sizeof(*ns), cmp_u64);
+        printf("{\"tool\": \"qdlbench\", \"mode\": \"name\", \"nodes\": %zu, \"calls\": %zu, "
+               "\"name_p50_us\": %.2f, \"name_p99_us\": %.2f, \"name\": \"%s\"}\n",
+               n_nodes, name_calls, (double)ns[name_calls / 2] / 1e3,
+               (double)ns[(size_t)((double)name_calls * 0.99)] / 1e3, name);
+        free(ns);
+        qdl_destroy(q);
+        free(list);
+        return 0;
     }
     /* The issuing thread behaves like a closed-loop scheduler: issue whenever a slot is free. */
     cmn_timer_slack_min();

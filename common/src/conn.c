@@ -10,6 +10,10 @@
 /* A direct read into a frame body is worth it only when the rest of the body is large; a small
  * remainder is read with whatever follows it into the shared read buffer. */
 #define DIRECT_READ_MIN (32u * 1024u)
+/* TLS: stop encrypting while this much ciphertext waits for the socket, and encrypt at most this
+ * much plaintext per SSL_write, so the limit is checked often. */
+#define TLS_OUT_HIGH (1u << 20)
+#define TLS_STEP (64u * 1024u)
 
 typedef struct {
     cmn_conn_sent_cb cb;
@@ -172,14 +176,19 @@ typedef struct {
     size_t len;
 } tls_out_t;
 
+static void tls_pump(cmn_conn_t *c);
+
 static void on_tls_write(uv_write_t *req, int status)
 {
     tls_out_t *o = req->data;
+    cmn_conn_t *c = o->conn;
 
-    (void)status;
     free(o->buf);
-    written(o->conn, o->len);
+    written(c, o->len);
     free(o);
+    /* The socket took some ciphertext: encrypt more of what waits. */
+    if (status == 0 && c->closing != 2 && (c->tls_head || c->tls_shutdown_due))
+        tls_pump(c);
 }
 
 /* Sends whatever OpenSSL produced (handshake records, tickets, encrypted frames). */
@@ -215,6 +224,55 @@ static void tls_flush_output(cmn_conn_t *c)
     }
 }
 
+static void finish_shutdown(cmn_conn_t *c);
+
+/* Encrypts queued frames while less than TLS_OUT_HIGH of ciphertext waits for the socket. A
+ * batch's callbacks run once all of it is encrypted: its payload is no longer referenced then. */
+static void tls_pump(cmn_conn_t *c)
+{
+    char err[300];
+    int rc = 0;
+
+    while (c->tls_head && c->bytes_writing < TLS_OUT_HIGH && c->closing != 2) {
+        cmn_wbatch_t *b = c->tls_head;
+
+        if (c->tls_buf < b->nbufs) {
+            const uv_buf_t *ub = &b->bufs[c->tls_buf];
+            size_t n = ub->len - c->tls_off;
+            if (n > TLS_STEP)
+                n = TLS_STEP;
+            rc = cmn__tls_write(c->tls, ub->base + c->tls_off, n, err, sizeof(err));
+            if (rc < 0)
+                break;
+            c->tls_off += n;
+            if (c->tls_off == ub->len) {
+                c->tls_buf++;
+                c->tls_off = 0;
+            }
+            tls_flush_output(c);
+            continue;
+        }
+        c->tls_head = b->next;
+        if (!c->tls_head)
+            c->tls_tail = NULL;
+        c->tls_buf = c->tls_off = 0;
+        c->bytes_pending -= b->bytes;
+        c->bytes_out += b->bytes;
+        batch_complete(b, 0);
+        batch_put(c, b);
+    }
+    if (rc < 0) {
+        cmn_log_warn("%s: %s", c->peer, err);
+        snprintf(c->last_error, sizeof(c->last_error), "%s", err);
+        cmn_conn_close(c, rc);
+        return;
+    }
+    if (c->tls_shutdown_due && !c->tls_head && c->closing != 2) {
+        c->tls_shutdown_due = 0;
+        finish_shutdown(c);
+    }
+}
+
 static void flush_now(cmn_conn_t *c)
 {
     cmn_wbatch_t *b = c->cur;
@@ -230,29 +288,16 @@ static void flush_now(cmn_conn_t *c)
             b->bufs[i].base = (char *)b->heads + b->head_off[i];
     }
     if (c->tls) {
-        char err[300];
-        if (!cmn__tls_established(c->tls)) {
-            c->cur = b; /* frames wait for the handshake; it re-arms the flush */
-            for (i = 0; i < b->nbufs; i++)
-                if (b->head_off[i] != SIZE_MAX)
-                    b->bufs[i].base = NULL;
-            return;
-        }
-        for (i = 0; i < b->nbufs && rc == 0; i++)
-            rc = cmn__tls_write(c->tls, b->bufs[i].base, b->bufs[i].len, err, sizeof(err));
-        c->bytes_pending -= b->bytes;
-        /* The payload is encrypted into the TLS buffer: the caller's memory is free again. */
-        batch_complete(b, rc);
-        if (rc == 0)
-            c->bytes_out += b->bytes;
-        batch_put(c, b);
-        if (rc < 0) {
-            cmn_log_warn("%s: %s", c->peer, err);
-            snprintf(c->last_error, sizeof(c->last_error), "%s", err);
-            cmn_conn_close(c, rc);
-            return;
-        }
-        tls_flush_output(c);
+        /* Into the encryption queue, in order; the pump encrypts as the socket drains (and
+         * waits for the handshake). */
+        b->next = NULL;
+        if (c->tls_tail)
+            c->tls_tail->next = b;
+        else
+            c->tls_head = b;
+        c->tls_tail = b;
+        if (cmn__tls_established(c->tls))
+            tls_pump(c);
         return;
     }
     c->bytes_pending -= b->bytes;
@@ -433,6 +478,8 @@ static void on_tls_read(cmn_conn_t *c, const uint8_t *p, size_t n)
     if (!was && cmn__tls_established(c->tls)) {
         const char *who = cmn__tls_peer(c->tls);
         cmn_log_debug("%s: TLS 1.3 established%s%s", c->peer, who[0] ? " with " : "", who);
+        if (c->tls_head)
+            tls_pump(c); /* frames queued during the handshake */
         if (c->cur)
             flush_arm(c);
     }
@@ -618,6 +665,13 @@ void cmn_conn_close(cmn_conn_t *c, int reason)
         batch_complete(b, UV_ECANCELED);
         batch_free(b);
     }
+    while ((b = c->tls_head) != NULL) {
+        c->tls_head = b->next;
+        c->bytes_pending -= b->bytes;
+        batch_complete(b, UV_ECANCELED);
+        batch_free(b);
+    }
+    c->tls_tail = NULL;
     /* Writes already handed to libuv complete with UV_ECANCELED before the close callback. */
     uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
     uv_close((uv_handle_t *)&c->flush_check, on_handle_closed);
@@ -638,6 +692,20 @@ static void on_shutdown(uv_shutdown_t *req, int status)
     cmn_conn_close(c, c->close_reason);
 }
 
+/* The last step of a graceful close: close_notify (TLS), then FIN once libuv has written all. */
+static void finish_shutdown(cmn_conn_t *c)
+{
+    if (c->tls) {
+        cmn__tls_close_notify(c->tls);
+        tls_flush_output(c);
+        if (c->closing == 2)
+            return;
+    }
+    c->shutdown_req.data = c;
+    if (uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, on_shutdown) < 0)
+        cmn_conn_close(c, c->close_reason);
+}
+
 void cmn_conn_shutdown(cmn_conn_t *c, int reason)
 {
     if (c->closing)
@@ -648,19 +716,14 @@ void cmn_conn_shutdown(cmn_conn_t *c, int reason)
         uv_read_stop((uv_stream_t *)&c->tcp);
         c->reading = 0;
     }
+    /* The deadline covers everything below, including a peer that reads nothing. */
+    uv_timer_start(&c->shutdown_timer, on_shutdown_timeout, c->opt.shutdown_timeout_ms, 0);
     flush_now(c);
     if (c->closing == 2)
         return; /* the flush failed and closed the connection */
-    if (c->tls) {
-        cmn__tls_close_notify(c->tls);
-        tls_flush_output(c);
-        if (c->closing == 2)
-            return;
-    }
-    c->shutdown_req.data = c;
-    if (uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
-        cmn_conn_close(c, reason);
+    if (c->tls && c->tls_head) {
+        c->tls_shutdown_due = 1; /* tls_pump finishes once the queue is encrypted */
         return;
     }
-    uv_timer_start(&c->shutdown_timer, on_shutdown_timeout, c->opt.shutdown_timeout_ms, 0);
+    finish_shutdown(c);
 }

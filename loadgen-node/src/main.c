@@ -53,7 +53,8 @@ static const char usage_text[] =
     "  --qsl-raw FILE          back-to-back records of --sample-size bytes\n"
     "  --qsl-synthetic N       N generated samples of --sample-size bytes\n"
     "  --sample-size N         record or synthetic sample size (K, M, G suffixes allowed)\n"
-    "  --synthetic-kind K      random (default) or image (compressible, image-like bytes)\n"
+    "  --synthetic-kind K      random (default), image (compressible, image-like bytes) or tokens\n"
+    "                          (BERT-like padded int32 token ids, mask and segment ids)\n"
     "  --synthetic-seed N      seed of the synthetic bytes (default 1)\n"
     "  --performance-count N   the QSL's PerformanceSampleCount (default: all samples); the\n"
     "                          performance_sample_count_override of mlperf.conf takes precedence\n"
@@ -580,8 +581,10 @@ static int open_qsl(const opts_t *o, lg_qsl_t **q, cmn_errbuf_t *eb)
     if (o->synth_kind) {
         if (strcmp(o->synth_kind, "image") == 0)
             kind = LG_SYNTH_IMAGE;
+        else if (strcmp(o->synth_kind, "tokens") == 0)
+            kind = LG_SYNTH_TOKENS;
         else if (strcmp(o->synth_kind, "random") != 0)
-            return cmn_errf(eb, CMN_ECONFIG, "--synthetic-kind: '%s' is not random or image",
+            return cmn_errf(eb, CMN_ECONFIG, "--synthetic-kind: '%s' is not random, image or tokens",
                             o->synth_kind);
     }
     if (o->qsl_npy)

@@ -308,7 +308,8 @@ int lg_qsl_open_synthetic(size_t count, size_t sample_size, lg_synth_kind_t kind
     q->sample_size = sample_size;
     q->synth = kind;
     q->seed = seed;
-    snprintf(q->name, sizeof(q->name), "synthetic %s", kind == LG_SYNTH_IMAGE ? "image" : "random");
+    snprintf(q->name, sizeof(q->name), "synthetic %s",
+             kind == LG_SYNTH_IMAGE ? "image" : kind == LG_SYNTH_TOKENS ? "tokens" : "random");
     rc = qsl_finish(q, eb);
     if (rc < 0) {
         lg_qsl_close(q);
@@ -397,6 +398,21 @@ static void synth_fill(const lg_qsl_t *q, uint32_t idx, uint8_t *p, size_t n)
     size_t i, side = 224;
     size_t cx = 60 + idx % 100, cy = 50 + (idx / 7) % 120;
 
+    if (q->synth == LG_SYNTH_TOKENS) {
+        /* Three int32 tensors of 384 per sequence (ids, mask, segments), repeated to fill the
+         * sample; a sequence uses 60-380 tokens and is zero-padded after them, as in SQuAD. */
+        const size_t seq = 384, words = n / 4;
+        size_t len = 60 + (size_t)(splitmix64(&s) % 321), w;
+        memset(p, 0, n);
+        for (w = 0; w < words; w++) {
+            size_t t = w % (3 * seq), pos = t % seq;
+            uint32_t v = 0;
+            if (pos < len)
+                v = t < seq ? (uint32_t)(1000 + splitmix64(&s) % 29000) : t < 2 * seq ? 1u : (uint32_t)(pos > len / 2);
+            memcpy(p + 4 * w, &v, 4);
+        }
+        return;
+    }
     for (i = 0; i < n; i++) {
         if (i % 8 == 0)
             r = splitmix64(&s);

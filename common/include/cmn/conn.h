@@ -91,6 +91,11 @@ struct cmn_conn {
     int in_read;
     int large_frames;      /* the last frame was large: read headers alone (see on_alloc) */
     struct cmn__tls *tls; /* NULL: plaintext */
+    /* TLS: batches waiting to be encrypted, oldest first; encryption pauses while much
+     * ciphertext waits for the socket, so memory stays bounded whatever is queued. */
+    cmn_wbatch_t *tls_head, *tls_tail;
+    size_t tls_buf, tls_off; /* progress inside tls_head */
+    int tls_shutdown_due;    /* cmn_conn_shutdown waits for the queue to be encrypted */
     char last_error[320];  /* why the connection closed itself (TLS, read error), or "" */
 
     uint64_t bytes_in, bytes_out, frames_in, frames_out;

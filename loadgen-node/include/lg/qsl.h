@@ -29,6 +29,8 @@ typedef struct lg_qsl lg_qsl_t;
 typedef enum {
     LG_SYNTH_RANDOM = 0, /* seeded random bytes (incompressible) */
     LG_SYNTH_IMAGE = 1,  /* image-like: smooth gradients on a dark field with a little noise */
+    LG_SYNTH_TOKENS = 2, /* BERT-like: int32 token ids, input mask and segment ids of 384-token
+                          * sequences, each padded with zeros after its real length */
 } lg_synth_kind_t;
 
 /* A .npy file (the first axis is the sample axis) or a directory of .npy files (one sample per
