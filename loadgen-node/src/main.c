@@ -89,7 +89,8 @@ static const char usage_text[] =
     "  --drain-timeout-ms N    count samples still outstanding N ms after the last issue as lost\n"
     "                          (errors) instead of waiting forever (default 0: wait)\n"
     "  --spin-us N             Server: busy-wait the last N us before each scheduled issue\n"
-    "                          (default 30)\n"
+    "                          (default 30), never more than a tenth of the mean gap between\n"
+    "                          queries, so a high rate leaves the CPU to the network path\n"
     "  --log-level L           error, warn, info (default) or debug\n"
     "  --version               print the version and exit\n"
     "  -h, --help              this text\n";

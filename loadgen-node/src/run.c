@@ -925,8 +925,15 @@ static int issue_series(lg_run_t *run, const lg_effective_settings_t *s, int acc
     if (run->progress_on)
         prog = lg__progress_start(stderr, progress_snap, run);
 
-    if (s->scenario == LG_SERVER)
-        issue_server(run, s, &g, &st, run->ls->spin_ns);
+    if (s->scenario == LG_SERVER) {
+        /* The spin buys microsecond issue precision, but at a high rate it would spin all the
+         * time and take a core the SUT (the QDL and network threads) needs: spin at most a tenth
+         * of the mean gap between queries. */
+        uint64_t spin = run->ls->spin_ns;
+        if (s->target_qps > 0 && spin > (uint64_t)(1e8 / s->target_qps))
+            spin = (uint64_t)(1e8 / s->target_qps);
+        issue_server(run, s, &g, &st, spin);
+    }
     else
         issue_sequential(run, s, &g, &st);
     if (run->sut->flush)
