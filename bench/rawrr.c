@@ -8,9 +8,12 @@
  *
  *   rawrr --size 64 --inflight 1 --seconds 3           ping-pong latency (p50/p99 RTT)
  *   rawrr --size 150528 --inflight 4 --seconds 3        bulk requests (bytes/s)
+ *   rawrr --size 150528 --inflight 4 --buffers 1024     ...sent from 1024 distinct buffers, as a
+ *                                                       QSL holds distinct samples (not cache-hot)
  *
  * Output: one JSON object on stdout (requests/s, bytes/s, rtt percentiles in microseconds). */
 #include <errno.h>
+#include <sched.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -81,6 +84,18 @@ static void serve(int fd, size_t req, size_t resp)
     _exit(0);
 }
 
+static void pin(int cpu)
+{
+    cpu_set_t set;
+
+    if (cpu < 0)
+        return;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof(set), &set) != 0)
+        perror("rawrr: sched_setaffinity");
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -95,12 +110,17 @@ static void usage(void)
            "  --resp-size    response bytes (default 8)\n"
            "  --inflight     requests outstanding per connection (default 1)\n"
            "  --connections  connections (default 1)\n"
-           "  --seconds      measured duration (default 3)\n");
+           "  --seconds      measured duration (default 3)\n"
+           "  --buffers      distinct request buffers sent in turn (default 1: one cache-hot buffer;\n"
+           "                 a QSL's samples are distinct, so compare a harness with as many)\n"
+           "  --cpus C,S     pin the client to CPU C and the server to CPU S (default: unpinned;\n"
+           "                 unpinned round trips vary 4x with whether both ends share a CPU)\n");
 }
 
 int main(int argc, char **argv)
 {
-    size_t req = 64, resp = 8, inflight = 1, conns = 1, i, k;
+    size_t req = 64, resp = 8, inflight = 1, conns = 1, nbufs = 1, next_buf = 0, i, k;
+    int cpu_client = -1, cpu_server = -1;
     double seconds = 3;
     int lfd, fds[MAX_CONNS];
     pid_t kids[MAX_CONNS];
@@ -129,12 +149,20 @@ int main(int argc, char **argv)
             conns = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--seconds"))
             seconds = strtod(argv[++i], NULL);
+        else if (!strcmp(argv[i], "--buffers"))
+            nbufs = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--cpus")) {
+            if (sscanf(argv[++i], "%d,%d", &cpu_client, &cpu_server) != 2) {
+                fprintf(stderr, "rawrr: --cpus expects C,S\n");
+                return 2;
+            }
+        }
         else {
             fprintf(stderr, "rawrr: unknown option %s (see --help)\n", argv[i]);
             return 2;
         }
     }
-    if (!req || !inflight || !conns || conns > MAX_CONNS || seconds <= 0) {
+    if (!req || !inflight || !conns || !nbufs || conns > MAX_CONNS || seconds <= 0) {
         fprintf(stderr, "rawrr: sizes, in-flight depth and duration must be positive; at most %d connections\n",
                 MAX_CONNS);
         return 2;
@@ -159,10 +187,19 @@ int main(int argc, char **argv)
         kids[i] = fork();
         if (kids[i] == 0) {
             int s = accept(lfd, NULL, NULL);
+            pin(cpu_server);
             serve(s, req, resp);
         }
     }
-    out = calloc(1, req);
+    /* Distinct buffers, touched once so they are real memory, like a loaded QSL. */
+    pin(cpu_client);
+    out = malloc(req * nbufs);
+    if (!out) {
+        fprintf(stderr, "rawrr: out of memory for %zu buffers of %zu bytes\n", nbufs, req);
+        return 1;
+    }
+    for (i = 0; i < req * nbufs; i++)
+        out[i] = (uint8_t)(i * 131u);
     in = malloc(resp ? resp : 1);
     sent_at = calloc(conns * inflight, sizeof(uint64_t));
     head = calloc(conns, sizeof(size_t));
@@ -174,7 +211,7 @@ int main(int argc, char **argv)
     for (i = 0; i < conns; i++)
         for (k = 0; k < inflight; k++) {
             sent_at[i * inflight + (head[i]++ % inflight)] = now_ns();
-            if (write_full(fds[i], out, req) < 0)
+            if (write_full(fds[i], out + req * (next_buf++ % nbufs), req) < 0)
                 return 1;
         }
     start = now_ns();
@@ -201,7 +238,7 @@ int main(int argc, char **argv)
             rtt[n_rtt++] = t - sent_at[i * inflight + (tail[i]++ % inflight)];
             done++;
             sent_at[i * inflight + (head[i]++ % inflight)] = now_ns();
-            if (write_full(fds[i], out, req) < 0)
+            if (write_full(fds[i], out + req * (next_buf++ % nbufs), req) < 0)
                 return 1;
         }
     }
@@ -214,10 +251,11 @@ int main(int argc, char **argv)
     qsort(rtt, n_rtt, sizeof(uint64_t), cmp_u64);
     {
         double secs = (double)(end - start) / 1e9;
-        printf("{\"tool\": \"rawrr\", \"size\": %zu, \"resp_size\": %zu, \"inflight\": %zu, \"connections\": %zu, "
+        printf("{\"tool\": \"rawrr\", \"size\": %zu, \"resp_size\": %zu, \"inflight\": %zu, \"buffers\": %zu, "
+               "\"cpus\": \"%d,%d\", \"connections\": %zu, "
                "\"requests\": %llu, \"seconds\": %.3f, \"req_per_s\": %.1f, \"bytes_per_s\": %.1f, "
                "\"rtt_p50_us\": %.2f, \"rtt_p99_us\": %.2f}\n",
-               req, resp, inflight, conns, (unsigned long long)done, secs, (double)done / secs,
+               req, resp, inflight, nbufs, cpu_client, cpu_server, conns, (unsigned long long)done, secs, (double)done / secs,
                (double)done * (double)req / secs, n_rtt ? (double)rtt[n_rtt / 2] / 1e3 : 0.0,
                n_rtt ? (double)rtt[(size_t)((double)n_rtt * 0.99)] / 1e3 : 0.0);
     }

@@ -19,7 +19,7 @@ packages=(
     # the real-model demo: the data set and the scripts that read it
     dataset-fashion-mnist python3 python3-numpy
     # certificates for TLS tests, network namespaces for the fabric simulation, diagrams
-    openssl iproute2 ethtool graphviz procps
+    openssl iproute2 ethtool graphviz procps time
     # deployment tooling: the Kubernetes manifest check, systemd-analyze for the unit, lspci for
     # NIC models in the submission metadata
     python3-yaml systemd pciutils

@@ -132,17 +132,13 @@ static void pq_append(qdl_pq_t *pq, qdl_srec_t *s)
     pq->n++;
 }
 
-/* A query that fits one frame is "part 0 of 1"; a longer one is cut on the fly (by samples and by
- * bytes, and to the receiving node's frame limit), so its part count is not known: 0. */
+/* Parts are cut on the fly (by samples, bytes, the node's frame limit and its free window), so
+ * the count is known only when the first part carries the whole query: "part 0 of 1"; otherwise
+ * every part says parts 0 (unknown). */
 static void pq_set_parts(qdl_t *q, qdl_pq_t *pq)
 {
-    uint64_t bytes = 0;
-    qdl_srec_t *s;
-
+    (void)q;
     pq->part = 0;
-    for (s = pq->head; s; s = s->next)
-        bytes += s->s.size;
-    pq->parts = pq->n <= q->cfg.max_part_samples && bytes <= PART_BYTES_MAX ? 1 : 0;
 }
 
 static void pending_push(qdl_t *q, qdl_pq_t *pq, int front)
@@ -276,7 +272,7 @@ static int send_part(qdl_t *q, qdl_conn_t *qc, qdl_pq_t *pq, size_t n)
     msg.n_samples = n;
     msg.samples = sp;
     msg.part = pq->part;
-    msg.parts = pq->parts;
+    msg.parts = pq->part == 0 && n == pq->n ? 1 : 0;
     rc = cmn_conn_send(&qc->c, CMN_MSG_QUERY, &msg.base, iov, n, NULL, NULL);
     cmn_arena_reset(&q->arena);
     if (rc < 0)
@@ -327,9 +323,20 @@ void qdl__dispatch(qdl_t *q)
             codecs |= 1u << s->s.codec;
             n++;
         }
-        qc = pick(q, n, codecs);
+        /* The connection with room for at least one, by policy; then a part that fits its room,
+         * so a node's window bounds what it holds and faster nodes come back for more. */
+        qc = pick(q, 1, codecs);
         if (!qc)
             return; /* no room anywhere: results will call us again */
+        {
+            uint64_t room = qc->node->window > qc->n_inflight ? qc->node->window - qc->n_inflight : 1;
+            if (n > room) {
+                size_t k;
+                n = (size_t)room;
+                for (k = 0, bytes = 0, s = pq->head; k < n; k++, s = s->next)
+                    bytes += s->s.size;
+            }
+        }
         if (bytes + 64u * n > qc->node->max_frame && n > 1) {
             /* Over the node's frame limit: send fewer (the rest stays at the head). */
             n = n / 2;

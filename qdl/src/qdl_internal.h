@@ -42,7 +42,7 @@ typedef struct qdl_pq {
     uint64_t query_id;
     qdl_srec_t *head, *tail;
     size_t n;
-    uint32_t part, parts; /* next part index, parts in total */
+    uint32_t part; /* index of the next part sent */
     struct qdl_pq *next;
 } qdl_pq_t;
 

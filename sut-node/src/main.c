@@ -35,7 +35,8 @@ static const opt_doc_t options[] = {
     {"max-frame", "SIZE", "largest frame accepted after the handshake (default 256M)"},
     {"max-connections", "N", "connections accepted at once (default 256)"},
     {"max-conn-per-peer", "N", "connections from one peer address (default 64)"},
-    {"max-inflight", "N", "samples in flight per connection before reading pauses (default 65536)"},
+    {"max-inflight", "N", "samples in flight per connection before reading pauses; clients keep at most this "
+                          "many outstanding (default: 4 x engines x max batch, at least 64)"},
     {"handshake-timeout-ms", "MS", "close a connection without Hello after this (default 5000)"},
     {"frame-timeout-ms", "MS", "close a connection stalled mid-frame after this (default 10000)"},
     {"drain-timeout-ms", "MS", "on SIGTERM, wait this long for work in flight (default 30000)"},

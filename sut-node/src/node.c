@@ -28,7 +28,7 @@ void sut__opts_defaults(sut_opts_t *o)
     o->max_frame = CMN_FRAME_DEFAULT_MAX;
     o->max_connections = 256;
     o->max_conn_per_peer = 64;
-    o->max_inflight = 65536;
+    o->max_inflight = 0; /* auto: see sut__node_init */
     o->handshake_timeout_ms = 5000;
     o->frame_timeout_ms = 10000;
     o->drain_timeout_ms = 30000;
@@ -700,6 +700,12 @@ int sut__node_init(sut_node_t *n, uv_loop_t *loop, const sut_opts_t *opt, cmn_er
     if (n->info.preferred_batch == 0 || n->info.preferred_batch > n->max_batch)
         n->info.preferred_batch = n->max_batch;
     n->engines = opt->workers ? opt->workers : (n->info.engines ? n->info.engines : 1);
+    /* The samples a client keeps in flight here: enough to fill every engine's batches several
+     * times over, few enough that a faster node can take more of an Offline query. */
+    if (!n->opt.max_inflight) {
+        uint64_t w = (uint64_t)n->engines * n->max_batch * 4u;
+        n->opt.max_inflight = (uint32_t)(w < 64 ? 64 : w > 65536 ? 65536 : w);
+    }
     rc = sut__batcher_init(n, eb);
     if (rc < 0)
         return rc;
