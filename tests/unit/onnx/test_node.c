@@ -67,6 +67,7 @@ static char *bind_inputs(const char *dir, const char *which)
     Onnx__ModelProto *m;
     Onnx__GraphProto *g;
     Onnx__TensorProto **inits, *tps[MAX_IO];
+    char *own_names[MAX_IO];
     Onnx__ValueInfoProto **kept;
     size_t len, i, n_kept = 0, n_bound = 0;
     uint8_t *buf = read_all(model, &len), *packed;
@@ -96,6 +97,7 @@ static char *bind_inputs(const char *dir, const char *which)
         ck_assert_ptr_nonnull(tps[n_bound]);
         free(buf);
         free(p);
+        own_names[n_bound] = tps[n_bound]->name;
         tps[n_bound]->name = g->input[i]->name;
         inits[g->n_initializer + n_bound] = tps[n_bound];
         n_bound++;
@@ -119,7 +121,7 @@ static char *bind_inputs(const char *dir, const char *which)
         g->n_initializer = old_n_init;
     }
     for (i = 0; i < n_bound; i++) {
-        tps[i]->name = NULL; /* borrowed from the model */
+        tps[i]->name = own_names[i]; /* the model's was borrowed */
         onnx__tensor_proto__free_unpacked(tps[i], NULL);
     }
     out = tmp_path(".onnx");

@@ -895,10 +895,9 @@ static int infer_reshape(infer_t *x)
                         "needs data and shape inputs (Reshape-1 with a shape "
                         "attribute is not supported)");
     if (sh->dtype != ONNX_DT_INT64 || sh->rank != 1 || !sh->data)
-        return node_bad(x->eb, x->n,
-                        "the shape \"%s\" must be a constant int64 vector (it "
-                        "is a %s input here)",
-                        sh->name, sh->data ? "non-vector" : "runtime");
+        return node_bad(x->eb, x->n, "the shape \"%s\" must be a constant int64 vector (%s)",
+                        sh->name,
+                        sh->data ? "it is not an int64 vector" : "it is only known at run time");
     if (sh->dims[0] > ONNX_MAX_RANK)
         return node_bad(x->eb, x->n, "target rank %lld is over the limit of %d",
                         (long long)sh->dims[0], ONNX_MAX_RANK);
@@ -1071,24 +1070,26 @@ static int load_constant(onnx_graph_t *g, const Onnx__NodeProto *p, const onnx_n
                          cmn_errbuf_t *eb)
 {
     const Onnx__AttributeProto *a;
+    const char *an;
     onnx_value_t *v;
     int idx;
 
     if (p->n_attribute != 1 || p->n_output != 1)
         return node_bad(eb, n, "needs exactly one value attribute and one output");
     a = p->attribute[0];
+    an = STR(a->name);
     if ((idx = onnx_graph_add_value(g, STR(p->output[0]))) < 0)
         return idx;
     v = &g->values[idx];
-    if (strcmp(STR(a->name), "value") == 0 && a->t) {
+    if (strcmp(an, "value") == 0 && a->t) {
         char what[200];
         snprintf(what, sizeof(what), "node \"%s\" (Constant)", n->name);
         return tensor_from_proto(a->t, what, &v->dtype, &v->rank, v->dims, &v->data, eb);
     }
-    if (strcmp(STR(a->name), "value_float") == 0 || strcmp(STR(a->name), "value_int") == 0 ||
-        strcmp(STR(a->name), "value_floats") == 0 || strcmp(STR(a->name), "value_ints") == 0) {
-        int is_float = STR(a->name)[6] == 'f';
-        int is_list = a->name[strlen(a->name) - 1] == 's';
+    if (strcmp(an, "value_float") == 0 || strcmp(an, "value_int") == 0 ||
+        strcmp(an, "value_floats") == 0 || strcmp(an, "value_ints") == 0) {
+        int is_float = strncmp(an, "value_float", 11) == 0;
+        int is_list = strcmp(an, "value_floats") == 0 || strcmp(an, "value_ints") == 0;
         size_t cnt = is_list ? (is_float ? a->n_floats : a->n_ints) : 1;
         if (cnt == 0)
             return node_bad(eb, n, "empty constant");
@@ -1104,7 +1105,7 @@ static int load_constant(onnx_graph_t *g, const Onnx__NodeProto *p, const onnx_n
             memcpy(v->data, is_list ? a->ints : &a->i, cnt * sizeof(int64_t));
         return 0;
     }
-    return node_bad(eb, n, "constant attribute \"%s\" is not supported", STR(a->name));
+    return node_bad(eb, n, "constant attribute \"%s\" is not supported", an);
 }
 
 static int load_node(onnx_graph_t *g, const Onnx__NodeProto *p, int index, const char **unsafe,
@@ -1217,8 +1218,11 @@ static int load_io(onnx_graph_t *g, const Onnx__ValueInfoProto *vi, int is_input
     }
     if (!tt->has_elem_type || (tt->elem_type != ONNX_DT_FLOAT && tt->elem_type != ONNX_DT_UINT8 &&
                                tt->elem_type != ONNX_DT_INT8 && tt->elem_type != ONNX_DT_INT32))
-        return bad(eb, "input \"%s\" has type %s; float, uint8, int8 and int32 are supported", name,
-                   onnx_dtype_name(tt->has_elem_type ? tt->elem_type : 0));
+        return bad(eb, "input \"%s\" has type %s; float, uint8, int8 and int32 are supported%s",
+                   name, onnx_dtype_name(tt->has_elem_type ? tt->elem_type : 0),
+                   tt->elem_type == ONNX_DT_INT64
+                       ? " (int64 only as constants, such as Reshape shapes)"
+                       : "");
     sh = tt->shape;
     if (!sh || sh->n_dim > ONNX_MAX_RANK)
         return bad(eb, "input \"%s\" has no shape or a rank over %d", name, ONNX_MAX_RANK);
