@@ -461,11 +461,34 @@ static int view(onnx_dnnl_t *x, plan_t *p, int xv, int nd, const dnnl_dims_t d)
     return alias(x, p, src, &md);
 }
 
+/* Whether the storage of xval |xv| may be overwritten by node |n|: no graph output lives there,
+ * no value stored there is read after |n|, and |n| does not read it as an input. */
+static int storage_dies_at(const onnx_dnnl_t *x, const plan_t *p, int xv, const onnx_node_t *n)
+{
+    const onnx_graph_t *g = x->g;
+    int root = p->xv[xv].root, at = (int)(n - g->nodes), v, j;
+
+    if (p->xv[root].kind != XV_ARENA)
+        return 0;
+    for (v = 0; v < g->n_values; v++) {
+        int vx = p->val_xv[v];
+        if (vx < 0 || p->xv[vx].root != root)
+            continue;
+        if (g->values[v].output || x->last_use[v] > at)
+            return 0;
+        for (j = 0; j < n->n_in; j++)
+            if (n->in[j] == v)
+                return 0;
+    }
+    return 1;
+}
+
 /* The destination of node |n| in layout |md|. With a SUM post-op it must start out holding the
- * addend: the addend's own buffer when nothing reads it later, else a copy. */
+ * addend: in the addend's own buffer when nothing reads that buffer later (a ResNet block's
+ * input, itself usually the previous block's accumulator), else in a copy. */
 static int make_dst(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n, const dnnl_memory_desc_t *md)
 {
-    int k, i, o, ox, dst, rc;
+    int k, o, ox, dst, rc;
 
     for (k = 0; k < n->n_post; k++) {
         if (n->post[k].kind != ONNX_POST_SUM)
@@ -473,14 +496,8 @@ static int make_dst(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n, const dnnl_
         o = n->post[k].value;
         if ((ox = get_xv(x, p, o)) < 0)
             return ox;
-        if (p->xv[ox].kind == XV_ARENA && p->xv[ox].root == ox && !x->g->values[o].output &&
-            x->last_use[o] == (int)(n - x->g->nodes) && md_eq(&p->xv[ox].md, md)) {
-            for (i = 0; i < p->n_xv; i++)
-                if (i != ox && p->xv[i].root == ox)
-                    break;
-            if (i == p->n_xv)
-                return alias(x, p, ox, md); /* accumulate in place */
-        }
+        if (md_eq(&p->xv[ox].md, md) && storage_dies_at(x, p, ox, n))
+            return alias(x, p, ox, md); /* accumulate in place */
         if ((dst = new_xv(x, p, XV_ARENA, md)) < 0)
             return dst;
         if ((rc = add_reorder(x, p, ox, dst, 1.0f)) < 0)
