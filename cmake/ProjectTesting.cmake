@@ -1,8 +1,8 @@
 # Every Check TCase becomes its own CTest test (selected with CK_RUN_CASE), so ctest lists,
 # labels and times each case, and a failure names the case.
-#   check_suite_tests(<exe> MODULE <label> KIND <label> CASES <case>...)
+#   check_suite_tests(<exe> MODULE <label> KIND <label>... CASES <case>...)
 function(check_suite_tests exe)
-    cmake_parse_arguments(CS "" "MODULE;KIND;TIMEOUT" "CASES" ${ARGN})
+    cmake_parse_arguments(CS "" "MODULE;TIMEOUT" "KIND;CASES" ${ARGN})
     if(NOT CS_TIMEOUT)
         set(CS_TIMEOUT 60)
     endif()

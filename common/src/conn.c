@@ -2,6 +2,7 @@
 #include "cmn/err.h"
 #include "cmn/log.h"
 #include "cmn/net.h"
+#include "tls_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -139,16 +140,10 @@ static void flush_stop(cmn_conn_t *c)
     uv_idle_stop(&c->flush_idle);
 }
 
-static void on_write(uv_write_t *req, int status)
+/* The kernel took |n| bytes (or the write failed): backlog accounting and the drain callback. */
+static void written(cmn_conn_t *c, size_t n)
 {
-    cmn_wbatch_t *b = req->data;
-    cmn_conn_t *c = b->conn;
-
-    c->bytes_writing -= b->bytes;
-    if (status == 0)
-        c->bytes_out += b->bytes;
-    batch_complete(b, status);
-    batch_put(c, b);
+    c->bytes_writing -= n;
     if (c->above_high_water && cmn_conn_backlog(c) <= c->opt.write_low_water) {
         c->above_high_water = 0;
         if (c->cb.on_drain && !c->closing)
@@ -156,11 +151,75 @@ static void on_write(uv_write_t *req, int status)
     }
 }
 
+static void on_write(uv_write_t *req, int status)
+{
+    cmn_wbatch_t *b = req->data;
+    cmn_conn_t *c = b->conn;
+    size_t bytes = b->bytes;
+
+    if (status == 0)
+        c->bytes_out += bytes;
+    batch_complete(b, status);
+    batch_put(c, b); /* may free b */
+    written(c, bytes);
+}
+
+/* Ciphertext on its way to the socket. */
+typedef struct {
+    uv_write_t req;
+    cmn_conn_t *conn;
+    uint8_t *buf;
+    size_t len;
+} tls_out_t;
+
+static void on_tls_write(uv_write_t *req, int status)
+{
+    tls_out_t *o = req->data;
+
+    (void)status;
+    free(o->buf);
+    written(o->conn, o->len);
+    free(o);
+}
+
+/* Sends whatever OpenSSL produced (handshake records, tickets, encrypted frames). */
+static void tls_flush_output(cmn_conn_t *c)
+{
+    tls_out_t *o;
+    uv_buf_t b;
+    uint8_t *buf;
+    size_t n;
+    int rc;
+
+    while ((n = cmn__tls_take_output(c->tls, &buf)) > 0) {
+        o = malloc(sizeof(*o));
+        if (!o) {
+            free(buf);
+            cmn_conn_close(c, UV_ENOMEM);
+            return;
+        }
+        o->conn = c;
+        o->buf = buf;
+        o->len = n;
+        o->req.data = o;
+        b = uv_buf_init((char *)buf, (unsigned)n);
+        c->bytes_writing += n;
+        rc = uv_write(&o->req, (uv_stream_t *)&c->tcp, &b, 1, on_tls_write);
+        if (rc < 0) {
+            c->bytes_writing -= n;
+            free(buf);
+            free(o);
+            cmn_conn_close(c, rc);
+            return;
+        }
+    }
+}
+
 static void flush_now(cmn_conn_t *c)
 {
     cmn_wbatch_t *b = c->cur;
     size_t i;
-    int rc;
+    int rc = 0;
 
     flush_stop(c);
     if (!b)
@@ -169,6 +228,32 @@ static void flush_now(cmn_conn_t *c)
     for (i = 0; i < b->nbufs; i++) {
         if (b->head_off[i] != SIZE_MAX)
             b->bufs[i].base = (char *)b->heads + b->head_off[i];
+    }
+    if (c->tls) {
+        char err[300];
+        if (!cmn__tls_established(c->tls)) {
+            c->cur = b; /* frames wait for the handshake; it re-arms the flush */
+            for (i = 0; i < b->nbufs; i++)
+                if (b->head_off[i] != SIZE_MAX)
+                    b->bufs[i].base = NULL;
+            return;
+        }
+        for (i = 0; i < b->nbufs && rc == 0; i++)
+            rc = cmn__tls_write(c->tls, b->bufs[i].base, b->bufs[i].len, err, sizeof(err));
+        c->bytes_pending -= b->bytes;
+        /* The payload is encrypted into the TLS buffer: the caller's memory is free again. */
+        batch_complete(b, rc);
+        if (rc == 0)
+            c->bytes_out += b->bytes;
+        batch_put(c, b);
+        if (rc < 0) {
+            cmn_log_warn("%s: %s", c->peer, err);
+            snprintf(c->last_error, sizeof(c->last_error), "%s", err);
+            cmn_conn_close(c, rc);
+            return;
+        }
+        tls_flush_output(c);
+        return;
     }
     c->bytes_pending -= b->bytes;
     c->bytes_writing += b->bytes;
@@ -208,6 +293,8 @@ static void on_handle_closed(uv_handle_t *h)
     cmn_frame_decoder_free(&c->dec);
     free(c->rbuf);
     c->rbuf = NULL;
+    cmn__tls_free(c->tls);
+    c->tls = NULL;
     if (c->cb.on_close)
         c->cb.on_close(c, c->close_reason);
 }
@@ -270,7 +357,7 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     size_t n;
 
     (void)suggested;
-    if (cmn_frame_decoder_direct(&c->dec, &p, &n) && n >= DIRECT_READ_MIN) {
+    if (!c->tls && cmn_frame_decoder_direct(&c->dec, &p, &n) && n >= DIRECT_READ_MIN) {
         buf->base = (char *)p;
         buf->len = n;
         return;
@@ -279,23 +366,14 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     buf->len = c->opt.read_buf_size;
 }
 
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+/* Plaintext bytes through the frame decoder; returns CMN_ECLOSED once the connection is closing. */
+static int feed_plain(void *arg, const uint8_t *p, size_t left)
 {
-    cmn_conn_t *c = s->data;
-    const uint8_t *p = (const uint8_t *)buf->base;
-    size_t left, used;
+    cmn_conn_t *c = arg;
+    size_t used;
     cmn_frame_t f;
     int rc;
 
-    if (nread < 0) {
-        cmn_conn_close(c, nread == UV_EOF ? CMN_ECLOSED : (int)nread);
-        return;
-    }
-    if (nread == 0 || c->closing)
-        return;
-    left = (size_t)nread;
-    c->bytes_in += left;
-    c->in_read = 1;
     while (left > 0 && !c->closing) {
         rc = cmn_frame_decode(&c->dec, p, left, &used, &f);
         if (rc < 0) {
@@ -305,7 +383,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
                 c->cb.on_decode_error(c, rc);
             else
                 cmn_conn_close(c, rc);
-            break;
+            return CMN_ECLOSED;
         }
         p += used;
         left -= used;
@@ -314,7 +392,81 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             c->cb.on_frame(c, &f);
         }
     }
+    return c->closing ? CMN_ECLOSED : 0;
+}
+
+static void flush_arm(cmn_conn_t *c)
+{
+    if (!uv_is_active((uv_handle_t *)&c->flush_check)) {
+        uv_check_start(&c->flush_check, on_flush_check);
+        uv_idle_start(&c->flush_idle, on_flush_idle);
+    }
+}
+
+static void on_tls_read(cmn_conn_t *c, const uint8_t *p, size_t n)
+{
+    char err[300] = "";
+    int was = cmn__tls_established(c->tls), rc;
+
+    /* The ciphertext is copied into OpenSSL's buffer first, so the read buffer can take the
+     * plaintext. */
+    rc = cmn__tls_on_cipher(c->tls, p, n, c->rbuf, c->opt.read_buf_size, feed_plain, c, err, sizeof(err));
+    if (!c->closing || c->closing == 1)
+        tls_flush_output(c);
+    if (rc < 0) {
+        if (rc != CMN_ECLOSED) {
+            cmn_log_warn("%s: %s", c->peer, err);
+            snprintf(c->last_error, sizeof(c->last_error), "%s", err);
+        }
+        cmn_conn_close(c, rc);
+        return;
+    }
+    if (!was && cmn__tls_established(c->tls)) {
+        const char *who = cmn__tls_peer(c->tls);
+        cmn_log_debug("%s: TLS 1.3 established%s%s", c->peer, who[0] ? " with " : "", who);
+        if (c->cur)
+            flush_arm(c);
+    }
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    cmn_conn_t *c = s->data;
+
+    if (nread < 0) {
+        if (nread != UV_EOF)
+            snprintf(c->last_error, sizeof(c->last_error), "read error: %s", cmn_strerror((int)nread));
+        cmn_conn_close(c, nread == UV_EOF ? CMN_ECLOSED : (int)nread);
+        return;
+    }
+    if (nread == 0 || c->closing)
+        return;
+    c->bytes_in += (size_t)nread;
+    c->in_read = 1;
+    if (c->tls)
+        on_tls_read(c, (const uint8_t *)buf->base, (size_t)nread);
+    else
+        (void)feed_plain(c, (const uint8_t *)buf->base, (size_t)nread);
     c->in_read = 0;
+}
+
+int cmn_conn_use_tls(cmn_conn_t *c, struct cmn_tls_ctx *ctx, const char *peer_name)
+{
+    char err[300];
+    int rc = cmn__tls_new(ctx, peer_name, &c->tls, err, sizeof(err));
+    if (rc < 0)
+        cmn_log_error("%s: %s", c->peer, err);
+    return rc;
+}
+
+const char *cmn_conn_last_error(const cmn_conn_t *c)
+{
+    return c->last_error;
+}
+
+const char *cmn_conn_tls_peer(const cmn_conn_t *c)
+{
+    return c->tls && cmn__tls_established(c->tls) ? cmn__tls_peer(c->tls) : "";
 }
 
 int cmn_conn_start(cmn_conn_t *c)
@@ -336,9 +488,21 @@ int cmn_conn_start(cmn_conn_t *c)
     }
     c->read_paused = 0;
     rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
-    if (rc == 0)
-        c->reading = 1;
-    return rc;
+    if (rc < 0)
+        return rc;
+    c->reading = 1;
+    if (c->tls) {
+        char err[300];
+        /* A client sends its first flight now; a server's call just waits for one. */
+        rc = cmn__tls_start(c->tls, err, sizeof(err));
+        if (rc < 0) {
+            cmn_log_warn("%s: %s", c->peer, err);
+            snprintf(c->last_error, sizeof(c->last_error), "%s", err);
+            return rc;
+        }
+        tls_flush_output(c);
+    }
+    return 0;
 }
 
 void cmn_conn_set_limits(cmn_conn_t *c, const cmn_frame_limits_t *limits)
@@ -406,10 +570,7 @@ int cmn_conn_send(cmn_conn_t *c, unsigned type, const ProtobufCMessage *meta,
     c->frames_out++;
     if (cmn_conn_congested(c))
         c->above_high_water = 1;
-    if (!uv_is_active((uv_handle_t *)&c->flush_check)) {
-        uv_check_start(&c->flush_check, on_flush_check);
-        uv_idle_start(&c->flush_idle, on_flush_idle);
-    }
+    flush_arm(c);
     return 0;
 }
 
@@ -481,6 +642,12 @@ void cmn_conn_shutdown(cmn_conn_t *c, int reason)
     flush_now(c);
     if (c->closing == 2)
         return; /* the flush failed and closed the connection */
+    if (c->tls) {
+        cmn__tls_close_notify(c->tls);
+        tls_flush_output(c);
+        if (c->closing == 2)
+            return;
+    }
     c->shutdown_req.data = c;
     if (uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
         cmn_conn_close(c, reason);

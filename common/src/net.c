@@ -72,14 +72,17 @@ char *cmn_addr_format(const struct sockaddr *sa, char *buf, size_t len)
 {
     char ip[INET6_ADDRSTRLEN];
 
+    /* Copies, not casts: a struct sockaddr pointer need not be aligned for the wider types. */
     if (sa->sa_family == AF_INET) {
-        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-        inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
-        snprintf(buf, len, "%s:%u", ip, (unsigned)ntohs(in->sin_port));
+        struct sockaddr_in in;
+        memcpy(&in, sa, sizeof(in));
+        inet_ntop(AF_INET, &in.sin_addr, ip, sizeof(ip));
+        snprintf(buf, len, "%s:%u", ip, (unsigned)ntohs(in.sin_port));
     } else if (sa->sa_family == AF_INET6) {
-        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
-        inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof(ip));
-        snprintf(buf, len, "[%s]:%u", ip, (unsigned)ntohs(in6->sin6_port));
+        struct sockaddr_in6 in6;
+        memcpy(&in6, sa, sizeof(in6));
+        inet_ntop(AF_INET6, &in6.sin6_addr, ip, sizeof(ip));
+        snprintf(buf, len, "[%s]:%u", ip, (unsigned)ntohs(in6.sin6_port));
     } else {
         snprintf(buf, len, "(family %d)", sa->sa_family);
     }
@@ -88,9 +91,15 @@ char *cmn_addr_format(const struct sockaddr *sa, char *buf, size_t len)
 
 int cmn_addr_port(const struct sockaddr *sa)
 {
-    if (sa->sa_family == AF_INET)
-        return ntohs(((const struct sockaddr_in *)sa)->sin_port);
-    if (sa->sa_family == AF_INET6)
-        return ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
+    if (sa->sa_family == AF_INET) {
+        struct sockaddr_in in;
+        memcpy(&in, sa, sizeof(in));
+        return ntohs(in.sin_port);
+    }
+    if (sa->sa_family == AF_INET6) {
+        struct sockaddr_in6 in6;
+        memcpy(&in6, sa, sizeof(in6));
+        return ntohs(in6.sin6_port);
+    }
     return -1;
 }

@@ -30,6 +30,8 @@
 
 typedef struct cmn_conn cmn_conn_t;
 typedef struct cmn_wbatch cmn_wbatch_t;
+struct cmn__tls;
+struct cmn_tls_ctx;
 
 typedef struct {
     /* A complete frame. The frame memory is valid during the call only. */
@@ -87,6 +89,8 @@ struct cmn_conn {
     int reading;
     int read_paused;
     int in_read;
+    struct cmn__tls *tls; /* NULL: plaintext */
+    char last_error[320];  /* why the connection closed itself (TLS, read error), or "" */
 
     uint64_t bytes_in, bytes_out, frames_in, frames_out;
 };
@@ -97,6 +101,18 @@ int cmn_conn_init(uv_loop_t *loop, cmn_conn_t *c, const cmn_conn_callbacks_t *cb
 
 /* Connects to |addr|; |cb| gets 0 or a negative code (the caller then closes the connection). */
 int cmn_conn_connect(cmn_conn_t *c, const struct sockaddr *addr, void (*cb)(cmn_conn_t *c, int status));
+
+/* Runs TLS on this connection (cmn/tls.h); call before cmn_conn_start. |peer_name|: for a client,
+ * the host or address its server certificate must match (NULL: the connected address's IP).
+ * Returns 0 or CMN_ETLS / UV_ENOMEM. */
+int cmn_conn_use_tls(cmn_conn_t *c, struct cmn_tls_ctx *ctx, const char *peer_name);
+
+/* Why the connection closed by itself (a TLS failure, a read error): a sentence, or "" when it
+ * was closed by its owner or by the peer's orderly close. Valid in on_close. */
+const char *cmn_conn_last_error(const cmn_conn_t *c);
+
+/* With TLS: the peer certificate's common name once the handshake is done, else "". */
+const char *cmn_conn_tls_peer(const cmn_conn_t *c);
 
 /* After accept or connect: TCP_NODELAY, keepalive, the peer name, and reading starts. */
 int cmn_conn_start(cmn_conn_t *c);

@@ -112,7 +112,7 @@ int qdl_flush(qdl_t *q);
 
 /* Per-node counters. */
 typedef struct {
-    char name[128];
+    char name[256];
     char address[64];
     int up;
     uint64_t samples_sent, samples_completed, samples_failed;

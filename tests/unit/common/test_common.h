@@ -17,5 +17,6 @@ TCase *tcase_net(void);
 TCase *tcase_err(void);
 TCase *tcase_clock(void);
 TCase *tcase_digest(void);
+TCase *tcase_idmap(void);
 
 #endif

@@ -341,3 +341,73 @@ TCase *tcase_digest(void)
     tcase_add_test(tc, digest_properties);
     return tc;
 }
+
+/* ---- idmap and pool --------------------------------------------------------------------- */
+
+#include "cmn/idmap.h"
+#include "cmn/pool.h"
+
+START_TEST(idmap_churn)
+{
+    cmn_idmap_t m;
+    static char vals[1];
+    uint64_t k;
+    size_t live = 0;
+
+    cmn_idmap_init(&m);
+    ck_assert_ptr_null(cmn_idmap_get(&m, 1));
+    ck_assert_ptr_null(cmn_idmap_del(&m, 1));
+    /* Sliding window of in-flight ids, as a connection sees them: constant insert/remove churn
+     * must neither lose entries nor grow the table. */
+    for (k = 1; k <= 200000; k++) {
+        ck_assert_int_eq(cmn_idmap_put(&m, k, vals), 0);
+        live++;
+        if (k > 1000) {
+            ck_assert_ptr_eq(cmn_idmap_del(&m, k - 1000), vals);
+            live--;
+        }
+        if (k % 9973 == 0) {
+            uint64_t j;
+            for (j = k > 1000 ? k - 999 : 1; j <= k; j++)
+                ck_assert_ptr_eq(cmn_idmap_get(&m, j), vals);
+            ck_assert_ptr_null(cmn_idmap_get(&m, k - 1000));
+        }
+    }
+    ck_assert_uint_eq(m.count, live);
+    ck_assert_uint_le(m.cap, 4096);
+    ck_assert_int_eq(cmn_idmap_put(&m, 200000, vals), UV_EEXIST);
+    ck_assert_int_eq(cmn_idmap_put(&m, 0, vals), 0); /* id 0 is an ordinary key */
+    ck_assert_ptr_eq(cmn_idmap_get(&m, 0), vals);
+    cmn_idmap_free(&m);
+}
+END_TEST
+
+START_TEST(pool_recycles)
+{
+    cmn_pool_t *p = cmn_pool_new(1u << 20);
+    void *a, *b, *c;
+
+    ck_assert_ptr_nonnull(p);
+    a = cmn_pool_get(p, 100);
+    ck_assert_uint_eq(cmn_pool_size(a), 128);
+    ck_assert_uint_eq((uintptr_t)a % 16, 0);
+    memset(a, 1, 128);
+    cmn_pool_put(p, a);
+    b = cmn_pool_get(p, 120);
+    ck_assert_ptr_eq(a, b); /* same class: reused */
+    c = cmn_pool_get(p, 4u << 20); /* idle cap 1 MiB: a 4 MiB buffer is not kept */
+    ck_assert_ptr_nonnull(c);
+    cmn_pool_put(p, c);
+    cmn_pool_put(p, b);
+    cmn_pool_put(p, NULL);
+    cmn_pool_free(p);
+}
+END_TEST
+
+TCase *tcase_idmap(void)
+{
+    TCase *tc = tcase_create("idmap");
+    tcase_add_test(tc, idmap_churn);
+    tcase_add_test(tc, pool_recycles);
+    return tc;
+}

@@ -1,0 +1,126 @@
+/* Backend registry: the built-ins, plus plugins loaded with dlopen from a path that comes only
+ * from the node's own command line or configuration file (never from a network peer). */
+#include "node.h"
+
+#include "cmn/log.h"
+
+#include <dlfcn.h>
+#include <string.h>
+
+#ifdef SUT_HAVE_ONNX
+#    include "onnx_backend.h"
+#endif
+
+typedef struct {
+    const char *name;
+    const sut_backend_ops_t *(*ops)(void);
+} builtin_t;
+
+static const builtin_t builtins[] = {
+    {"null", sut_backend_null_ops},
+    {"digest", sut_backend_digest_ops},
+    {"sim", sut_backend_sim_ops},
+#ifdef SUT_HAVE_ONNX
+    {"onnx", sut_backend_onnx_ops},
+#endif
+};
+
+const char *sut__backend_list(void)
+{
+#ifdef SUT_HAVE_ONNX
+    return "null, digest, sim, onnx";
+#else
+    return "null, digest, sim (onnx: not built: oneDNN or the ONNX schema was missing)";
+#endif
+}
+
+static void backend_log(int level, const char *msg)
+{
+    if (level < SUT_LOG_ERROR)
+        level = SUT_LOG_ERROR;
+    if (level > SUT_LOG_DEBUG)
+        level = SUT_LOG_DEBUG;
+    cmn_log((cmn_log_level_t)level, "backend: %s", msg);
+}
+
+static int resolve(sut_node_t *n, const sut_backend_ops_t **ops, cmn_errbuf_t *eb)
+{
+    const char *b = n->opt.backend;
+    sut_backend_entry_fn entry;
+    size_t i;
+
+    if (!strchr(b, '/')) {
+        for (i = 0; i < sizeof(builtins) / sizeof(builtins[0]); i++) {
+            if (strcmp(builtins[i].name, b) == 0) {
+                *ops = builtins[i].ops();
+                return 0;
+            }
+        }
+        return cmn_errf(eb, CMN_ECONFIG, "unknown backend '%s' (built in: %s; a plugin is given by its path)", b,
+                        sut__backend_list());
+    }
+    n->dl = dlopen(b, RTLD_NOW | RTLD_LOCAL);
+    if (!n->dl)
+        return cmn_errf(eb, CMN_ECONFIG, "cannot load backend plugin %s: %s", b, dlerror());
+    *(void **)&entry = dlsym(n->dl, SUT_BACKEND_ENTRY_SYMBOL);
+    if (!entry)
+        return cmn_errf(eb, CMN_ECONFIG, "backend plugin %s has no %s() entry point", b, SUT_BACKEND_ENTRY_SYMBOL);
+    *ops = entry();
+    if (!*ops)
+        return cmn_errf(eb, CMN_ECONFIG, "backend plugin %s: %s() returned NULL", b, SUT_BACKEND_ENTRY_SYMBOL);
+    return 0;
+}
+
+int sut__backend_load(sut_node_t *n, cmn_errbuf_t *eb)
+{
+    const sut_backend_ops_t *ops = NULL;
+    sut_backend_config_t cfg;
+    char err[512] = "";
+    int rc;
+
+    rc = resolve(n, &ops, eb);
+    if (rc < 0)
+        return rc;
+    if (ops->abi_version != SUT_BACKEND_ABI_VERSION)
+        return cmn_errf(eb, CMN_EVERSION, "backend %s speaks ABI version %u; this sut-node speaks %u", n->opt.backend,
+                        ops->abi_version, SUT_BACKEND_ABI_VERSION);
+    if (ops->struct_size < offsetof(sut_backend_ops_t, alloc_input) || !ops->create || !ops->destroy ||
+        !ops->describe || !ops->infer)
+        return cmn_errf(eb, CMN_EVERSION, "backend %s: incomplete function table", n->opt.backend);
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.device = n->opt.device;
+    cfg.max_batch = n->opt.max_batch;
+    cfg.threads = n->opt.threads;
+    cfg.seed = n->opt.seed;
+    cfg.n_options = n->opt.n_opts;
+    cfg.keys = n->opt.opt_keys;
+    cfg.values = n->opt.opt_values;
+    cfg.log = backend_log;
+    rc = ops->create(&cfg, &n->be, err, sizeof(err));
+    if (rc < 0)
+        return cmn_errf(eb, rc < 0 ? rc : CMN_EBACKEND, "backend %s: %s", n->opt.backend,
+                        err[0] ? err : cmn_strerror(rc));
+    n->ops = ops;
+    memset(&n->info, 0, sizeof(n->info));
+    rc = ops->describe(n->be, &n->info);
+    if (rc < 0)
+        return cmn_errf(eb, rc, "backend %s: describe failed: %s", n->opt.backend, cmn_strerror(rc));
+    if (!n->info.name)
+        n->info.name = ops->name ? ops->name : "plugin";
+    if (!n->info.device)
+        n->info.device = n->opt.device;
+    if (!(n->info.weight > 0))
+        n->info.weight = 1.0;
+    return 0;
+}
+
+void sut__backend_unload(sut_node_t *n)
+{
+    if (n->ops && n->be)
+        n->ops->destroy(n->be);
+    n->be = NULL;
+    n->ops = NULL;
+    if (n->dl)
+        dlclose(n->dl);
+    n->dl = NULL;
+}

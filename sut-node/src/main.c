@@ -1,0 +1,318 @@
+/* sut-node: the SUT daemon of one accelerator host. Every option can be given on the command line
+ * (--key value) or in a configuration file (key = value, one per line, --config FILE); the
+ * command line wins. The option table below is also the --help text. */
+#include "node.h"
+
+#include "cmn/conf.h"
+#include "cmn/log.h"
+#include "cmpr/cmpr.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SUT_VERSION "0.1.0"
+
+typedef struct {
+    const char *name;
+    const char *arg; /* NULL: a flag without value */
+    const char *help;
+} opt_doc_t;
+
+static const opt_doc_t options[] = {
+    {"listen", "ADDR:PORT", "address to listen on; repeatable; IPv6 as [ADDR]:PORT (default 0.0.0.0:7000)"},
+    {"name", "NAME", "node name, unique among the nodes of a SUT (default <hostname>:<port>)"},
+    {"backend", "NAME|PATH", "null, digest, sim, onnx, or the path of a backend plugin (.so) (default null)"},
+    {"backend-opt", "KEY=VALUE", "option for the backend; repeatable (see sut-node/README.md)"},
+    {"device", "DEV", "device for the backend: cpu, cuda:0, ... (default cpu)"},
+    {"max-batch", "N", "largest batch the batcher forms (default: the backend's maximum)"},
+    {"max-batch-bytes", "SIZE", "largest input bytes in one batch, K/M/G suffixes (default 64M)"},
+    {"max-wait-us", "US", "how long a batch waits for more samples while an engine is idle (default 0)"},
+    {"workers", "N", "backend worker threads (default: the backend's engine count)"},
+    {"threads", "N", "CPU threads the backend may use (default: its own choice)"},
+    {"result-codec", "none|lz4", "compress results when the client accepts it (default none)"},
+    {"max-frame", "SIZE", "largest frame accepted after the handshake (default 256M)"},
+    {"max-connections", "N", "connections accepted at once (default 256)"},
+    {"max-conn-per-peer", "N", "connections from one peer address (default 64)"},
+    {"max-inflight", "N", "samples in flight per connection before reading pauses (default 65536)"},
+    {"handshake-timeout-ms", "MS", "close a connection without Hello after this (default 5000)"},
+    {"frame-timeout-ms", "MS", "close a connection stalled mid-frame after this (default 10000)"},
+    {"drain-timeout-ms", "MS", "on SIGTERM, wait this long for work in flight (default 30000)"},
+    {"seed", "N", "seed for backends with randomness (sim) (default 0)"},
+    {"port-file", "FILE", "write the bound port here once listening (for scripts using port 0)"},
+    {"tls-cert", "FILE", "serve TLS 1.3 with this certificate (PEM); plaintext when absent"},
+    {"tls-key", "FILE", "private key of --tls-cert"},
+    {"tls-ca", "FILE", "require client certificates signed by this CA (mutual TLS)"},
+    {"tls-allow", "NAMES", "comma-separated client certificate names allowed (with --tls-ca)"},
+    {"log-level", "LEVEL", "error, warn, info or debug (default info)"},
+    {"config", "FILE", "read options from FILE (key = value lines, keys as the long options)"},
+    {"version", NULL, "print the version and exit"},
+    {"help", NULL, "print this help and exit"},
+};
+
+static void usage(FILE *f)
+{
+    size_t i;
+
+    fprintf(f, "Usage: sut-node [OPTIONS]\n\n"
+               "The SUT daemon of the MLPerf Inference Network-division harness: receives queries from\n"
+               "the QDL over TCP, decodes, batches, runs a backend on the local device and streams the\n"
+               "results back. Stops accepting on SIGTERM/SIGINT, finishes the work in flight, says\n"
+               "Goodbye and exits 0; SIGHUP logs the counters.\n\nOptions:\n");
+    for (i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
+        char left[64];
+        snprintf(left, sizeof(left), "--%s%s%s", options[i].name, options[i].arg ? " " : "",
+                 options[i].arg ? options[i].arg : "");
+        fprintf(f, "  %-30s %s\n", left, options[i].help);
+    }
+    fprintf(f, "\nBackends built in: %s.\n", sut__backend_list());
+}
+
+/* Strings from argv or the config file live until exit: the config file's are duplicated. */
+static int set_u32(const char *v, uint32_t *out)
+{
+    uint64_t u;
+    if (cmn_parse_u64(v, &u) < 0 || u > UINT32_MAX)
+        return CMN_ECONFIG;
+    *out = (uint32_t)u;
+    return 0;
+}
+
+static int apply(sut_opts_t *o, const char *name, const char *v, cmn_errbuf_t *eb)
+{
+    int rc = 0;
+    cmn_log_level_t lvl;
+
+    if (strcmp(name, "listen") == 0) {
+        if (o->n_listen == SUT_MAX_LISTEN)
+            return cmn_errf(eb, CMN_ECONFIG, "--listen: at most %d addresses", SUT_MAX_LISTEN);
+        o->listen[o->n_listen++] = v;
+    } else if (strcmp(name, "name") == 0) {
+        if (!*v || strlen(v) > 255)
+            return cmn_errf(eb, CMN_ECONFIG, "--name must have 1 to 255 bytes");
+        o->name = v;
+    } else if (strcmp(name, "backend") == 0) {
+        o->backend = v;
+    } else if (strcmp(name, "backend-opt") == 0) {
+        const char *eq = strchr(v, '=');
+        char *key;
+        if (!eq || eq == v)
+            return cmn_errf(eb, CMN_ECONFIG, "--backend-opt '%s': expected KEY=VALUE", v);
+        if (o->n_opts == SUT_MAX_BACKEND_OPTS)
+            return cmn_errf(eb, CMN_ECONFIG, "--backend-opt: at most %d options", SUT_MAX_BACKEND_OPTS);
+        key = sut__opts_own(o, strndup(v, (size_t)(eq - v)));
+        if (!key)
+            return cmn_errf(eb, UV_ENOMEM, "--backend-opt: out of memory");
+        o->opt_keys[o->n_opts] = key;
+        o->opt_values[o->n_opts++] = eq + 1;
+    } else if (strcmp(name, "device") == 0) {
+        o->device = v;
+    } else if (strcmp(name, "max-batch") == 0) {
+        rc = set_u32(v, &o->max_batch);
+        if (rc == 0 && o->max_batch == 0)
+            rc = CMN_ECONFIG;
+    } else if (strcmp(name, "max-batch-bytes") == 0) {
+        rc = cmn_parse_size(v, &o->max_batch_bytes);
+    } else if (strcmp(name, "max-wait-us") == 0) {
+        rc = cmn_parse_u64(v, &o->max_wait_us);
+    } else if (strcmp(name, "workers") == 0) {
+        rc = set_u32(v, &o->workers);
+    } else if (strcmp(name, "threads") == 0) {
+        rc = set_u32(v, &o->threads);
+    } else if (strcmp(name, "result-codec") == 0) {
+        rc = cmpr_codec_parse(v, &o->result_codec);
+    } else if (strcmp(name, "max-frame") == 0) {
+        rc = cmn_parse_size(v, &o->max_frame);
+        if (rc == 0 && (o->max_frame < CMN_FRAME_PREAUTH_MAX || o->max_frame > CMN_FRAME_ABS_MAX))
+            return cmn_errf(eb, CMN_ECONFIG, "--max-frame %s: must be between 16K and 4G-1", v);
+    } else if (strcmp(name, "max-connections") == 0) {
+        rc = set_u32(v, &o->max_connections);
+    } else if (strcmp(name, "max-conn-per-peer") == 0) {
+        rc = set_u32(v, &o->max_conn_per_peer);
+    } else if (strcmp(name, "max-inflight") == 0) {
+        rc = set_u32(v, &o->max_inflight);
+        if (rc == 0 && o->max_inflight == 0)
+            rc = CMN_ECONFIG;
+    } else if (strcmp(name, "handshake-timeout-ms") == 0) {
+        rc = cmn_parse_u64(v, &o->handshake_timeout_ms);
+    } else if (strcmp(name, "frame-timeout-ms") == 0) {
+        rc = cmn_parse_u64(v, &o->frame_timeout_ms);
+    } else if (strcmp(name, "drain-timeout-ms") == 0) {
+        rc = cmn_parse_u64(v, &o->drain_timeout_ms);
+    } else if (strcmp(name, "seed") == 0) {
+        rc = cmn_parse_u64(v, &o->seed);
+    } else if (strcmp(name, "port-file") == 0) {
+        o->port_file = v;
+    } else if (strcmp(name, "tls-cert") == 0) {
+        o->tls_cert = v;
+    } else if (strcmp(name, "tls-key") == 0) {
+        o->tls_key = v;
+    } else if (strcmp(name, "tls-ca") == 0) {
+        o->tls_ca = v;
+    } else if (strcmp(name, "tls-allow") == 0) {
+        o->tls_allow = v;
+    } else if (strcmp(name, "log-level") == 0) {
+        rc = cmn_log_level_parse(v, &lvl);
+        if (rc == 0)
+            cmn_log_set_level(lvl);
+    } else {
+        return cmn_errf(eb, CMN_ECONFIG, "unknown option '%s' (see --help)", name);
+    }
+    if (rc < 0)
+        return cmn_errf(eb, CMN_ECONFIG, "--%s: invalid value '%s'", name, v);
+    return 0;
+}
+
+static int conf_cb(void *arg, const char *key, const char *value, int line, cmn_errbuf_t *eb)
+{
+    sut_opts_t *o = arg;
+    cmn_errbuf_t inner;
+    char *v;
+    int rc;
+
+    if (strcmp(key, "config") == 0)
+        return cmn_errf(eb, CMN_ECONFIG, "%s:%d: 'config' cannot nest", o->config_file, line);
+    v = sut__opts_own(o, strdup(value));
+    if (!v)
+        return cmn_errf(eb, UV_ENOMEM, "%s:%d: too many options", o->config_file, line);
+    rc = apply(o, key, v, &inner);
+    if (rc < 0)
+        return cmn_errf(eb, rc, "%s:%d: %s", o->config_file, line, inner.msg);
+    return 0;
+}
+
+static const opt_doc_t *find_option(const char *name)
+{
+    size_t i;
+    for (i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
+        if (strcmp(options[i].name, name) == 0)
+            return &options[i];
+    }
+    return NULL;
+}
+
+/* Two passes: --config first (the file sets defaults), then the command line over it. */
+static int parse_args(int argc, char **argv, sut_opts_t *o, cmn_errbuf_t *eb)
+{
+    int pass, i, rc;
+
+    for (pass = 0; pass < 2; pass++) {
+        for (i = 1; i < argc; i++) {
+            const char *a = argv[i], *name, *val = NULL;
+            const opt_doc_t *d;
+            char buf[64];
+
+            if (strncmp(a, "--", 2) != 0)
+                return cmn_errf(eb, CMN_ECONFIG, "unexpected argument '%s' (see --help)", a);
+            name = a + 2;
+            if (strchr(name, '=')) {
+                size_t k = (size_t)(strchr(name, '=') - name);
+                if (k >= sizeof(buf))
+                    return cmn_errf(eb, CMN_ECONFIG, "unknown option '%s'", a);
+                memcpy(buf, name, k);
+                buf[k] = '\0';
+                val = name + k + 1;
+                name = buf;
+            }
+            d = find_option(name);
+            if (!d)
+                return cmn_errf(eb, CMN_ECONFIG, "unknown option '--%s' (see --help)", name);
+            if (d->arg && !val) {
+                if (i + 1 >= argc)
+                    return cmn_errf(eb, CMN_ECONFIG, "--%s needs a value (%s)", name, d->arg);
+                val = argv[++i];
+            }
+            if (!d->arg) {
+                if (pass == 0 && strcmp(name, "help") == 0) {
+                    usage(stdout);
+                    sut__opts_free(o);
+                    exit(0);
+                }
+                if (pass == 0 && strcmp(name, "version") == 0) {
+                    printf("sut-node %s (protocol %u, backend ABI %u)\n", SUT_VERSION, CMN_PROTOCOL_VERSION,
+                           SUT_BACKEND_ABI_VERSION);
+                    sut__opts_free(o);
+                    exit(0);
+                }
+                continue;
+            }
+            if (strcmp(name, "config") == 0) {
+                if (pass == 0) {
+                    o->config_file = val;
+                    rc = cmn_conf_parse_file(val, conf_cb, o, eb);
+                    if (rc < 0)
+                        return rc;
+                }
+                continue;
+            }
+            if (pass == 1) {
+                rc = apply(o, name, val, eb);
+                if (rc < 0)
+                    return rc;
+            }
+        }
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    sut_opts_t opt;
+    sut_node_t *node;
+    uv_loop_t loop;
+    cmn_errbuf_t eb = {{0}};
+    int rc;
+
+    cmn_log_init("sut-node", CMN_LOG_INFO);
+    sut__opts_defaults(&opt);
+    rc = parse_args(argc, argv, &opt, &eb);
+    if (rc < 0) {
+        fprintf(stderr, "sut-node: %s\n", eb.msg);
+        sut__opts_free(&opt);
+        return 2;
+    }
+    if (opt.n_listen == 0)
+        opt.listen[opt.n_listen++] = "0.0.0.0:7000";
+    /* A peer closing mid-write must be an error code, not a signal that kills the daemon. */
+    signal(SIGPIPE, SIG_IGN);
+
+    node = calloc(1, sizeof(*node));
+    if (!node || uv_loop_init(&loop) != 0) {
+        fprintf(stderr, "sut-node: out of memory\n");
+        free(node);
+        sut__opts_free(&opt);
+        return 1;
+    }
+    rc = sut__node_init(node, &loop, &opt, &eb);
+    if (rc == 0)
+        rc = sut__node_listen(node, &eb);
+    if (rc < 0) {
+        cmn_log_error("%s", eb.msg);
+        node->exit_code = 1;
+        /* Close whatever was opened, so the loop and the threads end cleanly. */
+        sut__node_stop(node);
+    } else {
+        cmn_log_info("sut-node %s: node '%s', backend %s on %s, max batch %u, %u engine(s), result codec %s, "
+                     "tls %s",
+                     SUT_VERSION, node->name, node->info.name, node->info.device, node->max_batch, node->engines,
+                     cmpr_codec_name(opt.result_codec),
+                     !opt.tls_cert ? "off (plaintext: a trusted fabric only)"
+                     : opt.tls_allow ? "on (TLS 1.3, client certificates required, names pinned)"
+                     : opt.tls_ca  ? "on (TLS 1.3, client certificates required)"
+                                   : "on (TLS 1.3)");
+    }
+    uv_run(&loop, UV_RUN_DEFAULT);
+
+    sut__batcher_shutdown(node);
+    sut__backend_unload(node);
+    cmn_arena_free(&node->arena);
+    cmn_tls_ctx_free(node->tls);
+    rc = node->exit_code;
+    if (uv_loop_close(&loop) != 0)
+        cmn_log_warn("event loop closed with handles still open");
+    cmn_pool_free(node->pool);
+    free(node);
+    sut__opts_free(&opt);
+    return rc;
+}

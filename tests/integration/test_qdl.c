@@ -1,0 +1,702 @@
+/* The QDL against real sut-node processes on loopback: exactly-once completion with the right
+ * digest (1 and 3 nodes), Name(), duplicate names, least-outstanding dispatch, a node killed mid
+ * run, every node killed, and a spy node proving each query goes on the wire as issued. */
+#include "../unit/check_main.h"
+#include "testnet.h"
+
+#include "cmn/clock.h"
+#include "cmn/conn.h"
+#include "cmn/digest.h"
+#include "cmn/net.h"
+#include "cmpr/cmpr.h"
+#include "qdl/qdl.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- a run: samples, their bytes, and what came back ------------------------------------------ */
+
+typedef struct {
+    uv_mutex_t mu;
+    uv_cond_t cv;
+    size_t n;
+    uint8_t **data;     /* raw sample bytes */
+    size_t *size;
+    uint8_t **wire;     /* what is sent (compressed or raw) */
+    size_t *wire_size;
+    int *codec;
+    int *completions;
+    int *status;
+    int *digest_ok;
+    size_t done, failed;
+    int check_digest;
+} run_t;
+
+static run_t R;
+
+static void on_complete(void *user, const qdl_response_t *r, size_t n)
+{
+    size_t i;
+
+    (void)user;
+    uv_mutex_lock(&R.mu);
+    for (i = 0; i < n; i++) {
+        uint64_t k = r[i].response_id;
+        ck_assert_uint_lt(k, R.n);
+        R.completions[k]++;
+        R.status[k] = r[i].status;
+        if (r[i].status == 0 && R.check_digest)
+            R.digest_ok[k] = r[i].size == 8 && cmn_digest_get(r[i].data) == cmn_digest64(R.data[k], R.size[k]);
+        if (r[i].status != 0)
+            R.failed++;
+        R.done++;
+    }
+    uv_cond_broadcast(&R.cv);
+    uv_mutex_unlock(&R.mu);
+}
+
+/* |n| samples of random sizes in [1, max]; every third one LZ4-compressed when it shrinks. */
+static void run_init(size_t n, size_t max, int check_digest)
+{
+    cmpr_ctx_t *ctx = cmpr_ctx_new();
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    size_t i, j;
+
+    memset(&R, 0, sizeof(R));
+    uv_mutex_init(&R.mu);
+    uv_cond_init(&R.cv);
+    R.n = n;
+    R.check_digest = check_digest;
+    R.data = calloc(n, sizeof(*R.data));
+    R.size = calloc(n, sizeof(*R.size));
+    R.wire = calloc(n, sizeof(*R.wire));
+    R.wire_size = calloc(n, sizeof(*R.wire_size));
+    R.codec = calloc(n, sizeof(*R.codec));
+    R.completions = calloc(n, sizeof(int));
+    R.status = calloc(n, sizeof(int));
+    R.digest_ok = calloc(n, sizeof(int));
+    for (i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        R.size[i] = 1 + (size_t)(x % max);
+        R.data[i] = malloc(R.size[i]);
+        for (j = 0; j < R.size[i]; j++)
+            R.data[i][j] = (i % 3 == 0) ? (uint8_t)(j / 64) : (uint8_t)(x >> (j % 56));
+        R.wire[i] = R.data[i];
+        R.wire_size[i] = R.size[i];
+        if (i % 3 == 0) {
+            size_t cap = cmpr_bound(CMPR_LZ4, R.size[i]);
+            uint8_t *c = malloc(cap);
+            long k = cmpr_compress(ctx, CMPR_LZ4, R.data[i], R.size[i], c, cap);
+            if (k > 0) {
+                R.wire[i] = c;
+                R.wire_size[i] = (size_t)k;
+                R.codec[i] = CMPR_LZ4;
+            } else {
+                free(c);
+            }
+        }
+    }
+    cmpr_ctx_free(ctx);
+}
+
+static void run_free(void)
+{
+    size_t i;
+    for (i = 0; i < R.n; i++) {
+        if (R.wire[i] != R.data[i])
+            free(R.wire[i]);
+        free(R.data[i]);
+    }
+    free(R.data);
+    free(R.size);
+    free(R.wire);
+    free(R.wire_size);
+    free(R.codec);
+    free(R.completions);
+    free(R.status);
+    free(R.digest_ok);
+    uv_cond_destroy(&R.cv);
+    uv_mutex_destroy(&R.mu);
+}
+
+static qdl_sample_t sample_of(size_t i)
+{
+    qdl_sample_t s;
+    s.response_id = i;
+    s.data = R.wire[i];
+    s.size = R.wire_size[i];
+    s.codec = R.codec[i];
+    s.raw_size = R.size[i];
+    return s;
+}
+
+/* Issues samples [from, to) as queries of |per| samples each. */
+static void issue_range(qdl_t *q, size_t from, size_t to, size_t per)
+{
+    qdl_sample_t *s = calloc(per, sizeof(*s));
+    size_t i, k;
+
+    for (i = from; i < to; i += per) {
+        size_t n = to - i < per ? to - i : per;
+        for (k = 0; k < n; k++)
+            s[k] = sample_of(i + k);
+        ck_assert_int_eq(qdl_issue_query(q, s, n), 0);
+    }
+    free(s);
+}
+
+/* Waits until |want| completions arrived or |timeout_ms| passed; returns the count. */
+static size_t wait_done(size_t want, int timeout_ms)
+{
+    uint64_t deadline = cmn_now_ns() + (uint64_t)timeout_ms * 1000000u;
+    size_t done;
+
+    uv_mutex_lock(&R.mu);
+    while (R.done < want && cmn_now_ns() < deadline)
+        uv_cond_timedwait(&R.cv, &R.mu, 50000000u);
+    done = R.done;
+    uv_mutex_unlock(&R.mu);
+    return done;
+}
+
+static void expect_exactly_once(int digest)
+{
+    size_t i;
+    for (i = 0; i < R.n; i++) {
+        ck_assert_msg(R.completions[i] == 1, "sample %zu completed %d times", i, R.completions[i]);
+        ck_assert_msg(R.status[i] == 0, "sample %zu failed: %s", i, cmn_strerror(R.status[i]));
+        if (digest)
+            ck_assert_msg(R.digest_ok[i], "sample %zu (%zu bytes, %s) has a wrong digest", i, R.size[i],
+                          cmpr_codec_name(R.codec[i]));
+    }
+}
+
+/* ---- nodes ------------------------------------------------------------------------------------- */
+
+static tn_proc_t nodes[4];
+static char addrs[4][32];
+static const char *addr_list[4];
+
+static void start_nodes(size_t n, const char *const *args_per_node[])
+{
+    size_t i;
+    for (i = 0; i < n; i++) {
+        ck_assert_msg(tn_spawn(&nodes[i], SUT_NODE_EXE, args_per_node[i]) == 0, "node %zu did not start", i);
+        snprintf(addrs[i], sizeof(addrs[i]), "127.0.0.1:%d", nodes[i].port);
+        addr_list[i] = addrs[i];
+    }
+}
+
+static void stop_nodes(size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++) {
+        if (nodes[i].pid > 0)
+            tn_stop(&nodes[i], SIGTERM, 10000);
+        tn_cleanup(&nodes[i]);
+    }
+}
+
+static qdl_t *make_qdl(size_t n, qdl_policy_t policy, void (*tweak)(qdl_config_t *))
+{
+    qdl_config_t cfg;
+    qdl_t *q = NULL;
+    char err[512] = "";
+
+    qdl_config_init(&cfg);
+    cfg.nodes = addr_list;
+    cfg.n_nodes = n;
+    cfg.policy = policy;
+    cfg.on_complete = on_complete;
+    cfg.result_codec = CMPR_LZ4;
+    if (tweak)
+        tweak(&cfg);
+    ck_assert_msg(qdl_create(&cfg, &q, err, sizeof(err)) == 0, "qdl_create: %s", err);
+    return q;
+}
+
+static void digest_run(size_t n_nodes, unsigned conns)
+{
+    const char *a0[] = {"--backend", "digest", "--name", "node-a", NULL};
+    const char *a1[] = {"--backend", "digest", "--name", "node-b", "--backend-opt", "inline=0", NULL};
+    const char *a2[] = {"--backend", "digest", "--name", "node-c", NULL};
+    const char *const *args[] = {a0, a1, a2};
+    qdl_node_stats_t st[3];
+    qdl_config_t cfg;
+    qdl_t *q = NULL;
+    char name[512], err[256];
+    uint64_t dur;
+    size_t i;
+
+    run_init(10000, 4096, 1);
+    start_nodes(n_nodes, args);
+    qdl_config_init(&cfg);
+    cfg.nodes = addr_list;
+    cfg.n_nodes = n_nodes;
+    cfg.connections_per_node = conns;
+    cfg.on_complete = on_complete;
+    ck_assert_msg(qdl_create(&cfg, &q, err, sizeof(err)) == 0, "qdl_create: %s", err);
+
+    ck_assert_int_eq(qdl_name(q, name, sizeof(name), &dur, err, sizeof(err)), 0);
+    ck_assert_ptr_nonnull(strstr(name, "Network SUT"));
+    ck_assert_ptr_nonnull(strstr(name, "node-a"));
+    if (n_nodes == 3) {
+        ck_assert_ptr_nonnull(strstr(name, "node-b"));
+        ck_assert_ptr_nonnull(strstr(name, "node-c"));
+    }
+    ck_assert_uint_gt(dur, 0);
+    printf("Name() with %zu node(s): %.1f us: %s\n", n_nodes, (double)dur / 1e3, name);
+
+    /* Server-like single-sample queries, then Offline-like large ones. */
+    issue_range(q, 0, 6000, 1);
+    issue_range(q, 6000, 10000, 1000);
+    ck_assert_int_eq(qdl_flush(q), 0);
+    ck_assert_uint_eq(wait_done(10000, 60000), 10000);
+    expect_exactly_once(1);
+    ck_assert_int_eq(qdl_stats(q, st, 3), (int)n_nodes);
+    for (i = 0; i < n_nodes; i++) {
+        ck_assert_uint_gt(st[i].samples_completed, 0); /* every node took part */
+        ck_assert_int_eq(st[i].up, 1);
+    }
+    qdl_stats_print(q, stdout);
+    qdl_destroy(q);
+    stop_nodes(n_nodes);
+    run_free();
+}
+
+START_TEST(one_node_10000_exactly_once)
+{
+    digest_run(1, 1);
+}
+END_TEST
+
+START_TEST(three_nodes_10000_exactly_once)
+{
+    digest_run(3, 2);
+}
+END_TEST
+
+START_TEST(duplicate_names_rejected)
+{
+    const char *a[] = {"--backend", "null", "--name", "twin", NULL};
+    const char *const *args[] = {a, a};
+    qdl_config_t cfg;
+    qdl_t *q = NULL;
+    char err[512] = "";
+
+    run_init(1, 1, 0);
+    start_nodes(2, args);
+    qdl_config_init(&cfg);
+    cfg.nodes = addr_list;
+    cfg.n_nodes = 2;
+    cfg.on_complete = on_complete;
+    ck_assert_int_eq(qdl_create(&cfg, &q, err, sizeof(err)), CMN_EDUPNAME);
+    /* The error names both nodes and the name. */
+    ck_assert_ptr_nonnull(strstr(err, addrs[0]));
+    ck_assert_ptr_nonnull(strstr(err, addrs[1]));
+    ck_assert_ptr_nonnull(strstr(err, "'twin'"));
+    stop_nodes(2);
+    run_free();
+}
+END_TEST
+
+START_TEST(unreachable_node_is_a_clear_error)
+{
+    qdl_config_t cfg;
+    qdl_t *q = NULL;
+    char err[512] = "";
+    const char *bad[1] = {"127.0.0.1:1"};
+
+    run_init(1, 1, 0);
+    qdl_config_init(&cfg);
+    cfg.nodes = bad;
+    cfg.n_nodes = 1;
+    cfg.connect_timeout_ms = 1000;
+    cfg.on_complete = on_complete;
+    ck_assert_int_lt(qdl_create(&cfg, &q, err, sizeof(err)), 0);
+    ck_assert_ptr_nonnull(strstr(err, "127.0.0.1:1"));
+    ck_assert_ptr_nonnull(strstr(err, "connection refused"));
+    run_free();
+}
+END_TEST
+
+/* Least-outstanding gives a fast node more of an Offline query than a slow one. */
+static void small_parts(qdl_config_t *c)
+{
+    c->max_part_samples = 16;
+}
+
+START_TEST(least_outstanding_favours_the_fast_node)
+{
+    const char *fast[] = {"--backend", "sim", "--name", "fast", "--backend-opt", "a_us=200", "--backend-opt",
+                          "b_us=5", "--max-inflight", "64", "--max-batch", "16", NULL};
+    const char *slow[] = {"--backend", "sim", "--name", "slow", "--backend-opt", "a_us=4000", "--backend-opt",
+                          "b_us=5", "--max-inflight", "64", "--max-batch", "16", NULL};
+    const char *const *args[] = {fast, slow};
+    qdl_node_stats_t st[2];
+    qdl_t *q;
+
+    run_init(4000, 64, 0);
+    start_nodes(2, args);
+    q = make_qdl(2, QDL_POLICY_LEAST_OUTSTANDING, small_parts);
+    issue_range(q, 0, 4000, 4000);
+    ck_assert_uint_eq(wait_done(4000, 60000), 4000);
+    expect_exactly_once(0);
+    ck_assert_int_eq(qdl_stats(q, st, 2), 2);
+    printf("least-outstanding: fast node %llu samples, slow node %llu\n",
+           (unsigned long long)st[0].samples_completed, (unsigned long long)st[1].samples_completed);
+    ck_assert_uint_gt(st[0].samples_completed, 3 * st[1].samples_completed);
+    qdl_destroy(q);
+    stop_nodes(2);
+    run_free();
+}
+END_TEST
+
+START_TEST(round_robin_and_weighted_spread)
+{
+    const char *a[] = {"--backend", "null", "--name", "n1", NULL};
+    const char *b[] = {"--backend", "null", "--name", "n2", NULL};
+    const char *const *args[] = {a, b};
+    qdl_node_stats_t st[2];
+    qdl_t *q;
+    int pol;
+
+    for (pol = 0; pol < 2; pol++) {
+        run_init(1000, 32, 0);
+        start_nodes(2, args);
+        q = make_qdl(2, pol ? QDL_POLICY_WEIGHTED : QDL_POLICY_ROUND_ROBIN, NULL);
+        issue_range(q, 0, 1000, 1);
+        ck_assert_uint_eq(wait_done(1000, 30000), 1000);
+        expect_exactly_once(0);
+        ck_assert_int_eq(qdl_stats(q, st, 2), 2);
+        if (!pol) {
+            /* Round robin alternates exactly. */
+            ck_assert_uint_eq(st[0].samples_sent, 500);
+            ck_assert_uint_eq(st[1].samples_sent, 500);
+        } else {
+            ck_assert_uint_gt(st[0].samples_sent, 0);
+            ck_assert_uint_gt(st[1].samples_sent, 0);
+        }
+        qdl_destroy(q);
+        stop_nodes(2);
+        run_free();
+    }
+}
+END_TEST
+
+/* ---- faults -------------------------------------------------------------------------------------- */
+
+static void quick_faults(qdl_config_t *c)
+{
+    c->ping_interval_ms = 200;
+    c->ping_timeout_ms = 600;
+    c->fail_timeout_ms = 1000;
+    c->reconnect_max_ms = 300;
+    c->max_part_samples = 8;
+}
+
+START_TEST(kill_one_of_three_mid_run)
+{
+    const char *a0[] = {"--backend", "sim", "--name", "k0", "--backend-opt", "a_us=3000", "--max-batch", "8", NULL};
+    const char *a1[] = {"--backend", "sim", "--name", "k1", "--backend-opt", "a_us=3000", "--max-batch", "8", NULL};
+    const char *a2[] = {"--backend", "sim", "--name", "k2", "--backend-opt", "a_us=3000", "--max-batch", "8", NULL};
+    const char *const *args[] = {a0, a1, a2};
+    qdl_node_stats_t st[3];
+    uint64_t redispatched = 0;
+    qdl_t *q;
+    size_t i;
+
+    run_init(3000, 256, 0);
+    start_nodes(3, args);
+    q = make_qdl(3, QDL_POLICY_LEAST_OUTSTANDING, quick_faults);
+    issue_range(q, 0, 3000, 1);
+    /* Kill -9 the second node while it has work in flight. */
+    ck_assert_uint_ge(wait_done(600, 30000), 600);
+    kill(nodes[1].pid, SIGKILL);
+    ck_assert_uint_eq(wait_done(3000, 60000), 3000);
+    expect_exactly_once(0);
+    ck_assert_int_eq(qdl_stats(q, st, 3), 3);
+    for (i = 0; i < 3; i++)
+        redispatched += st[i].redispatched;
+    printf("kill -9 of one node of three: %llu samples re-dispatched\n", (unsigned long long)redispatched);
+    ck_assert_uint_gt(redispatched, 0);
+    ck_assert_int_eq(st[1].up, 0);
+    qdl_stats_print(q, stdout);
+    qdl_destroy(q);
+    stop_nodes(3);
+    run_free();
+}
+END_TEST
+
+START_TEST(kill_all_fails_fast)
+{
+    const char *a0[] = {"--backend", "sim", "--name", "d0", "--backend-opt", "a_us=200000", NULL};
+    const char *a1[] = {"--backend", "sim", "--name", "d1", "--backend-opt", "a_us=200000", NULL};
+    const char *const *args[] = {a0, a1};
+    qdl_t *q;
+    char name[256], err[256];
+    uint64_t t0, elapsed_ms;
+
+    run_init(200, 64, 0);
+    start_nodes(2, args);
+    q = make_qdl(2, QDL_POLICY_LEAST_OUTSTANDING, quick_faults);
+    issue_range(q, 0, 100, 1);
+    usleep(50000);
+    kill(nodes[0].pid, SIGKILL);
+    kill(nodes[1].pid, SIGKILL);
+    t0 = cmn_now_ns();
+    issue_range(q, 100, 200, 1); /* issued with no node left */
+    /* Every sample completes, failed, within the deadline: no hang. */
+    ck_assert_uint_eq(wait_done(200, 10000), 200);
+    elapsed_ms = (cmn_now_ns() - t0) / 1000000u;
+    printf("all nodes killed: 200 samples failed after %llu ms (fail_timeout_ms 1000)\n",
+           (unsigned long long)elapsed_ms);
+    ck_assert_uint_lt(elapsed_ms, 5000);
+    ck_assert_uint_eq(R.failed, 200);
+    for (size_t i = 0; i < 200; i++) {
+        ck_assert_int_eq(R.completions[i], 1);
+        ck_assert_int_eq(R.status[i], CMN_ENONODE);
+    }
+    ck_assert_int_eq(qdl_name(q, name, sizeof(name), NULL, err, sizeof(err)), CMN_ENONODE);
+    ck_assert_ptr_nonnull(strstr(err, "no sut-node is reachable"));
+    qdl_destroy(q);
+    stop_nodes(2);
+    run_free();
+}
+END_TEST
+
+/* ---- a spy node: records every Query frame, answers with digests ------------------------------- */
+
+typedef struct {
+    uv_loop_t loop;
+    uv_tcp_t server;
+    uv_async_t stop;
+    uv_thread_t thread;
+    int port;
+    cmn_conn_t *conn;
+    /* what it saw */
+    size_t frames;
+    size_t samples;
+    size_t mixed_frames; /* frames whose samples came from more than one query */
+    size_t per_fill[256];
+    uint64_t bytes;
+} spy_t;
+
+static spy_t spy;
+
+static void spy_free_sent(void *arg, int status)
+{
+    (void)status;
+    free(arg);
+}
+
+static void spy_on_frame(cmn_conn_t *c, const cmn_frame_t *f)
+{
+    cmn_msg_limits_t lim = cmn_msg_limits_default();
+    ProtobufCMessage *m;
+    cmn_errbuf_t eb;
+    size_t i;
+
+    ck_assert_int_eq(cmn_msg_unpack(f, &lim, NULL, &m, &eb), 0);
+    if (f->hdr.type == CMN_MSG_HELLO) {
+        Nsut__HelloAck a = NSUT__HELLO_ACK__INIT;
+        cmn_frame_limits_t dl = cmn_frame_limits_default();
+        Nsut__Codec none = NSUT__CODEC__CODEC_NONE;
+        a.version = 1;
+        a.node_name = (char *)"spy";
+        a.n_sample_codecs = 1;
+        a.sample_codecs = &none;
+        cmn_conn_send(c, CMN_MSG_HELLO_ACK, &a.base, NULL, 0, NULL, NULL);
+        cmn_conn_set_limits(c, &dl);
+    } else if (f->hdr.type == CMN_MSG_NAME_REQUEST) {
+        Nsut__NameReply r = NSUT__NAME_REPLY__INIT;
+        r.request_id = ((Nsut__NameRequest *)m)->request_id;
+        r.node_name = (char *)"spy";
+        cmn_conn_send(c, CMN_MSG_NAME_REPLY, &r.base, NULL, 0, NULL, NULL);
+    } else if (f->hdr.type == CMN_MSG_QUERY) {
+        Nsut__Query *q = (Nsut__Query *)m;
+        Nsut__Response r = NSUT__RESPONSE__INIT;
+        Nsut__Result *res = calloc(q->n_samples, sizeof(*res));
+        Nsut__Result **rp = calloc(q->n_samples, sizeof(*rp));
+        uint8_t *out = malloc(8 * q->n_samples);
+        struct iovec iov = {out, 8 * q->n_samples};
+        const uint8_t *p = f->payload;
+        int fill = -1;
+
+        spy.frames++;
+        for (i = 0; i < q->n_samples; i++) {
+            size_t len = q->samples[i]->wire_size;
+            /* Each test query fills all its samples with one byte value. */
+            if (fill < 0)
+                fill = len ? p[0] : 0;
+            if (len && p[0] != fill)
+                spy.mixed_frames++;
+            spy.per_fill[len ? p[0] : 0]++;
+            spy.bytes += len;
+            nsut__result__init(&res[i]);
+            res[i].id = q->samples[i]->id;
+            res[i].raw_size = res[i].wire_size = 8;
+            rp[i] = &res[i];
+            cmn_digest_put(out + 8 * i, cmn_digest64(p, len));
+            p += len;
+        }
+        spy.samples += q->n_samples;
+        r.n_results = q->n_samples;
+        r.results = rp;
+        cmn_conn_send(c, CMN_MSG_RESPONSE, &r.base, &iov, 1, spy_free_sent, out);
+        free(res);
+        free(rp);
+    } else if (f->hdr.type == CMN_MSG_PING) {
+        Nsut__Pong p = NSUT__PONG__INIT;
+        p.seq = ((Nsut__Ping *)m)->seq;
+        cmn_conn_send(c, CMN_MSG_PONG, &p.base, NULL, 0, NULL, NULL);
+    }
+    cmn_msg_free(m, NULL);
+}
+
+static void spy_on_close(cmn_conn_t *c, int reason)
+{
+    (void)reason;
+    if (spy.conn == c)
+        spy.conn = NULL;
+    free(c);
+}
+
+static void spy_on_conn(uv_stream_t *s, int status)
+{
+    static const cmn_conn_callbacks_t cb = {spy_on_frame, NULL, spy_on_close, NULL};
+    cmn_frame_limits_t pre = cmn_frame_limits_preauth();
+    cmn_conn_t *c = malloc(sizeof(*c));
+
+    ck_assert_int_eq(status, 0);
+    cmn_conn_init(s->loop, c, &cb, NULL, &pre);
+    ck_assert_int_eq(uv_accept(s, (uv_stream_t *)&c->tcp), 0);
+    cmn_conn_start(c);
+    spy.conn = c;
+}
+
+static void spy_on_stop(uv_async_t *a)
+{
+    uv_close((uv_handle_t *)a, NULL);
+    uv_close((uv_handle_t *)&spy.server, NULL);
+    if (spy.conn)
+        cmn_conn_close(spy.conn, 0);
+}
+
+static void spy_main(void *arg)
+{
+    (void)arg;
+    uv_run(&spy.loop, UV_RUN_DEFAULT);
+}
+
+START_TEST(queries_go_out_as_issued)
+{
+    static const size_t counts[] = {3, 5, 1, 3000, 7, 1, 1, 2};
+    const size_t nq = sizeof(counts) / sizeof(counts[0]);
+    struct sockaddr_storage ss;
+    cmn_errbuf_t eb;
+    qdl_t *q;
+    size_t total = 0, i, k, off = 0;
+    uint64_t bytes = 0;
+    int len = sizeof(ss);
+
+    memset(&spy, 0, sizeof(spy));
+    uv_loop_init(&spy.loop);
+    uv_tcp_init(&spy.loop, &spy.server);
+    uv_async_init(&spy.loop, &spy.stop, spy_on_stop);
+    cmn_addr_parse("127.0.0.1:0", &ss, &eb);
+    uv_tcp_bind(&spy.server, (struct sockaddr *)&ss, 0);
+    ck_assert_int_eq(uv_listen((uv_stream_t *)&spy.server, 8, spy_on_conn), 0);
+    uv_tcp_getsockname(&spy.server, (struct sockaddr *)&ss, &len);
+    spy.port = cmn_addr_port((struct sockaddr *)&ss);
+    uv_thread_create(&spy.thread, spy_main, NULL);
+
+    for (i = 0; i < nq; i++)
+        total += counts[i];
+    run_init(total, 512, 1);
+    /* Query i's samples are all filled with byte 0x10 + i, raw (no compression). */
+    for (i = 0; i < nq; i++) {
+        for (k = 0; k < counts[i]; k++) {
+            memset(R.data[off + k], (int)(0x10 + i), R.size[off + k]);
+            if (R.wire[off + k] != R.data[off + k])
+                free(R.wire[off + k]);
+            R.wire[off + k] = R.data[off + k];
+            R.wire_size[off + k] = R.size[off + k];
+            R.codec[off + k] = CMPR_NONE;
+            bytes += R.size[off + k];
+        }
+        off += counts[i];
+    }
+    snprintf(addrs[0], sizeof(addrs[0]), "127.0.0.1:%d", spy.port);
+    addr_list[0] = addrs[0];
+    q = make_qdl(1, QDL_POLICY_LEAST_OUTSTANDING, NULL);
+    for (i = 0, off = 0; i < nq; i++) {
+        issue_range(q, off, off + counts[i], counts[i]);
+        off += counts[i];
+    }
+    ck_assert_uint_eq(wait_done(total, 30000), total);
+    expect_exactly_once(1);
+    qdl_destroy(q);
+    uv_async_send(&spy.stop);
+    uv_thread_join(&spy.thread);
+    uv_loop_close(&spy.loop);
+
+    /* On the wire: every sample exactly once, every byte, and no frame mixing two queries. The
+     * 3000-sample query is split into parts of at most 1024 (a network function), never merged. */
+    ck_assert_uint_eq(spy.samples, total);
+    ck_assert_uint_eq(spy.bytes, bytes);
+    ck_assert_uint_eq(spy.mixed_frames, 0);
+    for (i = 0; i < nq; i++)
+        ck_assert_uint_eq(spy.per_fill[0x10 + i], counts[i]);
+    ck_assert_uint_eq(spy.frames, (nq - 1) + 3); /* 3000 samples -> 3 parts */
+    run_free();
+}
+END_TEST
+
+static TCase *tc(const char *name, const TTest *t, int timeout)
+{
+    TCase *c = tcase_create(name);
+    tcase_add_test(c, t);
+    tcase_set_timeout(c, timeout);
+    return c;
+}
+
+static TCase *tc_one(void)
+{
+    return tc("one_node", one_node_10000_exactly_once, 120);
+}
+static TCase *tc_three(void)
+{
+    return tc("three_nodes", three_nodes_10000_exactly_once, 120);
+}
+static TCase *tc_dup(void)
+{
+    TCase *c = tc("names", duplicate_names_rejected, 60);
+    tcase_add_test(c, unreachable_node_is_a_clear_error);
+    return c;
+}
+static TCase *tc_policy(void)
+{
+    TCase *c = tc("policy", least_outstanding_favours_the_fast_node, 120);
+    tcase_add_test(c, round_robin_and_weighted_spread);
+    return c;
+}
+static TCase *tc_kill_one(void)
+{
+    return tc("kill_one", kill_one_of_three_mid_run, 120);
+}
+static TCase *tc_kill_all(void)
+{
+    return tc("kill_all", kill_all_fails_fast, 60);
+}
+static TCase *tc_as_issued(void)
+{
+    return tc("as_issued", queries_go_out_as_issued, 60);
+}
+
+CHECK_MAIN("qdl", tc_one, tc_three, tc_dup, tc_policy, tc_kill_one, tc_kill_all, tc_as_issued)

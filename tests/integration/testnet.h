@@ -1,0 +1,70 @@
+/* Integration-test helpers: start daemons as real processes on loopback (port 0, read back from a
+ * port file), and talk the wire protocol with a blocking client that has deadlines everywhere.
+ * Not thread-safe; for tests only. */
+#ifndef TESTNET_H
+#define TESTNET_H
+
+#include "cmn/frame.h"
+#include "cmn/msg.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+typedef struct {
+    pid_t pid;
+    int port;
+    char dir[64];       /* private temp dir: port file, log */
+    char log_path[128]; /* the daemon's stderr */
+} tn_proc_t;
+
+/* Starts |exe| with |args| (NULL-terminated) plus --listen 127.0.0.1:0 --port-file ...; waits up
+ * to 10 s for the port. Returns 0 or -1 (the reason on stderr). */
+int tn_spawn(tn_proc_t *p, const char *exe, const char *const *args);
+
+/* Sends |sig| and waits up to |timeout_ms| for exit; kills it after that. Returns the exit status
+ * (>= 0), 128 + signal when it died by a signal, or -1 on timeout. */
+int tn_stop(tn_proc_t *p, int sig, int timeout_ms);
+
+/* Waits up to |timeout_ms| for the process to exit by itself (same returns as tn_stop). */
+int tn_wait(tn_proc_t *p, int timeout_ms);
+
+/* Whether the daemon's log contains |needle|. */
+int tn_log_contains(const tn_proc_t *p, const char *needle);
+
+/* Removes the temp dir (call after tn_stop). */
+void tn_cleanup(tn_proc_t *p);
+
+typedef struct {
+    int fd;
+    cmn_frame_decoder_t dec;
+    uint8_t buf[256 * 1024];
+    size_t have, off;
+} tn_client_t;
+
+int tn_connect(tn_client_t *c, int port);
+void tn_close(tn_client_t *c);
+
+/* Blocking writes of a whole frame / raw bytes. Return 0 or -1. */
+int tn_send(tn_client_t *c, unsigned type, const ProtobufCMessage *m, const struct iovec *payload, size_t n);
+int tn_send_raw(tn_client_t *c, const void *data, size_t len);
+
+/* One frame, within |timeout_ms|. *m is unpacked and validated (free with cmn_msg_free(m, NULL));
+ * *payload is a malloc'ed copy (or NULL). Returns 0, CMN_ETIMEOUT, CMN_ECLOSED, or a decode
+ * error. */
+int tn_recv(tn_client_t *c, int timeout_ms, unsigned *type, ProtobufCMessage **m, uint8_t **payload,
+            size_t *plen);
+
+/* Hello with the given codecs (both directions), expecting HelloAck. Returns the ack (free with
+ * cmn_msg_free) or NULL. */
+Nsut__HelloAck *tn_handshake(tn_client_t *c, const int *codecs, size_t n_codecs);
+
+/* Sends one Query of |n| samples (ids from |first_id|) with the given bytes and codecs. */
+int tn_send_query(tn_client_t *c, uint64_t query_id, uint64_t first_id, size_t n, const void *const *data,
+                  const size_t *wire, const size_t *raw, const int *codec);
+
+/* Waits for an Error frame (skipping others) and the close; returns the error code or -1. */
+int tn_expect_error(tn_client_t *c, int timeout_ms);
+
+#endif
