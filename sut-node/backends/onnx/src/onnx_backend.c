@@ -232,9 +232,12 @@ fail_exec:
 fail_graph:
     free(b);
 fail_opts:
-    if (err && errlen)
-        snprintf(err, errlen, "onnx backend: %s%s%s", model && rc != CMN_ECONFIG ? model : "",
-                 model && rc != CMN_ECONFIG ? ": " : "", eb.msg);
+    if (err && errlen) {
+        /* name the model, unless the message already does (file errors) or is about options */
+        int name = model && rc != CMN_ECONFIG && !strstr(eb.msg, model);
+        snprintf(err, errlen, "onnx backend: %s%s%s", name ? model : "", name ? ": " : "",
+                 eb.msg);
+    }
     return rc;
 }
 
