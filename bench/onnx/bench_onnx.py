@@ -10,11 +10,17 @@ Models:
   resnet50  torchvision's resnet50 architecture with random weights (seeded), exported here to
             ONNX (opset 13, symbolic batch) in a temporary folder that is deleted afterwards.
 
-PyTorch modes: eager (model.eval() under torch.inference_mode(), as most harnesses run it) and
-jit (torch.jit.trace + freeze + optimize_for_inference, which folds BatchNorm and lets oneDNN
-keep blocked layouts: PyTorch's fastest CPU path without extra packages).
+PyTorch modes (all model.eval() under torch.inference_mode()):
+  eager     the model as most harnesses run it (NCHW tensors)
+  eager_cl  the same in channels_last memory format (model and input)
+  jit       torch.jit.trace + freeze + optimize_for_inference (folds BatchNorm, prepacks weights
+            for oneDNN)
+  jit_cl    jit on the channels_last model and input: PyTorch's fastest CPU path without extra
+            packages
+The table gives the ratio to eager and to the best PyTorch mode of each row.
 
-Each figure is the median of --runs timed runs of at least --seconds each, each after a warm-up,
+--quiet-wait S makes each run wait (up to S seconds) until the CPUs have been idle for a second,
+for shared machines. Each figure is the median of --runs timed runs of at least --seconds each, each after a warm-up,
 the contenders taking turns run by run; onnx_bench drives the backend through the plugin ABI
 exactly as sut-node does (a fresh process per run, so its plans are built each time too, outside
 the timed part). Prints a table
@@ -22,6 +28,7 @@ with the ratios onnx / PyTorch; the machine's load average is printed before and
 other processes on a small machine distort both sides.
 """
 import argparse
+import copy
 import os
 import re
 import shutil
@@ -49,6 +56,27 @@ def cpu_name():
     except OSError:
         pass
     return "unknown CPU"
+
+
+def cpu_idle(interval):
+    """Fraction of all CPUs idle over |interval| seconds (/proc/stat)."""
+    def sample():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:9]]
+        return sum(v), v[3] + v[4]
+    t1, i1 = sample()
+    time.sleep(interval)
+    t2, i2 = sample()
+    return (i2 - i1) / max(1, t2 - t1)
+
+
+def wait_quiet(limit):
+    """On a shared machine: wait up to |limit| s for the CPUs to be >= 90 % idle over 1 s."""
+    deadline = time.time() + limit
+    while limit > 0 and time.time() < deadline:
+        if cpu_idle(1.0) >= 0.9:
+            return True
+    return limit <= 0
 
 
 def fmnist_torch():
@@ -100,13 +128,21 @@ def time_torch(fn, x, runs, seconds, warmup):
     return statistics.median(rates), rates
 
 
+def channels_last(x):
+    return x.to(memory_format=torch.channels_last) if x.dim() == 4 else x
+
+
 def torch_variant(net, mode, example):
-    if mode == "eager":
-        return net
-    with torch.inference_mode(False), torch.no_grad():
+    """(callable, input) for one PyTorch mode; the model is copied, never changed."""
+    if mode.endswith("_cl"):
+        net = copy.deepcopy(net).to(memory_format=torch.channels_last)
+        example = channels_last(example)
+    if mode.startswith("eager"):
+        return net, example
+    with torch.no_grad():
         traced = torch.jit.trace(net, example)
         frozen = torch.jit.freeze(traced)
-        return torch.jit.optimize_for_inference(frozen)
+        return torch.jit.optimize_for_inference(frozen), example
 
 
 def run_onnx(binary, model, batches, threads, runs, seconds, warmup):
@@ -130,7 +166,10 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=2.0)
     ap.add_argument("--warmup", type=float, default=1.0)
-    ap.add_argument("--torch", default="eager,jit", help="PyTorch modes to measure")
+    ap.add_argument("--torch", default="eager,eager_cl,jit,jit_cl",
+                    help="PyTorch modes to measure")
+    ap.add_argument("--quiet-wait", type=float, default=0.0,
+                    help="before each run, wait up to this many seconds for idle CPUs")
     ap.add_argument("--verbose", action="store_true", help="print every run")
     args = ap.parse_args()
     if args.runs < 3:
@@ -148,6 +187,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="bench_onnx_")
     rows = []
     device = "?"
+    noisy = 0
     try:
         for name in args.models.split(","):
             if name == "fmnist":
@@ -166,12 +206,14 @@ def main():
                 # One run of each contender in turn, so that load from other processes falls on
                 # all of them alike.
                 for _ in range(args.runs):
+                    noisy += not wait_quiet(args.quiet_wait)
                     r, device, out = run_onnx(args.bench_bin, path, [b], args.threads, 1,
                                               args.seconds, args.warmup)
                     rates["onnx"].append(r[b])
                     for mode in modes:
-                        rates[mode].append(time_torch(fns[mode], x, 1, args.seconds,
-                                                      args.warmup)[0])
+                        fn, xm = fns[mode]
+                        noisy += not wait_quiet(args.quiet_wait)
+                        rates[mode].append(time_torch(fn, xm, 1, args.seconds, args.warmup)[0])
                 row = {"model": name, "batch": b}
                 for k, v in rates.items():
                     row[k] = statistics.median(v)
@@ -184,18 +226,22 @@ def main():
         shutil.rmtree(tmp, ignore_errors=True)
 
     print(f"\nonnx backend: {device}")
-    head = "| model | batch | onnx (samples/s) |"
-    sep = "|---|---:|---:|"
-    for m in modes:
-        head += f" torch {m} (samples/s) | ratio vs {m} |"
-        sep += "---:|---:|"
+    head = "| model | batch | onnx |" + "".join(f" torch {m} |" for m in modes)
+    head += " onnx / eager | onnx / best torch |" if "eager" in modes else " onnx / best torch |"
     print(head)
-    print(sep)
+    print("|---|---:|---:|" + "---:|" * len(modes) + ("---:|---:|" if "eager" in modes else
+                                                         "---:|"))
     for r in rows:
+        best = max(modes, key=lambda m: r[m])
         line = f"| {r['model']} | {r['batch']} | {r['onnx']:.1f} |"
-        for m in modes:
-            line += f" {r[m]:.1f} | {r['onnx'] / r[m]:.2f}x |"
+        line += "".join(f" {r[m]:.1f} |" for m in modes)
+        if "eager" in modes:
+            line += f" {r['onnx'] / r['eager']:.2f}x |"
+        line += f" {r['onnx'] / r[best]:.2f}x ({best}) |"
         print(line)
+    print("(samples/s, median of the runs)")
+    if args.quiet_wait > 0:
+        print(f"{noisy} runs started without {args.quiet_wait:.0f} s of quiet")
     print(f"\nload average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
