@@ -88,6 +88,33 @@ START_TEST(test_load_errors)
     n = mb_node(m, "Conv", "conv", "x,W", "y");
     mb_attr_str(m, n, "auto_pad", "BOGUS");
     expect_error(mb_write(m), 1, CMN_EFORMAT, "node \"conv\" (Conv): auto_pad \"BOGUS\"");
+    {
+        /* zero pads beside auto_pad are harmless; real ones conflict with it */
+        static const int64_t zero[] = {0, 0, 0, 0}, one[] = {1, 1, 1, 1};
+        tb_t t;
+        m = mb_new(13);
+        mb_input(m, "x", 1, 4, d_x);
+        mb_init(m, "W", 1, 4, d_w, w);
+        mb_output(m, "y", 1, 4, d_x);
+        n = mb_node(m, "Conv", "conv", "x,W", "y");
+        mb_attr_str(m, n, "auto_pad", "SAME_UPPER");
+        mb_attr_ints(m, n, "pads", 4, zero);
+        p = mb_write(m);
+        ck_assert_msg(tb_open(&t, sut_backend_onnx_ops(), p, NULL, 2, 1) == 0, "%s", t.err);
+        ck_assert_uint_eq(t.info.output_size, 4 * 5 * 5 * sizeof(float)); /* SAME keeps 5x5 */
+        tb_close(&t);
+        unlink(p);
+        free(p);
+        m = mb_new(13);
+        mb_input(m, "x", 1, 4, d_x);
+        mb_init(m, "W", 1, 4, d_w, w);
+        mb_output(m, "y", 1, 4, d_x);
+        n = mb_node(m, "Conv", "conv", "x,W", "y");
+        mb_attr_str(m, n, "auto_pad", "SAME_UPPER");
+        mb_attr_ints(m, n, "pads", 4, one);
+        expect_error(mb_write(m), 1, CMN_EFORMAT,
+                     "node \"conv\" (Conv): pads and auto_pad SAME_UPPER are both given");
+    }
     m = mb_new(13);
     mb_input(m, "x", 1, 4, d_x);
     mb_init(m, "W", 1, 4, d_w, w);

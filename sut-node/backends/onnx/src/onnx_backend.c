@@ -235,8 +235,7 @@ fail_opts:
     if (err && errlen) {
         /* name the model, unless the message already does (file errors) or is about options */
         int name = model && rc != CMN_ECONFIG && !strstr(eb.msg, model);
-        snprintf(err, errlen, "onnx backend: %s%s%s", name ? model : "", name ? ": " : "",
-                 eb.msg);
+        snprintf(err, errlen, "onnx backend: %s%s%s", name ? model : "", name ? ": " : "", eb.msg);
     }
     return rc;
 }

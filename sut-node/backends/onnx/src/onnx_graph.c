@@ -453,8 +453,13 @@ static int spatial_attrs(infer_t *x, const onnx_value_t *in, const int64_t *kern
                         "auto_pad \"%s\" is not one of NOTSET, SAME_UPPER, "
                         "SAME_LOWER, VALID",
                         ap);
-    if (ap && strcmp(ap, "NOTSET") != 0 && cnt)
-        return node_bad(x->eb, n, "pads and auto_pad %s are both given", ap);
+    /* Exporters sometimes write zero pads next to auto_pad; only real pads conflict with it. */
+    for (s = 0; ap && strcmp(ap, "NOTSET") != 0 && s < (int)cnt; s++)
+        if (pads[s] != 0)
+            return node_bad(x->eb, n, "pads and auto_pad %s are both given", ap);
+    if (ap && strcmp(ap, "NOTSET") != 0)
+        for (s = 0; s < ns; s++)
+            n->pad_l[s] = n->pad_r[s] = 0;
 
     x->out->rank = in->rank;
     x->out->dims[0] = in->dims[0];
