@@ -11,21 +11,20 @@
  * the values; each 4-byte word is a small float, so float models see no NaN or denormal). */
 #include "onnx_backend.h"
 
+#include "cmn/clock.h"
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define MAX_BATCHES 16
 #define MAX_RUNS 64
 
 static double now(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    return (double)cmn_now_ns() * 1e-9;
 }
 
 static size_t completed;
@@ -123,8 +122,8 @@ int main(int argc, char **argv)
     for (bi = 0; bi < n_batches; bi++) {
         size_t n = batches[bi], k;
         char nb[32];
-        const char *keys[] = {"model", "threads", "batch_sizes"};
-        const char *values[] = {model, threads, nb};
+        const char *keys[] = {"model", "batch_sizes", "threads"};
+        const char *values[] = {model, nb, threads};
         sut_backend_config_t cfg;
         sut_backend_info_t info;
         sut_backend_t *b;
@@ -139,7 +138,7 @@ int main(int argc, char **argv)
         memset(&cfg, 0, sizeof(cfg));
         cfg.device = "cpu";
         cfg.max_batch = (uint32_t)n;
-        cfg.n_options = 3;
+        cfg.n_options = strcmp(threads, "0") == 0 ? 2 : 3; /* 0: the backend's choice */
         cfg.keys = keys;
         cfg.values = values;
         cfg.log = log_cb;

@@ -6,6 +6,7 @@
  * libsut_backend_onnx.so, which also exports sut_backend_entry(). */
 #include "onnx_backend.h"
 
+#include "cmn/conf.h"
 #include "cmn/err.h"
 #include "onnx_dnnl.h"
 #include "onnx_graph.h"
@@ -48,17 +49,13 @@ static void blog(const sut_backend_t *b, int level, const char *fmt, ...)
     b->log(level, msg);
 }
 
+/* A count from 1 to |max| (cmn_parse_u64's syntax). */
 static int parse_uint(const char *s, unsigned long max, unsigned long *out)
 {
-    char *end;
-    unsigned long v;
-    if (!s || *s < '0' || *s > '9')
+    uint64_t v;
+    if (cmn_parse_u64(s, &v) < 0 || v == 0 || v > max)
         return -1;
-    errno = 0;
-    v = strtoul(s, &end, 10);
-    if (errno || *end || v == 0 || v > max)
-        return -1;
-    *out = v;
+    *out = (unsigned long)v;
     return 0;
 }
 
