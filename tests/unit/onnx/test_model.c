@@ -8,6 +8,7 @@
 #include "cmn/err.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -379,12 +380,70 @@ START_TEST(test_two_inputs)
 }
 END_TEST
 
+/* infer() from several node worker threads at once (as with sut-node --workers 3): batches are
+ * serialised inside the backend and each gets its own results. */
+typedef struct {
+    tb_t *t;
+    const uint8_t *x;
+    const float *want;
+    int ok;
+} worker_t;
+
+static void *infer_worker(void *arg)
+{
+    worker_t *w = arg;
+    float out[4 * 10];
+    int i, k;
+    w->ok = 1;
+    for (i = 0; i < 25; i++) {
+        if (tb_run(w->t, w->x, 4, out, 10 * sizeof(float)) != 0)
+            w->ok = 0;
+        for (k = 0; k < 40; k++)
+            if (fabsf(out[k] - w->want[k]) > 1e-4f + 1e-4f * fabsf(w->want[k]))
+                w->ok = 0;
+    }
+    return NULL;
+}
+
+START_TEST(test_concurrent_infer)
+{
+    enum { W = 3 };
+    uint8_t x[W][4 * 784];
+    float want[W][40];
+    pthread_t th[W];
+    worker_t w[W];
+    size_t i;
+    int k;
+    tb_t t;
+
+    for (k = 0; k < W; k++)
+        for (i = 0; i < sizeof(x[k]); i++)
+            x[k][i] = (uint8_t)((i * 2654435761u + (uint32_t)k * 977u) >> 20);
+    ck_assert_int_eq(
+        tb_open(&t, sut_backend_onnx_ops(), MODEL_DIR "/fashion_mnist_cnn.onnx", NULL, 4, 2), 0);
+    for (k = 0; k < W; k++)
+        ck_assert_int_eq(tb_run(&t, x[k], 4, want[k], 10 * sizeof(float)), 0);
+    for (k = 0; k < W; k++) {
+        w[k].t = &t;
+        w[k].x = x[k];
+        w[k].want = want[k];
+        ck_assert_int_eq(pthread_create(&th[k], NULL, infer_worker, &w[k]), 0);
+    }
+    for (k = 0; k < W; k++) {
+        pthread_join(th[k], NULL);
+        ck_assert_msg(w[k].ok, "worker %d got wrong results", k);
+    }
+    tb_close(&t);
+}
+END_TEST
+
 TCase *tcase_batching(void)
 {
     TCase *tc = tcase_create("batching");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_batch_sizes);
     tcase_add_test(tc, test_two_inputs);
+    tcase_add_test(tc, test_concurrent_infer);
     return tc;
 }
 
