@@ -1,0 +1,1451 @@
+/* The oneDNN executor: plans built once per batch size, then runs that only execute primitives.
+ *
+ * Vocabulary: an "xval" is a tensor in one plan, with the oneDNN memory descriptor (layout) it
+ * has there. Several xvals can share storage: an alias (Reshape, a grouped view of weights, a
+ * Conv that accumulates in place into its residual input) points at a root xval that owns it.
+ * Roots are the activation tensors (placed in the arena), the graph inputs (given by the caller,
+ * or staged in the arena) and the constants (reordered once, owned by the executor). */
+#include "onnx_dnnl.h"
+
+#include <dnnl.h>
+#include <dnnl_debug.h>
+#include <errno.h>
+#include <limits.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_ARGS 10
+#define ALIGN 64
+
+enum { XV_ARENA, XV_INPUT, XV_CONST };
+
+typedef struct {
+    dnnl_memory_desc_t md;
+    int root;   /* the xval that owns the storage (itself for a root) */
+    int kind;   /* XV_*: of the root */
+    void *data; /* XV_CONST roots: the contents, laid out as md */
+    size_t size;
+    int first, last; /* roots: first and last step that touches the storage */
+    size_t offset;   /* XV_ARENA and XV_INPUT roots: place in the arena */
+    dnnl_memory_t mem;
+} xval_t;
+
+typedef struct {
+    dnnl_primitive_t prim;
+    int n_args;
+    int arg_id[MAX_ARGS];
+    int arg_xv[MAX_ARGS];
+    dnnl_memory_desc_t scratch_md;
+    size_t scratch_size;
+    dnnl_memory_t scratch;
+    dnnl_exec_arg_t args[MAX_ARGS + 1];
+} step_t;
+
+typedef struct {
+    size_t batch;
+    xval_t *xv;
+    int n_xv, cap_xv;
+    int *val_xv; /* IR value -> the xval that holds it in this plan, or -1 */
+    step_t *steps;
+    int n_steps, cap_steps;
+    int *in_xv;   /* per graph input: its root */
+    int *out_xv;  /* per graph output: a plain xval holding it */
+    int *in_refs; /* the xvals stored in an input, whose memory is re-pointed every run */
+    int n_in_refs;
+    size_t arena_size, scratch_size;
+} plan_t;
+
+/* A constant reordered into a layout (and maybe scaled): shared by every plan that wants it. */
+typedef struct {
+    const void *src;
+    dnnl_memory_desc_t src_md, md;
+    float scale;
+    void *data;
+} cconst_t;
+
+struct onnx_dnnl {
+    const onnx_graph_t *g;
+    dnnl_engine_t eng;
+    dnnl_stream_t stream;
+    int threads;
+    plan_t *plans;
+    size_t n_plans;
+    uint8_t *arena;
+    size_t arena_size;
+    uint8_t *scratch;
+    size_t scratch_size;
+    cconst_t *consts;
+    size_t n_consts, cap_consts, const_bytes;
+    uint8_t *gather; /* several graph outputs, interleaved per sample */
+    void **inp;      /* per graph input: where it is in the current run */
+    size_t *in_off;  /* per graph input: offset in a sample, and size */
+    size_t *in_size;
+    int *last_use; /* per IR value: the last live node reading it */
+    /* while building */
+    cmn_errbuf_t *eb;
+    const onnx_node_t *cur;
+};
+
+/* ---- errors -----------------------------------------------------------------------------------
+ */
+
+static int fail(onnx_dnnl_t *x, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(onnx_dnnl_t *x, int rc, const char *fmt, ...)
+{
+    size_t off = 0;
+    va_list ap;
+    if (!x->eb)
+        return rc;
+    if (x->cur)
+        off = (size_t)snprintf(x->eb->msg, sizeof(x->eb->msg), "node \"%s\" (%s): ", x->cur->name,
+                               x->cur->op_type);
+    va_start(ap, fmt);
+    if (off < sizeof(x->eb->msg))
+        vsnprintf(x->eb->msg + off, sizeof(x->eb->msg) - off, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+static int dfail(onnx_dnnl_t *x, dnnl_status_t st, const char *what)
+{
+    if (st == dnnl_out_of_memory)
+        return fail(x, -ENOMEM, "out of memory in oneDNN (%s)", what);
+    if (st == dnnl_unimplemented)
+        return fail(x, CMN_EBACKEND, "oneDNN has no %s for these shapes, types and attributes",
+                    what);
+    return fail(x, CMN_EBACKEND, "oneDNN %s failed: %s", what, dnnl_status2str(st));
+}
+
+#define CK(call, what)                  \
+    do {                                \
+        dnnl_status_t st_ = (call);     \
+        if (st_ != dnnl_success)        \
+            return dfail(x, st_, what); \
+    } while (0)
+
+/* ---- memory descriptors -----------------------------------------------------------------------
+ */
+
+static dnnl_data_type_t dt_of(onnx_dtype_t t)
+{
+    switch (t) {
+    case ONNX_DT_FLOAT:
+        return dnnl_f32;
+    case ONNX_DT_UINT8:
+        return dnnl_u8;
+    case ONNX_DT_INT8:
+        return dnnl_s8;
+    case ONNX_DT_INT32:
+        return dnnl_s32;
+    default:
+        return dnnl_data_type_undef;
+    }
+}
+
+/* Row-major ("plain") layout. */
+static void md_plain(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t d, dnnl_data_type_t dt)
+{
+    dnnl_dims_t s;
+    int i;
+    s[nd - 1] = 1;
+    for (i = nd - 2; i >= 0; i--)
+        s[i] = s[i + 1] * d[i + 1];
+    dnnl_memory_desc_init_by_strides(md, nd, d, dt, s);
+}
+
+static void md_any(dnnl_memory_desc_t *md, int nd, const dnnl_dims_t d, dnnl_data_type_t dt)
+{
+    dnnl_memory_desc_init_by_tag(md, nd, d, dt, dnnl_format_tag_any);
+}
+
+static int md_eq(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b)
+{
+    return dnnl_memory_desc_equal(a, b) != 0;
+}
+
+/* A value's dims in a plan of |batch| samples; rank-0 values become [1]. */
+static int vdims(const onnx_graph_t *g, int v, size_t batch, dnnl_dims_t d)
+{
+    const onnx_value_t *val = &g->values[v];
+    int i;
+    if (val->rank == 0) {
+        d[0] = 1;
+        return 1;
+    }
+    for (i = 0; i < val->rank; i++)
+        d[i] = val->dims[i];
+    if (val->batched)
+        d[0] *= (dnnl_dim_t)batch;
+    return val->rank;
+}
+
+/* ---- xvals and steps --------------------------------------------------------------------------
+ */
+
+static int new_xv(onnx_dnnl_t *x, plan_t *p, int kind, const dnnl_memory_desc_t *md)
+{
+    xval_t *v;
+    if (p->n_xv == p->cap_xv) {
+        int cap = p->cap_xv ? p->cap_xv * 2 : 64;
+        xval_t *n = realloc(p->xv, (size_t)cap * sizeof(*n));
+        if (!n)
+            return fail(x, -ENOMEM, "out of memory");
+        p->xv = n;
+        p->cap_xv = cap;
+    }
+    v = &p->xv[p->n_xv];
+    memset(v, 0, sizeof(*v));
+    v->md = *md;
+    v->root = p->n_xv;
+    v->kind = kind;
+    v->size = dnnl_memory_desc_get_size(md);
+    v->first = INT_MAX;
+    v->last = -1;
+    return p->n_xv++;
+}
+
+/* Another view of |of|'s storage (same bytes, another descriptor of at most the same size). */
+static int alias(onnx_dnnl_t *x, plan_t *p, int of, const dnnl_memory_desc_t *md)
+{
+    int root = p->xv[of].root, kind = p->xv[of].kind, i;
+    if ((i = new_xv(x, p, kind, md)) < 0)
+        return i;
+    p->xv[i].root = root;
+    p->xv[i].data = p->xv[root].data;
+    return i;
+}
+
+/* Appends a step that runs the primitive of |pd| (which it destroys) on the given arguments. */
+static int add_step(onnx_dnnl_t *x, plan_t *p, dnnl_primitive_desc_t pd, int n, const int *ids,
+                    const int *xvs)
+{
+    const dnnl_memory_desc_t *smd;
+    step_t *s;
+    dnnl_status_t st;
+    int i;
+
+    if (p->n_steps == p->cap_steps) {
+        int cap = p->cap_steps ? p->cap_steps * 2 : 64;
+        step_t *ns = realloc(p->steps, (size_t)cap * sizeof(*ns));
+        if (!ns) {
+            dnnl_primitive_desc_destroy(pd);
+            return fail(x, -ENOMEM, "out of memory");
+        }
+        p->steps = ns;
+        p->cap_steps = cap;
+    }
+    s = &p->steps[p->n_steps];
+    memset(s, 0, sizeof(*s));
+    smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    if (smd && smd->ndims > 0) {
+        s->scratch_md = *smd;
+        s->scratch_size = dnnl_memory_desc_get_size(smd);
+    }
+    st = dnnl_primitive_create(&s->prim, pd);
+    dnnl_primitive_desc_destroy(pd);
+    if (st != dnnl_success)
+        return dfail(x, st, "primitive");
+    s->n_args = n;
+    for (i = 0; i < n; i++) {
+        s->arg_id[i] = ids[i];
+        s->arg_xv[i] = xvs[i];
+    }
+    if (s->scratch_size > p->scratch_size)
+        p->scratch_size = s->scratch_size;
+    p->n_steps++;
+    return 0;
+}
+
+/* Creates a primitive descriptor; always destroys |attr|. */
+static int make_pd(onnx_dnnl_t *x, const void *desc, dnnl_primitive_attr_t attr,
+                   dnnl_primitive_desc_t *pd, const char *what)
+{
+    dnnl_status_t st = dnnl_primitive_desc_create(pd, desc, attr, x->eng, NULL);
+    dnnl_primitive_attr_destroy(attr);
+    if (st != dnnl_success)
+        return dfail(x, st, what);
+    return 0;
+}
+
+/* Attributes: user scratchpad (one buffer shared by every step), an output scale, and the node's
+ * post-ops. */
+static int make_attr(onnx_dnnl_t *x, const onnx_node_t *n, float oscale, dnnl_primitive_attr_t *out)
+{
+    dnnl_primitive_attr_t a;
+    dnnl_post_ops_t po;
+    dnnl_status_t st;
+    int i;
+
+    CK(dnnl_primitive_attr_create(&a), "attributes");
+    st = dnnl_primitive_attr_set_scratchpad_mode(a, dnnl_scratchpad_mode_user);
+    if (st == dnnl_success && oscale != 1.0f)
+        st = dnnl_primitive_attr_set_output_scales(a, 1, 0, &oscale);
+    if (st == dnnl_success && n && n->n_post) {
+        st = dnnl_post_ops_create(&po);
+        for (i = 0; st == dnnl_success && i < n->n_post; i++)
+            st = n->post[i].kind == ONNX_POST_SUM
+                     ? dnnl_post_ops_append_sum(po, 1.0f)
+                     : dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f);
+        if (st == dnnl_success)
+            st = dnnl_primitive_attr_set_post_ops(a, po);
+        dnnl_post_ops_destroy(po);
+    }
+    if (st != dnnl_success) {
+        dnnl_primitive_attr_destroy(a);
+        return dfail(x, st, "attributes");
+    }
+    *out = a;
+    return 0;
+}
+
+/* Runs a reorder now (while building): constants are converted once. */
+static int reorder_now(onnx_dnnl_t *x, const dnnl_memory_desc_t *smd, void *src,
+                       const dnnl_memory_desc_t *dmd, void *dst, float scale)
+{
+    dnnl_primitive_attr_t attr;
+    dnnl_primitive_desc_t pd;
+    dnnl_primitive_t prim;
+    dnnl_memory_t sm = NULL, dm = NULL;
+    dnnl_exec_arg_t args[2];
+    dnnl_status_t st;
+    int rc;
+
+    if ((rc = make_attr(x, NULL, scale, &attr)) < 0)
+        return rc;
+    dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_library);
+    st = dnnl_reorder_primitive_desc_create(&pd, smd, x->eng, dmd, x->eng, attr);
+    dnnl_primitive_attr_destroy(attr);
+    if (st != dnnl_success)
+        return dfail(x, st, "reorder of a constant");
+    st = dnnl_primitive_create(&prim, pd);
+    dnnl_primitive_desc_destroy(pd);
+    if (st != dnnl_success)
+        return dfail(x, st, "reorder of a constant");
+    st = dnnl_memory_create(&sm, smd, x->eng, src);
+    if (st == dnnl_success)
+        st = dnnl_memory_create(&dm, dmd, x->eng, dst);
+    if (st == dnnl_success) {
+        args[0].arg = DNNL_ARG_FROM;
+        args[0].memory = sm;
+        args[1].arg = DNNL_ARG_TO;
+        args[1].memory = dm;
+        st = dnnl_primitive_execute(prim, x->stream, 2, args);
+        if (st == dnnl_success)
+            st = dnnl_stream_wait(x->stream);
+    }
+    dnnl_memory_destroy(sm);
+    dnnl_memory_destroy(dm);
+    dnnl_primitive_destroy(prim);
+    if (st != dnnl_success)
+        return dfail(x, st, "reorder of a constant");
+    return 0;
+}
+
+/* The constant |src| (laid out as |smd|) in layout |md|, times |scale|: reordered once, shared. */
+static int const_in(onnx_dnnl_t *x, plan_t *p, const void *src, const dnnl_memory_desc_t *smd,
+                    const dnnl_memory_desc_t *md, float scale)
+{
+    cconst_t *c;
+    size_t i, size;
+    int rc, xv;
+
+    for (i = 0; i < x->n_consts; i++) {
+        c = &x->consts[i];
+        if (c->src == src && c->scale == scale && md_eq(&c->src_md, smd) && md_eq(&c->md, md))
+            goto found;
+    }
+    if (x->n_consts == x->cap_consts) {
+        size_t cap = x->cap_consts ? x->cap_consts * 2 : 32;
+        cconst_t *n = realloc(x->consts, cap * sizeof(*n));
+        if (!n)
+            return fail(x, -ENOMEM, "out of memory");
+        x->consts = n;
+        x->cap_consts = cap;
+    }
+    c = &x->consts[x->n_consts];
+    size = dnnl_memory_desc_get_size(md);
+    if (posix_memalign(&c->data, ALIGN, size ? size : ALIGN) != 0)
+        return fail(x, -ENOMEM, "out of memory for a constant of %zu bytes", size);
+    memset(c->data, 0, size); /* blocked layouts pad with zeros */
+    if ((rc = reorder_now(x, smd, (void *)src, md, c->data, scale)) < 0) {
+        free(c->data);
+        return rc;
+    }
+    c->src = src;
+    c->src_md = *smd;
+    c->md = *md;
+    c->scale = scale;
+    x->const_bytes += size;
+    x->n_consts++;
+found:
+    if ((xv = new_xv(x, p, XV_CONST, md)) < 0)
+        return xv;
+    p->xv[xv].data = c->data;
+    return xv;
+}
+
+/* The xval holding IR value |v| in plan |p|; constants enter the plan in their plain layout. */
+static int get_xv(onnx_dnnl_t *x, plan_t *p, int v)
+{
+    const onnx_value_t *val = &x->g->values[v];
+    dnnl_memory_desc_t md;
+    dnnl_dims_t d;
+    int nd, i;
+
+    if (p->val_xv[v] >= 0)
+        return p->val_xv[v];
+    if (!val->data)
+        return fail(x, CMN_EBACKEND, "value \"%s\" is computed by no node", val->name);
+    if (dt_of(val->dtype) == dnnl_data_type_undef)
+        return fail(x, CMN_EBACKEND, "%s value \"%s\" cannot be used as a tensor",
+                    onnx_dtype_name(val->dtype), val->name);
+    nd = vdims(x->g, v, p->batch, d);
+    md_plain(&md, nd, d, dt_of(val->dtype));
+    if ((i = new_xv(x, p, XV_CONST, &md)) < 0)
+        return i;
+    p->xv[i].data = val->data;
+    p->val_xv[v] = i;
+    return i;
+}
+
+/* Copies (and converts) |src| into the existing xval |dst| at run time. */
+static int add_reorder(onnx_dnnl_t *x, plan_t *p, int src, int dst, float scale)
+{
+    dnnl_primitive_attr_t attr;
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t st;
+    const int ids[2] = {DNNL_ARG_FROM, DNNL_ARG_TO};
+    int xvs[2] = {src, dst}, rc;
+
+    if ((rc = make_attr(x, NULL, scale, &attr)) < 0)
+        return rc;
+    st = dnnl_reorder_primitive_desc_create(&pd, &p->xv[src].md, x->eng, &p->xv[dst].md, x->eng,
+                                            attr);
+    dnnl_primitive_attr_destroy(attr);
+    if (st != dnnl_success)
+        return dfail(x, st, "reorder");
+    return add_step(x, p, pd, 2, ids, xvs);
+}
+
+/* |xv| in layout |md|: itself, a constant reordered now, or a reorder step into a new xval. */
+static int ensure(onnx_dnnl_t *x, plan_t *p, int xv, const dnnl_memory_desc_t *md)
+{
+    int dst, rc;
+    if (md_eq(&p->xv[xv].md, md))
+        return xv;
+    if (p->xv[xv].kind == XV_CONST)
+        return const_in(x, p, p->xv[xv].data, &p->xv[xv].md, md, 1.0f);
+    if ((dst = new_xv(x, p, XV_ARENA, md)) < 0)
+        return dst;
+    if ((rc = add_reorder(x, p, xv, dst, 1.0f)) < 0)
+        return rc;
+    return dst;
+}
+
+/* |xv| viewed as a plain tensor of |nd| dims |d| (same element count): reordered to plain first
+ * when its layout is blocked. */
+static int view(onnx_dnnl_t *x, plan_t *p, int xv, int nd, const dnnl_dims_t d)
+{
+    dnnl_memory_desc_t plain, md;
+    int src;
+    md_plain(&plain, p->xv[xv].md.ndims, p->xv[xv].md.dims, p->xv[xv].md.data_type);
+    if ((src = ensure(x, p, xv, &plain)) < 0)
+        return src;
+    md_plain(&md, nd, d, plain.data_type);
+    if (md_eq(&md, &plain))
+        return src;
+    return alias(x, p, src, &md);
+}
+
+/* Whether the storage of xval |xv| may be overwritten by node |n|: no graph output lives there,
+ * no value stored there is read after |n|, and |n| does not read it as an input. */
+static int storage_dies_at(const onnx_dnnl_t *x, const plan_t *p, int xv, const onnx_node_t *n)
+{
+    const onnx_graph_t *g = x->g;
+    int root = p->xv[xv].root, at = (int)(n - g->nodes), v, j;
+
+    if (p->xv[root].kind != XV_ARENA)
+        return 0;
+    for (v = 0; v < g->n_values; v++) {
+        int vx = p->val_xv[v];
+        if (vx < 0 || p->xv[vx].root != root)
+            continue;
+        if (g->values[v].output || x->last_use[v] > at)
+            return 0;
+        for (j = 0; j < n->n_in; j++)
+            if (n->in[j] == v)
+                return 0;
+    }
+    return 1;
+}
+
+/* The destination of node |n| in layout |md|. With a SUM post-op it must start out holding the
+ * addend: in the addend's own buffer when nothing reads that buffer later (a ResNet block's
+ * input, itself usually the previous block's accumulator), else in a copy. */
+static int make_dst(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n, const dnnl_memory_desc_t *md)
+{
+    int k, o, ox, dst, rc;
+
+    for (k = 0; k < n->n_post; k++) {
+        if (n->post[k].kind != ONNX_POST_SUM)
+            continue;
+        o = n->post[k].value;
+        if ((ox = get_xv(x, p, o)) < 0)
+            return ox;
+        if (md_eq(&p->xv[ox].md, md) && storage_dies_at(x, p, ox, n))
+            return alias(x, p, ox, md); /* accumulate in place */
+        if ((dst = new_xv(x, p, XV_ARENA, md)) < 0)
+            return dst;
+        if ((rc = add_reorder(x, p, ox, dst, 1.0f)) < 0)
+            return rc;
+        return dst;
+    }
+    return new_xv(x, p, XV_ARENA, md);
+}
+
+/* For the emitters: evaluate, and on a negative result jump to fail_pd (which destroys pd). */
+#define TRY(var, expr)              \
+    do {                            \
+        if (((var) = (expr)) < 0) { \
+            rc = (var);             \
+            goto fail_pd;           \
+        }                           \
+    } while (0)
+
+static const dnnl_memory_desc_t *pd_md(dnnl_primitive_desc_t pd, dnnl_query_t q)
+{
+    return dnnl_primitive_desc_query_md(pd, q, 0);
+}
+
+/* ---- one emitter per op -----------------------------------------------------------------------
+ */
+
+static int emit_conv(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
+{
+    const onnx_graph_t *g = x->g;
+    dnnl_memory_desc_t src_md, w_md, b_md, dst_md, w_view;
+    dnnl_dims_t sd, wd, od, bd, strides, dil, pl, pr;
+    dnnl_convolution_desc_t cd;
+    dnnl_primitive_attr_t attr;
+    dnnl_primitive_desc_t pd;
+    int ids[5], xvs[5], na = 0, nd, i, s, rc, src, w, b = -1, dst, has_bias;
+
+    nd = vdims(g, n->in[0], p->batch, sd);
+    vdims(g, n->in[1], p->batch, wd);
+    vdims(g, n->out, p->batch, od);
+    has_bias = n->n_in > 2 && n->in[2] >= 0;
+    for (s = 0; s < n->n_spatial; s++) {
+        strides[s] = n->stride[s];
+        dil[s] = n->dilation[s] - 1;
+        pl[s] = n->pad_l[s];
+        pr[s] = n->pad_r[s];
+    }
+    md_any(&src_md, nd, sd, dnnl_f32);
+    md_any(&dst_md, nd, od, dnnl_f32);
+    if (n->group > 1) {
+        /* grouped weights: [g, M/g, C/g, k...] */
+        dnnl_dims_t gd;
+        gd[0] = n->group;
+        gd[1] = wd[0] / n->group;
+        for (i = 1; i < nd; i++)
+            gd[i + 1] = wd[i];
+        md_any(&w_md, nd + 1, gd, dnnl_f32);
+        md_plain(&w_view, nd + 1, gd, dnnl_f32);
+    } else {
+        md_any(&w_md, nd, wd, dnnl_f32);
+        md_plain(&w_view, nd, wd, dnnl_f32);
+    }
+    bd[0] = wd[0];
+    md_plain(&b_md, 1, bd, dnnl_f32);
+    CK(dnnl_dilated_convolution_forward_desc_init(
+           &cd, dnnl_forward_inference, dnnl_convolution_direct, &src_md, &w_md,
+           has_bias ? &b_md : NULL, &dst_md, strides, dil, pl, pr),
+       "convolution");
+    if ((rc = make_attr(x, n, 1.0f, &attr)) < 0 ||
+        (rc = make_pd(x, &cd, attr, &pd, "convolution")) < 0)
+        return rc;
+
+    TRY(src, get_xv(x, p, n->in[0]));
+    TRY(src, ensure(x, p, src, pd_md(pd, dnnl_query_src_md)));
+    TRY(w, get_xv(x, p, n->in[1]));
+    TRY(w, alias(x, p, w, &w_view));
+    TRY(w, ensure(x, p, w, pd_md(pd, dnnl_query_weights_md)));
+    if (has_bias) {
+        TRY(b, get_xv(x, p, n->in[2]));
+        TRY(b, ensure(x, p, b, &b_md));
+    }
+    TRY(dst, make_dst(x, p, n, pd_md(pd, dnnl_query_dst_md)));
+    ids[na] = DNNL_ARG_SRC;
+    xvs[na++] = src;
+    ids[na] = DNNL_ARG_WEIGHTS;
+    xvs[na++] = w;
+    if (has_bias) {
+        ids[na] = DNNL_ARG_BIAS;
+        xvs[na++] = b;
+    }
+    ids[na] = DNNL_ARG_DST;
+    xvs[na++] = dst;
+    p->val_xv[n->out] = dst;
+    return add_step(x, p, pd, na, ids, xvs);
+
+fail_pd:
+    dnnl_primitive_desc_destroy(pd);
+    return rc;
+}
+
+static int emit_pool(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
+{
+    dnnl_memory_desc_t dst_md;
+    dnnl_dims_t od, strides, kernel, dil, pl, pr;
+    dnnl_pooling_v2_desc_t pdsc;
+    dnnl_primitive_attr_t attr;
+    dnnl_primitive_desc_t pd;
+    dnnl_alg_kind_t alg;
+    int ids[2] = {DNNL_ARG_SRC, DNNL_ARG_DST}, xvs[2], nd, s, rc, src, dst;
+
+    if ((src = get_xv(x, p, n->in[0])) < 0)
+        return src;
+    nd = vdims(x->g, n->out, p->batch, od);
+    for (s = 0; s < n->n_spatial; s++) {
+        strides[s] = n->stride[s];
+        kernel[s] = n->kernel[s];
+        dil[s] = n->dilation[s] - 1;
+        pl[s] = n->pad_l[s];
+        pr[s] = n->pad_r[s];
+    }
+    if (n->op == ONNX_OP_MAXPOOL)
+        alg = dnnl_pooling_max;
+    else if (n->count_include_pad)
+        alg = dnnl_pooling_avg_include_padding;
+    else
+        alg = dnnl_pooling_avg_exclude_padding;
+    md_any(&dst_md, nd, od, p->xv[src].md.data_type);
+    /* Pooling works in whatever layout the producer chose (blocked after a Conv). */
+    CK(dnnl_pooling_v2_forward_desc_init(&pdsc, dnnl_forward_inference, alg, &p->xv[src].md,
+                                         &dst_md, strides, kernel, dil, pl, pr),
+       "pooling");
+    if ((rc = make_attr(x, n, 1.0f, &attr)) < 0 ||
+        (rc = make_pd(x, &pdsc, attr, &pd, "pooling")) < 0)
+        return rc;
+    TRY(src, ensure(x, p, src, pd_md(pd, dnnl_query_src_md)));
+    TRY(dst, new_xv(x, p, XV_ARENA, pd_md(pd, dnnl_query_dst_md)));
+    xvs[0] = src;
+    xvs[1] = dst;
+    p->val_xv[n->out] = dst;
+    return add_step(x, p, pd, 2, ids, xvs);
+
+fail_pd:
+    dnnl_primitive_desc_destroy(pd);
+    return rc;
+}
+
+static int emit_batchnorm(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
+{
+    dnnl_batch_normalization_desc_t bd;
+    dnnl_primitive_attr_t attr;
+    dnnl_primitive_desc_t pd;
+    dnnl_memory_desc_t stat_md;
+    dnnl_dims_t c;
+    /* ONNX input order: X, scale, B, mean, var */
+    const int ids[6] = {DNNL_ARG_SRC,  DNNL_ARG_SCALE,    DNNL_ARG_SHIFT,
+                        DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_DST};
+    int xvs[6], i, rc, src, dst;
+
+    if ((src = get_xv(x, p, n->in[0])) < 0)
+        return src;
+    CK(dnnl_batch_normalization_forward_desc_init(
+           &bd, dnnl_forward_inference, &p->xv[src].md, n->epsilon,
+           dnnl_use_global_stats | dnnl_use_scale | dnnl_use_shift),
+       "batch normalization");
+    if ((rc = make_attr(x, n, 1.0f, &attr)) < 0 ||
+        (rc = make_pd(x, &bd, attr, &pd, "batch normalization")) < 0)
+        return rc;
+    c[0] = p->xv[src].md.dims[1];
+    md_plain(&stat_md, 1, c, dnnl_f32);
+    TRY(src, ensure(x, p, src, pd_md(pd, dnnl_query_src_md)));
+    xvs[0] = src;
+    for (i = 1; i < 5; i++) {
+        TRY(xvs[i], get_xv(x, p, n->in[i]));
+        TRY(xvs[i], ensure(x, p, xvs[i], &stat_md));
+    }
+    TRY(dst, new_xv(x, p, XV_ARENA, pd_md(pd, dnnl_query_dst_md)));
+    xvs[5] = dst;
+    p->val_xv[n->out] = dst;
+    return add_step(x, p, pd, 6, ids, xvs);
+
+fail_pd:
+    dnnl_primitive_desc_destroy(pd);
+    return rc;
+}
+
+static int emit_relu(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
+{
+    dnnl_eltwise_desc_t ed;
+    dnnl_primitive_attr_t attr;
+    dnnl_primitive_desc_t pd;
+    int ids[2] = {DNNL_ARG_SRC, DNNL_ARG_DST}, xvs[2], rc, src, dst;
+
+    if ((src = get_xv(x, p, n->in[0])) < 0)
+        return src;
+    CK(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, dnnl_eltwise_relu,
+                                      &p->xv[src].md, 0.0f, 0.0f),
+       "relu");
+    if ((rc = make_attr(x, n, 1.0f, &attr)) < 0 || (rc = make_pd(x, &ed, attr, &pd, "relu")) < 0)
+        return rc;
+    TRY(src, ensure(x, p, src, pd_md(pd, dnnl_query_src_md)));
+    TRY(dst, new_xv(x, p, XV_ARENA, pd_md(pd, dnnl_query_dst_md)));
+    xvs[0] = src;
+    xvs[1] = dst;
+    p->val_xv[n->out] = dst;
+    return add_step(x, p, pd, 2, ids, xvs);
+
+fail_pd:
+    dnnl_primitive_desc_destroy(pd);
+    return rc;
+}
+
+/* Add, Sub, Mul, Div with numpy broadcasting of the second operand (the loader swapped or
+ * refused the other cases). */
+static int emit_binary(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
+{
+    const onnx_graph_t *g = x->g;
+    dnnl_dims_t od, d[2], al[2];
+    dnnl_memory_desc_t dst_md, s1_md;
+    dnnl_binary_desc_t bd;
+    dnnl_primitive_attr_t attr;
+    dnnl_primitive_desc_t pd;
+    dnnl_alg_kind_t alg;
+    int ids[3] = {DNNL_ARG_SRC_0, DNNL_ARG_SRC_1, DNNL_ARG_DST}, xvs[3];
+    int nd, r[2], k, i, s0, rc, xv[2], dst;
+
+    nd = vdims(g, n->out, p->batch, od);
+    for (k = 0; k < 2; k++) {
+        r[k] = vdims(g, n->in[k], p->batch, d[k]);
+        for (i = 0; i < nd; i++)
+            al[k][i] = i < nd - r[k] ? 1 : d[k][i - (nd - r[k])];
+    }
+    s0 = memcmp(al[0], od, (size_t)nd * sizeof(dnnl_dim_t)) == 0 ? 0 : 1;
+    switch (n->op) {
+    case ONNX_OP_ADD:
+        alg = dnnl_binary_add;
+        break;
+    case ONNX_OP_SUB:
+        alg = dnnl_binary_sub;
+        break;
+    case ONNX_OP_MUL:
+        alg = dnnl_binary_mul;
+        break;
+    default:
+        alg = dnnl_binary_div;
+        break;
+    }
+    for (k = 0; k < 2; k++) {
+        int v = n->in[k == 0 ? s0 : 1 - s0];
+        if ((xv[k] = get_xv(x, p, v)) < 0)
+            return xv[k];
+        if (p->xv[xv[k]].md.ndims != nd &&
+            (xv[k] = view(x, p, xv[k], nd, al[k == 0 ? s0 : 1 - s0])) < 0)
+            return xv[k];
+    }
+    /* A full-size second operand follows the first one's layout; a broadcast one stays plain. */
+    if (memcmp(al[1 - s0], od, (size_t)nd * sizeof(dnnl_dim_t)) == 0)
+        s1_md = p->xv[xv[0]].md;
+    else
+        md_plain(&s1_md, nd, al[1 - s0], dnnl_f32);
+    md_any(&dst_md, nd, od, dnnl_f32);
+    CK(dnnl_binary_desc_init(&bd, alg, &p->xv[xv[0]].md, &s1_md, &dst_md), "binary op");
+    if ((rc = make_attr(x, n, 1.0f, &attr)) < 0 ||
+        (rc = make_pd(x, &bd, attr, &pd, "binary op")) < 0)
+        return rc;
+    TRY(xvs[0], ensure(x, p, xv[0], pd_md(pd, dnnl_query_src_md)));
+    TRY(xvs[1], ensure(x, p, xv[1], &s1_md));
+    TRY(dst, new_xv(x, p, XV_ARENA, pd_md(pd, dnnl_query_dst_md)));
+    xvs[2] = dst;
+    p->val_xv[n->out] = dst;
+    return add_step(x, p, pd, 3, ids, xvs);
+
+fail_pd:
+    dnnl_primitive_desc_destroy(pd);
+    return rc;
+}
+
+/* A matmul primitive for Gemm and MatMul. |a| and |b| are plain views (maybe transposed); a
+ * constant |b| is reordered into the layout oneDNN prefers. |bias| is -1 or a plain xval. */
+static int matmul_step(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n, int a, int b, int bias,
+                       float oscale, const dnnl_memory_desc_t *dst_md_any, int *out)
+{
+    dnnl_memory_desc_t b_any;
+    dnnl_matmul_desc_t md;
+    dnnl_primitive_attr_t attr;
+    dnnl_primitive_desc_t pd;
+    int ids[4], xvs[4], na = 0, rc, dst;
+    int b_const = p->xv[b].kind == XV_CONST;
+
+    if (b_const && p->xv[b].md.ndims == 2)
+        md_any(&b_any, 2, p->xv[b].md.dims, dnnl_f32);
+    else
+        b_any = p->xv[b].md;
+    CK(dnnl_matmul_desc_init(&md, &p->xv[a].md, &b_any, bias >= 0 ? &p->xv[bias].md : NULL,
+                             dst_md_any),
+       "matmul");
+    if ((rc = make_attr(x, n, oscale, &attr)) < 0 ||
+        (rc = make_pd(x, &md, attr, &pd, "matmul")) < 0)
+        return rc;
+    TRY(b, ensure(x, p, b, pd_md(pd, dnnl_query_weights_md)));
+    TRY(dst, make_dst(x, p, n, pd_md(pd, dnnl_query_dst_md)));
+    ids[na] = DNNL_ARG_SRC;
+    xvs[na++] = a;
+    ids[na] = DNNL_ARG_WEIGHTS;
+    xvs[na++] = b;
+    if (bias >= 0) {
+        ids[na] = DNNL_ARG_BIAS;
+        xvs[na++] = bias;
+    }
+    ids[na] = DNNL_ARG_DST;
+    xvs[na++] = dst;
+    *out = dst;
+    return add_step(x, p, pd, na, ids, xvs);
+
+fail_pd:
+    dnnl_primitive_desc_destroy(pd);
+    return rc;
+}
+
+/* A plain 2-D view of |xv| with dims |d| read through strides, so that a transposed operand
+ * needs no copy. */
+static int strided_view(onnx_dnnl_t *x, plan_t *p, int xv, const dnnl_dims_t d, int trans)
+{
+    dnnl_memory_desc_t md;
+    dnnl_dims_t pd, st;
+    int src;
+    pd[0] = trans ? d[1] : d[0];
+    pd[1] = trans ? d[0] : d[1];
+    if ((src = view(x, p, xv, 2, pd)) < 0)
+        return src;
+    if (!trans)
+        return src;
+    st[0] = 1;
+    st[1] = d[0];
+    dnnl_memory_desc_init_by_strides(&md, 2, d, dnnl_f32, st);
+    return alias(x, p, src, &md);
+}
+
+/* Gemm: Y = alpha * A' B' + beta * C, computed as alpha * (A' B' + (beta / alpha) C) because
+ * oneDNN scales after adding the bias. */
+static int emit_gemm(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
+{
+    const onnx_graph_t *g = x->g;
+    dnnl_dims_t ad, bd, cd, md, od, vd;
+    dnnl_memory_desc_t c_md, dst_md;
+    int a, b, c = -1, dst, rc, cr;
+    float cscale = n->beta / n->alpha;
+
+    vdims(g, n->in[0], p->batch, ad);
+    vdims(g, n->in[1], p->batch, bd);
+    vdims(g, n->out, p->batch, od);
+    md[0] = n->trans_a ? ad[1] : ad[0];
+    md[1] = n->trans_a ? ad[0] : ad[1];
+    vd[0] = n->trans_b ? bd[1] : bd[0];
+    vd[1] = n->trans_b ? bd[0] : bd[1];
+    if ((a = get_xv(x, p, n->in[0])) < 0 || (a = strided_view(x, p, a, md, n->trans_a)) < 0)
+        return a;
+    if ((b = get_xv(x, p, n->in[1])) < 0 || (b = strided_view(x, p, b, vd, n->trans_b)) < 0)
+        return b;
+    if (n->n_in > 2 && n->in[2] >= 0 && n->beta != 0.0f) {
+        cr = vdims(g, n->in[2], p->batch, cd);
+        if (g->values[n->in[2]].rank < 2) {
+            cd[1] = g->values[n->in[2]].rank == 1 ? cd[0] : 1;
+            cd[0] = 1;
+        }
+        md_plain(&c_md, 2, cd, dnnl_f32);
+        if ((c = get_xv(x, p, n->in[2])) < 0)
+            return c;
+        if (p->xv[c].kind == XV_CONST) {
+            if (cscale != 1.0f)
+                c = const_in(x, p, p->xv[c].data, &p->xv[c].md, &p->xv[c].md, cscale);
+            if (c >= 0 && cr != 2)
+                c = alias(x, p, c, &c_md);
+        } else {
+            if ((c = view(x, p, c, 2, cd)) >= 0 && cscale != 1.0f) {
+                int scaled = new_xv(x, p, XV_ARENA, &c_md);
+                if (scaled < 0)
+                    return scaled;
+                if ((rc = add_reorder(x, p, c, scaled, cscale)) < 0)
+                    return rc;
+                c = scaled;
+            }
+        }
+        if (c < 0)
+            return c;
+    }
+    md_any(&dst_md, 2, od, dnnl_f32);
+    if ((rc = matmul_step(x, p, n, a, b, c, n->alpha, &dst_md, &dst)) < 0)
+        return rc;
+    p->val_xv[n->out] = dst;
+    return 0;
+}
+
+/* MatMul with numpy semantics: vectors gain a unit dim, batch dims broadcast. */
+static int emit_matmul(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
+{
+    const onnx_graph_t *g = x->g;
+    dnnl_dims_t d[2], al[2], od, full;
+    dnnl_memory_desc_t dst_md;
+    int r[2], rank, k, i, xv[2], dst, rc, on;
+
+    for (k = 0; k < 2; k++) {
+        r[k] = vdims(g, n->in[k], p->batch, d[k]);
+        if (g->values[n->in[k]].rank == 1) {
+            if (k == 0) {
+                d[0][1] = d[0][0];
+                d[0][0] = 1;
+            } else {
+                d[1][1] = 1;
+            }
+            r[k] = 2;
+        }
+    }
+    rank = r[0] > r[1] ? r[0] : r[1];
+    for (k = 0; k < 2; k++)
+        for (i = 0; i < rank; i++)
+            al[k][i] = i < rank - r[k] ? 1 : d[k][i - (rank - r[k])];
+    for (i = 0; i < rank - 2; i++)
+        full[i] = al[0][i] > al[1][i] ? al[0][i] : al[1][i];
+    full[rank - 2] = al[0][rank - 2];
+    full[rank - 1] = al[1][rank - 1];
+    for (k = 0; k < 2; k++)
+        if ((xv[k] = get_xv(x, p, n->in[k])) < 0 || (xv[k] = view(x, p, xv[k], rank, al[k])) < 0)
+            return xv[k];
+    md_any(&dst_md, rank, full, dnnl_f32);
+    if ((rc = matmul_step(x, p, n, xv[0], xv[1], -1, 1.0f, &dst_md, &dst)) < 0)
+        return rc;
+    on = vdims(g, n->out, p->batch, od);
+    if (on != rank || memcmp(od, full, (size_t)rank * sizeof(dnnl_dim_t)) != 0)
+        if ((dst = view(x, p, dst, on, od)) < 0)
+            return dst;
+    p->val_xv[n->out] = dst;
+    return 0;
+}
+
+static int emit_reshape(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
+{
+    dnnl_dims_t od;
+    int nd = vdims(x->g, n->out, p->batch, od), src;
+    if ((src = get_xv(x, p, n->in[0])) < 0 || (src = view(x, p, src, nd, od)) < 0)
+        return src;
+    /* A new xval even when nothing changes, so an in-place SUM sees the extra reader. */
+    if (src == p->val_xv[n->in[0]] && (src = alias(x, p, src, &p->xv[src].md)) < 0)
+        return src;
+    p->val_xv[n->out] = src;
+    return 0;
+}
+
+static int emit_softmax(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
+{
+    dnnl_dims_t d, v;
+    dnnl_softmax_desc_t sd;
+    dnnl_primitive_attr_t attr;
+    dnnl_primitive_desc_t pd;
+    int ids[2] = {DNNL_ARG_SRC, DNNL_ARG_DST}, xvs[2], nd, vn, axis = n->axis, i, rc, src, dst;
+
+    nd = vdims(x->g, n->in[0], p->batch, d);
+    if (n->softmax_2d) {
+        /* opset < 13: over all dims from axis on, as one row */
+        v[0] = v[1] = 1;
+        for (i = 0; i < nd; i++)
+            v[i < axis ? 0 : 1] *= d[i];
+        vn = 2;
+        axis = 1;
+    } else {
+        memcpy(v, d, sizeof(v));
+        vn = nd;
+    }
+    if ((src = get_xv(x, p, n->in[0])) < 0 || (src = view(x, p, src, vn, v)) < 0)
+        return src;
+    CK(dnnl_softmax_forward_desc_init(&sd, dnnl_forward_inference, &p->xv[src].md, axis),
+       "softmax");
+    if ((rc = make_attr(x, n, 1.0f, &attr)) < 0 || (rc = make_pd(x, &sd, attr, &pd, "softmax")) < 0)
+        return rc;
+    TRY(dst, new_xv(x, p, XV_ARENA, pd_md(pd, dnnl_query_dst_md)));
+    xvs[0] = src;
+    xvs[1] = dst;
+    if ((rc = add_step(x, p, pd, 2, ids, xvs)) < 0)
+        return rc;
+    if (vn != nd && (dst = view(x, p, dst, nd, d)) < 0)
+        return dst;
+    p->val_xv[n->out] = dst;
+    return 0;
+
+fail_pd:
+    dnnl_primitive_desc_destroy(pd);
+    return rc;
+}
+
+static int emit_cast(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
+{
+    dnnl_memory_desc_t md;
+    int src, dst, rc;
+    if ((src = get_xv(x, p, n->in[0])) < 0)
+        return src;
+    /* Plain in, plain out: a reorder converts (and applies a folded scale) in one pass. */
+    md_plain(&md, p->xv[src].md.ndims, p->xv[src].md.dims, dt_of(n->to));
+    if ((src = view(x, p, src, md.ndims, md.dims)) < 0)
+        return src;
+    if ((dst = new_xv(x, p, XV_ARENA, &md)) < 0)
+        return dst;
+    if ((rc = add_reorder(x, p, src, dst, n->scale)) < 0)
+        return rc;
+    p->val_xv[n->out] = dst;
+    return 0;
+}
+
+static int emit_node(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
+{
+    int src;
+    switch (n->op) {
+    case ONNX_OP_CONV:
+        return emit_conv(x, p, n);
+    case ONNX_OP_MAXPOOL:
+    case ONNX_OP_AVGPOOL:
+    case ONNX_OP_GLOBALAVGPOOL:
+        return emit_pool(x, p, n);
+    case ONNX_OP_BATCHNORM:
+        return emit_batchnorm(x, p, n);
+    case ONNX_OP_RELU:
+        return emit_relu(x, p, n);
+    case ONNX_OP_ADD:
+    case ONNX_OP_SUB:
+    case ONNX_OP_MUL:
+    case ONNX_OP_DIV:
+        return emit_binary(x, p, n);
+    case ONNX_OP_GEMM:
+        return emit_gemm(x, p, n);
+    case ONNX_OP_MATMUL:
+        return emit_matmul(x, p, n);
+    case ONNX_OP_RESHAPE:
+        return emit_reshape(x, p, n);
+    case ONNX_OP_SOFTMAX:
+        return emit_softmax(x, p, n);
+    case ONNX_OP_CAST:
+        return emit_cast(x, p, n);
+    case ONNX_OP_IDENTITY:
+        if ((src = get_xv(x, p, n->in[0])) < 0 || (src = alias(x, p, src, &p->xv[src].md)) < 0)
+            return src;
+        p->val_xv[n->out] = src;
+        return 0;
+    }
+    return fail(x, CMN_EBACKEND, "operator not implemented by the oneDNN executor");
+}
+
+/* ---- planning ---------------------------------------------------------------------------------
+ */
+
+/* Places the roots in the arena: largest first, each at the lowest offset free for its whole
+ * lifetime (the greedy-by-size scheme of TFLite's arena planner). */
+static int place_roots(onnx_dnnl_t *x, plan_t *p)
+{
+    int *order, n = 0, i, j, k;
+    size_t end = 0;
+
+    order = malloc((size_t)p->n_xv * sizeof(int));
+    if (!order)
+        return fail(x, -ENOMEM, "out of memory");
+    for (i = 0; i < p->n_xv; i++) {
+        xval_t *v = &p->xv[i];
+        if (v->root == i && v->kind != XV_CONST && v->first <= v->last) {
+            v->size = (v->size + ALIGN - 1) / ALIGN * ALIGN;
+            order[n++] = i;
+        }
+    }
+    /* insertion sort, largest first (a few hundred roots) */
+    for (i = 1; i < n; i++)
+        for (j = i; j > 0 && p->xv[order[j]].size > p->xv[order[j - 1]].size; j--) {
+            k = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = k;
+        }
+    for (i = 0; i < n; i++) {
+        xval_t *v = &p->xv[order[i]];
+        size_t off = 0;
+        int moved = 1;
+        while (moved) {
+            moved = 0;
+            for (j = 0; j < i; j++) {
+                const xval_t *o = &p->xv[order[j]];
+                if (o->last < v->first || v->last < o->first)
+                    continue; /* not alive at the same time */
+                if (off < o->offset + o->size && o->offset < off + v->size) {
+                    off = o->offset + o->size;
+                    moved = 1;
+                }
+            }
+        }
+        v->offset = off;
+        if (off + v->size > end)
+            end = off + v->size;
+    }
+    free(order);
+    p->arena_size = end;
+    return 0;
+}
+
+static int build_plan(onnx_dnnl_t *x, plan_t *p)
+{
+    const onnx_graph_t *g = x->g;
+    dnnl_memory_desc_t md;
+    dnnl_dims_t d;
+    int i, k, rc, nd;
+
+    p->val_xv = malloc((size_t)g->n_values * sizeof(int));
+    p->in_xv = calloc((size_t)g->n_inputs + 1, sizeof(int));
+    p->out_xv = calloc((size_t)g->n_outputs + 1, sizeof(int));
+    if (!p->val_xv || !p->in_xv || !p->out_xv)
+        return fail(x, -ENOMEM, "out of memory");
+    for (i = 0; i < g->n_values; i++)
+        p->val_xv[i] = -1;
+    for (i = 0; i < g->n_inputs; i++) {
+        int v = g->inputs[i];
+        nd = vdims(g, v, p->batch, d);
+        md_plain(&md, nd, d, dt_of(g->values[v].dtype));
+        if ((p->in_xv[i] = new_xv(x, p, XV_INPUT, &md)) < 0)
+            return p->in_xv[i];
+        p->val_xv[v] = p->in_xv[i];
+    }
+    for (i = 0; i < g->n_nodes; i++) {
+        if (g->nodes[i].dead)
+            continue;
+        x->cur = &g->nodes[i];
+        if ((rc = emit_node(x, p, x->cur)) < 0)
+            return rc;
+    }
+    x->cur = NULL;
+    for (i = 0; i < g->n_outputs; i++) {
+        int v = g->outputs[i], xv;
+        nd = vdims(g, v, p->batch, d);
+        md_plain(&md, nd, d, dt_of(g->values[v].dtype));
+        if ((xv = get_xv(x, p, v)) < 0 || (xv = ensure(x, p, xv, &md)) < 0)
+            return xv;
+        p->out_xv[i] = xv;
+    }
+
+    /* Lifetimes: the inputs are written before the first step, the outputs read after the
+     * last. */
+    for (i = 0; i < p->n_steps; i++)
+        for (k = 0; k < p->steps[i].n_args; k++) {
+            xval_t *r = &p->xv[p->xv[p->steps[i].arg_xv[k]].root];
+            if (i < r->first)
+                r->first = i;
+            if (i > r->last)
+                r->last = i;
+        }
+    for (i = 0; i < g->n_inputs; i++) {
+        xval_t *r = &p->xv[p->in_xv[i]];
+        r->first = 0;
+        if (r->last < 0)
+            r->last = 0;
+    }
+    for (i = 0; i < g->n_outputs; i++) {
+        xval_t *r = &p->xv[p->xv[p->out_xv[i]].root];
+        if (r->first > p->n_steps)
+            r->first = p->n_steps;
+        r->last = p->n_steps;
+    }
+    return place_roots(x, p);
+}
+
+/* Creates every memory object once the arena and scratchpad exist. */
+static int bind_plan(onnx_dnnl_t *x, plan_t *p)
+{
+    int i, k;
+    p->in_refs = malloc((size_t)p->n_xv * sizeof(int));
+    if (!p->in_refs)
+        return fail(x, -ENOMEM, "out of memory");
+    for (i = 0; i < p->n_xv; i++) {
+        xval_t *v = &p->xv[i];
+        const xval_t *r = &p->xv[v->root];
+        void *h = r->kind == XV_CONST ? r->data : x->arena + r->offset;
+        CK(dnnl_memory_create(&v->mem, &v->md, x->eng, h), "memory");
+        if (r->kind == XV_INPUT)
+            p->in_refs[p->n_in_refs++] = i;
+    }
+    for (i = 0; i < p->n_steps; i++) {
+        step_t *s = &p->steps[i];
+        for (k = 0; k < s->n_args; k++) {
+            s->args[k].arg = s->arg_id[k];
+            s->args[k].memory = p->xv[s->arg_xv[k]].mem;
+        }
+        if (s->scratch_size) {
+            CK(dnnl_memory_create(&s->scratch, &s->scratch_md, x->eng, x->scratch), "memory");
+            s->args[k].arg = DNNL_ARG_SCRATCHPAD;
+            s->args[k].memory = s->scratch;
+        }
+    }
+    return 0;
+}
+
+static void free_plan(plan_t *p)
+{
+    int i;
+    for (i = 0; i < p->n_xv; i++)
+        if (p->xv[i].mem)
+            dnnl_memory_destroy(p->xv[i].mem);
+    for (i = 0; i < p->n_steps; i++) {
+        dnnl_primitive_destroy(p->steps[i].prim);
+        if (p->steps[i].scratch)
+            dnnl_memory_destroy(p->steps[i].scratch);
+    }
+    free(p->xv);
+    free(p->steps);
+    free(p->val_xv);
+    free(p->in_xv);
+    free(p->out_xv);
+    free(p->in_refs);
+}
+
+/* ---- public API -------------------------------------------------------------------------------
+ */
+
+int onnx_dnnl_create(const onnx_graph_t *g, int threads, const size_t *batches, size_t n_batches,
+                     onnx_dnnl_t **out, cmn_errbuf_t *eb)
+{
+    onnx_dnnl_t *x;
+    size_t i, off, gather = 0;
+    int k, j, rc;
+
+    x = calloc(1, sizeof(*x));
+    if (!x)
+        return cmn_errf(eb, -ENOMEM, "out of memory");
+    x->g = g;
+    x->eb = eb;
+    x->threads = threads > 0 ? threads : 1;
+    omp_set_num_threads(x->threads);
+    rc = -ENOMEM;
+    x->plans = calloc(n_batches, sizeof(*x->plans));
+    x->last_use = malloc((size_t)g->n_values * sizeof(int));
+    x->in_off = calloc((size_t)g->n_inputs + 1, sizeof(size_t));
+    x->in_size = calloc((size_t)g->n_inputs + 1, sizeof(size_t));
+    x->inp = calloc((size_t)g->n_inputs + 1, sizeof(void *));
+    if (!x->plans || !x->last_use || !x->in_off || !x->in_size || !x->inp) {
+        fail(x, rc, "out of memory");
+        goto fail_alloc;
+    }
+    for (k = 0; k < g->n_values; k++)
+        x->last_use[k] = -1;
+    for (k = 0; k < g->n_nodes; k++) {
+        const onnx_node_t *n = &g->nodes[k];
+        if (n->dead)
+            continue;
+        for (j = 0; j < n->n_in; j++)
+            if (n->in[j] >= 0)
+                x->last_use[n->in[j]] = k;
+        for (j = 0; j < n->n_post; j++)
+            if (n->post[j].kind == ONNX_POST_SUM)
+                x->last_use[n->post[j].value] = k;
+    }
+    for (off = 0, k = 0; k < g->n_inputs; k++) {
+        const onnx_value_t *v = &g->values[g->inputs[k]];
+        x->in_off[k] = off;
+        x->in_size[k] = onnx_value_numel(v) * onnx_dtype_size(v->dtype);
+        off += x->in_size[k];
+    }
+
+    if (dnnl_engine_create(&x->eng, dnnl_cpu, 0) != dnnl_success ||
+        dnnl_stream_create(&x->stream, x->eng, dnnl_stream_default_flags) != dnnl_success) {
+        rc = fail(x, CMN_EBACKEND, "cannot create the oneDNN CPU engine and stream");
+        goto fail_engine;
+    }
+    for (i = 0; i < n_batches; i++) {
+        plan_t *p = &x->plans[i];
+        p->batch = batches[i];
+        x->n_plans++;
+        if ((rc = build_plan(x, p)) < 0)
+            goto fail_plan;
+        if (p->arena_size > x->arena_size)
+            x->arena_size = p->arena_size;
+        if (p->scratch_size > x->scratch_size)
+            x->scratch_size = p->scratch_size;
+        if (g->n_outputs > 1 && p->batch * g->output_size > gather)
+            gather = p->batch * g->output_size;
+    }
+    if (posix_memalign((void **)&x->arena, ALIGN, x->arena_size ? x->arena_size : ALIGN) != 0 ||
+        posix_memalign((void **)&x->scratch, ALIGN, x->scratch_size ? x->scratch_size : ALIGN) ||
+        (gather && !(x->gather = malloc(gather)))) {
+        rc = fail(x, -ENOMEM, "out of memory for %zu bytes of activations",
+                  x->arena_size + x->scratch_size);
+        goto fail_plan;
+    }
+    /* Input staging is read before it is fully written when a batch is padded: start at zero. */
+    memset(x->arena, 0, x->arena_size);
+    for (i = 0; i < x->n_plans; i++)
+        if ((rc = bind_plan(x, &x->plans[i])) < 0)
+            goto fail_plan;
+    x->eb = NULL;
+    *out = x;
+    return 0;
+
+fail_plan:
+    x->cur = NULL;
+fail_engine:
+fail_alloc:
+    x->eb = NULL;
+    onnx_dnnl_destroy(x);
+    return rc;
+}
+
+void onnx_dnnl_destroy(onnx_dnnl_t *x)
+{
+    size_t i;
+    if (!x)
+        return;
+    for (i = 0; i < x->n_plans; i++)
+        free_plan(&x->plans[i]);
+    for (i = 0; i < x->n_consts; i++)
+        free(x->consts[i].data);
+    if (x->stream)
+        dnnl_stream_destroy(x->stream);
+    if (x->eng)
+        dnnl_engine_destroy(x->eng);
+    free(x->plans);
+    free(x->consts);
+    free(x->arena);
+    free(x->scratch);
+    free(x->gather);
+    free(x->in_off);
+    free(x->in_size);
+    free(x->inp);
+    free(x->last_use);
+    free(x);
+}
+
+/* Where the storage of xval |i| is in this run. */
+static const uint8_t *xv_ptr(const onnx_dnnl_t *x, const plan_t *p, int i, void *const *in_ptr)
+{
+    const xval_t *r = &p->xv[p->xv[i].root];
+    int k;
+    if (r->kind == XV_CONST)
+        return r->data;
+    if (r->kind == XV_INPUT)
+        for (k = 0; k < x->g->n_inputs; k++)
+            if (p->in_xv[k] == p->xv[i].root)
+                return in_ptr[k];
+    return x->arena + r->offset;
+}
+
+int onnx_dnnl_run(onnx_dnnl_t *x, size_t n, const void *input, const void **output,
+                  cmn_errbuf_t *eb)
+{
+    const onnx_graph_t *g = x->g;
+    plan_t *p = NULL;
+    void **inp = x->inp;
+    size_t i, s;
+    int k;
+    dnnl_status_t st = dnnl_success;
+
+    for (i = 0; i < x->n_plans; i++)
+        if (x->plans[i].batch >= n) {
+            p = &x->plans[i];
+            break;
+        }
+    if (!p || n == 0)
+        return cmn_errf(eb, CMN_EOVERLOAD,
+                        "a batch of %zu samples; the onnx backend was built "
+                        "for at most %zu",
+                        n, x->n_plans ? x->plans[x->n_plans - 1].batch : 0);
+    /* One input and a full batch: oneDNN reads the node's buffer directly. Otherwise each
+     * input is gathered into its place in the arena, padding zeroed. */
+    for (k = 0; k < g->n_inputs; k++) {
+        uint8_t *stage = x->arena + p->xv[p->in_xv[k]].offset;
+        if (g->n_inputs == 1 && n == p->batch) {
+            inp[k] = (void *)input;
+        } else {
+            for (s = 0; s < n; s++)
+                memcpy(stage + s * x->in_size[k],
+                       (const uint8_t *)input + s * g->input_size + x->in_off[k], x->in_size[k]);
+            memset(stage + n * x->in_size[k], 0, (p->batch - n) * x->in_size[k]);
+            inp[k] = stage;
+        }
+    }
+    for (k = 0; k < p->n_in_refs; k++)
+        dnnl_memory_set_data_handle(p->xv[p->in_refs[k]].mem,
+                                    (void *)xv_ptr(x, p, p->in_refs[k], inp));
+    omp_set_num_threads(x->threads);
+    for (k = 0; k < p->n_steps && st == dnnl_success; k++)
+        st = dnnl_primitive_execute(p->steps[k].prim, x->stream,
+                                    p->steps[k].n_args + (p->steps[k].scratch != NULL),
+                                    p->steps[k].args);
+    if (st == dnnl_success)
+        st = dnnl_stream_wait(x->stream);
+    if (st != dnnl_success)
+        return cmn_errf(eb, CMN_EBACKEND, "oneDNN step %d of %d failed: %s", k, p->n_steps,
+                        dnnl_status2str(st));
+    if (g->n_outputs == 1) {
+        *output = xv_ptr(x, p, p->out_xv[0], inp);
+    } else {
+        size_t off = 0;
+        for (k = 0; k < g->n_outputs; k++) {
+            const onnx_value_t *v = &g->values[g->outputs[k]];
+            size_t sz = onnx_value_numel(v) * onnx_dtype_size(v->dtype);
+            const uint8_t *src = xv_ptr(x, p, p->out_xv[k], inp);
+            for (s = 0; s < n; s++)
+                memcpy(x->gather + s * g->output_size + off, src + s * sz, sz);
+            off += sz;
+        }
+        *output = x->gather;
+    }
+    return 0;
+}
+
+size_t onnx_dnnl_memory(const onnx_dnnl_t *x)
+{
+    return x->arena_size + x->scratch_size + x->const_bytes;
+}
+
+static char version_buf[96];
+static pthread_once_t version_once = PTHREAD_ONCE_INIT;
+
+static void version_init(void)
+{
+    const dnnl_version_t *v = dnnl_version();
+    const char *isa;
+    switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_sse41:
+        isa = "sse41";
+        break;
+    case dnnl_cpu_isa_avx:
+        isa = "avx";
+        break;
+    case dnnl_cpu_isa_avx2:
+        isa = "avx2";
+        break;
+    case dnnl_cpu_isa_avx2_vnni:
+        isa = "avx2_vnni";
+        break;
+    case dnnl_cpu_isa_avx512_core:
+        isa = "avx512_core";
+        break;
+    case dnnl_cpu_isa_avx512_core_vnni:
+        isa = "avx512_core_vnni";
+        break;
+    case dnnl_cpu_isa_avx512_core_bf16:
+        isa = "avx512_core_bf16";
+        break;
+    case dnnl_cpu_isa_avx512_core_amx:
+        isa = "avx512_core_amx";
+        break;
+    default:
+        isa = "isa?";
+        break;
+    }
+    snprintf(version_buf, sizeof(version_buf), "oneDNN %d.%d.%d (%s, %s)", v->major, v->minor,
+             v->patch, isa, v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "threads");
+}
+
+const char *onnx_dnnl_version(void)
+{
+    pthread_once(&version_once, version_init);
+    return version_buf;
+}
