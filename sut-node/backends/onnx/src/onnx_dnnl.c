@@ -172,10 +172,9 @@ static int vdims(const onnx_graph_t *g, int v, size_t batch, dnnl_dims_t d)
 {
     const onnx_value_t *val = &g->values[v];
     int i;
-    if (val->rank == 0) {
-        d[0] = 1;
+    d[0] = 1; /* rank-0 values; and -O2 cannot see that the loop below sets it otherwise */
+    if (val->rank <= 0)
         return 1;
-    }
     for (i = 0; i < val->rank; i++)
         d[i] = val->dims[i];
     if (val->batched)
