@@ -76,6 +76,8 @@ static const char usage_text[] =
     "  --sample-latencies      also write <prefix>sample_latencies.csv: sample_seq,scheduled_ns,\n"
     "                          latency_ns for every performance-run sample (for plots: see\n"
     "                          deploy/plot/latplot.py)\n"
+    "  --latency-intervals MS  also write <prefix>latency_intervals.csv: per MS of scheduled\n"
+    "                          time, the samples and their p50/p90/p99/p99.9/max latency\n"
     "  --verify-digest         check every response against its sample's digest (use with the\n"
     "                          sut-node digest backend); any mismatch makes the run fail\n"
     "\n"
@@ -267,6 +269,7 @@ enum {
     O_NULL_DIGEST,
     O_VERIFY,
     O_SAMPLE_LAT,
+    O_LAT_INTERVALS,
     O_VERSION,
     O_OUTDIR,
     O_PREFIX,
@@ -311,6 +314,7 @@ static const struct option long_opts[] = {
     {"null-digest", no_argument, NULL, O_NULL_DIGEST},
     {"verify-digest", no_argument, NULL, O_VERIFY},
     {"sample-latencies", no_argument, NULL, O_SAMPLE_LAT},
+    {"latency-intervals", required_argument, NULL, O_LAT_INTERVALS},
     {"version", no_argument, NULL, O_VERSION},
     {"output-dir", required_argument, NULL, O_OUTDIR},
     {"log-prefix", required_argument, NULL, O_PREFIX},
@@ -452,6 +456,12 @@ static int parse_args(int argc, char **argv, opts_t *o, cmn_errbuf_t *eb)
             break;
         case O_SAMPLE_LAT:
             o->log.sample_latencies = true;
+            break;
+        case O_LAT_INTERVALS:
+            rc = need_u64("--latency-intervals", optarg, &u, eb);
+            if (rc == 0 && u == 0)
+                rc = cmn_errf(eb, CMN_ECONFIG, "--latency-intervals: an interval of at least 1 ms");
+            o->log.latency_interval_ms = u;
             break;
         case O_VERSION:
             printf("%s\n", LG_VERSION_STRING);

@@ -103,6 +103,7 @@ struct lg_run {
     uint64_t seq;     /* SequenceGen's sample counter */
     int use_tokens, needs_first_token, verify_digest;
     int csv_started; /* the sample-latency file exists (later series append) */
+    int ivl_started; /* the latency-interval file exists (later series append) */
 
     /* The current series. Written by the issue thread before the samples are handed out. */
     lg_scenario_t scenario;
@@ -487,7 +488,8 @@ static chunk_t *chunk_get(lg_run_t *run, size_t ci)
         c->ttft = NULL;
         c->ntok = NULL;
         c->sched = NULL;
-        if (run->ls->sample_latencies && !(c->sched = malloc(CHUNK_SIZE * sizeof(*c->sched)))) {
+        if ((run->ls->sample_latencies || run->ls->latency_interval_ms) &&
+            !(c->sched = malloc(CHUNK_SIZE * sizeof(*c->sched)))) {
             free(c);
             return NULL;
         }
@@ -805,8 +807,71 @@ static void power_time(char *buf, size_t len, uint64_t realtime_ns)
 }
 
 /* Moves the slots into flat arrays (freeing each chunk once copied, so the peak is one copy). */
+/* ---- latency intervals ------------------------------------------------------------------ */
+
+/* The samples of one interval of scheduled time, gathered while collect() walks them in issue
+ * order (scheduled times only grow along it), written as one CSV line when the next begins. */
+typedef struct {
+    FILE *f;
+    int64_t width_ns;
+    int64_t cur;       /* interval index of the samples in v */
+    int64_t *v;
+    size_t n, cap;
+    uint64_t lost;     /* samples of this interval that never completed */
+    int oom;
+} ivl_t;
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+static void ivl_flush(ivl_t *iv)
+{
+    static const double p[4] = {0.50, 0.90, 0.99, 0.999};
+    int i;
+
+    if (!iv->n)
+        return;
+    qsort(iv->v, iv->n, sizeof(*iv->v), cmp_i64);
+    fprintf(iv->f, "%" PRId64 ",%zu,%" PRIu64, iv->cur * iv->width_ns / 1000000, iv->n, iv->lost);
+    for (i = 0; i < 4; i++) {
+        size_t k = (size_t)((double)iv->n * p[i]); /* the summary's percentile index */
+        fprintf(iv->f, ",%" PRId64, iv->v[k < iv->n ? k : iv->n - 1]);
+    }
+    fprintf(iv->f, ",%" PRId64 "\n", iv->v[iv->n - 1]);
+    iv->n = 0;
+    iv->lost = 0;
+}
+
+static void ivl_add(ivl_t *iv, int64_t sched, int64_t lat, int lost)
+{
+    int64_t b = sched / iv->width_ns;
+
+    if (!iv->f || iv->oom)
+        return;
+    if (iv->n && b != iv->cur)
+        ivl_flush(iv);
+    iv->cur = b;
+    if (iv->n == iv->cap) {
+        size_t cap = iv->cap ? 2 * iv->cap : 4096;
+        int64_t *v = realloc(iv->v, cap * sizeof(*v));
+
+        if (!v) {
+            iv->oom = 1;
+            return;
+        }
+        iv->v = v;
+        iv->cap = cap;
+    }
+    iv->v[iv->n++] = lat;
+    iv->lost += (uint64_t)lost;
+}
+
 static int collect(lg_run_t *run, const lg_effective_settings_t *s, const issue_state_t *st,
-                   int64_t end_rel, FILE *csv, lg__perf_t *pr)
+                   int64_t end_rel, FILE *csv, ivl_t *iv, lg__perf_t *pr)
 {
     uint64_t n = atomic_load(&run->issued_hi) - run->first_seq, i;
     int64_t max_lat = 0, final_done = 0;
@@ -828,11 +893,15 @@ static int collect(lg_run_t *run, const lg_effective_settings_t *s, const issue_
 
         if (csv && c->sched)
             fprintf(csv, "%" PRIu64 ",%" PRId64 ",%" PRId64 "\n", run->first_seq + i, c->sched[k], v < 0 ? -1 : v);
-        if (v < 0) {
+        int never = v < 0;
+
+        if (never) {
             /* Never completed (drain timeout): a lower bound of its latency. */
             pr->lost++;
             v = end_rel + v + 1;
         }
+        if (iv && c->sched)
+            ivl_add(iv, c->sched[k], v, never);
         pr->lat[i] = v;
         if (v > max_lat)
             max_lat = v;
@@ -853,6 +922,8 @@ static int collect(lg_run_t *run, const lg_effective_settings_t *s, const issue_
     for (i = 0; i < run->n_chunks; i++)
         chunk_free(run, (size_t)i);
     run->n_chunks = 0;
+    if (iv && iv->f)
+        ivl_flush(iv);
 
     if (s->scenario == LG_MULTI_STREAM && st->queries_issued > 0) {
         uint64_t spq = n / st->queries_issued, q;
@@ -965,6 +1036,21 @@ static int issue_series(lg_run_t *run, const lg_effective_settings_t *s, int acc
 
     {
         FILE *csv = NULL;
+        ivl_t iv = {0};
+
+        if (run->ls->latency_interval_ms && !accuracy) {
+            char path[4200];
+
+            snprintf(path, sizeof(path), "%s/%slatency_intervals%s.csv", run->ls->outdir, run->ls->prefix,
+                     run->ls->suffix);
+            iv.f = fopen(path, run->ivl_started ? "a" : "w");
+            iv.width_ns = (int64_t)run->ls->latency_interval_ms * 1000000;
+            if (!iv.f)
+                LG_DERR(&run->dlog, "error_runtime", "cannot write %s: %s", path, strerror(errno));
+            else if (!run->ivl_started)
+                fputs("interval_start_ms,samples,lost,p50_ns,p90_ns,p99_ns,p99_9_ns,max_ns\n", iv.f);
+            run->ivl_started = 1;
+        }
         if (run->ls->sample_latencies && !accuracy) {
             char path[4200];
             /* The first performance series creates the file; later ones (find-peak) append. */
@@ -977,9 +1063,14 @@ static int issue_series(lg_run_t *run, const lg_effective_settings_t *s, int acc
                 fputs("sample_seq,scheduled_ns,latency_ns\n", csv);
             run->csv_started = 1;
         }
-        rc = collect(run, s, &st, end_rel, csv, pr);
+        rc = collect(run, s, &st, end_rel, csv, &iv, pr);
         if (csv && fclose(csv) != 0)
             LG_DERR(&run->dlog, "error_runtime", "writing the sample latencies failed: %s", strerror(errno));
+        if (iv.oom)
+            LG_DERR(&run->dlog, "error_runtime", "out of memory for the latency intervals; the file is incomplete");
+        if (iv.f && fclose(iv.f) != 0)
+            LG_DERR(&run->dlog, "error_runtime", "writing the latency intervals failed: %s", strerror(errno));
+        free(iv.v);
     }
     if (rc < 0)
         return cmn_errf(eb, rc, "out of memory collecting %" PRIu64 " latencies", issued);

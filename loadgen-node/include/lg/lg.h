@@ -108,6 +108,11 @@ typedef struct {
      * "sample_seq,scheduled_ns,latency_ns" (ns from the start of its series; latency -1 for a
      * sample that never completed). Costs 8 more bytes per sample while the run lasts. */
     bool sample_latencies;
+    /* Non-zero: also write <prefix>latency_intervals<suffix>.csv: the performance-run samples
+     * grouped by scheduled time into intervals of this many ms, each with its count and latency
+     * percentiles (for soak runs: drift, stalls). Costs 8 more bytes per sample, like
+     * sample_latencies. */
+    uint64_t latency_interval_ms;
     /* Messages from reading the conf files, logged at the start of the detail log. */
     const lg_msgs_t *msgs;
 } lg_log_settings_t;

@@ -50,7 +50,41 @@ def main():
     with open(out + "/mlperf_log_accuracy.json", encoding="utf-8") as f:
         if not isinstance(json.load(f), list):
             fail("the accuracy log is not a JSON array")
-    print("OK: %s VALID, %d detail keys" % (scenario, len(detail)))
+    extra = check_intervals(out)
+    print("OK: %s VALID, %d detail keys%s" % (scenario, len(detail), extra))
+
+
+def check_intervals(out):
+    """With --sample-latencies and --latency-intervals (the Server run): every interval line
+    must be what its samples in the per-sample file give, with the summary's percentile index."""
+    import os
+    path = out + "/mlperf_log_latency_intervals.csv"
+    if not os.path.exists(path):
+        return ""
+    with open(out + "/mlperf_log_sample_latencies.csv", encoding="utf-8") as f:
+        rows = [tuple(int(x) for x in line.split(",")) for line in list(f)[1:]]
+    with open(path, encoding="utf-8") as f:
+        header, *lines = [line.strip().split(",") for line in f]
+    if header != ["interval_start_ms", "samples", "lost", "p50_ns", "p90_ns", "p99_ns",
+                  "p99_9_ns", "max_ns"]:
+        fail("latency_intervals.csv header is %r" % header)
+    width_ms = int(os.environ.get("INTERVAL_MS", "100"))
+    groups = {}
+    for _, sched, lat in rows:
+        groups.setdefault(sched // (width_ms * 1000000), []).append(lat)
+    if len(lines) != len(groups):
+        fail("%d interval lines for %d intervals with samples" % (len(lines), len(groups)))
+    for line in lines:
+        start, n, lost, *pct = (int(x) for x in line)
+        lats = sorted(groups.get(start // width_ms, []))
+        if n != len(lats) or lost != 0:
+            fail("interval %d ms: %d samples (%d lost), the sample file has %d"
+                 % (start, n, lost, len(lats)))
+        want = [lats[min(int(len(lats) * p), len(lats) - 1)] for p in (0.5, 0.9, 0.99, 0.999)]
+        if pct != want + [lats[-1]]:
+            fail("interval %d ms: percentiles %r, the sample file gives %r"
+                 % (start, pct, want + [lats[-1]]))
+    return ", %d latency intervals match %d samples" % (len(lines), len(rows))
 
 
 main()

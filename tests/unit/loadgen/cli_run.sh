@@ -31,7 +31,8 @@ else
 fi
 case $scenario in
     MultiStream) set -- "$@" --null-threaded ;;
-    Server) set -- "$@" --null-threaded --null-digest --verify-digest ;;
+    Server) set -- "$@" --null-threaded --null-digest --verify-digest --sample-latencies \
+            --latency-intervals 100 ;;
     Offline) set -- "$@" --null-delay-us 300000 ;;
 esac
 
