@@ -848,10 +848,11 @@ static void ivl_flush(ivl_t *iv)
 
 static void ivl_add(ivl_t *iv, int64_t sched, int64_t lat, int lost)
 {
-    int64_t b = sched / iv->width_ns;
+    int64_t b;
 
     if (!iv->f || iv->oom)
         return;
+    b = sched / iv->width_ns;
     if (iv->n && b != iv->cur)
         ivl_flush(iv);
     iv->cur = b;
