@@ -5,6 +5,8 @@
 #include "cmn/log.h"
 #include "cmpr/cmpr.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,6 +170,15 @@ static void on_reqs(cmn_xq_t *x, cmn_xq_node_t *list)
 static void loop_main(void *arg)
 {
     qdl_t *q = arg;
+    sigset_t pipe_only;
+
+    /* Every socket write happens on this thread, and libuv writes without MSG_NOSIGNAL: with
+     * SIGPIPE blocked here, a node closing mid-write is an EPIPE for this thread (the signal stays
+     * pending on it, discarded when it exits), never a kill of the host program, whose own
+     * signal dispositions the library leaves alone. */
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_only, NULL);
     uv_run(&q->loop, UV_RUN_DEFAULT);
 }
 
