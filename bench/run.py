@@ -8,7 +8,8 @@ writes the same as JSON. Run through bench/run.sh, which builds the programs fir
 Rows (bench/README.md explains each, and what limits it):
   R1-R4 references: plain-socket request/response (rawrr) at the harness's sizes, iperf3
   B1 Server capacity    B2 Offline bandwidth   B3 SingleStream latency   B4 Name() round trip
-  B5 memory, start-up   B6 CPU per sample      B7 compression            B8 multi-node scaling
+  B5 memory, start-up   B6 CPU per sample      B7 compression (B7n: 1 Gbit/s netns, root)
+  B8 multi-node scaling
   T1 TLS cost
 """
 import argparse
@@ -393,6 +394,26 @@ def b7_compression(env, t):
         t.add("B7", f"Offline, {label}: lz4 vs none (loopback)", "samples/s", vals["lz4"], ref=none_med,
               ref_what="none")
     node.stop()
+    if not env.quick:
+        b7_netns(env, t)
+
+
+def b7_netns(env, t):
+    """B7 over a slow fabric: deploy/netns/bench-lz4.sh (root only; full suite only)."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "deploy", "netns", "bench-lz4.sh")
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        print("B7n: skipped (needs root and iproute2 for network namespaces)")
+        return
+    out = os.path.join(env.tmp, "bench-lz4.json")
+    code, _, err = run_cmd([script, "--build", env.build, "--runs", str(env.runs), "--out", out], timeout=900)
+    if code != 0 or not os.path.exists(out):
+        print(f"B7n: skipped (bench-lz4.sh failed: {err.strip().splitlines()[-1] if err.strip() else code})")
+        return
+    d = json.load(open(out))
+    none = d["codecs"]["none"]["samples_per_second_runs"]
+    lz4 = d["codecs"]["lz4"]["samples_per_second_runs"]
+    t.add("B7n", "Offline, 1 Gbit/s netns, fmnist-like: lz4 vs none", "samples/s", lz4,
+          ref=median_row(none)[0], ref_what="none")
 
 
 def b8_scaling(env, t):
