@@ -93,5 +93,7 @@ TCase *tcase_fmnist_accuracy(void);
 TCase *tcase_cuplan(void);
 TCase *tcase_cuplan_nodes(void);
 TCase *tcase_cuda_nodes(void);
+TCase *tcase_cuda_options(void);
+TCase *tcase_cuda_engine(void);
 
 #endif

@@ -1183,32 +1183,3 @@ void onnx_cuprog_fill_pool(const onnx_cuprog_t *p, void *pool)
             memcpy((uint8_t *)pool + p->consts[k].offset, p->g->values[p->consts[k].value].data,
                    p->consts[k].bytes);
 }
-
-const char *onnx_cup_kind_name(cup_kind_t k)
-{
-    switch (k) {
-    case CUP_CONV:
-        return "conv";
-    case CUP_POOL:
-        return "pool";
-    case CUP_SOFTMAX:
-        return "softmax";
-    case CUP_GEMM:
-        return "gemm";
-    case CUP_COPY:
-        return "copy";
-    case CUP_BCAST:
-        return "bcast";
-    case CUP_PAD:
-        return "pad";
-    case CUP_BINARY:
-        return "binary";
-    case CUP_RELU:
-        return "relu";
-    case CUP_BATCHNORM:
-        return "batchnorm";
-    case CUP_CAST:
-        return "cast";
-    }
-    return "?";
-}

@@ -193,8 +193,13 @@ const cup_plan_t *onnx_cuprog_plan(const onnx_cuprog_t *p, size_t n);
 /* Copies the constants into |pool| (prog->pool_size bytes, laid out as the device pool is). */
 void onnx_cuprog_fill_pool(const onnx_cuprog_t *p, void *pool);
 
-/* "conv", "gemm", ...: for messages and the plan dump. */
-const char *onnx_cup_kind_name(cup_kind_t k);
+/* "conv", "gemm", ...: for messages (inline: the CUDA engine library uses it too). */
+static inline const char *onnx_cup_kind_name(cup_kind_t k)
+{
+    static const char *const names[] = {"conv", "pool",  "softmax", "gemm",      "copy", "bcast",
+                                        "pad",  "binary", "relu",   "batchnorm", "cast"};
+    return (unsigned)k < sizeof(names) / sizeof(names[0]) ? names[k] : "?";
+}
 
 /* The tensors a step reads and writes (at most 8), for lifetimes and checks. Returns the count. */
 int onnx_cup_step_tensors(const cup_step_t *s, int *t);
