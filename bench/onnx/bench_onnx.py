@@ -47,8 +47,13 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-import torch
+try:  # the GPU comparison runs without PyTorch (the engines alone); the CPU one needs it
+    import numpy as np  # noqa: F401 (onnx.numpy_helper needs it)
+    import torch
+    TORCH_MISSING = None
+except ImportError as e:
+    torch = None
+    TORCH_MISSING = str(e)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -192,13 +197,10 @@ def run_onnx(binary, model, batches, threads, runs, seconds, warmup):
     return rates, device, out
 
 
-def gpu_name(device_line):
-    """The GPU's name from the engine's describe() line."""
-    return device_line.split(" (cuda:")[0] if " (cuda:" in device_line else device_line
-
-
 def torch_cuda_reason():
     """None when PyTorch can use a GPU, else why not."""
+    if torch is None:
+        return f"PyTorch is not installed ({TORCH_MISSING})"
     if torch.version.cuda is None:
         return f"this PyTorch ({torch.__version__}) is a CPU-only build"
     if not torch.cuda.is_available():
@@ -256,8 +258,10 @@ def main_gpu(args):
     opts = [o for o in args.gpu_opts.split(",") if o]
     tf32 = any(o.replace(" ", "") == "tf32=1" for o in opts)
     why_torch = torch_cuda_reason()
-    torch.set_num_threads(args.threads)
-    print(f"machine: {cpu_name()}, {os.cpu_count()} CPUs; torch {torch.__version__}")
+    if torch is not None:
+        torch.set_num_threads(args.threads)
+    print(f"machine: {cpu_name()}, {os.cpu_count()} CPUs; "
+          f"torch {torch.__version__ if torch else 'not installed'}")
     # A first short run says whether the engine can use the device at all.
     _, line, why_engine = run_onnx_dev(args.bench_bin, FMNIST_ONNX, 1, args.device, opts,
                                        args.threads, 0.05, 0.0)
@@ -282,12 +286,18 @@ def main_gpu(args):
     try:
         for name in args.models.split(","):
             if name == "fmnist":
-                net, make_input = fmnist_torch()
+                net, make_input = fmnist_torch() if torch else (None, None)
                 path = FMNIST_ONNX
             elif name == "resnet50":
-                net, make_input = resnet50_torch()
                 path = os.path.join(tmp, "resnet50.onnx")
-                export_resnet50(net, path)
+                if torch:
+                    net, make_input = resnet50_torch()
+                    export_resnet50(net, path)
+                else:
+                    # the same architecture, written without PyTorch
+                    gen = os.path.join(os.path.dirname(args.bench_bin), "resnet50_onnx")
+                    subprocess.run([gen, path], check=True, stdout=subprocess.DEVNULL)
+                    net, make_input = None, None
             else:
                 sys.exit(f"unknown model {name}")
             nets = {}
@@ -296,7 +306,7 @@ def main_gpu(args):
                 nets = {"cuda_eager": gnet,
                         "cuda_eager_cl": copy.deepcopy(gnet).to(memory_format=torch.channels_last)}
             for b in batches:
-                x = make_input(b)
+                x = make_input(b) if make_input else None
                 rates = {k: [] for k in ["gpu", "cpu"] + modes}
                 for _ in range(args.runs):
                     if not why_engine:
@@ -366,6 +376,8 @@ def main():
         sys.exit(f"{args.bench_bin} is not built (cmake --build build --target onnx_bench)")
     if args.device != "cpu":
         return main_gpu(args)
+    if torch is None:
+        sys.exit(f"the CPU comparison needs PyTorch: {TORCH_MISSING}")
     batches = [int(b) for b in args.batch.split(",")]
     modes = [m for m in args.torch.split(",") if m]
     torch.set_num_threads(args.threads)

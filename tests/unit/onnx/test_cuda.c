@@ -22,13 +22,24 @@
 
 static const char *const cuda_kv[] = {"device", "cuda", NULL};
 
+#ifdef HAVE_FMNIST
+/* A file of the Fashion-MNIST test set: where CMake found it, or under $FMNIST_DIR. */
+static gzFile fmnist_open(const char *file)
+{
+    char path[1024];
+    const char *dir = getenv("FMNIST_DIR") ? getenv("FMNIST_DIR") : FMNIST_DIR;
+    snprintf(path, sizeof(path), "%s/%s", dir, file);
+    return gzopen(path, "rb");
+}
+#endif
+
 /* The first |want| test images, or pseudo-random pixels without the data set. */
 static uint8_t *images(size_t want)
 {
     uint8_t *img = malloc(want * 784), hdr[16];
     size_t i;
 #ifdef HAVE_FMNIST
-    gzFile f = gzopen(FMNIST_DIR "/t10k-images-idx3-ubyte.gz", "rb");
+    gzFile f = fmnist_open("t10k-images-idx3-ubyte.gz");
     ck_assert_ptr_nonnull(img);
     if (f && gzread(f, hdr, 16) == 16 && gzread(f, img, (unsigned)(want * 784)) == (int)(want * 784)) {
         gzclose(f);
@@ -214,8 +225,8 @@ START_TEST(test_fmnist_accuracy_gpu)
 #ifdef HAVE_FMNIST
     static const char *const kv[] = {"device", "cuda", "output", "argmax", NULL};
     uint8_t *img = malloc(10000 * 784), *lab = malloc(10000), hdr[16];
-    gzFile fi = gzopen(FMNIST_DIR "/t10k-images-idx3-ubyte.gz", "rb");
-    gzFile fl = gzopen(FMNIST_DIR "/t10k-labels-idx1-ubyte.gz", "rb");
+    gzFile fi = fmnist_open("t10k-images-idx3-ubyte.gz");
+    gzFile fl = fmnist_open("t10k-labels-idx1-ubyte.gz");
     int32_t cls[64];
     size_t i, good = 0;
     tb_t t;

@@ -549,6 +549,64 @@ START_TEST(test_plan_errors)
 }
 END_TEST
 
+/* A whole ResNet-50 v1.5 (bench/onnx/resnet50_onnx, $ONNX_RESNET50): 53 convolutions, each
+ * with its BatchNorm folded, every ReLU fused, every residual Add one fused cuDNN call that
+ * accumulates in place (no copy anywhere), max pooling on the kernel (it pads), the global
+ * average pooling on cuDNN, one product; activations reuse the arena. */
+START_TEST(test_resnet50_plan)
+{
+    const char *model = getenv("ONNX_RESNET50");
+    const cup_plan_t *pl;
+    size_t total = 0;
+    int i, fused_sums = 0;
+    prog_t p;
+
+    ck_assert_msg(model != NULL, "ONNX_RESNET50 is not set (CTest sets it)");
+    plan_open(&p, model, 8);
+    pl = &p.prog->plans[p.prog->n_plans - 1];
+    ck_assert_uint_eq(pl->batch, 8);
+    ck_assert_int_eq(count_steps(pl, CUP_CONV), 53);
+    ck_assert_int_eq(count_steps(pl, CUP_POOL), 2);
+    ck_assert_int_eq(count_steps(pl, CUP_GEMM), 1);
+    ck_assert_int_eq(count_steps(pl, CUP_COPY), 0);
+    ck_assert_int_eq(count_steps(pl, CUP_BATCHNORM), 0);
+    ck_assert_int_eq(count_steps(pl, CUP_BINARY), 0);
+    ck_assert_int_eq(count_steps(pl, CUP_RELU), 0);
+    ck_assert_int_eq(count_steps(pl, CUP_BCAST), 1); /* the fully connected layer's bias */
+    ck_assert_int_eq(pl->n_steps, 57);
+    for (i = 0; i < 53; i++) {
+        const cup_conv_t *c = &nth_step(pl, CUP_CONV, i)->u.conv;
+        ck_assert_int_ge(c->b, 0);
+        if (c->sum) {
+            ck_assert(c->fused && c->relu);
+            ck_assert_int_eq(c->z, c->y);
+            fused_sums++;
+        }
+    }
+    ck_assert_int_eq(fused_sums, 16);
+    ck_assert(!nth_step(pl, CUP_POOL, 0)->u.pool.cudnn); /* max pooling with padding */
+    ck_assert(nth_step(pl, CUP_POOL, 1)->u.pool.cudnn);  /* global average */
+    for (i = 0; i < pl->n_t; i++)
+        if (pl->t[i].root == i && pl->t[i].mem == CUP_MEM_ARENA)
+            total += pl->t[i].bytes;
+    ck_assert_uint_lt(pl->arena_size * 4, total);
+    printf("ResNet-50 plan, batch 8: %d steps, arena %zu MB (%zu MB of tensors), weights %zu MB\n",
+           pl->n_steps, pl->arena_size >> 20, total >> 20, p.prog->pool_size >> 20);
+    /* The emulated numbers against the CPU engine take about a minute: on request only. */
+    if (getenv("ONNX_RESNET50_EMU"))
+        emu_vs_cpu(&p, model, 2, 1e-3f, 1e-3f);
+    plan_close(&p);
+}
+END_TEST
+
+TCase *tcase_cuplan_resnet50(void)
+{
+    TCase *tc = tcase_create("cuplan_resnet50");
+    tcase_set_timeout(tc, getenv("ONNX_RESNET50_EMU") ? 1200 : 120);
+    tcase_add_test(tc, test_resnet50_plan);
+    return tc;
+}
+
 TCase *tcase_cuplan(void)
 {
     TCase *tc = tcase_create("cuplan");
