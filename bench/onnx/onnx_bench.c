@@ -223,7 +223,8 @@ int main(int argc, char **argv)
         if (ops->create(&cfg, &b, err, sizeof(err)) != 0) {
             if (strcmp(device, "cpu") != 0 &&
                 (strstr(err, "no usable CUDA device") || strstr(err, "no CUDA engine") ||
-                 strstr(err, "cannot load the CUDA engine") || strstr(err, "no such CUDA device"))) {
+                 strstr(err, "cannot load the CUDA engine") ||
+                 strstr(err, "no such CUDA device"))) {
                 printf("SKIP device=%s: %s\n", device, err);
                 return SKIP_CODE;
             }

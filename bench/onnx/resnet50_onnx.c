@@ -206,7 +206,8 @@ static Onnx__ValueInfoProto *value_info(gen_t *g, const char *name, int rank, co
     static const Onnx__TypeProto tp_init = ONNX__TYPE_PROTO__INIT;
     static const Onnx__TypeProto__Tensor tt_init = ONNX__TYPE_PROTO__TENSOR__INIT;
     static const Onnx__TensorShapeProto sh_init = ONNX__TENSOR_SHAPE_PROTO__INIT;
-    static const Onnx__TensorShapeProto__Dimension d_init = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT;
+    static const Onnx__TensorShapeProto__Dimension d_init =
+        ONNX__TENSOR_SHAPE_PROTO__DIMENSION__INIT;
     Onnx__ValueInfoProto *vi = keep(g, sizeof(*vi));
     Onnx__TypeProto *tp = keep(g, sizeof(*tp));
     Onnx__TypeProto__Tensor *tt = keep(g, sizeof(*tt));

@@ -10,7 +10,6 @@
 
 #define SKIP_CODE 77
 
-
 int main(void)
 {
     TCase *(*makers[])(void) = {tcase_cuda_nodes, tcase_cuda_engine};

@@ -87,10 +87,16 @@ static void run_conv(const emu_t *e, const cup_conv_t *c)
                                         if (id < 0 || id >= xs[0] || ih < 0 || ih >= xs[1] ||
                                             iw < 0 || iw >= xs[2])
                                             continue;
-                                        acc += (double)x[((((size_t)nn * C + g * cpg + ci) * xs[0] +
-                                                           id) * xs[1] + ih) * xs[2] + iw] *
-                                               w[((((size_t)m * cpg + ci) * ws[0] + kd) * ws[1] +
-                                                  kh) * ws[2] + kw];
+                                        acc +=
+                                            (double)
+                                                x[((((size_t)nn * C + g * cpg + ci) * xs[0] + id) *
+                                                       xs[1] +
+                                                   ih) *
+                                                      xs[2] +
+                                                  iw] *
+                                            w[((((size_t)m * cpg + ci) * ws[0] + kd) * ws[1] + kh) *
+                                                  ws[2] +
+                                              kw];
                                     }
                         v = (float)acc;
                         if (b)
@@ -115,7 +121,8 @@ static void run_pool(const emu_t *e, const cup_pool_t *p)
         ck_assert_int_eq(p->k.dtype, CUK_F32);
         for (s = 0; s < p->k.nsp; s++) {
             ck_assert_int_eq(p->k.d[s], 1);
-            ck_assert_int_eq(p->k.out[s], (p->k.in[s] + 2 * p->k.pl[s] - p->k.k[s]) / p->k.s[s] + 1);
+            ck_assert_int_eq(p->k.out[s],
+                             (p->k.in[s] + 2 * p->k.pl[s] - p->k.k[s]) / p->k.s[s] + 1);
             if (p->k.max)
                 ck_assert_int_eq(p->k.pl[s], 0);
         }
@@ -182,8 +189,8 @@ static void run_gemm(const emu_t *e, const cup_gemm_t *g)
                     acc += (double)av * bv;
                 }
                 Cm[i + (size_t)j * g->ldc] =
-                    g->alpha * (float)acc + (g->beta != 0.0f ? g->beta * Cm[i + (size_t)j * g->ldc]
-                                                             : 0.0f);
+                    g->alpha * (float)acc +
+                    (g->beta != 0.0f ? g->beta * Cm[i + (size_t)j * g->ldc] : 0.0f);
             }
     }
 }
@@ -290,8 +297,8 @@ void cuemu_run(const onnx_cuprog_t *p, size_t n, const void *input, void *output
     for (k = 0; k < g->n_outputs; k++) {
         const uint8_t *src = tp(&e, e.pl->out_t[k]);
         for (s = 0; s < n; s++)
-            memcpy((uint8_t *)output + s * g->output_size + p->out_off[k],
-                   src + s * p->out_size[k], p->out_size[k]);
+            memcpy((uint8_t *)output + s * g->output_size + p->out_off[k], src + s * p->out_size[k],
+                   p->out_size[k]);
     }
     free(e.arena);
     free(e.pool);
@@ -326,7 +333,8 @@ void cuemu_check_plans(const onnx_cuprog_t *p)
                     continue;
                 if (o->last < t->first || t->last < o->first)
                     continue;
-                ck_assert_msg(t->offset + t->bytes <= o->offset || o->offset + o->bytes <= t->offset,
+                ck_assert_msg(t->offset + t->bytes <= o->offset ||
+                                  o->offset + o->bytes <= t->offset,
                               "plan %zu: tensors %d [%zu, +%zu) and %d [%zu, +%zu) overlap while "
                               "both live (steps %d..%d and %d..%d)",
                               pl->batch, a, t->offset, t->bytes, b, o->offset, o->bytes, t->first,

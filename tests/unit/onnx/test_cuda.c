@@ -41,7 +41,8 @@ static uint8_t *images(size_t want)
 #ifdef HAVE_FMNIST
     gzFile f = fmnist_open("t10k-images-idx3-ubyte.gz");
     ck_assert_ptr_nonnull(img);
-    if (f && gzread(f, hdr, 16) == 16 && gzread(f, img, (unsigned)(want * 784)) == (int)(want * 784)) {
+    if (f && gzread(f, hdr, 16) == 16 &&
+        gzread(f, img, (unsigned)(want * 784)) == (int)(want * 784)) {
         gzclose(f);
         return img;
     }

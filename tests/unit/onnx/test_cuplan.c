@@ -92,8 +92,8 @@ static void emu_vs_cpu(const prog_t *p, const char *model, size_t n, float atol,
                 char what[96];
                 snprintf(what, sizeof(what), "output %d of sample %zu of %zu", i, s, b);
                 if (v->dtype == ONNX_DT_FLOAT)
-                    assert_close((const float *)o, (const float *)w, p->prog->out_size[i] / 4,
-                                 atol, rtol, what);
+                    assert_close((const float *)o, (const float *)w, p->prog->out_size[i] / 4, atol,
+                                 rtol, what);
                 else
                     ck_assert_msg(memcmp(o, w, p->prog->out_size[i]) == 0, "%s differs", what);
             }
@@ -161,7 +161,7 @@ START_TEST(test_residual_in_place)
     c2 = &nth_step(pl, CUP_CONV, 1)->u.conv;
     ck_assert(c1->fused && c1->relu && !c1->sum && c1->b >= 0 && c1->z < 0);
     ck_assert(c2->fused && c2->relu && c2->sum);
-    ck_assert_int_ge(c2->b, 0); /* the bias that folding BN gave it */
+    ck_assert_int_ge(c2->b, 0);     /* the bias that folding BN gave it */
     ck_assert_int_eq(c2->z, c2->y); /* accumulates in place ... */
     ck_assert_int_eq(pl->t[c2->y].root, pl->t[nth_step(pl, CUP_RELU, 0)->u.relu.y].root); /* r0 */
     ck_assert_int_eq(c1->nsp, 2);
@@ -452,9 +452,9 @@ START_TEST(test_pool_paths)
         int64_t pads[4], dil, ceil;
         int cudnn;
     } cases[] = {
-        {"MaxPool", {0, 0, 0, 0}, 1, 0, 1},     {"MaxPool", {1, 1, 1, 1}, 1, 0, 0},
-        {"MaxPool", {0, 0, 0, 0}, 2, 0, 0},     {"AveragePool", {1, 1, 1, 1}, 1, 0, 1},
-        {"AveragePool", {0, 0, 1, 1}, 1, 0, 0}, {"AveragePool", {0, 0, 0, 0}, 1, 1, 0},
+        {"MaxPool", {0, 0, 0, 0}, 1, 0, 1},           {"MaxPool", {1, 1, 1, 1}, 1, 0, 0},
+        {"MaxPool", {0, 0, 0, 0}, 2, 0, 0},           {"AveragePool", {1, 1, 1, 1}, 1, 0, 1},
+        {"AveragePool", {0, 0, 1, 1}, 1, 0, 0},       {"AveragePool", {0, 0, 0, 0}, 1, 1, 0},
         {"GlobalAveragePool", {0, 0, 0, 0}, 1, 0, 1},
     };
     static const int64_t dx[] = {-1, 3, 8, 7}, k2[] = {3, 3}, s2[] = {2, 2};

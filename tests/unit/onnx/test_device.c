@@ -84,7 +84,8 @@ END_TEST
  * no driver, no GPU or too few, create() fails and says which and why. */
 START_TEST(test_device_missing)
 {
-    static const char *const nolib[] = {"device", "cuda:0", "cuda_lib", "/nonexistent/libx.so", NULL};
+    static const char *const nolib[] = {"device", "cuda:0", "cuda_lib", "/nonexistent/libx.so",
+                                        NULL};
     static const char *const reasons[] = {
         "no such CUDA device: this host has", /* a GPU host with fewer than 8 */
         "no usable CUDA device",              /* no driver, or no GPU */

@@ -156,8 +156,8 @@ static void compare(const onnx_tensor_t *want, const uint8_t *got, const char *w
 /* One engine opened on one model, for the vectors. */
 typedef struct {
     node_engine_t engine;
-    tb_t t;            /* ENG_CPU, ENG_CUDA: the backend */
-    onnx_graph_t *g;   /* ENG_EMU: the graph and its CUDA plans */
+    tb_t t;          /* ENG_CPU, ENG_CUDA: the backend */
+    onnx_graph_t *g; /* ENG_EMU: the graph and its CUDA plans */
     onnx_cuprog_t *prog;
     size_t input_size, output_size;
     uint32_t max_batch;
@@ -496,16 +496,26 @@ NODE_TCASE(cast, cast_cases)
 
 /* ---- every vector on the CUDA engine: its plans emulated on the CPU, or a real GPU ---- */
 
-#define TABLE(t) {t, sizeof(t) / sizeof(t[0])}
+#define N_OF(t) (sizeof(t) / sizeof(t[0]))
 static const struct {
     const node_case_t *cases;
     size_t n;
 } all_tables[] = {
-    TABLE(conv_cases),      TABLE(relu_cases),     TABLE(maxpool_cases),
-    TABLE(averagepool_cases), TABLE(globalaveragepool_cases), TABLE(batchnorm_cases),
-    TABLE(elementwise_cases), TABLE(gemm_cases),   TABLE(matmul_cases),
-    TABLE(flatten_cases),   TABLE(reshape_cases),  TABLE(softmax_cases),
-    TABLE(identity_cases),  TABLE(constant_cases), TABLE(cast_cases),
+    {conv_cases, N_OF(conv_cases)},
+    {relu_cases, N_OF(relu_cases)},
+    {maxpool_cases, N_OF(maxpool_cases)},
+    {averagepool_cases, N_OF(averagepool_cases)},
+    {globalaveragepool_cases, N_OF(globalaveragepool_cases)},
+    {batchnorm_cases, N_OF(batchnorm_cases)},
+    {elementwise_cases, N_OF(elementwise_cases)},
+    {gemm_cases, N_OF(gemm_cases)},
+    {matmul_cases, N_OF(matmul_cases)},
+    {flatten_cases, N_OF(flatten_cases)},
+    {reshape_cases, N_OF(reshape_cases)},
+    {softmax_cases, N_OF(softmax_cases)},
+    {identity_cases, N_OF(identity_cases)},
+    {constant_cases, N_OF(constant_cases)},
+    {cast_cases, N_OF(cast_cases)},
 };
 
 static size_t all_cases(void)

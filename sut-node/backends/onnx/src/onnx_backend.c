@@ -35,8 +35,8 @@
 
 struct sut_backend {
     onnx_graph_t *g;
-    onnx_dnnl_t *x;       /* device=cpu */
-    pthread_mutex_t lock; /* cpu: one batch at a time, the executor's buffers are shared */
+    onnx_dnnl_t *x;            /* device=cpu */
+    pthread_mutex_t lock;      /* cpu: one batch at a time, the executor's buffers are shared */
     const onnx_cuda_api_t *cu; /* device=cuda: the engine library's functions */
     onnx_cuda_t *cx;
     onnx_cuprog_t *prog;
@@ -45,7 +45,7 @@ struct sut_backend {
     int argmax;
     uint32_t max_batch, preferred;
     char device[768];
-    uint8_t *classes; /* argmax results, 4 bytes per sample, per engine */
+    uint8_t *classes;      /* argmax results, 4 bytes per sample, per engine */
     sut_result_t *results; /* per engine */
     int pinned_warned;
     void (*log)(int level, const char *msg);
@@ -130,12 +130,12 @@ static void cpu_name(char *buf, size_t len)
     fclose(f);
 }
 
-static const char *const known_opts[] = {"model",        "threads", "output",     "batch_sizes",
-                                         "device",       "streams", "workspace_mb", "conv_algo",
-                                         "tf32",         "debug_sync", "cuda_lib",  NULL};
+static const char *const known_opts[] = {"model",  "threads",    "output",       "batch_sizes",
+                                         "device", "streams",    "workspace_mb", "conv_algo",
+                                         "tf32",   "debug_sync", "cuda_lib",     NULL};
 /* The options that only the CUDA engine reads. */
-static const char *const cuda_opts[] = {"streams", "workspace_mb", "conv_algo", "tf32",
-                                        "debug_sync", "cuda_lib", NULL};
+static const char *const cuda_opts[] = {"streams",    "workspace_mb", "conv_algo", "tf32",
+                                        "debug_sync", "cuda_lib",     NULL};
 
 /* "cpu", "cuda" (device 0) or "cuda:N". Returns 0 with *dev = -1 for the CPU, else the ordinal. */
 static int parse_device(const char *s, int *dev)
@@ -212,7 +212,8 @@ static int load_cuda_lib(const char *explicit_path, const onnx_cuda_api_t **api,
     if (explicit_path) {
         snprintf(cand[n++], PATH_MAX, "%s", explicit_path);
     } else {
-        if (dladdr((void *)&load_cuda_lib, &info) && info.dli_fname && strchr(info.dli_fname, '/')) {
+        /* absolute for a plugin; the executable's own (relative) name is covered just below */
+        if (dladdr((void *)&load_cuda_lib, &info) && info.dli_fname && info.dli_fname[0] == '/') {
             dir_of(info.dli_fname, dir, sizeof(dir));
             snprintf(cand[n++], PATH_MAX, "%s/%s", dir[0] ? dir : ".", ONNX_CUDA_LIB_NAME);
         }
@@ -220,7 +221,8 @@ static int load_cuda_lib(const char *explicit_path, const onnx_cuda_api_t **api,
         if (len > 0) {
             exe[len] = '\0';
             dir_of(exe, dir, sizeof(dir));
-            snprintf(cand[n++], PATH_MAX, "%s/%s", dir, ONNX_CUDA_LIB_NAME);
+            if (!n || strncmp(cand[0], dir, strlen(dir)) != 0 || cand[0][strlen(dir)] != '/')
+                snprintf(cand[n++], PATH_MAX, "%s/%s", dir, ONNX_CUDA_LIB_NAME);
             snprintf(cand[n++], PATH_MAX, "%s/../lib/sut-node/%s", dir, ONNX_CUDA_LIB_NAME);
         }
 #ifdef SUT_ONNX_CUDA_BUILD_PATH
@@ -255,10 +257,9 @@ static int load_cuda_lib(const char *explicit_path, const onnx_cuda_api_t **api,
         rc = cmn_errf(eb, CMN_ECONFIG, "%s: no %s() entry point", cand[i], ONNX_CUDA_ENTRY_SYMBOL);
         goto out;
     }
-    if ((*api)->version != ONNX_CUDA_API_VERSION ||
-        (*api)->struct_size < sizeof(onnx_cuda_api_t)) {
-        rc = cmn_errf(eb, CMN_EVERSION, "%s speaks engine API version %u; this backend %u",
-                      cand[i], (*api)->version, ONNX_CUDA_API_VERSION);
+    if ((*api)->version != ONNX_CUDA_API_VERSION || (*api)->struct_size < sizeof(onnx_cuda_api_t)) {
+        rc = cmn_errf(eb, CMN_EVERSION, "%s speaks engine API version %u; this backend %u", cand[i],
+                      (*api)->version, ONNX_CUDA_API_VERSION);
         goto out;
     }
     if (!explicit_path)
@@ -328,7 +329,8 @@ static int onnx_create(const sut_backend_config_t *cfg, sut_backend_t **out, cha
                     goto fail_opts;
                 }
     } else if (threads_s) {
-        rc = cmn_errf(&eb, CMN_ECONFIG, "threads=%s applies to device=cpu (oneDNN) only", threads_s);
+        rc =
+            cmn_errf(&eb, CMN_ECONFIG, "threads=%s applies to device=cpu (oneDNN) only", threads_s);
         goto fail_opts;
     }
     if (threads_s && parse_uint(threads_s, 4096, &threads) < 0) {
@@ -340,7 +342,8 @@ static int onnx_create(const sut_backend_config_t *cfg, sut_backend_t **out, cha
         goto fail_opts;
     }
     if (ws_s && strcmp(ws_s, "0") != 0 && parse_uint(ws_s, 65536, &ws_mb) < 0) {
-        rc = cmn_errf(&eb, CMN_ECONFIG, "workspace_mb=%s: expected megabytes from 0 to 65536", ws_s);
+        rc =
+            cmn_errf(&eb, CMN_ECONFIG, "workspace_mb=%s: expected megabytes from 0 to 65536", ws_s);
         goto fail_opts;
     }
     if (ws_s && strcmp(ws_s, "0") == 0)
@@ -456,8 +459,8 @@ static int onnx_create(const sut_backend_config_t *cfg, sut_backend_t **out, cha
                  (int)sysconf(_SC_NPROCESSORS_ONLN), onnx_dnnl_version());
     } else {
         snprintf(b->device, sizeof(b->device),
-                 "%s; onnx CUDA engine: %lu streams, TF32 %s, convolution algorithms by %s",
-                 gpu, streams, tf32 ? "on" : "off", co.find_algo ? "timing" : "heuristics");
+                 "%s; onnx CUDA engine: %lu streams, TF32 %s, convolution algorithms by %s", gpu,
+                 streams, tf32 ? "on" : "off", co.find_algo ? "timing" : "heuristics");
     }
     blog(b, SUT_LOG_INFO,
          "onnx: %s: %d inputs (%zu bytes/sample), %d outputs (%zu bytes/sample), batch %s up to "

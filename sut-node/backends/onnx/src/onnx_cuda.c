@@ -47,7 +47,7 @@ typedef struct {
 struct onnx_cuda {
     const onnx_cuprog_t *prog;
     onnx_cuda_opts_t o;
-    uint8_t *pool; /* device: the constants */
+    uint8_t *pool;    /* device: the constants */
     dstep_t **dsteps; /* per plan, per step */
     slot_t *slots;
     int n_slots;
@@ -62,7 +62,8 @@ struct onnx_cuda {
 /* ---- messages ---------------------------------------------------------------------------------
  */
 
-static int errf(cmn_errbuf_t *eb, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int errf(cmn_errbuf_t *eb, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int errf(cmn_errbuf_t *eb, int rc, const char *fmt, ...)
 {
     va_list ap;
@@ -88,14 +89,16 @@ static int cuda_fail(cmn_errbuf_t *eb, int dev, cudaError_t e, const char *call,
                 cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
-static int dnn_fail(cmn_errbuf_t *eb, int dev, cudnnStatus_t st, const char *call, const char *where)
+static int dnn_fail(cmn_errbuf_t *eb, int dev, cudnnStatus_t st, const char *call,
+                    const char *where)
 {
     return errf(eb, st == CUDNN_STATUS_ALLOC_FAILED ? -ENOMEM : CMN_EBACKEND,
                 "cuda:%d: %s%.*s failed: %s", dev, where, call_name(call), call,
                 cudnnGetErrorString(st));
 }
 
-static int blas_fail(cmn_errbuf_t *eb, int dev, cublasStatus_t st, const char *call, const char *where)
+static int blas_fail(cmn_errbuf_t *eb, int dev, cublasStatus_t st, const char *call,
+                     const char *where)
 {
     return errf(eb, st == CUBLAS_STATUS_ALLOC_FAILED ? -ENOMEM : CMN_EBACKEND,
                 "cuda:%d: %s%.*s failed: %s (%s)", dev, where, call_name(call), call,
@@ -103,23 +106,23 @@ static int blas_fail(cmn_errbuf_t *eb, int dev, cublasStatus_t st, const char *c
 }
 
 /* Each evaluates a call and returns an error naming it; |where| and |dev| come from the caller. */
-#define CU(call)                                                 \
-    do {                                                         \
-        cudaError_t e_ = (call);                                 \
-        if (e_ != cudaSuccess)                                   \
-            return cuda_fail(eb, dev, e_, #call, where);         \
+#define CU(call)                                         \
+    do {                                                 \
+        cudaError_t e_ = (call);                         \
+        if (e_ != cudaSuccess)                           \
+            return cuda_fail(eb, dev, e_, #call, where); \
     } while (0)
-#define DNN(call)                                                \
-    do {                                                         \
-        cudnnStatus_t s_ = (call);                               \
-        if (s_ != CUDNN_STATUS_SUCCESS)                          \
-            return dnn_fail(eb, dev, s_, #call, where);          \
+#define DNN(call)                                       \
+    do {                                                \
+        cudnnStatus_t s_ = (call);                      \
+        if (s_ != CUDNN_STATUS_SUCCESS)                 \
+            return dnn_fail(eb, dev, s_, #call, where); \
     } while (0)
-#define BLAS(call)                                               \
-    do {                                                         \
-        cublasStatus_t s_ = (call);                              \
-        if (s_ != CUBLAS_STATUS_SUCCESS)                         \
-            return blas_fail(eb, dev, s_, #call, where);         \
+#define BLAS(call)                                       \
+    do {                                                 \
+        cublasStatus_t s_ = (call);                      \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                 \
+            return blas_fail(eb, dev, s_, #call, where); \
     } while (0)
 
 /* Errors after which the CUDA context cannot be used any more. */
@@ -178,8 +181,8 @@ static int cuda_probe(int dev, char *desc, size_t len, cmn_errbuf_t *eb)
              "%s (cuda:%d, PCI %s), %.1f GiB, compute capability %d.%d, %d SMs, driver %d.%d, "
              "runtime %d.%d, cuDNN %zu.%zu.%zu, cuBLAS %d.%d.%d",
              p.name, dev, pci, (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), p.major,
-             p.minor, p.multiProcessorCount, drv / 1000, drv % 1000 / 10, rt / 1000,
-             rt % 1000 / 10, dnn / 10000, dnn % 10000 / 100, dnn % 100, bmaj, bmin, bpat);
+             p.minor, p.multiProcessorCount, drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10,
+             dnn / 10000, dnn % 10000 / 100, dnn % 100, bmaj, bmin, bpat);
     return 0;
 }
 
@@ -255,7 +258,8 @@ static int conv_algo(onnx_cuda_t *x, const cup_plan_t *pl, const cup_conv_t *c, 
                     dev, where, x->o.workspace >> 20);
     d->algo = perf[i].algo;
     DNN(cudnnSetConvolutionMathType(d->conv, perf[i].mathType));
-    DNN(cudnnGetConvolutionForwardWorkspaceSize(s->dnn, d->x, d->w, d->conv, d->y, d->algo, &d->ws));
+    DNN(cudnnGetConvolutionForwardWorkspaceSize(s->dnn, d->x, d->w, d->conv, d->y, d->algo,
+                                                &d->ws));
     if (d->ws > x->ws_size)
         x->ws_size = d->ws;
     return 0;
@@ -299,7 +303,7 @@ static int prep_pool(onnx_cuda_t *x, const cup_plan_t *pl, const cup_pool_t *p, 
     const cup_tensor_t *t = &pl->t[p->x];
     int dev = x->o.device, nsp = p->k.nsp < 2 ? 2 : p->k.nsp, off = nsp - p->k.nsp;
     int xd[5], yd[5], od[5], win[3], pad[3], str[3], s;
-    cudnnPoolingMode_t mode = p->k.max               ? CUDNN_POOLING_MAX
+    cudnnPoolingMode_t mode = p->k.max           ? CUDNN_POOLING_MAX
                               : p->k.include_pad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
                                                  : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
 
@@ -346,8 +350,7 @@ static void step_where(const onnx_cuda_t *x, const cup_plan_t *pl, int i, char *
     const cup_step_t *s = &pl->steps[i];
     const onnx_graph_t *g = x->prog->g;
     snprintf(buf, len, "batch %zu, step %d of %d (%s, node \"%s\"): ", pl->batch, i + 1,
-             pl->n_steps, onnx_cup_kind_name(s->kind),
-             s->node >= 0 ? g->nodes[s->node].name : "?");
+             pl->n_steps, onnx_cup_kind_name(s->kind), s->node >= 0 ? g->nodes[s->node].name : "?");
 }
 
 /* ---- create, destroy --------------------------------------------------------------------------
@@ -369,7 +372,8 @@ static int make_slot(onnx_cuda_t *x, slot_t *s, cmn_errbuf_t *eb)
         CU(cudaMemset(s->arena, 0, x->prog->arena_size));
         x->mem += x->prog->arena_size;
     }
-    CU(cudaHostAlloc((void **)&s->host_out, x->out_bytes ? x->out_bytes : 1, cudaHostAllocPortable));
+    CU(cudaHostAlloc((void **)&s->host_out, x->out_bytes ? x->out_bytes : 1,
+                     cudaHostAllocPortable));
     return 0;
 }
 
@@ -446,18 +450,18 @@ static int cuda_create(const onnx_cuprog_t *prog, const onnx_cuda_opts_t *o, onn
         goto fail;
     }
     x->sync_ready = 1;
-#define TRY(expr)               \
-    do {                        \
-        if ((rc = (expr)) < 0)  \
-            goto fail;          \
+#define TRY(expr)              \
+    do {                       \
+        if ((rc = (expr)) < 0) \
+            goto fail;         \
     } while (0)
-#define TRYCU(call)                                             \
-    do {                                                        \
-        cudaError_t e_ = (call);                                \
-        if (e_ != cudaSuccess) {                                \
-            rc = cuda_fail(eb, dev, e_, #call, where);          \
-            goto fail;                                          \
-        }                                                       \
+#define TRYCU(call)                                    \
+    do {                                               \
+        cudaError_t e_ = (call);                       \
+        if (e_ != cudaSuccess) {                       \
+            rc = cuda_fail(eb, dev, e_, #call, where); \
+            goto fail;                                 \
+        }                                              \
     } while (0)
     TRYCU(cudaSetDevice(dev));
     if (prog->pool_size) {
@@ -534,8 +538,7 @@ static int exec_step(onnx_cuda_t *x, slot_t *sl, const cup_plan_t *pl, const dst
             /* y = relu(conv(x) + alpha2 * z + b); z may be y itself (an in-place residual) */
             DNN(cudnnConvolutionBiasActivationForward(
                 sl->dnn, &one, d->x, P(c->x), d->w, P(c->w), d->conv, d->algo, sl->ws, x->ws_size,
-                &beta, d->y, c->z >= 0 ? P(c->z) : P(c->y), d->b, P(c->b), d->act, d->y,
-                P(c->y)));
+                &beta, d->y, c->z >= 0 ? P(c->z) : P(c->y), d->b, P(c->b), d->act, d->y, P(c->y)));
             return 0;
         }
         DNN(cudnnConvolutionForward(sl->dnn, &one, d->x, P(c->x), d->w, P(c->w), d->conv, d->algo,
@@ -550,7 +553,8 @@ static int exec_step(onnx_cuda_t *x, slot_t *sl, const cup_plan_t *pl, const dst
                                     P(s->u.pool.y)));
             return 0;
         }
-        return kern(eb, dev, onnx_cuk_pool(sl->stream, &s->u.pool.k, P(s->u.pool.x), P(s->u.pool.y)),
+        return kern(eb, dev,
+                    onnx_cuk_pool(sl->stream, &s->u.pool.k, P(s->u.pool.x), P(s->u.pool.y)),
                     "onnx_cuk_pool", where);
     case CUP_SOFTMAX:
         DNN(cudnnSoftmaxForward(sl->dnn, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL, &one,
@@ -567,8 +571,8 @@ static int exec_step(onnx_cuda_t *x, slot_t *sl, const cup_plan_t *pl, const dst
                              &g->beta, c, g->ldc));
         else
             BLAS(cublasSgemmStridedBatched(sl->blas, ta, tb, g->m, g->n, g->k, &g->alpha, a, g->lda,
-                                           g->stride_a, b, g->ldb, g->stride_b, &g->beta, c,
-                                           g->ldc, g->stride_c, g->count));
+                                           g->stride_a, b, g->ldb, g->stride_b, &g->beta, c, g->ldc,
+                                           g->stride_c, g->count));
         return 0;
     }
     case CUP_COPY:
@@ -577,7 +581,8 @@ static int exec_step(onnx_cuda_t *x, slot_t *sl, const cup_plan_t *pl, const dst
                                cudaMemcpyDeviceToDevice, sl->stream));
         return 0;
     case CUP_BCAST:
-        return kern(eb, dev, onnx_cuk_bcast(sl->stream, &s->u.bcast.k, P(s->u.bcast.x), P(s->u.bcast.y)),
+        return kern(eb, dev,
+                    onnx_cuk_bcast(sl->stream, &s->u.bcast.k, P(s->u.bcast.x), P(s->u.bcast.y)),
                     "onnx_cuk_bcast", where);
     case CUP_PAD:
         return kern(eb, dev, onnx_cuk_pad(sl->stream, &s->u.pad.k, P(s->u.pad.x), P(s->u.pad.y)),
@@ -588,7 +593,8 @@ static int exec_step(onnx_cuda_t *x, slot_t *sl, const cup_plan_t *pl, const dst
                                     P(s->u.binary.y)),
                     "onnx_cuk_binary", where);
     case CUP_RELU:
-        return kern(eb, dev, onnx_cuk_relu(sl->stream, s->u.relu.count, P(s->u.relu.x), P(s->u.relu.y)),
+        return kern(eb, dev,
+                    onnx_cuk_relu(sl->stream, s->u.relu.count, P(s->u.relu.x), P(s->u.relu.y)),
                     "onnx_cuk_relu", where);
     case CUP_BATCHNORM:
         return kern(eb, dev,
@@ -596,7 +602,8 @@ static int exec_step(onnx_cuda_t *x, slot_t *sl, const cup_plan_t *pl, const dst
                                 P(s->u.bn.shift), P(s->u.bn.mean), P(s->u.bn.var), P(s->u.bn.y)),
                     "onnx_cuk_bn", where);
     case CUP_CAST:
-        return kern(eb, dev, onnx_cuk_cast(sl->stream, &s->u.cast.k, P(s->u.cast.x), P(s->u.cast.y)),
+        return kern(eb, dev,
+                    onnx_cuk_cast(sl->stream, &s->u.cast.k, P(s->u.cast.x), P(s->u.cast.y)),
                     "onnx_cuk_cast", where);
     }
 #undef P
@@ -652,7 +659,8 @@ static int run_on(onnx_cuda_t *x, slot_t *sl, const cup_plan_t *pl, const dstep_
             CU(cudaMemcpy2DAsync(sl->host_out + p->out_off[k], g->output_size, src, sz, sz, n,
                                  cudaMemcpyDeviceToHost, sl->stream));
     }
-    where = x->o.debug_sync ? "after the last step: " : "running the batch (debug_sync=1 names the step): ";
+    where = x->o.debug_sync ? "after the last step: "
+                            : "running the batch (debug_sync=1 names the step): ";
     CU(cudaStreamSynchronize(sl->stream));
     return 0;
 }
@@ -672,8 +680,9 @@ static int cuda_run(onnx_cuda_t *x, size_t n, const void *input, const void **ou
             break;
         }
     if (!pl || n == 0)
-        return errf(eb, CMN_EOVERLOAD, "a batch of %zu samples; the CUDA engine was built for at most %zu",
-                    n, p->n_plans ? p->plans[p->n_plans - 1].batch : 0);
+        return errf(eb, CMN_EOVERLOAD,
+                    "a batch of %zu samples; the CUDA engine was built for at most %zu", n,
+                    p->n_plans ? p->plans[p->n_plans - 1].batch : 0);
     pthread_mutex_lock(&x->mu);
     for (;;) {
         for (k = 0; k < x->n_slots && x->slots[k].busy; k++)

@@ -32,14 +32,14 @@
 typedef struct onnx_cuda onnx_cuda_t;
 
 typedef struct {
-    int device;           /* the CUDA device ordinal */
-    int streams;          /* slots, >= 1 */
-    size_t workspace;     /* bytes of cuDNN workspace a convolution may use, per stream */
-    int tf32;             /* allow TF32 tensor cores in convolutions and products */
-    int find_algo;        /* 1: benchmark the convolution algorithms at load; 0: heuristics */
-    int debug_sync;       /* synchronise after every step, to name the one that fails */
-    size_t max_batch;     /* the largest batch run() gets (sizes the result buffers) */
-    const void *pool;     /* the constant pool, filled by onnx_cuprog_fill_pool() */
+    int device;       /* the CUDA device ordinal */
+    int streams;      /* slots, >= 1 */
+    size_t workspace; /* bytes of cuDNN workspace a convolution may use, per stream */
+    int tf32;         /* allow TF32 tensor cores in convolutions and products */
+    int find_algo;    /* 1: benchmark the convolution algorithms at load; 0: heuristics */
+    int debug_sync;   /* synchronise after every step, to name the one that fails */
+    size_t max_batch; /* the largest batch run() gets (sizes the result buffers) */
+    const void *pool; /* the constant pool, filled by onnx_cuprog_fill_pool() */
 } onnx_cuda_opts_t;
 
 typedef struct {

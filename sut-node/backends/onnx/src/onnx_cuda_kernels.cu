@@ -4,7 +4,8 @@
  * pooling; they favour being obviously right over being fast. */
 #include "onnx_cuda_kernels.h"
 
-namespace {
+namespace
+{
 
 const int kThreads = 256;
 const int64_t kMaxBlocks = 65535; /* the grid-stride loop covers the rest */
@@ -15,8 +16,8 @@ inline unsigned blocks_for(int64_t n)
     return (unsigned)(b < kMaxBlocks ? b : kMaxBlocks);
 }
 
-#define GRID_LOOP(i, n)                                                                  \
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);              \
+#define GRID_LOOP(i, n)                                                       \
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
          i += (int64_t)gridDim.x * blockDim.x)
 
 __global__ void k_binary(cuk_binary_t p, const float *a, const float *b, float *y)

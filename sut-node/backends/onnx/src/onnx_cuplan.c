@@ -242,8 +242,9 @@ static int posts(bx_t *x, const onnx_node_t *n, int allow_sum, int *sum, int *re
             continue;
         }
         if (!allow_sum || k != 0)
-            return fail(x, CMN_EBACKEND, "a residual sum in this position is not supported by "
-                                         "the CUDA engine");
+            return fail(x, CMN_EBACKEND,
+                        "a residual sum in this position is not supported by "
+                        "the CUDA engine");
         *sum = n->post[k].value;
     }
     return 0;
@@ -456,7 +457,8 @@ static int emit_softmax(bx_t *x, const onnx_node_t *n)
         ax = d[n->axis];
         inner = prod(d + n->axis + 1, rank - n->axis - 1);
     }
-    if ((rc = check_int(x, outer, "a dimension")) < 0 || (rc = check_int(x, ax, "a dimension")) < 0 ||
+    if ((rc = check_int(x, outer, "a dimension")) < 0 ||
+        (rc = check_int(x, ax, "a dimension")) < 0 ||
         (rc = check_int(x, inner, "a dimension")) < 0 ||
         (rc = check_int(x, outer * ax * inner, "an element count")) < 0)
         return rc;
@@ -511,9 +513,10 @@ static int emit_binary(bx_t *x, const onnx_node_t *n)
     b->rank = nd;
     b->relu = relu;
     b->count = prod(od, nd);
-    b->op = n->op == ONNX_OP_ADD ? CUK_ADD : n->op == ONNX_OP_SUB ? CUK_SUB
-                                         : n->op == ONNX_OP_MUL ? CUK_MUL
-                                                                : CUK_DIV;
+    b->op = n->op == ONNX_OP_ADD   ? CUK_ADD
+            : n->op == ONNX_OP_SUB ? CUK_SUB
+            : n->op == ONNX_OP_MUL ? CUK_MUL
+                                   : CUK_DIV;
     memcpy(b->dims, od, (size_t)nd * sizeof(int64_t));
     for (k = 0; k < 2; k++) {
         r = vdims(g, n->in[k], x->pl->batch, d[k]);
@@ -714,8 +717,9 @@ static int emit_matmul(bx_t *x, const onnx_node_t *n)
     inner = prod(ob + split, nb - split);
     outer = prod(ob, split);
     if (outer > MAX_GEMM_STEPS)
-        return fail(x, CMN_EBACKEND, "batch dimensions that broadcast into %lld separate products "
-                                     "(the CUDA engine runs at most %d)",
+        return fail(x, CMN_EBACKEND,
+                    "batch dimensions that broadcast into %lld separate products "
+                    "(the CUDA engine runs at most %d)",
                     (long long)outer, MAX_GEMM_STEPS);
     for (k = 0; k < 2; k++) {
         /* between inner batches an operand moves one matrix on, or stays (it broadcasts) */
@@ -1010,8 +1014,9 @@ static int build_plan(bx_t *x)
         if (t < 0)
             return t;
         if (pl->t[t].bytes != pl->batch * x->p->out_size[i])
-            return fail(x, CMN_EBACKEND, "graph output \"%s\" has %zu bytes in a batch of %zu, "
-                                         "not %zu per sample",
+            return fail(x, CMN_EBACKEND,
+                        "graph output \"%s\" has %zu bytes in a batch of %zu, "
+                        "not %zu per sample",
                         g->values[g->outputs[i]].name, pl->t[t].bytes, pl->batch,
                         x->p->out_size[i]);
         pl->out_t[i] = t;

@@ -35,10 +35,10 @@
 enum { CUP_MEM_ARENA = 0, CUP_MEM_CONST = 1 };
 
 typedef struct {
-    int root;          /* the tensor that owns the storage (itself for a root) */
-    int mem;           /* CUP_MEM_*: of the root */
-    int input;         /* roots: index of the graph input staged here, or -1 */
-    int konst;         /* CUP_MEM_CONST roots: index in prog->consts */
+    int root;  /* the tensor that owns the storage (itself for a root) */
+    int mem;   /* CUP_MEM_*: of the root */
+    int input; /* roots: index of the graph input staged here, or -1 */
+    int konst; /* CUP_MEM_CONST roots: index in prog->consts */
     onnx_dtype_t dtype;
     int rank;
     int64_t dims[ONNX_MAX_RANK]; /* in this plan, the batch applied */
@@ -81,9 +81,9 @@ typedef struct {
 
 typedef struct {
     int x, y;
-    int cudnn;      /* float, symmetric padding, no dilation, and no padding for max */
-    int planes;     /* N * C */
-    cuk_pool_t k;   /* nsp 1 to 3; cuDNN runs 1-D pooling as 2-D of height 1 */
+    int cudnn;    /* float, symmetric padding, no dilation, and no padding for max */
+    int planes;   /* N * C */
+    cuk_pool_t k; /* nsp 1 to 3; cuDNN runs 1-D pooling as 2-D of height 1 */
 } cup_pool_t;
 
 typedef struct {
@@ -174,8 +174,8 @@ typedef struct {
     size_t n_plans;
     cup_const_t *consts;
     int n_consts, cap_consts;
-    size_t pool_size;  /* bytes of the constant pool */
-    size_t arena_size; /* the largest plan's */
+    size_t pool_size;           /* bytes of the constant pool */
+    size_t arena_size;          /* the largest plan's */
     size_t *in_off, *in_size;   /* per graph input: place in a sample, bytes per sample */
     size_t *out_off, *out_size; /* per graph output: place in a result, bytes per sample */
 } onnx_cuprog_t;
@@ -196,8 +196,8 @@ void onnx_cuprog_fill_pool(const onnx_cuprog_t *p, void *pool);
 /* "conv", "gemm", ...: for messages (inline: the CUDA engine library uses it too). */
 static inline const char *onnx_cup_kind_name(cup_kind_t k)
 {
-    static const char *const names[] = {"conv", "pool",  "softmax", "gemm",      "copy", "bcast",
-                                        "pad",  "binary", "relu",   "batchnorm", "cast"};
+    static const char *const names[] = {"conv", "pool",   "softmax", "gemm",      "copy", "bcast",
+                                        "pad",  "binary", "relu",    "batchnorm", "cast"};
     return (unsigned)k < sizeof(names) / sizeof(names[0]) ? names[k] : "?";
 }
 
