@@ -50,6 +50,9 @@ static void run_conv(const emu_t *e, const cup_conv_t *c)
     ck_assert_int_eq(M % c->groups, 0);
     if (c->fused)
         ck_assert_msg(b != NULL, "a fused convolution needs a bias");
+    if (c->fused && c->sum)
+        ck_assert_msg(e->pl->t[c->z].root != e->pl->t[c->y].root,
+                      "a fused convolution must not read its addend from its output");
     if (c->sum && !c->fused)
         ck_assert_msg(z == y, "an unfused residual sum must find its addend in the output");
     if (!c->sum)

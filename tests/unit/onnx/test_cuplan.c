@@ -112,8 +112,8 @@ static void finish(char *model)
 }
 
 /* A ResNet basic block: Relu -> Conv+BN+Relu -> Conv+BN -> Add(., r0) -> Relu. The second Conv
- * is one fused cuDNN call accumulating into r0's storage (nothing reads r0 afterwards). */
-START_TEST(test_residual_in_place)
+ * is one fused cuDNN call that reads r0 where it is and writes a new tensor. */
+START_TEST(test_residual_fused)
 {
     enum { C = 8, H = 6, W = 6 };
     static const int64_t dx[] = {-1, C, H, W}, dw[] = {C, C, 3, 3}, dc[] = {C};
@@ -161,14 +161,54 @@ START_TEST(test_residual_in_place)
     c2 = &nth_step(pl, CUP_CONV, 1)->u.conv;
     ck_assert(c1->fused && c1->relu && !c1->sum && c1->b >= 0 && c1->z < 0);
     ck_assert(c2->fused && c2->relu && c2->sum);
-    ck_assert_int_ge(c2->b, 0);     /* the bias that folding BN gave it */
-    ck_assert_int_eq(c2->z, c2->y); /* accumulates in place ... */
-    ck_assert_int_eq(pl->t[c2->y].root, pl->t[nth_step(pl, CUP_RELU, 0)->u.relu.y].root); /* r0 */
+    ck_assert_int_ge(c2->b, 0); /* the bias that folding BN gave it */
+    ck_assert_int_eq(pl->t[c2->z].root, pl->t[nth_step(pl, CUP_RELU, 0)->u.relu.y].root); /* r0 */
+    ck_assert_int_ne(pl->t[c2->y].root, pl->t[c2->z].root);
     ck_assert_int_eq(c1->nsp, 2);
     ck_assert_int_eq(c1->pad[0], 1);
     ck_assert_int_eq(c1->xdims[0], 4);
     ck_assert_int_eq(c1->wdims[1], C);
     emu_vs_cpu(&p, path, 4, 1e-4f, 1e-4f);
+    plan_close(&p);
+    finish(path);
+}
+END_TEST
+
+/* Conv + Add of an addend that dies there, no ReLU: cuDNN accumulates into the addend's own
+ * storage (beta = 1), unfused, with no copy. */
+START_TEST(test_residual_in_place)
+{
+    enum { C = 4, H = 5, W = 5 };
+    static const int64_t dx[] = {-1, C, H, W}, dw[] = {C, C, 3, 3}, db[] = {C};
+    static const int64_t pads[] = {1, 1, 1, 1};
+    float w[C * C * 9], b[C];
+    const cup_plan_t *pl;
+    const cup_conv_t *c;
+    Onnx__NodeProto *nd;
+    mb_t *m = mb_new(13);
+    prog_t p;
+    char *path;
+
+    fill_rand(w, C * C * 9, -0.5f, 0.5f, 13);
+    fill_rand(b, C, -1, 1, 14);
+    mb_input(m, "x", 1, 4, dx);
+    mb_output(m, "y", 1, 0, NULL);
+    mb_init(m, "w", 1, 4, dw, w);
+    mb_init(m, "b", 1, 1, db, b);
+    mb_node(m, "Relu", "r", "x", "a");
+    mb_node(m, "Sub", "s", "x,a", "n"); /* x - relu(x): the negative part */
+    nd = mb_node(m, "Conv", "conv", "n,w,b", "c");
+    mb_attr_ints(m, nd, "pads", 4, pads);
+    mb_node(m, "Add", "add", "c,a", "y");
+    path = mb_write(m);
+    plan_open(&p, path, 4);
+    pl = &p.prog->plans[2];
+    ck_assert_int_eq(count_steps(pl, CUP_COPY), 0);
+    c = &nth_step(pl, CUP_CONV, 0)->u.conv;
+    ck_assert(c->sum && !c->fused && !c->relu && c->b >= 0);
+    ck_assert_int_eq(c->z, c->y);
+    ck_assert_int_eq(pl->t[c->y].root, pl->t[nth_step(pl, CUP_RELU, 0)->u.relu.y].root);
+    emu_vs_cpu(&p, path, 4, 1e-5f, 1e-5f);
     plan_close(&p);
     finish(path);
 }
@@ -550,9 +590,9 @@ START_TEST(test_plan_errors)
 END_TEST
 
 /* A whole ResNet-50 v1.5 (bench/onnx/resnet50_onnx, $ONNX_RESNET50): 53 convolutions, each
- * with its BatchNorm folded, every ReLU fused, every residual Add one fused cuDNN call that
- * accumulates in place (no copy anywhere), max pooling on the kernel (it pads), the global
- * average pooling on cuDNN, one product; activations reuse the arena. */
+ * with its BatchNorm folded, every ReLU fused, every residual Add inside one fused cuDNN call that
+ * reads the shortcut where it is (no copy anywhere), max pooling on the kernel (it pads), the
+ * global average pooling on cuDNN, one product; activations reuse the arena. */
 START_TEST(test_resnet50_plan)
 {
     const char *model = getenv("ONNX_RESNET50");
@@ -579,7 +619,7 @@ START_TEST(test_resnet50_plan)
         ck_assert_int_ge(c->b, 0);
         if (c->sum) {
             ck_assert(c->fused && c->relu);
-            ck_assert_int_eq(c->z, c->y);
+            ck_assert_int_ne(pl->t[c->z].root, pl->t[c->y].root);
             fused_sums++;
         }
     }
@@ -611,6 +651,7 @@ TCase *tcase_cuplan(void)
 {
     TCase *tc = tcase_create("cuplan");
     tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_residual_fused);
     tcase_add_test(tc, test_residual_in_place);
     tcase_add_test(tc, test_residual_copy);
     tcase_add_test(tc, test_asymmetric_and_1d);

@@ -535,7 +535,7 @@ static int exec_step(onnx_cuda_t *x, slot_t *sl, const cup_plan_t *pl, const dst
         const cup_conv_t *c = &s->u.conv;
         const float beta = c->sum ? 1.0f : 0.0f;
         if (c->fused) {
-            /* y = relu(conv(x) + alpha2 * z + b); z may be y itself (an in-place residual) */
+            /* y = relu(conv(x) + alpha2 * z + b); the plan never lets z share y's storage */
             DNN(cudnnConvolutionBiasActivationForward(
                 sl->dnn, &one, d->x, P(c->x), d->w, P(c->w), d->conv, d->algo, sl->ws, x->ws_size,
                 &beta, d->y, c->z >= 0 ? P(c->z) : P(c->y), d->b, P(c->b), d->act, d->y, P(c->y)));

@@ -250,16 +250,20 @@ static int posts(bx_t *x, const onnx_node_t *n, int allow_sum, int *sum, int *re
     return 0;
 }
 
-/* The output tensor of |n| (dims |d|) when a SUM post-op adds value |sum| to it: the addend's
- * own storage when it dies here, else a new tensor that a copy fills with the addend first
- * (|copy| = 0: the caller reads the addend itself). *z is the tensor to read the addend from. */
-static int sum_dst(bx_t *x, const onnx_node_t *n, int sum, int rank, const int64_t *d, int copy,
+/* The output tensor of |n| (dims |d|) when a SUM post-op adds value |sum| to it, and in *z the
+ * tensor the addend is read from.
+ * |in_place| (an unfused convolution, a product: the call accumulates into its output, beta = 1):
+ * the addend's own storage when it dies here, else a new tensor that a copy fills with it first.
+ * Otherwise (the fused convolution, which reads the addend as its own operand z): always a new
+ * tensor, the addend read where it is. cuDNN does not promise that z may alias y, and an algorithm
+ * that writes y before it reads z would lose the addend; the extra arena space is cheap. */
+static int sum_dst(bx_t *x, const onnx_node_t *n, int sum, int rank, const int64_t *d, int in_place,
                    int *z)
 {
     int zt, y, rc;
     if ((zt = get_t(x, sum)) < 0)
         return zt;
-    if (storage_dies_at(x, zt, n) && x->pl->t[zt].dtype == ONNX_DT_FLOAT &&
+    if (in_place && storage_dies_at(x, zt, n) && x->pl->t[zt].dtype == ONNX_DT_FLOAT &&
         x->pl->t[zt].bytes == (size_t)prod(d, rank) * sizeof(float)) {
         if ((y = alias_t(x, zt, rank, d)) < 0)
             return y;
@@ -268,7 +272,7 @@ static int sum_dst(bx_t *x, const onnx_node_t *n, int sum, int rank, const int64
     }
     if ((y = new_t(x, CUP_MEM_ARENA, ONNX_DT_FLOAT, rank, d)) < 0)
         return y;
-    if (copy) {
+    if (in_place) {
         if ((rc = add_copy(x, zt, y)) < 0)
             return rc;
         *z = y;

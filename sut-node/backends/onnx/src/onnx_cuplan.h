@@ -13,8 +13,9 @@
  * All tensors are plain row-major (NCHW for images): Reshape, Flatten and Identity are views of
  * their input's storage and cost nothing; Gemm's transpositions are cuBLAS operations. A
  * Conv whose pads differ left and right gets a zero-padding step first (cuDNN pads symmetrically).
- * A residual sum (a SUM post-op) accumulates in place in its addend's storage when nothing reads
- * that later, else it works on a copy, as in the oneDNN executor.
+ * A residual sum (a SUM post-op) fused with ReLU into one cuDNN call reads the addend where it is
+ * and writes a new tensor; one that cuDNN or cuBLAS accumulates (beta = 1) does so in place in
+ * the addend's storage when nothing reads that later, else in a copy, as the oneDNN executor does.
  *
  * Nothing here touches a GPU, so the whole plan is tested on any machine: the test suite runs
  * the steps with a plain C emulation of each call's documented semantics and the shared kernel
@@ -68,7 +69,7 @@ typedef enum {
 
 /* y = relu?(conv(x, w) + bias + (sum ? z : 0)).
  * fused: one cudnnConvolutionBiasActivationForward (with ReLU; b is then always set, a zeros
- * constant when the model has no bias; z is read, and may be y itself).
+ * constant when the model has no bias; z is read from its own storage, never y's).
  * Not fused: cudnnConvolutionForward with beta = sum (z == y: a COPY step or the in-place sum put
  * the addend there), then cudnnAddTensor of b when there is one. */
 typedef struct {
