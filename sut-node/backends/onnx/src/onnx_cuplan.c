@@ -437,7 +437,6 @@ static int emit_pool(bx_t *x, const onnx_node_t *n)
             (rc = check_int(x, p->k.k[s], "a window")) < 0)
             return rc;
     }
-    p->planes = (int)(xd[0] * xd[1]);
     if ((rc = check_int(x, xd[0] * xd[1], "N * C")) < 0)
         return rc;
     /* cuDNN pads symmetrically and has no dilation; how its max pooling treats padding is not

@@ -83,7 +83,6 @@ typedef struct {
 typedef struct {
     int x, y;
     int cudnn;    /* float, symmetric padding, no dilation, and no padding for max */
-    int planes;   /* N * C */
     cuk_pool_t k; /* nsp 1 to 3; cuDNN runs 1-D pooling as 2-D of height 1 */
 } cup_pool_t;
 
