@@ -3,6 +3,14 @@
 
     bench_onnx.py [--bench-bin build/bench/onnx/onnx_bench] [--models fmnist,resnet50]
                   [--batch 1,64] [--threads 2] [--runs 5] [--seconds 2] [--torch eager,jit]
+    bench_onnx.py --device cuda[:N] [--gpu-opts streams=2,tf32=0] [--models ...] [--batch 1,64]
+
+With --device cuda the comparison is on the GPU: the backend's CUDA engine (device=cuda, through
+the ABI with one worker thread per stream, as sut-node runs it), its CPU engine (oneDNN, --threads)
+and PyTorch on the same GPU (eager NCHW and channels_last, cudnn.benchmark on, TF32 as the
+engine's tf32 option; each timed call copies the batch from pinned host memory and the results
+back, as a SUT must). Without a usable GPU, or with a PyTorch built without CUDA, it says so
+for each side, and skips the GPU figures (exit status 0).
 
 Models:
   fmnist    the committed sut-node/backends/onnx/models/fashion_mnist_cnn.onnx; PyTorch runs
@@ -39,8 +47,13 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-import torch
+try:  # the GPU comparison runs without PyTorch (the engines alone); the CPU one needs it
+    import numpy as np  # noqa: F401 (onnx.numpy_helper needs it)
+    import torch
+    TORCH_MISSING = None
+except ImportError as e:
+    torch = None
+    TORCH_MISSING = str(e)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -184,6 +197,154 @@ def run_onnx(binary, model, batches, threads, runs, seconds, warmup):
     return rates, device, out
 
 
+def torch_cuda_reason():
+    """None when PyTorch can use a GPU, else why not."""
+    if torch is None:
+        return f"PyTorch is not installed ({TORCH_MISSING})"
+    if torch.version.cuda is None:
+        return f"this PyTorch ({torch.__version__}) is a CPU-only build"
+    if not torch.cuda.is_available():
+        return (f"torch.cuda.is_available() is False (PyTorch {torch.__version__} built for CUDA "
+                f"{torch.version.cuda}: no GPU or no driver)")
+    return None
+
+
+def time_torch_cuda(fn, x_host, runs, seconds, warmup):
+    """Median samples/s on the GPU, host to host: pinned input copied in, results copied out."""
+    dev = torch.device("cuda")
+    rates = []
+    with torch.inference_mode():
+        def once():
+            return fn(x_host.to(dev, non_blocking=True)).to("cpu")
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < warmup:
+            once()
+        torch.cuda.synchronize()
+        for _ in range(runs):
+            n = 0
+            t0 = time.perf_counter()
+            while True:
+                once()
+                n += x_host.shape[0]
+                t1 = time.perf_counter()
+                if t1 - t0 >= seconds:
+                    break
+            torch.cuda.synchronize()
+            rates.append(n / (time.perf_counter() - t0))
+    return statistics.median(rates), rates
+
+
+def run_onnx_dev(binary, model, batch, device, opts, threads, seconds, warmup):
+    """One onnx_bench run on |device|; (rate, device line, None) or (None, None, why skipped)."""
+    cmd = [binary, "--model", model, "--batch", str(batch), "--device", device, "--runs", "1",
+           "--seconds", str(seconds), "--warmup", str(warmup)]
+    if device == "cpu":
+        cmd += ["--threads", str(threads)]
+    for o in opts:
+        cmd += ["--opt", o]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode == 77:
+        return None, None, r.stdout.strip().split(": ", 1)[-1]
+    if r.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed ({r.returncode}): {r.stderr.strip()}")
+    line = next((l[7:] for l in r.stdout.splitlines() if l.startswith("device ")), "?")
+    m = re.search(r"^RESULT batch=\d+ samples_per_s=([\d.]+)", r.stdout, re.M)
+    return float(m.group(1)), line, None
+
+
+def main_gpu(args):
+    """--device cuda: the CUDA engine against the CPU engine and PyTorch on the same GPU."""
+    batches = [int(b) for b in args.batch.split(",")]
+    opts = [o for o in args.gpu_opts.split(",") if o]
+    tf32 = any(o.replace(" ", "") == "tf32=1" for o in opts)
+    why_torch = torch_cuda_reason()
+    if torch is not None:
+        torch.set_num_threads(args.threads)
+    print(f"machine: {cpu_name()}, {os.cpu_count()} CPUs; "
+          f"torch {torch.__version__ if torch else 'not installed'}")
+    # A first short run says whether the engine can use the device at all.
+    _, line, why_engine = run_onnx_dev(args.bench_bin, FMNIST_ONNX, 1, args.device, opts,
+                                       args.threads, 0.05, 0.0)
+    if why_engine:
+        print(f"GPU engine: skipped: {why_engine}")
+    else:
+        print(f"GPU engine: {line}")
+    if why_torch:
+        print(f"PyTorch on the GPU: skipped: {why_torch}")
+    if why_engine and why_torch:
+        print("SKIP: no GPU to measure on this machine; nothing was timed (see deploy/gpu/README.md)")
+        return
+    modes = [] if why_torch else ["cuda_eager", "cuda_eager_cl"]
+    if not why_torch:
+        torch.backends.cudnn.benchmark = True
+        torch.backends.cudnn.allow_tf32 = tf32
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        print(f"PyTorch on the GPU: {torch.cuda.get_device_name(0)}, CUDA {torch.version.cuda}, "
+              f"cuDNN {torch.backends.cudnn.version()}, TF32 {'on' if tf32 else 'off'}")
+    tmp = tempfile.mkdtemp(prefix="bench_onnx_")
+    rows = []
+    try:
+        for name in args.models.split(","):
+            if name == "fmnist":
+                net, make_input = fmnist_torch() if torch else (None, None)
+                path = FMNIST_ONNX
+            elif name == "resnet50":
+                path = os.path.join(tmp, "resnet50.onnx")
+                if torch:
+                    net, make_input = resnet50_torch()
+                    export_resnet50(net, path)
+                else:
+                    # the same architecture, written without PyTorch
+                    gen = os.path.join(os.path.dirname(args.bench_bin), "resnet50_onnx")
+                    subprocess.run([gen, path], check=True, stdout=subprocess.DEVNULL)
+                    net, make_input = None, None
+            else:
+                sys.exit(f"unknown model {name}")
+            nets = {}
+            if modes:
+                gnet = copy.deepcopy(net).to("cuda")
+                nets = {"cuda_eager": gnet,
+                        "cuda_eager_cl": copy.deepcopy(gnet).to(memory_format=torch.channels_last)}
+            for b in batches:
+                x = make_input(b) if make_input else None
+                rates = {k: [] for k in ["gpu", "cpu"] + modes}
+                for _ in range(args.runs):
+                    if not why_engine:
+                        r, _, _ = run_onnx_dev(args.bench_bin, path, b, args.device, opts,
+                                               args.threads, args.seconds, args.warmup)
+                        rates["gpu"].append(r)
+                    r, _, _ = run_onnx_dev(args.bench_bin, path, b, "cpu", [], args.threads,
+                                           args.seconds, args.warmup)
+                    rates["cpu"].append(r)
+                    for mode in modes:
+                        xm = channels_last(x) if mode.endswith("_cl") else x
+                        rates[mode].append(time_torch_cuda(nets[mode], xm.pin_memory(), 1,
+                                                           args.seconds, args.warmup)[0])
+                row = {"model": name, "batch": b}
+                for k, v in rates.items():
+                    row[k] = statistics.median(v) if v else None
+                rows.append(row)
+                print(f"  {name} batch {b}: " + ", ".join(
+                    f"{k} {row[k]:.1f}/s" for k in rates if row[k] is not None), flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    def cell(v):
+        return f"{v:.1f}" if v is not None else "skipped"
+    print("\n| model | batch | GPU engine | CPU engine |" + "".join(f" torch {m} |" for m in modes) +
+          " GPU / CPU engine |" + (" GPU / best torch |" if modes else ""))
+    print("|---|---:|---:|---:|" + "---:|" * len(modes) + "---:|" + ("---:|" if modes else ""))
+    for r in rows:
+        line = f"| {r['model']} | {r['batch']} | {cell(r['gpu'])} | {cell(r['cpu'])} |"
+        line += "".join(f" {cell(r[m])} |" for m in modes)
+        line += f" {r['gpu'] / r['cpu']:.2f}x |" if r["gpu"] else " - |"
+        if modes:
+            best = max(modes, key=lambda m: r[m])
+            line += f" {r['gpu'] / r[best]:.2f}x ({best}) |" if r["gpu"] else " - |"
+        print(line)
+    print(f"(samples/s, median of {args.runs} runs; the CPU engine on {args.threads} threads)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bench-bin", default=os.path.join(ROOT, "build", "bench", "onnx",
@@ -202,11 +363,21 @@ def main():
                     help="repeat a run up to this many times while other processes took more "
                          "than 10%% of the CPUs during it")
     ap.add_argument("--verbose", action="store_true", help="print every run")
+    ap.add_argument("--device", default="cpu",
+                    help="cpu (the oneDNN engine against PyTorch CPU) or cuda[:N] (the CUDA "
+                         "engine against the CPU engine and PyTorch on the same GPU)")
+    ap.add_argument("--gpu-opts", default="",
+                    help="with --device cuda: backend options for the CUDA engine, comma-separated "
+                         "(streams=2,tf32=1,conv_algo=heuristic)")
     args = ap.parse_args()
     if args.runs < 3:
         sys.exit("--runs must be at least 3 (the figures are medians)")
     if not os.access(args.bench_bin, os.X_OK):
         sys.exit(f"{args.bench_bin} is not built (cmake --build build --target onnx_bench)")
+    if args.device != "cpu":
+        return main_gpu(args)
+    if torch is None:
+        sys.exit(f"the CPU comparison needs PyTorch: {TORCH_MISSING}")
     batches = [int(b) for b in args.batch.split(",")]
     modes = [m for m in args.torch.split(",") if m]
     torch.set_num_threads(args.threads)

@@ -2,32 +2,46 @@
  *
  *   onnx_bench --model M.onnx [--batch 1,64] [--threads N] [--runs 5] [--seconds 1.0]
  *              [--warmup 0.5] [--plugin libsut_backend_onnx.so]
+ *              [--device cpu|cuda[:N]] [--opt KEY=VALUE]... [--workers N]
  *
  * For each batch size: create the backend with that max batch (one plan), run batches for
  * --warmup seconds, then --runs timed runs of at least --seconds each; print every run and the
  * median. The last line per batch size is machine-readable:
  *   RESULT batch=64 samples_per_s=1234.5 runs=5
  * The input is one batch of pseudo-random bytes reused every time (the timing does not depend on
- * the values; each 4-byte word is a small float, so float models see no NaN or denormal). */
+ * the values; each 4-byte word is a small float, so float models see no NaN or denormal).
+ *
+ * --workers threads call infer() at once, each with its own batch in memory from the backend's
+ * alloc_input() (pinned for the GPU), as sut-node's worker threads do; the default is the
+ * backend's engines (1 for the CPU, the streams for device=cuda). --opt passes backend options
+ * (streams=3, tf32=1, ...). When the device cannot be used (no GPU, no driver, no CUDA engine in
+ * the build) it prints "SKIP device=...: <why>" and exits 77. */
 #include "onnx_backend.h"
 
 #include "cmn/clock.h"
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_BATCHES 16
 #define MAX_RUNS 64
+#define MAX_OPTS 16
+#define MAX_WORKERS 64
+#define SKIP_CODE 77
 
 static double now(void)
 {
     return (double)cmn_now_ns() * 1e-9;
 }
 
-static size_t completed;
+static atomic_size_t completed;
+static atomic_int stop;
 
 static void on_complete(sut_batch_t *b, const sut_result_t *r, size_t n)
 {
@@ -38,7 +52,7 @@ static void on_complete(sut_batch_t *b, const sut_result_t *r, size_t n)
             fprintf(stderr, "onnx_bench: sample %zu failed: %d\n", r[i].index, r[i].status);
             exit(1);
         }
-    completed += n;
+    atomic_fetch_add(&completed, n);
 }
 
 static void log_cb(int level, const char *msg)
@@ -56,7 +70,8 @@ static int cmp_double(const void *a, const void *b)
 static void usage(void)
 {
     fprintf(stderr, "usage: onnx_bench --model M.onnx [--batch 1,64] [--threads N] [--runs 5] "
-                    "[--seconds 1.0] [--warmup 0.5] [--plugin PATH]\n");
+                    "[--seconds 1.0] [--warmup 0.5] [--plugin PATH] [--device cpu|cuda[:N]] "
+                    "[--opt KEY=VALUE]... [--workers N]\n");
     exit(2);
 }
 
@@ -70,12 +85,51 @@ static void run_batch(const sut_backend_ops_t *ops, sut_backend_t *b, sut_batch_
     }
 }
 
+typedef struct {
+    const sut_backend_ops_t *ops;
+    sut_backend_t *b;
+    sut_batch_t batch;
+    pthread_t th;
+} worker_t;
+
+static void *worker_main(void *arg)
+{
+    worker_t *w = arg;
+    while (!atomic_load(&stop))
+        run_batch(w->ops, w->b, &w->batch);
+    return NULL;
+}
+
+/* All workers running batches for at least |seconds|; returns samples/s. */
+static double timed(worker_t *w, int n_workers, double seconds, size_t *batches)
+{
+    double t0, t1;
+    int k;
+    atomic_store(&completed, 0);
+    atomic_store(&stop, 0);
+    t0 = now();
+    for (k = 0; k < n_workers; k++)
+        if (pthread_create(&w[k].th, NULL, worker_main, &w[k]) != 0) {
+            fprintf(stderr, "onnx_bench: cannot start a worker thread\n");
+            exit(1);
+        }
+    while (now() - t0 < seconds)
+        usleep(1000);
+    atomic_store(&stop, 1);
+    for (k = 0; k < n_workers; k++)
+        pthread_join(w[k].th, NULL);
+    t1 = now();
+    *batches = atomic_load(&completed) / w[0].batch.n;
+    return (double)atomic_load(&completed) / (t1 - t0);
+}
+
 int main(int argc, char **argv)
 {
     const char *model = NULL, *plugin = NULL, *batch_list = "1,64", *threads = "0";
-    size_t batches[MAX_BATCHES], n_batches = 0, bi;
+    const char *device = "cpu", *extra_k[MAX_OPTS], *extra_v[MAX_OPTS];
+    size_t batches[MAX_BATCHES], n_batches = 0, bi, n_extra = 0;
     double seconds = 1.0, warmup = 0.5;
-    int runs = 5, i;
+    int runs = 5, i, workers = 0;
     const sut_backend_ops_t *ops = sut_backend_onnx_ops();
     char list[128], *tok, *save;
 
@@ -97,11 +151,23 @@ int main(int argc, char **argv)
             warmup = atof(v);
         else if (strcmp(a, "--plugin") == 0)
             plugin = v;
-        else
+        else if (strcmp(a, "--device") == 0)
+            device = v;
+        else if (strcmp(a, "--workers") == 0)
+            workers = atoi(v);
+        else if (strcmp(a, "--opt") == 0) {
+            const char *eq = strchr(v, '=');
+            char *key;
+            if (!eq || eq == v || n_extra == MAX_OPTS || !(key = strndup(v, (size_t)(eq - v))))
+                usage();
+            extra_k[n_extra] = key;
+            extra_v[n_extra++] = eq + 1;
+        } else
             usage();
         i++;
     }
-    if (!model || runs < 1 || runs > MAX_RUNS || seconds <= 0 || strlen(batch_list) >= sizeof(list))
+    if (!model || runs < 1 || runs > MAX_RUNS || seconds <= 0 || workers < 0 ||
+        workers > MAX_WORKERS || strlen(batch_list) >= sizeof(list))
         usage();
     snprintf(list, sizeof(list), "%s", batch_list);
     for (tok = strtok_r(list, ",", &save); tok && n_batches < MAX_BATCHES;
@@ -120,29 +186,48 @@ int main(int argc, char **argv)
     }
 
     for (bi = 0; bi < n_batches; bi++) {
-        size_t n = batches[bi], k;
+        size_t n = batches[bi], k, nk = 0, iters;
         char nb[32];
-        const char *keys[] = {"model", "batch_sizes", "threads"};
-        const char *values[] = {model, nb, threads};
+        const char *keys[4 + MAX_OPTS], *values[4 + MAX_OPTS];
         sut_backend_config_t cfg;
         sut_backend_info_t info;
         sut_backend_t *b;
-        sut_sample_t *samples;
-        sut_batch_t batch;
-        double rate[MAX_RUNS], t0, t1;
-        uint8_t *input;
+        worker_t w[MAX_WORKERS];
+        double rate[MAX_RUNS];
         uint32_t rng = 12345;
         char err[1024];
+        int n_workers;
 
         snprintf(nb, sizeof(nb), "%zu", n);
+        keys[nk] = "model";
+        values[nk++] = model;
+        keys[nk] = "batch_sizes";
+        values[nk++] = nb;
+        keys[nk] = "device";
+        values[nk++] = device;
+        if (strcmp(threads, "0") != 0) { /* 0: the backend's choice */
+            keys[nk] = "threads";
+            values[nk++] = threads;
+        }
+        for (k = 0; k < n_extra; k++) {
+            keys[nk] = extra_k[k];
+            values[nk++] = extra_v[k];
+        }
         memset(&cfg, 0, sizeof(cfg));
         cfg.device = "cpu";
         cfg.max_batch = (uint32_t)n;
-        cfg.n_options = strcmp(threads, "0") == 0 ? 2 : 3; /* 0: the backend's choice */
+        cfg.n_options = nk;
         cfg.keys = keys;
         cfg.values = values;
         cfg.log = log_cb;
         if (ops->create(&cfg, &b, err, sizeof(err)) != 0) {
+            if (strcmp(device, "cpu") != 0 &&
+                (strstr(err, "no usable CUDA device") || strstr(err, "no CUDA engine") ||
+                 strstr(err, "cannot load the CUDA engine") ||
+                 strstr(err, "no such CUDA device"))) {
+                printf("SKIP device=%s: %s\n", device, err);
+                return SKIP_CODE;
+            }
             fprintf(stderr, "onnx_bench: %s\n", err);
             return 1;
         }
@@ -151,55 +236,61 @@ int main(int argc, char **argv)
             fprintf(stderr, "onnx_bench: the model takes batches of at most %u\n", info.max_batch);
             return 1;
         }
-        input = malloc(n * info.input_size + 4);
-        samples = calloc(n, sizeof(*samples));
-        if (!input || !samples)
-            return 1;
-        for (k = 0; k + 4 <= n * info.input_size; k += 4) {
-            float f;
-            rng ^= rng << 13;
-            rng ^= rng >> 17;
-            rng ^= rng << 5;
-            f = (float)(rng >> 8) / 8388608.0f - 1.0f;
-            memcpy(input + k, &f, 4);
+        n_workers = workers ? workers : (int)(info.engines ? info.engines : 1);
+        if (n_workers > MAX_WORKERS)
+            n_workers = MAX_WORKERS;
+        for (i = 0; i < n_workers; i++) {
+            sut_sample_t *samples = calloc(n, sizeof(*samples));
+            uint8_t *input = ops->alloc_input ? ops->alloc_input(b, n * info.input_size + 4)
+                                              : malloc(n * info.input_size + 4);
+            if (!input || !samples) {
+                fprintf(stderr, "onnx_bench: out of memory for the inputs\n");
+                return 1;
+            }
+            for (k = 0; k + 4 <= n * info.input_size; k += 4) {
+                float f;
+                rng ^= rng << 13;
+                rng ^= rng >> 17;
+                rng ^= rng << 5;
+                f = (float)(rng >> 8) / 8388608.0f - 1.0f;
+                memcpy(input + k, &f, 4);
+            }
+            for (k = 0; k < n; k++) {
+                samples[k].data = input + k * info.input_size;
+                samples[k].size = info.input_size;
+            }
+            memset(&w[i], 0, sizeof(w[i]));
+            w[i].ops = ops;
+            w[i].b = b;
+            w[i].batch.n = n;
+            w[i].batch.samples = samples;
+            w[i].batch.input = input;
+            w[i].batch.input_size = n * info.input_size;
+            w[i].batch.uniform = 1;
+            w[i].batch.complete = on_complete;
         }
-        for (k = 0; k < n; k++) {
-            samples[k].data = input + k * info.input_size;
-            samples[k].size = info.input_size;
-        }
-        memset(&batch, 0, sizeof(batch));
-        batch.n = n;
-        batch.samples = samples;
-        batch.input = input;
-        batch.input_size = n * info.input_size;
-        batch.uniform = 1;
-        batch.complete = on_complete;
 
         if (bi == 0)
             printf("model %s\ndevice %s\n", model, info.device);
-        t0 = now();
-        do
-            run_batch(ops, b, &batch);
-        while (now() - t0 < warmup);
+        printf("batch %zu: %d worker thread(s), %u engine(s)\n", n, n_workers, info.engines);
+        if (warmup > 0)
+            timed(w, n_workers, warmup, &iters);
         for (i = 0; i < runs; i++) {
-            size_t iters = 0;
-            completed = 0;
-            t0 = now();
-            do {
-                run_batch(ops, b, &batch);
-                iters++;
-                t1 = now();
-            } while (t1 - t0 < seconds);
-            rate[i] = (double)completed / (t1 - t0);
-            printf("batch %zu run %d: %zu batches in %.3f s, %.1f samples/s\n", n, i + 1, iters,
-                   t1 - t0, rate[i]);
+            rate[i] = timed(w, n_workers, seconds, &iters);
+            printf("batch %zu run %d: %zu batches in >= %.3f s, %.1f samples/s\n", n, i + 1, iters,
+                   seconds, rate[i]);
         }
         qsort(rate, (size_t)runs, sizeof(double), cmp_double);
         printf("RESULT batch=%zu samples_per_s=%.1f runs=%d\n", n, rate[runs / 2], runs);
         fflush(stdout);
+        for (i = 0; i < n_workers; i++) {
+            if (ops->free_input)
+                ops->free_input(b, w[i].batch.input, n * info.input_size + 4);
+            else
+                free(w[i].batch.input);
+            free((void *)w[i].batch.samples);
+        }
         ops->destroy(b);
-        free(input);
-        free(samples);
     }
     return 0;
 }

@@ -3,7 +3,8 @@
 
     netmeta.py --config deployment.ini [--system-json IN.json] [--out OUT.json]
                [--dot diagram.dot] [--svg diagram.svg] [--facts FACTS.json | --no-probe]
-               [--dump-facts FACTS.json] [--strict]
+               [--dump-facts FACTS.json] [--strict] [--query-nodes]
+    netmeta.py --hello HOST:PORT      (one node's HelloAck as JSON: name, backend, device, ...)
 
 Reads the deployment config (what only a person knows: switch model, media, connections per node)
 and what it can read from the hosts themselves: `ip -j link/addr/route`, `ethtool` and
@@ -12,6 +13,13 @@ the kernel version, `sut-node --version`. Each host is reached as the config say
 (ip netns exec, the emulated fabric), `ssh = user@host` (ssh -o BatchMode=yes, optional), or
 `local = yes` (this machine; the default for the LoadGen host). A host with none of these is not
 probed and its facts must come from the config.
+
+--query-nodes also asks each running SUT node itself, over the harness protocol (a plaintext Hello;
+the node answers with the HelloAck that the QDL gets, whose capabilities carry the backend's own
+device description, e.g. the GPU's name, memory, compute capability and driver): from this machine,
+or from inside the LoadGen host's namespace when it has `netns =`. The answer goes into the facts
+(sut.NAME.node) and the diagram; a node's `device =` in the config still wins. TLS-only nodes
+cannot be asked this way (the reason is recorded instead).
 
 Writes the 13 fields the submission checker requires for the Network division (is_network,
 network_type, network_media, network_rate, nic_loadgen, number_nic_loadgen,
@@ -47,7 +55,7 @@ Deployment config (INI; every key optional unless marked):
     ssh = root@gpu01 | netns = NAME | local = yes
     interface, nic, number_nic       ; as for [loadgen]
     sut_node = /usr/local/bin/sut-node
-    device = 8x H100-SXM             ; shown in the diagram
+    device = 8x H100-SXM             ; shown in the diagram (else what --query-nodes learns)
 """
 import argparse
 import configparser
@@ -58,6 +66,7 @@ import re
 import shlex
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 
@@ -305,6 +314,143 @@ def gather(dep, lg, suts):
     return facts
 
 
+# ---- asking a node (the harness protocol: proto/README.md) --------------------------------------
+
+FRAME_MAGIC = b"NSUT"
+MSG_HELLO, MSG_HELLO_ACK, MSG_ERROR = 1, 2, 11
+
+
+def pb_varint(v):
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def pb_fields(buf):
+    """(field number, wire type, value) of a protobuf message: ints for varints, bytes for
+    length-delimited fields; other wire types are skipped."""
+    i = 0
+    while i < len(buf):
+        key, shift = 0, 0
+        while True:
+            b = buf[i]
+            i += 1
+            key |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                break
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            v, shift = 0, 0
+            while True:
+                b = buf[i]
+                i += 1
+                v |= (b & 0x7F) << shift
+                shift += 7
+                if not b & 0x80:
+                    break
+            yield num, wt, v
+        elif wt == 2:
+            n, shift = 0, 0
+            while True:
+                b = buf[i]
+                i += 1
+                n |= (b & 0x7F) << shift
+                shift += 7
+                if not b & 0x80:
+                    break
+            yield num, wt, bytes(buf[i:i + n])
+            i += n
+        elif wt == 1:
+            i += 8
+        elif wt == 5:
+            i += 4
+        else:
+            raise ValueError(f"wire type {wt}")
+
+
+def hello(host, port, timeout=5.0):
+    """The node's HelloAck: {"node_name", "backend", "device", "max_batch", "engines"}, or
+    {"error": why}."""
+    meta = (pb_varint(1 << 3) + pb_varint(1) + pb_varint(2 << 3) + pb_varint(1) +
+            pb_varint(5 << 3 | 2) + pb_varint(len(b"netmeta")) + b"netmeta")
+    frame = FRAME_MAGIC + struct.pack(">BBHII", 1, MSG_HELLO, 0, len(meta), 0) + meta
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as c:
+            c.settimeout(timeout)
+            c.sendall(frame)
+            data = b""
+            while True:
+                while len(data) < 16:
+                    chunk = c.recv(65536)
+                    if not chunk:
+                        return {"error": "the node closed the connection without a HelloAck "
+                                         "(a TLS-only node?)"}
+                    data += chunk
+                if data[:4] != FRAME_MAGIC:
+                    return {"error": "not the harness protocol (a TLS-only node?)"}
+                _, mtype, _, mlen, plen = struct.unpack(">BBHII", data[4:16])
+                if mlen + plen > 1 << 20:
+                    return {"error": f"a frame of {mlen + plen} bytes before the HelloAck"}
+                while len(data) < 16 + mlen + plen:
+                    chunk = c.recv(65536)
+                    if not chunk:
+                        return {"error": "the node closed the connection mid-frame"}
+                    data += chunk
+                body, data = data[16:16 + mlen], data[16 + mlen + plen:]
+                if mtype == MSG_ERROR:
+                    text = [v for n, wt, v in pb_fields(body) if wt == 2]
+                    return {"error": "the node refused: " + (text[0].decode("utf-8", "replace")
+                                                           if text else "?")}
+                if mtype != MSG_HELLO_ACK:
+                    continue
+                out = {}
+                for n, wt, v in pb_fields(body):
+                    if n == 4 and wt == 2:
+                        out["node_name"] = v.decode("utf-8", "replace")
+                    elif n == 5 and wt == 2:
+                        for cn, cwt, cv in pb_fields(v):
+                            if cn == 1 and cwt == 2:
+                                out["backend"] = cv.decode("utf-8", "replace")
+                            elif cn == 2 and cwt == 2:
+                                out["device"] = cv.decode("utf-8", "replace")
+                            elif cn == 3 and cwt == 0:
+                                out["max_batch"] = cv
+                            elif cn == 9 and cwt == 0:
+                                out["engines"] = cv
+                return out
+    except (OSError, ValueError, IndexError, struct.error) as e:
+        return {"error": f"{host}:{port}: {e}"}
+
+
+def query_nodes(lg, suts, facts):
+    """Each node's HelloAck into facts["sut"][NAME]["node"], asked from where LoadGen runs."""
+    lg_host = Host("loadgen", lg)
+    for s in suts:
+        addr = f"[{s['host']}]:{s['port']}" if ":" in s["host"] else f"{s['host']}:{s['port']}"
+        if lg_host.netns:
+            out = lg_host.run([sys.executable, os.path.abspath(__file__), "--hello", addr],
+                              timeout=15)
+            try:
+                ack = json.loads(out) if out else {"error": f"no answer via {lg_host.how()}"}
+            except ValueError:
+                ack = {"error": f"no answer via {lg_host.how()}"}
+        else:
+            ack = hello(s["host"], s["port"])
+        facts["sut"].setdefault(s["name"], {})["node"] = ack
+        if "error" in ack:
+            print(f"{PROG}: node {s['name']} ({addr}): {ack['error']}", file=sys.stderr)
+
+
+def node_device(sec, facts):
+    """The device to show for a node: the config's, else what the node said about itself."""
+    return sec.get("device") or facts.get("node", {}).get("device")
+
+
 # ---- fields -------------------------------------------------------------------------------------
 
 def fmt_rate(bps):
@@ -535,7 +681,7 @@ def build_dot(dep, lg, suts, facts, fields):
         out.append(f'    sut{i} [fillcolor="#e3f2e1", label="' + label([
             f"SUT node {s['name']} (sut-node)",
             f"{s['host']}:{s['port']}",
-            s["sec"].get("device") and f"device: {s['sec']['device']}",
+            node_device(s["sec"], sf) and f"device: {node_device(s['sec'], sf)}",
             f"NIC: {nic}" if not is_todo(nic) else "NIC: TODO",
             iface_line(sf, s["sec"]),
             sf.get("kernel") and f"Linux {sf['kernel']}"]) + '"];')
@@ -558,7 +704,7 @@ def main():
     ap = argparse.ArgumentParser(prog="netmeta.py", description=__doc__.split("\n")[0],
                                  epilog="See the module docstring (head -60 netmeta.py) or "
                                         "deploy/README.md for the config format.")
-    ap.add_argument("--config", required=True, help="deployment config (INI)")
+    ap.add_argument("--config", help="deployment config (INI); required unless --hello")
     ap.add_argument("--system-json", help="existing system description JSON to merge into")
     ap.add_argument("--out", help="output JSON (default: stdout)")
     ap.add_argument("--dot", help="write the system diagram as Graphviz DOT here")
@@ -567,7 +713,22 @@ def main():
     ap.add_argument("--dump-facts", help="write the host facts that were used to this JSON")
     ap.add_argument("--no-probe", action="store_true", help="do not probe any host")
     ap.add_argument("--strict", action="store_true", help="exit 1 when a field is still TODO")
+    ap.add_argument("--query-nodes", action="store_true",
+                    help="also ask each running SUT node for its backend and device (HelloAck)")
+    ap.add_argument("--hello", metavar="HOST:PORT",
+                    help="print one node's HelloAck (name, backend, device) as JSON and exit")
     a = ap.parse_args()
+    if a.hello:
+        try:
+            h, p = split_hostport(a.hello)
+        except ConfigError as e:
+            print(f"{PROG}: --hello: {e}", file=sys.stderr)
+            return 2
+        ack = hello(h, p)
+        print(json.dumps(ack, sort_keys=True))
+        return 1 if "error" in ack else 0
+    if not a.config:
+        ap.error("--config is required")
 
     try:
         dep, lg, suts = load_config(a.config)
@@ -587,6 +748,8 @@ def main():
         facts = {"loadgen": {}, "sut": {}}
     else:
         facts = gather(dep, lg, suts)
+    if a.query_nodes:
+        query_nodes(lg, suts, facts)
     if a.dump_facts:
         with open(a.dump_facts, "w", encoding="utf-8") as f:
             json.dump(facts, f, indent=2, sort_keys=True)

@@ -2,6 +2,9 @@
 """Tests of deploy/metadata/netmeta.py from recorded host facts (no probing, no root needed).
 
     test_netmeta.py [-v]        (CTest: deploy.netmeta)
+
+With SUT_NODE set to a sut-node binary (CTest sets it), --hello and --query-nodes are also tested
+against a live node on the loopback.
 """
 import json
 import os
@@ -9,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 import xml.etree.ElementTree as ET
 
@@ -215,6 +219,49 @@ number_nic = 1
         text = read(svg)
         self.assertIn("8x H100", text)
         self.assertIn("Switch", text)
+
+    @unittest.skipUnless(os.environ.get("SUT_NODE"), "SUT_NODE (a sut-node binary) is not set")
+    def test_live_node_says_its_device(self):
+        """The device comes from the node's own HelloAck (here the sim backend's description):
+        what a GPU node's describe() reports reaches the facts and the diagram."""
+        port_file = os.path.join(self.dir, "port")
+        node = subprocess.Popen([os.environ["SUT_NODE"], "--backend", "sim", "--backend-opt",
+                                 "engines=3", "--listen", "127.0.0.1:0", "--name", "gpu-7",
+                                 "--port-file", port_file, "--log-level", "warn"])
+        try:
+            for _ in range(100):
+                if os.path.exists(port_file) and read(port_file).strip():
+                    break
+                time.sleep(0.05)
+            port = int(read(port_file))
+            rc, out, err = self.run_tool("--hello", f"127.0.0.1:{port}")
+            self.assertEqual(rc, 0, err)
+            ack = json.loads(out)
+            self.assertEqual(ack["node_name"], "gpu-7")
+            self.assertEqual(ack["backend"], "sim")
+            self.assertEqual(ack["engines"], 3)
+            self.assertIn("simulated accelerator: 3 engines", ack["device"])
+
+            conf = self.write("q.ini", f"[sut.gpu-7]\naddress = 127.0.0.1:{port}\n"
+                                       f"[sut.gone]\naddress = 127.0.0.1:1\n")
+            dot = os.path.join(self.dir, "q.dot")
+            facts = os.path.join(self.dir, "q.json")
+            rc, _, err = self.run_tool("--config", conf, "--no-probe", "--query-nodes", "--dot",
+                                       dot, "--dump-facts", facts)
+            self.assertEqual(rc, 0, err)
+            self.assertIn("device: simulated accelerator: 3 engines", read(dot))
+            f = json.loads(read(facts))
+            self.assertEqual(f["sut"]["gpu-7"]["node"]["backend"], "sim")
+            self.assertIn("error", f["sut"]["gone"]["node"])
+            self.assertIn("node gone (127.0.0.1:1)", err)
+        finally:
+            node.terminate()
+            node.wait(timeout=30)
+
+    def test_hello_needs_an_address(self):
+        rc, _, err = self.run_tool("--hello", "nowhere")
+        self.assertEqual(rc, 2)
+        self.assertIn("HOST:PORT", err)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,8 @@ expect_fail() { # status message-substring command...
 
 # ---- --help everywhere
 for cmd in "$deploy/netns/fabric.sh" "$deploy/netns/test_netns.sh" "$deploy/netns/bench-lz4.sh" \
-           "$deploy/slurm/mlperf-network.sbatch" "$drive" "$relay"; do
+           "$deploy/slurm/mlperf-network.sbatch" "$deploy/gpu/pack-runtime-debs.sh" \
+           "$deploy/gpu/gpu-check.sh" "$drive" "$relay"; do
     "$cmd" --help >"$tmp/help" 2>&1 || fail "$cmd --help failed"
     grep -qi "usage\|--" "$tmp/help" || fail "$cmd --help printed no usage"
 done

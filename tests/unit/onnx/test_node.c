@@ -8,10 +8,16 @@
  *           reshape_runtime_shape asserts), then as PASS;
  *   REJECT  create() fails at load with a message that contains |detail| (an attribute variant
  *           or type the backend does not support, named in the message).
- * Batchable models are also run as a batch of three copies of the sample. */
+ * Batchable models are also run as a batch of three copies of the sample.
+ *
+ * Each vector runs on an engine: the CPU one (oneDNN, through the ABI), the CUDA engine's plan on
+ * the CPU emulator (cuemu.h: every machine), or the CUDA engine itself on a GPU (device=cuda
+ * through the ABI; test_onnx_cuda only). */
 #include "../check_main.h"
+#include "cuemu.h"
 #include "test_onnx.h"
 #include "onnx_backend.h"
+#include "onnx_cuplan.h"
 #include "onnx_graph.h"
 
 #include <stdio.h>
@@ -20,6 +26,7 @@
 #include <unistd.h>
 
 typedef enum { PASS, BIND, REJECT } expect_t;
+typedef enum { ENG_CPU, ENG_EMU, ENG_CUDA } node_engine_t;
 
 typedef struct {
     const char *dir;
@@ -29,12 +36,15 @@ typedef struct {
 
 #define MAX_IO 8
 
+/* The vectors' folder: as CMake found it, or $ONNX_NODE_DIR (a GPU host that got the data
+ * package unpacked elsewhere: deploy/gpu/README.md). */
 static char *case_path(const char *dir, const char *file)
 {
-    size_t len = strlen(ONNX_NODE_DIR) + strlen(dir) + strlen(file) + 3;
+    const char *root = getenv("ONNX_NODE_DIR") ? getenv("ONNX_NODE_DIR") : ONNX_NODE_DIR;
+    size_t len = strlen(root) + strlen(dir) + strlen(file) + 3;
     char *p = malloc(len);
     ck_assert_ptr_nonnull(p);
-    snprintf(p, len, "%s/%s/%s", ONNX_NODE_DIR, dir, file);
+    snprintf(p, len, "%s/%s/%s", root, dir, file);
     return p;
 }
 
@@ -143,18 +153,82 @@ static void compare(const onnx_tensor_t *want, const uint8_t *got, const char *w
         ck_assert_msg(memcmp(got, want->data, want->size) == 0, "%s differs", what);
 }
 
-static void run_case(const node_case_t *c)
+/* One engine opened on one model, for the vectors. */
+typedef struct {
+    node_engine_t engine;
+    tb_t t;          /* ENG_CPU, ENG_CUDA: the backend */
+    onnx_graph_t *g; /* ENG_EMU: the graph and its CUDA plans */
+    onnx_cuprog_t *prog;
+    size_t input_size, output_size;
+    uint32_t max_batch;
+    int rc;
+    char err[1024];
+} eng_t;
+
+static void eng_open(eng_t *e, node_engine_t engine, const char *model)
+{
+    static const char *const cuda_kv[] = {"device", "cuda", NULL};
+    memset(e, 0, sizeof(*e));
+    e->engine = engine;
+    if (engine == ENG_EMU) {
+        /* as the backend does for device=cuda with a max batch of 4 */
+        static const size_t batches[] = {1, 2, 4};
+        cmn_errbuf_t eb;
+        eb.msg[0] = '\0';
+        e->rc = onnx_graph_load(model, &e->g, &eb);
+        if (e->rc == 0)
+            e->rc = onnx_cuprog_build(e->g, batches, e->g->batched ? 3 : 1, &e->prog, &eb);
+        snprintf(e->err, sizeof(e->err), "%s", eb.msg);
+        if (e->rc < 0) {
+            onnx_graph_free(e->g);
+            e->g = NULL;
+            return;
+        }
+        cuemu_check_plans(e->prog);
+        e->input_size = e->g->input_size;
+        e->output_size = e->g->output_size;
+        e->max_batch = e->g->batched ? 4 : 1;
+        return;
+    }
+    tb_open(&e->t, sut_backend_onnx_ops(), model, engine == ENG_CUDA ? cuda_kv : NULL, 4, 1);
+    e->rc = e->t.rc;
+    snprintf(e->err, sizeof(e->err), "%s", e->t.err);
+    e->input_size = e->t.info.input_size;
+    e->output_size = e->t.info.output_size;
+    e->max_batch = e->t.info.max_batch;
+}
+
+static int eng_run(eng_t *e, const void *input, size_t n, void *out, size_t out_stride)
+{
+    if (e->engine != ENG_EMU)
+        return tb_run(&e->t, input, n, out, out_stride);
+    ck_assert_uint_eq(out_stride, e->output_size);
+    cuemu_run(e->prog, n, input, out);
+    return 0;
+}
+
+static void eng_close(eng_t *e)
+{
+    if (e->engine != ENG_EMU) {
+        tb_close(&e->t);
+        return;
+    }
+    onnx_cuprog_free(e->prog);
+    onnx_graph_free(e->g);
+}
+
+static void run_case_on(const node_case_t *c, node_engine_t engine)
 {
     onnx_tensor_t in[MAX_IO], out[MAX_IO];
     int n_in, n_out, i, skip = 0;
     size_t in_size = 0, out_size = 0, off, k;
     char *model;
     uint8_t *sample, *result;
-    tb_t t;
+    eng_t t;
 
     if (c->expect == REJECT) {
         model = case_path(c->dir, "model.onnx");
-        tb_open(&t, sut_backend_onnx_ops(), model, NULL, 4, 1);
+        eng_open(&t, engine, model);
         ck_assert_msg(t.rc < 0, "%s: loaded, but should be refused (%s)", c->dir, c->detail);
         ck_assert_msg(strstr(t.err, c->detail) != NULL, "%s: error \"%s\" does not mention \"%s\"",
                       c->dir, t.err, c->detail);
@@ -165,7 +239,7 @@ static void run_case(const node_case_t *c)
     n_in = read_tensors(c->dir, "input", in, MAX_IO);
     n_out = read_tensors(c->dir, "output", out, MAX_IO);
     ck_assert_int_gt(n_out, 0);
-    tb_open(&t, sut_backend_onnx_ops(), model, NULL, 4, 1);
+    eng_open(&t, engine, model);
     ck_assert_msg(t.rc == 0, "%s: %s", c->dir, t.err);
 
     for (i = 0; i < n_in; i++) {
@@ -177,8 +251,8 @@ static void run_case(const node_case_t *c)
     }
     for (i = 0; i < n_out; i++)
         out_size += out[i].size;
-    ck_assert_uint_eq(t.info.input_size, in_size);
-    ck_assert_uint_eq(t.info.output_size, out_size);
+    ck_assert_uint_eq(t.input_size, in_size);
+    ck_assert_uint_eq(t.output_size, out_size);
 
     /* a batch of one, then (when the model has a batch axis) three copies */
     sample = malloc(3 * in_size + 1);
@@ -195,11 +269,11 @@ static void run_case(const node_case_t *c)
     for (k = 1; k < 3; k++)
         memcpy(sample + k * in_size, sample, in_size);
     for (k = 1; k <= 3; k += 2) {
-        if (k > t.info.max_batch) {
+        if (k > t.max_batch) {
             skip = 1;
             break;
         }
-        ck_assert_int_eq(tb_run(&t, sample, k, result, out_size), 0);
+        ck_assert_int_eq(eng_run(&t, sample, k, result, out_size), 0);
         for (off = 0, i = 0; i < n_out; i++) {
             size_t s;
             for (s = 0; s < k; s++) {
@@ -211,7 +285,7 @@ static void run_case(const node_case_t *c)
         }
     }
     (void)skip;
-    tb_close(&t);
+    eng_close(&t);
     for (i = 0; i < n_in; i++)
         free(in[i].data);
     for (i = 0; i < n_out; i++)
@@ -226,7 +300,7 @@ static void run_case(const node_case_t *c)
 #define NODE_TCASE(op, table)                                                                \
     START_TEST(test_node_##op)                                                               \
     {                                                                                        \
-        run_case(&table[_i]);                                                                \
+        run_case_on(&table[_i], ENG_CPU);                                                    \
     }                                                                                        \
     END_TEST                                                                                 \
     TCase *tcase_node_##op(void)                                                             \
@@ -419,3 +493,82 @@ static const node_case_t cast_cases[] = {
     {"test_cast_STRING_to_FLOAT", REJECT, "has type string"},
 };
 NODE_TCASE(cast, cast_cases)
+
+/* ---- every vector on the CUDA engine: its plans emulated on the CPU, or a real GPU ---- */
+
+#define N_OF(t) (sizeof(t) / sizeof(t[0]))
+static const struct {
+    const node_case_t *cases;
+    size_t n;
+} all_tables[] = {
+    {conv_cases, N_OF(conv_cases)},
+    {relu_cases, N_OF(relu_cases)},
+    {maxpool_cases, N_OF(maxpool_cases)},
+    {averagepool_cases, N_OF(averagepool_cases)},
+    {globalaveragepool_cases, N_OF(globalaveragepool_cases)},
+    {batchnorm_cases, N_OF(batchnorm_cases)},
+    {elementwise_cases, N_OF(elementwise_cases)},
+    {gemm_cases, N_OF(gemm_cases)},
+    {matmul_cases, N_OF(matmul_cases)},
+    {flatten_cases, N_OF(flatten_cases)},
+    {reshape_cases, N_OF(reshape_cases)},
+    {softmax_cases, N_OF(softmax_cases)},
+    {identity_cases, N_OF(identity_cases)},
+    {constant_cases, N_OF(constant_cases)},
+    {cast_cases, N_OF(cast_cases)},
+};
+
+static size_t all_cases(void)
+{
+    size_t i, n = 0;
+    for (i = 0; i < sizeof(all_tables) / sizeof(all_tables[0]); i++)
+        n += all_tables[i].n;
+    return n;
+}
+
+static const node_case_t *nth_case(size_t k)
+{
+    size_t i;
+    for (i = 0; i < sizeof(all_tables) / sizeof(all_tables[0]); i++) {
+        if (k < all_tables[i].n)
+            return &all_tables[i].cases[k];
+        k -= all_tables[i].n;
+    }
+    return NULL;
+}
+
+static node_engine_t loop_engine; /* set by the TCase's fixture */
+
+static void engine_emu(void)
+{
+    loop_engine = ENG_EMU;
+}
+
+static void engine_cuda(void)
+{
+    loop_engine = ENG_CUDA;
+}
+
+START_TEST(test_engine_nodes)
+{
+    run_case_on(nth_case((size_t)_i), loop_engine);
+}
+END_TEST
+
+TCase *tcase_cuplan_nodes(void)
+{
+    TCase *tc = tcase_create("cuplan_nodes");
+    tcase_set_timeout(tc, 120);
+    tcase_add_checked_fixture(tc, engine_emu, NULL);
+    tcase_add_loop_test(tc, test_engine_nodes, 0, (int)all_cases());
+    return tc;
+}
+
+TCase *tcase_cuda_nodes(void)
+{
+    TCase *tc = tcase_create("cuda_nodes");
+    tcase_set_timeout(tc, 120);
+    tcase_add_checked_fixture(tc, engine_cuda, NULL);
+    tcase_add_loop_test(tc, test_engine_nodes, 0, (int)all_cases());
+    return tc;
+}

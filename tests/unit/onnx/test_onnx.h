@@ -90,5 +90,11 @@ TCase *tcase_fusion(void);
 TCase *tcase_batching(void);
 TCase *tcase_cast(void);
 TCase *tcase_fmnist_accuracy(void);
+TCase *tcase_cuplan(void);
+TCase *tcase_cuplan_nodes(void);
+TCase *tcase_cuplan_resnet50(void);
+TCase *tcase_cuda_nodes(void);
+TCase *tcase_cuda_options(void);
+TCase *tcase_cuda_engine(void);
 
 #endif

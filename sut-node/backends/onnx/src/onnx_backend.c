@@ -1,5 +1,7 @@
 /* The onnx backend's side of the plugin ABI: options, describe(), infer() and the result
- * formats. The model itself is onnx_graph.c's business, running it onnx_dnnl.c's.
+ * formats. The model itself is onnx_graph.c's business; running it onnx_dnnl.c's on the CPU, or
+ * for device=cuda the CUDA engine's (onnx_cuplan.c plans it here, libsut_onnx_cuda.so runs it;
+ * see onnx_cuda.h for why it is loaded with dlopen).
  *
  * Compiled twice from this one file: into the static library sut_backend_onnx (the built-in
  * backend, sut_backend_onnx_ops()) and, with SUT_BACKEND_ONNX_PLUGIN defined, into the dlopen-able
@@ -8,10 +10,14 @@
 
 #include "cmn/conf.h"
 #include "cmn/err.h"
+#include "onnx_cuda.h"
+#include "onnx_cuplan.h"
 #include "onnx_dnnl.h"
 #include "onnx_graph.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -22,16 +28,26 @@
 
 #define MAX_PLANS 32
 #define DEFAULT_MAX_BATCH 64
+#define DEFAULT_STREAMS 2
+#define DEFAULT_WORKSPACE_MB 256
+#define MAX_DEVICE 1023
+#define IN_HDR 64 /* before each CUDA batch input: how it was allocated */
 
 struct sut_backend {
     onnx_graph_t *g;
-    onnx_dnnl_t *x;
-    pthread_mutex_t lock; /* one batch at a time: the executor's buffers are shared */
+    onnx_dnnl_t *x;            /* device=cpu */
+    pthread_mutex_t lock;      /* cpu: one batch at a time, the executor's buffers are shared */
+    const onnx_cuda_api_t *cu; /* device=cuda: the engine library's functions */
+    onnx_cuda_t *cx;
+    onnx_cuprog_t *prog;
+    int cuda_dev;
+    uint32_t engines; /* cpu 1; cuda: streams, each with its own results below */
     int argmax;
     uint32_t max_batch, preferred;
-    char device[256];
-    uint8_t *classes; /* argmax results, 4 bytes per sample */
-    sut_result_t *results;
+    char device[768];
+    uint8_t *classes;      /* argmax results, 4 bytes per sample, per engine */
+    sut_result_t *results; /* per engine */
+    int pinned_warned;
     void (*log)(int level, const char *msg);
 };
 
@@ -114,7 +130,144 @@ static void cpu_name(char *buf, size_t len)
     fclose(f);
 }
 
-static const char *const known_opts[] = {"model", "threads", "output", "batch_sizes", NULL};
+static const char *const known_opts[] = {"model",  "threads",    "output",       "batch_sizes",
+                                         "device", "streams",    "workspace_mb", "conv_algo",
+                                         "tf32",   "debug_sync", "cuda_lib",     NULL};
+/* The options that only the CUDA engine reads. */
+static const char *const cuda_opts[] = {"streams",    "workspace_mb", "conv_algo", "tf32",
+                                        "debug_sync", "cuda_lib",     NULL};
+
+/* "cpu", "cuda" (device 0) or "cuda:N". Returns 0 with *dev = -1 for the CPU, else the ordinal. */
+static int parse_device(const char *s, int *dev)
+{
+    unsigned long v = 0;
+    const char *p;
+    if (strcmp(s, "cpu") == 0) {
+        *dev = -1;
+        return 0;
+    }
+    if (strncmp(s, "cuda", 4) != 0)
+        return -1;
+    if (s[4] == '\0') {
+        *dev = 0;
+        return 0;
+    }
+    if (s[4] != ':' || !s[5])
+        return -1;
+    for (p = s + 5; *p; p++) {
+        if (*p < '0' || *p > '9' || v > MAX_DEVICE)
+            return -1;
+        v = v * 10 + (unsigned long)(*p - '0');
+    }
+    if (v > MAX_DEVICE)
+        return -1;
+    *dev = (int)v;
+    return 0;
+}
+
+static int parse_flag(const char *s, int *out)
+{
+    if (strcmp(s, "0") == 0 || strcmp(s, "1") == 0) {
+        *out = s[0] == '1';
+        return 0;
+    }
+    return -1;
+}
+
+/* ---- the CUDA engine library ------------------------------------------------------------------
+ */
+
+static pthread_mutex_t cuda_lib_lock = PTHREAD_MUTEX_INITIALIZER;
+static const onnx_cuda_api_t *cuda_lib_api; /* loaded once, never unloaded (CUDA dislikes it) */
+
+static void dir_of(const char *path, char *dir, size_t len)
+{
+    const char *slash = strrchr(path, '/');
+    size_t n = slash ? (size_t)(slash - path) : 0;
+    if (n >= len)
+        n = 0;
+    memcpy(dir, path, n);
+    dir[n] = '\0';
+}
+
+/* Finds and loads libsut_onnx_cuda.so: the cuda_lib option alone when given, else next to the
+ * code of this backend (the plugin's folder), next to the executable and in its ../lib/sut-node,
+ * where this build put it, and the dynamic linker's own search (LD_LIBRARY_PATH). */
+static int load_cuda_lib(const char *explicit_path, const onnx_cuda_api_t **api, cmn_errbuf_t *eb)
+{
+    char cand[6][PATH_MAX], dir[PATH_MAX - 64], exe[PATH_MAX], tried[1024] = "", why[512] = "";
+    size_t n = 0, i, t = 0;
+    onnx_cuda_entry_fn entry;
+    Dl_info info;
+    void *h = NULL;
+    ssize_t len;
+    int rc = 0;
+
+    pthread_mutex_lock(&cuda_lib_lock);
+    if (cuda_lib_api && !explicit_path) {
+        *api = cuda_lib_api;
+        pthread_mutex_unlock(&cuda_lib_lock);
+        return 0;
+    }
+    if (explicit_path) {
+        snprintf(cand[n++], PATH_MAX, "%s", explicit_path);
+    } else {
+        /* absolute for a plugin; the executable's own (relative) name is covered just below */
+        if (dladdr((void *)&load_cuda_lib, &info) && info.dli_fname && info.dli_fname[0] == '/') {
+            dir_of(info.dli_fname, dir, sizeof(dir));
+            snprintf(cand[n++], PATH_MAX, "%s/%s", dir[0] ? dir : ".", ONNX_CUDA_LIB_NAME);
+        }
+        len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+        if (len > 0) {
+            exe[len] = '\0';
+            dir_of(exe, dir, sizeof(dir));
+            if (!n || strncmp(cand[0], dir, strlen(dir)) != 0 || cand[0][strlen(dir)] != '/')
+                snprintf(cand[n++], PATH_MAX, "%s/%s", dir, ONNX_CUDA_LIB_NAME);
+            snprintf(cand[n++], PATH_MAX, "%s/../lib/sut-node/%s", dir, ONNX_CUDA_LIB_NAME);
+        }
+#ifdef SUT_ONNX_CUDA_BUILD_PATH
+        snprintf(cand[n++], PATH_MAX, "%s", SUT_ONNX_CUDA_BUILD_PATH);
+#endif
+        snprintf(cand[n++], PATH_MAX, "%s", ONNX_CUDA_LIB_NAME);
+    }
+    for (i = 0; i < n && !h; i++) {
+        h = dlopen(cand[i], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+        if (h)
+            break;
+        /* a library that exists but does not load (a missing libcudnn) says more than the rest */
+        if (!why[0] && (!strchr(cand[i], '/') || access(cand[i], F_OK) == 0))
+            snprintf(why, sizeof(why), "%s", dlerror());
+        if (t < sizeof(tried))
+            t += (size_t)snprintf(tried + t, sizeof(tried) - t, "%s%s", t ? ", " : "", cand[i]);
+    }
+    if (!h) {
+#ifdef SUT_ONNX_CUDA_BUILD_PATH
+        rc = cmn_errf(eb, CMN_ECONFIG, "cannot load the CUDA engine %s (tried %s): %s",
+                      ONNX_CUDA_LIB_NAME, tried, why[0] ? why : "not found");
+#else
+        rc = cmn_errf(eb, CMN_ECONFIG,
+                      "this build has no CUDA engine (CMake found no CUDA toolkit and cuDNN), and "
+                      "no %s was found (tried %s; cuda_lib=PATH names one)%s%s",
+                      ONNX_CUDA_LIB_NAME, tried, why[0] ? ": " : "", why);
+#endif
+        goto out;
+    }
+    *(void **)&entry = dlsym(h, ONNX_CUDA_ENTRY_SYMBOL);
+    if (!entry || !(*api = entry())) {
+        rc = cmn_errf(eb, CMN_ECONFIG, "%s: no %s() entry point", cand[i], ONNX_CUDA_ENTRY_SYMBOL);
+        goto out;
+    }
+    if ((*api)->version != ONNX_CUDA_API_VERSION || (*api)->struct_size < sizeof(onnx_cuda_api_t)) {
+        rc = cmn_errf(eb, CMN_EVERSION, "%s speaks engine API version %u; this backend %u", cand[i],
+                      (*api)->version, ONNX_CUDA_API_VERSION);
+        goto out;
+    }
+    if (!explicit_path)
+        cuda_lib_api = *api;
+out:
+    pthread_mutex_unlock(&cuda_lib_lock);
+    return rc;
+}
 
 static int onnx_create(const sut_backend_config_t *cfg, sut_backend_t **out, char *err,
                        size_t errlen)
@@ -123,12 +276,22 @@ static int onnx_create(const sut_backend_config_t *cfg, sut_backend_t **out, cha
     const char *output = sut_backend_opt(cfg, "output", "raw");
     const char *threads_s = sut_backend_opt(cfg, "threads", NULL);
     const char *batches_s = sut_backend_opt(cfg, "batch_sizes", NULL);
+    const char *device_opt = sut_backend_opt(cfg, "device", NULL);
+    const char *device_s = device_opt ? device_opt : cfg->device ? cfg->device : "cpu";
+    const char *streams_s = sut_backend_opt(cfg, "streams", NULL);
+    const char *ws_s = sut_backend_opt(cfg, "workspace_mb", NULL);
+    const char *algo_s = sut_backend_opt(cfg, "conv_algo", "find");
+    const char *tf32_s = sut_backend_opt(cfg, "tf32", "0");
+    const char *sync_s = sut_backend_opt(cfg, "debug_sync", "0");
+    const char *lib_s = sut_backend_opt(cfg, "cuda_lib", NULL);
     size_t batches[MAX_PLANS], n_batches = 0, i, k;
-    unsigned long threads = cfg->threads;
+    unsigned long threads = cfg->threads, streams = DEFAULT_STREAMS, ws_mb = DEFAULT_WORKSPACE_MB;
+    onnx_cuda_opts_t co;
     cmn_errbuf_t eb;
     sut_backend_t *b;
-    char cpu[128];
-    int rc;
+    char cpu[128], gpu[512] = "";
+    void *pool = NULL;
+    int rc, dev, tf32 = 0, debug_sync = 0;
 
     eb.msg[0] = '\0';
     for (i = 0; i < cfg->n_options; i++) {
@@ -136,8 +299,9 @@ static int onnx_create(const sut_backend_config_t *cfg, sut_backend_t **out, cha
             ;
         if (!known_opts[k]) {
             rc = cmn_errf(&eb, CMN_ECONFIG,
-                          "unknown option \"%s\" (model, threads, output, "
-                          "batch_sizes)",
+                          "unknown option \"%s\" (model, threads, output, batch_sizes, device; "
+                          "for device=cuda: streams, workspace_mb, conv_algo, tf32, debug_sync, "
+                          "cuda_lib)",
                           cfg->keys[i]);
             goto fail_opts;
         }
@@ -150,8 +314,48 @@ static int onnx_create(const sut_backend_config_t *cfg, sut_backend_t **out, cha
         rc = cmn_errf(&eb, CMN_ECONFIG, "output=%s: expected raw or argmax", output);
         goto fail_opts;
     }
+    if (parse_device(device_s, &dev) < 0) {
+        rc = cmn_errf(&eb, CMN_ECONFIG, "%s%s: expected cpu, cuda or cuda:N (N up to %d)",
+                      device_opt ? "device=" : "--device ", device_s, MAX_DEVICE);
+        goto fail_opts;
+    }
+    if (dev < 0) {
+        /* A CUDA option on the CPU is a mistake to point out, not to ignore. */
+        for (i = 0; i < cfg->n_options; i++)
+            for (k = 0; cuda_opts[k]; k++)
+                if (strcmp(cuda_opts[k], cfg->keys[i]) == 0) {
+                    rc = cmn_errf(&eb, CMN_ECONFIG, "%s=%s applies to device=cuda only",
+                                  cfg->keys[i], cfg->values[i]);
+                    goto fail_opts;
+                }
+    } else if (threads_s) {
+        rc =
+            cmn_errf(&eb, CMN_ECONFIG, "threads=%s applies to device=cpu (oneDNN) only", threads_s);
+        goto fail_opts;
+    }
     if (threads_s && parse_uint(threads_s, 4096, &threads) < 0) {
         rc = cmn_errf(&eb, CMN_ECONFIG, "threads=%s: expected a count from 1 to 4096", threads_s);
+        goto fail_opts;
+    }
+    if (streams_s && parse_uint(streams_s, 64, &streams) < 0) {
+        rc = cmn_errf(&eb, CMN_ECONFIG, "streams=%s: expected a count from 1 to 64", streams_s);
+        goto fail_opts;
+    }
+    if (ws_s && strcmp(ws_s, "0") != 0 && parse_uint(ws_s, 65536, &ws_mb) < 0) {
+        rc =
+            cmn_errf(&eb, CMN_ECONFIG, "workspace_mb=%s: expected megabytes from 0 to 65536", ws_s);
+        goto fail_opts;
+    }
+    if (ws_s && strcmp(ws_s, "0") == 0)
+        ws_mb = 0;
+    if (strcmp(algo_s, "find") != 0 && strcmp(algo_s, "heuristic") != 0) {
+        rc = cmn_errf(&eb, CMN_ECONFIG, "conv_algo=%s: expected find or heuristic", algo_s);
+        goto fail_opts;
+    }
+    if (parse_flag(tf32_s, &tf32) < 0 || parse_flag(sync_s, &debug_sync) < 0) {
+        rc = cmn_errf(&eb, CMN_ECONFIG, "%s=%s: expected 0 or 1",
+                      parse_flag(tf32_s, &tf32) < 0 ? "tf32" : "debug_sync",
+                      parse_flag(tf32_s, &tf32) < 0 ? tf32_s : sync_s);
         goto fail_opts;
     }
     if (threads == 0)
@@ -164,6 +368,23 @@ static int onnx_create(const sut_backend_config_t *cfg, sut_backend_t **out, cha
     }
     b->log = cfg->log;
     b->argmax = strcmp(output, "argmax") == 0;
+    b->cuda_dev = dev;
+    b->engines = 1;
+    if (dev >= 0) {
+        /* The device first: a host without it fails before the model is even read. */
+        if ((rc = load_cuda_lib(lib_s, &b->cu, &eb)) < 0 ||
+            (rc = b->cu->probe(dev, gpu, sizeof(gpu), &eb)) < 0) {
+            /* "device=cuda:7: no such CUDA device: ..." (the engine's own "cuda:7: " dropped) */
+            char why[sizeof(eb.msg)];
+            const char *p = eb.msg;
+            if (strncmp(p, "cuda:", 5) == 0 && strstr(p, ": "))
+                p = strstr(p, ": ") + 2;
+            snprintf(why, sizeof(why), "%s", p);
+            rc = cmn_errf(&eb, rc, "device=cuda:%d: %s", dev, why);
+            goto fail_graph;
+        }
+        b->engines = (uint32_t)streams;
+    }
     if ((rc = onnx_graph_load(model, &b->g, &eb)) < 0)
         goto fail_graph;
     if (b->argmax &&
@@ -196,10 +417,34 @@ static int onnx_create(const sut_backend_config_t *cfg, sut_backend_t **out, cha
     }
     b->preferred = (uint32_t)batches[n_batches - 1];
 
-    if ((rc = onnx_dnnl_create(b->g, (int)threads, batches, n_batches, &b->x, &eb)) < 0)
-        goto fail_exec;
-    b->results = calloc(b->max_batch, sizeof(*b->results));
-    b->classes = calloc(b->max_batch, 4);
+    if (dev < 0) {
+        if ((rc = onnx_dnnl_create(b->g, (int)threads, batches, n_batches, &b->x, &eb)) < 0)
+            goto fail_exec;
+    } else {
+        if ((rc = onnx_cuprog_build(b->g, batches, n_batches, &b->prog, &eb)) < 0)
+            goto fail_exec;
+        if (!(pool = malloc(b->prog->pool_size + 1))) {
+            rc = cmn_errf(&eb, -ENOMEM, "out of memory for %zu bytes of weights",
+                          b->prog->pool_size);
+            goto fail_results;
+        }
+        onnx_cuprog_fill_pool(b->prog, pool);
+        memset(&co, 0, sizeof(co));
+        co.device = dev;
+        co.streams = (int)streams;
+        co.workspace = (size_t)ws_mb << 20;
+        co.tf32 = tf32;
+        co.find_algo = strcmp(algo_s, "find") == 0;
+        co.debug_sync = debug_sync;
+        co.max_batch = b->max_batch;
+        co.pool = pool;
+        rc = b->cu->create(b->prog, &co, &b->cx, &eb);
+        free(pool);
+        if (rc < 0)
+            goto fail_results;
+    }
+    b->results = calloc((size_t)b->engines * b->max_batch, sizeof(*b->results));
+    b->classes = calloc((size_t)b->engines * b->max_batch, 4);
     if (!b->results || !b->classes) {
         rc = cmn_errf(&eb, -ENOMEM, "out of memory");
         goto fail_results;
@@ -208,15 +453,22 @@ static int onnx_create(const sut_backend_config_t *cfg, sut_backend_t **out, cha
         rc = cmn_errf(&eb, -rc, "cannot create a mutex");
         goto fail_results;
     }
-    cpu_name(cpu, sizeof(cpu));
-    snprintf(b->device, sizeof(b->device), "%s, %lu of %d CPUs, %s", cpu, threads,
-             (int)sysconf(_SC_NPROCESSORS_ONLN), onnx_dnnl_version());
+    if (dev < 0) {
+        cpu_name(cpu, sizeof(cpu));
+        snprintf(b->device, sizeof(b->device), "%s, %lu of %d CPUs, %s", cpu, threads,
+                 (int)sysconf(_SC_NPROCESSORS_ONLN), onnx_dnnl_version());
+    } else {
+        snprintf(b->device, sizeof(b->device),
+                 "%s; onnx CUDA engine: %lu streams, TF32 %s, convolution algorithms by %s", gpu,
+                 streams, tf32 ? "on" : "off", co.find_algo ? "timing" : "heuristics");
+    }
     blog(b, SUT_LOG_INFO,
          "onnx: %s: %d inputs (%zu bytes/sample), %d outputs (%zu bytes/sample), batch %s up to "
-         "%u, %zu plans, %zu MB of buffers; %s",
+         "%u, %zu plans, %zu MB of %s buffers; %s",
          model, b->g->n_inputs, b->g->input_size, b->g->n_outputs, b->g->output_size,
-         b->g->batched ? "axis" : "1 only", b->max_batch, n_batches, onnx_dnnl_memory(b->x) >> 20,
-         b->device);
+         b->g->batched ? "axis" : "1 only", b->max_batch, n_batches,
+         (dev < 0 ? onnx_dnnl_memory(b->x) : b->cu->memory(b->cx)) >> 20,
+         dev < 0 ? "host" : "device", b->device);
     *out = b;
     return 0;
 
@@ -224,6 +476,9 @@ fail_results:
     free(b->results);
     free(b->classes);
     onnx_dnnl_destroy(b->x);
+    if (b->cx)
+        b->cu->destroy(b->cx);
+    onnx_cuprog_free(b->prog);
 fail_exec:
     onnx_graph_free(b->g);
 fail_graph:
@@ -231,7 +486,8 @@ fail_graph:
 fail_opts:
     if (err && errlen) {
         /* name the model, unless the message already does (file errors) or is about options */
-        int name = model && rc != CMN_ECONFIG && !strstr(eb.msg, model);
+        int name = model && rc != CMN_ECONFIG && !strstr(eb.msg, model) &&
+                   strncmp(eb.msg, "device=", 7) != 0;
         snprintf(err, errlen, "onnx backend: %s%s%s", name ? model : "", name ? ": " : "", eb.msg);
     }
     return rc;
@@ -243,6 +499,9 @@ static void onnx_destroy(sut_backend_t *b)
         return;
     pthread_mutex_destroy(&b->lock);
     onnx_dnnl_destroy(b->x);
+    if (b->cx)
+        b->cu->destroy(b->cx);
+    onnx_cuprog_free(b->prog);
     onnx_graph_free(b->g);
     free(b->results);
     free(b->classes);
@@ -258,7 +517,7 @@ static int onnx_describe(sut_backend_t *b, sut_backend_info_t *info)
     info->max_batch = b->max_batch;
     info->output_size = b->argmax ? 4 : b->g->output_size;
     info->input_size = b->g->input_size;
-    info->engines = 1;
+    info->engines = b->engines;
     info->weight = 1.0;
     info->flags = 0;
     return 0;
@@ -272,6 +531,67 @@ static int32_t argmax(const float *v, size_t n)
         if (v[i] > v[best])
             best = i;
     return (int32_t)best;
+}
+
+/* The results of |n| samples at |out| in engine |e|'s arrays (raw bytes or argmax classes). */
+static sut_result_t *fill_results(sut_backend_t *b, uint32_t e, size_t n, const uint8_t *out)
+{
+    const onnx_graph_t *g = b->g;
+    sut_result_t *res = b->results + (size_t)e * b->max_batch;
+    uint8_t *classes = b->classes + (size_t)e * b->max_batch * 4;
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        sut_result_t *r = &res[i];
+        r->index = i;
+        r->status = 0;
+        r->n_tokens = 0;
+        if (b->argmax) {
+            int32_t c =
+                argmax((const float *)(out + i * g->output_size), g->output_size / sizeof(float));
+            uint8_t *le = classes + 4 * i;
+            le[0] = (uint8_t)c;
+            le[1] = (uint8_t)(c >> 8);
+            le[2] = (uint8_t)(c >> 16);
+            le[3] = (uint8_t)(c >> 24);
+            r->data = le;
+            r->size = 4;
+        } else {
+            r->data = out + i * g->output_size;
+            r->size = g->output_size;
+        }
+    }
+    return res;
+}
+
+/* device=cuda: the engine picks a free stream; the results stay valid until it is released. A
+ * device error fails each sample of the batch with CMN_EBACKEND on the response path, and the
+ * log says which call failed and why. */
+static int infer_cuda(sut_backend_t *b, sut_batch_t *batch)
+{
+    const uint8_t *out;
+    cmn_errbuf_t eb;
+    sut_result_t *res;
+    size_t i, n = batch->n;
+    int slot = 0, rc;
+
+    rc = b->cu->run(b->cx, n, batch->input, (const void **)&out, &slot, &eb);
+    if (rc < 0) {
+        blog(b, SUT_LOG_ERROR, "onnx: a batch of %zu failed on the GPU: %s", n, eb.msg);
+        /* the engine's arrays of slot 0 are not safe to share: complete one by one */
+        for (i = 0; i < n; i++) {
+            sut_result_t r;
+            memset(&r, 0, sizeof(r));
+            r.index = i;
+            r.status = rc;
+            batch->complete(batch, &r, 1);
+        }
+        return 0;
+    }
+    res = fill_results(b, (uint32_t)slot, n, out);
+    batch->complete(batch, res, n);
+    b->cu->release(b->cx, slot);
+    return 0;
 }
 
 static int onnx_infer(sut_backend_t *b, sut_batch_t *batch)
@@ -301,6 +621,8 @@ static int onnx_infer(sut_backend_t *b, sut_batch_t *batch)
         return CMN_EFIELD;
     }
 
+    if (b->cx)
+        return infer_cuda(b, batch);
     pthread_mutex_lock(&b->lock);
     rc = onnx_dnnl_run(b->x, n, batch->input, (const void **)&out, &eb);
     if (rc < 0) {
@@ -308,31 +630,52 @@ static int onnx_infer(sut_backend_t *b, sut_batch_t *batch)
         blog(b, SUT_LOG_ERROR, "onnx: %s", eb.msg);
         return rc;
     }
-    for (i = 0; i < n; i++) {
-        sut_result_t *r = &b->results[i];
-        r->index = i;
-        r->status = 0;
-        r->n_tokens = 0;
-        if (b->argmax) {
-            int32_t c =
-                argmax((const float *)(out + i * g->output_size), g->output_size / sizeof(float));
-            uint8_t *le = b->classes + 4 * i;
-            le[0] = (uint8_t)c;
-            le[1] = (uint8_t)(c >> 8);
-            le[2] = (uint8_t)(c >> 16);
-            le[3] = (uint8_t)(c >> 24);
-            r->data = le;
-            r->size = 4;
-        } else {
-            r->data = out + i * g->output_size;
-            r->size = g->output_size;
-        }
-    }
     /* Inside the lock: the results point into buffers that the next batch overwrites, and the
      * node copies them before complete() returns. */
-    batch->complete(batch, b->results, n);
+    batch->complete(batch, fill_results(b, 0, n, out), n);
     pthread_mutex_unlock(&b->lock);
     return 0;
+}
+
+/* Batch inputs: plain malloc for the CPU. For the GPU pinned memory, so that the copy to the
+ * device is one DMA with no staging; a header before the data says which allocator made it,
+ * because where pinned memory runs out (RLIMIT_MEMLOCK in containers) pageable memory still
+ * works, only slower, and the log says so once. */
+static void *onnx_alloc_input(sut_backend_t *b, size_t size)
+{
+    cmn_errbuf_t eb;
+    uint8_t *p;
+    if (!b->cx)
+        return malloc(size);
+    p = b->cu->host_alloc(b->cx, size + IN_HDR, &eb);
+    if (p) {
+        p[0] = 1;
+        return p + IN_HDR;
+    }
+    if (!b->pinned_warned) {
+        b->pinned_warned = 1;
+        blog(b, SUT_LOG_WARN, "onnx: %s; batch inputs fall back to pageable memory", eb.msg);
+    }
+    p = malloc(size + IN_HDR);
+    if (!p)
+        return NULL;
+    p[0] = 0;
+    return p + IN_HDR;
+}
+
+static void onnx_free_input(sut_backend_t *b, void *q, size_t size)
+{
+    uint8_t *p = q;
+    (void)size;
+    if (!b->cx || !p) {
+        free(p);
+        return;
+    }
+    p -= IN_HDR;
+    if (p[0])
+        b->cu->host_free(b->cx, p);
+    else
+        free(p);
 }
 
 static const sut_backend_ops_t onnx_ops = {
@@ -343,8 +686,8 @@ static const sut_backend_ops_t onnx_ops = {
     .destroy = onnx_destroy,
     .describe = onnx_describe,
     .infer = onnx_infer,
-    .alloc_input = NULL,
-    .free_input = NULL,
+    .alloc_input = onnx_alloc_input,
+    .free_input = onnx_free_input,
 };
 
 const sut_backend_ops_t *sut_backend_onnx_ops(void)

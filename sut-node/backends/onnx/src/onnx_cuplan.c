@@ -1,0 +1,1193 @@
+/* The CUDA engine's plans, built on the host (see onnx_cuplan.h). Vocabulary as in onnx_dnnl.c:
+ * a tensor is a value as one plan stores it; a view (Reshape, Identity, an in-place sum) shares
+ * its root's storage. Unlike oneDNN's, every layout here is plain row-major, so views never need
+ * a reorder. */
+#include "onnx_cuplan.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Builder state for one program; the per-plan parts are reset for each plan. */
+typedef struct {
+    onnx_cuprog_t *p;
+    const onnx_graph_t *g;
+    cup_plan_t *pl;
+    int *val_t;    /* IR value -> its tensor in the current plan, or -1 */
+    int *const_of; /* IR value -> its entry in p->consts, or -1 (shared by every plan) */
+    int *last_use; /* IR value -> the last live node that reads it, or -1 */
+    const onnx_node_t *cur;
+    cmn_errbuf_t *eb;
+} bx_t;
+
+static int fail(bx_t *x, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(bx_t *x, int rc, const char *fmt, ...)
+{
+    size_t off = 0;
+    va_list ap;
+    if (!x->eb)
+        return rc;
+    if (x->cur)
+        off = (size_t)snprintf(x->eb->msg, sizeof(x->eb->msg), "node \"%s\" (%s): ", x->cur->name,
+                               x->cur->op_type);
+    va_start(ap, fmt);
+    if (off < sizeof(x->eb->msg))
+        vsnprintf(x->eb->msg + off, sizeof(x->eb->msg) - off, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+static int64_t prod(const int64_t *d, int n)
+{
+    int64_t r = 1;
+    int i;
+    for (i = 0; i < n; i++)
+        r *= d[i];
+    return r;
+}
+
+/* A value's dims in a plan of |batch| samples; rank-0 values become [1]. */
+static int vdims(const onnx_graph_t *g, int v, size_t batch, int64_t *d)
+{
+    const onnx_value_t *val = &g->values[v];
+    int i;
+    d[0] = 1;
+    if (val->rank <= 0)
+        return 1;
+    for (i = 0; i < val->rank; i++)
+        d[i] = val->dims[i];
+    if (val->batched)
+        d[0] *= (int64_t)batch;
+    return val->rank;
+}
+
+/* cuDNN and cuBLAS take dimensions, counts and leading dimensions as int. */
+static int check_int(bx_t *x, int64_t v, const char *what)
+{
+    if (v < 0 || v > INT_MAX)
+        return fail(x, CMN_EBACKEND, "%s of %lld is over the int range of cuDNN and cuBLAS", what,
+                    (long long)v);
+    return 0;
+}
+
+/* ---- tensors and steps ------------------------------------------------------------------------
+ */
+
+static int new_t(bx_t *x, int mem, onnx_dtype_t dt, int rank, const int64_t *dims)
+{
+    cup_plan_t *pl = x->pl;
+    cup_tensor_t *t;
+    if (pl->n_t == pl->cap_t) {
+        int cap = pl->cap_t ? pl->cap_t * 2 : 64;
+        cup_tensor_t *n = realloc(pl->t, (size_t)cap * sizeof(*n));
+        if (!n)
+            return fail(x, -ENOMEM, "out of memory");
+        pl->t = n;
+        pl->cap_t = cap;
+    }
+    t = &pl->t[pl->n_t];
+    memset(t, 0, sizeof(*t));
+    t->root = pl->n_t;
+    t->mem = mem;
+    t->input = -1;
+    t->konst = -1;
+    t->dtype = dt;
+    t->rank = rank;
+    memcpy(t->dims, dims, (size_t)rank * sizeof(int64_t));
+    t->bytes = (size_t)prod(dims, rank) * onnx_dtype_size(dt);
+    t->first = INT_MAX;
+    t->last = -1;
+    return pl->n_t++;
+}
+
+/* Another view of |of|'s storage with new dims (the same number of elements or fewer). */
+static int alias_t(bx_t *x, int of, int rank, const int64_t *dims)
+{
+    int root = x->pl->t[of].root, mem = x->pl->t[of].mem, i;
+    onnx_dtype_t dt = x->pl->t[of].dtype;
+    if ((i = new_t(x, mem, dt, rank, dims)) < 0)
+        return i;
+    x->pl->t[i].root = root;
+    x->pl->t[i].konst = x->pl->t[root].konst;
+    return i;
+}
+
+static int add_const(bx_t *x, int value, size_t bytes)
+{
+    onnx_cuprog_t *p = x->p;
+    if (p->n_consts == p->cap_consts) {
+        int cap = p->cap_consts ? p->cap_consts * 2 : 32;
+        cup_const_t *n = realloc(p->consts, (size_t)cap * sizeof(*n));
+        if (!n)
+            return fail(x, -ENOMEM, "out of memory");
+        p->consts = n;
+        p->cap_consts = cap;
+    }
+    p->consts[p->n_consts].value = value;
+    p->consts[p->n_consts].bytes = bytes;
+    p->consts[p->n_consts].offset = 0;
+    return p->n_consts++;
+}
+
+/* The tensor of IR value |v| in this plan; a constant enters the pool the first time a plan
+ * reads it. */
+static int get_t(bx_t *x, int v)
+{
+    const onnx_value_t *val = &x->g->values[v];
+    int64_t d[ONNX_MAX_RANK];
+    int c, t, rank;
+
+    if (x->val_t[v] >= 0)
+        return x->val_t[v];
+    if (!val->data)
+        return fail(x, CMN_EBACKEND, "value \"%s\" is computed by no node", val->name);
+    rank = vdims(x->g, v, x->pl->batch, d);
+    if ((c = x->const_of[v]) < 0) {
+        if ((c = add_const(x, v, (size_t)prod(d, rank) * onnx_dtype_size(val->dtype))) < 0)
+            return c;
+        x->const_of[v] = c;
+    }
+    if ((t = new_t(x, CUP_MEM_CONST, val->dtype, rank, d)) < 0)
+        return t;
+    x->pl->t[t].konst = c;
+    x->val_t[v] = t;
+    return t;
+}
+
+/* |n| floats of zeros in the pool (a bias for a fused convolution without one). */
+static int zeros_t(bx_t *x, int64_t n)
+{
+    size_t bytes = (size_t)n * sizeof(float);
+    int c, t;
+    for (c = 0; c < x->p->n_consts; c++)
+        if (x->p->consts[c].value < 0 && x->p->consts[c].bytes == bytes)
+            break;
+    if (c == x->p->n_consts && (c = add_const(x, -1, bytes)) < 0)
+        return c;
+    if ((t = new_t(x, CUP_MEM_CONST, ONNX_DT_FLOAT, 1, &n)) < 0)
+        return t;
+    x->pl->t[t].konst = c;
+    return t;
+}
+
+static cup_step_t *add_step(bx_t *x, cup_kind_t kind)
+{
+    cup_plan_t *pl = x->pl;
+    cup_step_t *s;
+    if (pl->n_steps == pl->cap_steps) {
+        int cap = pl->cap_steps ? pl->cap_steps * 2 : 64;
+        cup_step_t *n = realloc(pl->steps, (size_t)cap * sizeof(*n));
+        if (!n) {
+            fail(x, -ENOMEM, "out of memory");
+            return NULL;
+        }
+        pl->steps = n;
+        pl->cap_steps = cap;
+    }
+    s = &pl->steps[pl->n_steps++];
+    memset(s, 0, sizeof(*s));
+    s->kind = kind;
+    s->node = x->cur ? (int)(x->cur - x->g->nodes) : -1;
+    return s;
+}
+
+static int add_copy(bx_t *x, int src, int dst)
+{
+    cup_step_t *s = add_step(x, CUP_COPY);
+    if (!s)
+        return -ENOMEM;
+    s->u.copy.x = src;
+    s->u.copy.y = dst;
+    s->u.copy.bytes = x->pl->t[dst].bytes;
+    return 0;
+}
+
+/* Whether the storage of tensor |t| may be overwritten by node |n|: it is an activation (not a
+ * staged input or a constant), no graph output lives there, no value stored there is read after
+ * |n|, and |n| does not read it as an input. */
+static int storage_dies_at(const bx_t *x, int t, const onnx_node_t *n)
+{
+    const onnx_graph_t *g = x->g;
+    const cup_plan_t *pl = x->pl;
+    int root = pl->t[t].root, at = (int)(n - g->nodes), v, j;
+
+    if (pl->t[root].mem != CUP_MEM_ARENA || pl->t[root].input >= 0)
+        return 0;
+    for (v = 0; v < g->n_values; v++) {
+        int vt = x->val_t[v];
+        if (vt < 0 || pl->t[vt].root != root)
+            continue;
+        if (g->values[v].output || x->last_use[v] > at)
+            return 0;
+        for (j = 0; j < n->n_in; j++)
+            if (n->in[j] == v)
+                return 0;
+    }
+    return 1;
+}
+
+/* The post-ops of |n| as the engine runs them: an optional residual sum first, then ReLU (any
+ * number of them is one). Other orders do not come out of onnx_opt.c; refuse them anyway. */
+static int posts(bx_t *x, const onnx_node_t *n, int allow_sum, int *sum, int *relu)
+{
+    int k;
+    *sum = -1;
+    *relu = 0;
+    for (k = 0; k < n->n_post; k++) {
+        if (n->post[k].kind == ONNX_POST_RELU) {
+            *relu = 1;
+            continue;
+        }
+        if (!allow_sum || k != 0)
+            return fail(x, CMN_EBACKEND,
+                        "a residual sum in this position is not supported by "
+                        "the CUDA engine");
+        *sum = n->post[k].value;
+    }
+    return 0;
+}
+
+/* The output tensor of |n| (dims |d|) when a SUM post-op adds value |sum| to it, and in *z the
+ * tensor the addend is read from.
+ * |in_place| (an unfused convolution, a product: the call accumulates into its output, beta = 1):
+ * the addend's own storage when it dies here, else a new tensor that a copy fills with it first.
+ * Otherwise (the fused convolution, which reads the addend as its own operand z): always a new
+ * tensor, the addend read where it is. cuDNN does not promise that z may alias y, and an algorithm
+ * that writes y before it reads z would lose the addend; the extra arena space is cheap. */
+static int sum_dst(bx_t *x, const onnx_node_t *n, int sum, int rank, const int64_t *d, int in_place,
+                   int *z)
+{
+    int zt, y, rc;
+    if ((zt = get_t(x, sum)) < 0)
+        return zt;
+    if (in_place && storage_dies_at(x, zt, n) && x->pl->t[zt].dtype == ONNX_DT_FLOAT &&
+        x->pl->t[zt].bytes == (size_t)prod(d, rank) * sizeof(float)) {
+        if ((y = alias_t(x, zt, rank, d)) < 0)
+            return y;
+        *z = y;
+        return y;
+    }
+    if ((y = new_t(x, CUP_MEM_ARENA, ONNX_DT_FLOAT, rank, d)) < 0)
+        return y;
+    if (in_place) {
+        if ((rc = add_copy(x, zt, y)) < 0)
+            return rc;
+        *z = y;
+    } else {
+        *z = zt;
+    }
+    return y;
+}
+
+static int add_relu(bx_t *x, int t)
+{
+    cup_step_t *s = add_step(x, CUP_RELU);
+    if (!s)
+        return -ENOMEM;
+    s->u.relu.x = t;
+    s->u.relu.y = t;
+    s->u.relu.count = (int64_t)(x->pl->t[t].bytes / sizeof(float));
+    return 0;
+}
+
+/* ---- one emitter per op -----------------------------------------------------------------------
+ */
+
+static int emit_conv(bx_t *x, const onnx_node_t *n)
+{
+    const onnx_graph_t *g = x->g;
+    int64_t xd[ONNX_MAX_RANK], wd[ONNX_MAX_RANK], yd[ONNX_MAX_RANK];
+    int64_t pad[ONNX_MAX_SPATIAL];
+    int rank, nsp = n->n_spatial, s, i, xt, wt = -1, bt = -1, yt, zt = -1, sum, relu, rc, asym = 0;
+    cup_step_t *st;
+    cup_conv_t *c;
+
+    rank = vdims(g, n->in[0], x->pl->batch, xd);
+    vdims(g, n->in[1], x->pl->batch, wd);
+    vdims(g, n->out, x->pl->batch, yd);
+    if ((rc = posts(x, n, 1, &sum, &relu)) < 0)
+        return rc;
+    if ((xt = get_t(x, n->in[0])) < 0 || (wt = get_t(x, n->in[1])) < 0)
+        return xt < 0 ? xt : wt;
+    for (s = 0; s < nsp; s++) {
+        pad[s] = n->pad_l[s];
+        if (n->pad_l[s] != n->pad_r[s])
+            asym = 1;
+    }
+    if (asym) {
+        /* cuDNN pads both sides alike: pad explicitly, then convolve without padding. */
+        int64_t pd[ONNX_MAX_RANK];
+        int xp;
+        memcpy(pd, xd, sizeof(pd));
+        for (s = 0; s < nsp; s++)
+            pd[2 + s] += n->pad_l[s] + n->pad_r[s];
+        if ((xp = new_t(x, CUP_MEM_ARENA, ONNX_DT_FLOAT, rank, pd)) < 0)
+            return xp;
+        if (!(st = add_step(x, CUP_PAD)))
+            return -ENOMEM;
+        st->u.pad.x = xt;
+        st->u.pad.y = xp;
+        st->u.pad.k.rank = rank;
+        st->u.pad.k.count = prod(pd, rank);
+        for (i = 0; i < rank; i++) {
+            st->u.pad.k.in[i] = xd[i];
+            st->u.pad.k.out[i] = pd[i];
+            st->u.pad.k.pl[i] = i >= 2 ? n->pad_l[i - 2] : 0;
+        }
+        xt = xp;
+        memcpy(xd, pd, sizeof(pd));
+        for (s = 0; s < nsp; s++)
+            pad[s] = 0;
+    }
+    if (n->n_in > 2 && n->in[2] >= 0 && (bt = get_t(x, n->in[2])) < 0)
+        return bt;
+    if (relu && bt < 0 && (bt = zeros_t(x, wd[0])) < 0)
+        return bt;
+    if (sum >= 0) {
+        if ((yt = sum_dst(x, n, sum, rank, yd, !relu, &zt)) < 0)
+            return yt;
+    } else if ((yt = new_t(x, CUP_MEM_ARENA, ONNX_DT_FLOAT, rank, yd)) < 0) {
+        return yt;
+    }
+
+    if (!(st = add_step(x, CUP_CONV)))
+        return -ENOMEM;
+    c = &st->u.conv;
+    c->x = xt;
+    c->w = wt;
+    c->b = bt;
+    c->y = yt;
+    c->z = zt;
+    c->sum = sum >= 0;
+    c->relu = relu;
+    c->fused = relu;
+    c->groups = (int)n->group;
+    c->nsp = nsp < 2 ? 2 : nsp;
+    for (i = 0; i < 2; i++) {
+        c->xdims[i] = (int)xd[i];
+        c->wdims[i] = (int)wd[i];
+        c->ydims[i] = (int)yd[i];
+        if ((rc = check_int(x, xd[i], "a dimension")) < 0 ||
+            (rc = check_int(x, wd[i], "a dimension")) < 0 ||
+            (rc = check_int(x, yd[i], "a dimension")) < 0)
+            return rc;
+    }
+    for (s = 0; s < c->nsp; s++) {
+        /* 1-D: a leading spatial dim of 1 */
+        int m = nsp == 1 ? s - 1 : s;
+        int64_t xs = m < 0 ? 1 : xd[2 + m], ws = m < 0 ? 1 : wd[2 + m], ys = m < 0 ? 1 : yd[2 + m];
+        if ((rc = check_int(x, xs, "a dimension")) < 0)
+            return rc;
+        c->xdims[2 + s] = (int)xs;
+        c->wdims[2 + s] = (int)ws;
+        c->ydims[2 + s] = (int)ys;
+        c->pad[s] = m < 0 ? 0 : (int)pad[m];
+        c->stride[s] = m < 0 ? 1 : (int)n->stride[m];
+        c->dil[s] = m < 0 ? 1 : (int)n->dilation[m];
+    }
+    if ((rc = check_int(x, prod(xd, rank), "an element count")) < 0 ||
+        (rc = check_int(x, prod(yd, rank), "an element count")) < 0)
+        return rc;
+    x->val_t[n->out] = yt;
+    return 0;
+}
+
+static int emit_pool(bx_t *x, const onnx_node_t *n)
+{
+    const onnx_graph_t *g = x->g;
+    int64_t xd[ONNX_MAX_RANK], yd[ONNX_MAX_RANK];
+    int rank, s, xt, yt, sym = 1, nodil = 1, nopad = 1, rc, global = n->op == ONNX_OP_GLOBALAVGPOOL;
+    cup_step_t *st;
+    cup_pool_t *p;
+
+    rank = vdims(g, n->in[0], x->pl->batch, xd);
+    vdims(g, n->out, x->pl->batch, yd);
+    if ((xt = get_t(x, n->in[0])) < 0)
+        return xt;
+    if ((yt = new_t(x, CUP_MEM_ARENA, x->pl->t[xt].dtype, rank, yd)) < 0)
+        return yt;
+    if (!(st = add_step(x, CUP_POOL)))
+        return -ENOMEM;
+    p = &st->u.pool;
+    p->x = xt;
+    p->y = yt;
+    p->k.nsp = rank - 2;
+    p->k.max = n->op == ONNX_OP_MAXPOOL;
+    p->k.include_pad = n->op == ONNX_OP_AVGPOOL && n->count_include_pad;
+    p->k.dtype = (int)x->pl->t[xt].dtype;
+    p->k.count = prod(yd, rank);
+    for (s = 0; s < rank - 2; s++) {
+        int64_t pl = global ? 0 : n->pad_l[s], pr = global ? 0 : n->pad_r[s];
+        p->k.in[s] = xd[2 + s];
+        p->k.out[s] = yd[2 + s];
+        p->k.k[s] = global ? xd[2 + s] : n->kernel[s];
+        p->k.s[s] = global ? 1 : n->stride[s];
+        p->k.d[s] = global ? 1 : n->dilation[s];
+        p->k.pl[s] = pl;
+        if (pl != pr)
+            sym = 0;
+        if (pl || pr)
+            nopad = 0;
+        if (p->k.d[s] != 1)
+            nodil = 0;
+        if ((rc = check_int(x, p->k.in[s], "a dimension")) < 0 ||
+            (rc = check_int(x, p->k.k[s], "a window")) < 0)
+            return rc;
+    }
+    if ((rc = check_int(x, xd[0] * xd[1], "N * C")) < 0)
+        return rc;
+    /* cuDNN pads symmetrically and has no dilation; how its max pooling treats padding is not
+     * specified, so padded max pooling (and everything else) runs on the kernel. */
+    p->cudnn = p->k.dtype == CUK_F32 && sym && nodil && (!p->k.max || nopad);
+    x->val_t[n->out] = yt;
+    return 0;
+}
+
+static int emit_softmax(bx_t *x, const onnx_node_t *n)
+{
+    int64_t d[ONNX_MAX_RANK], outer, ax, inner;
+    int rank = vdims(x->g, n->in[0], x->pl->batch, d), xt, yt, rc;
+    cup_step_t *st;
+
+    outer = prod(d, n->axis);
+    if (n->softmax_2d) {
+        ax = prod(d + n->axis, rank - n->axis);
+        inner = 1;
+    } else {
+        ax = d[n->axis];
+        inner = prod(d + n->axis + 1, rank - n->axis - 1);
+    }
+    if ((rc = check_int(x, outer, "a dimension")) < 0 ||
+        (rc = check_int(x, ax, "a dimension")) < 0 ||
+        (rc = check_int(x, inner, "a dimension")) < 0 ||
+        (rc = check_int(x, outer * ax * inner, "an element count")) < 0)
+        return rc;
+    if ((xt = get_t(x, n->in[0])) < 0)
+        return xt;
+    if ((yt = new_t(x, CUP_MEM_ARENA, ONNX_DT_FLOAT, rank, d)) < 0)
+        return yt;
+    if (!(st = add_step(x, CUP_SOFTMAX)))
+        return -ENOMEM;
+    st->u.softmax.x = xt;
+    st->u.softmax.y = yt;
+    st->u.softmax.outer = (int)outer;
+    st->u.softmax.axis = (int)ax;
+    st->u.softmax.inner = (int)inner;
+    x->val_t[n->out] = yt;
+    return 0;
+}
+
+/* Row-major strides of |d| aligned to |rank| dims, 0 where the dim broadcasts. */
+static void bcast_strides(int rank, const int64_t *al, const int64_t *out, int64_t *st)
+{
+    int64_t mul = 1;
+    int i;
+    for (i = rank - 1; i >= 0; i--) {
+        st[i] = al[i] == 1 && out[i] != 1 ? 0 : mul;
+        mul *= al[i];
+    }
+}
+
+static int emit_binary(bx_t *x, const onnx_node_t *n)
+{
+    const onnx_graph_t *g = x->g;
+    int64_t od[ONNX_MAX_RANK], d[2][ONNX_MAX_RANK], al[ONNX_MAX_RANK];
+    int nd, r, k, i, t[2], yt, sum, relu, rc;
+    cup_step_t *st;
+    cuk_binary_t *b;
+
+    if ((rc = posts(x, n, 0, &sum, &relu)) < 0)
+        return rc;
+    nd = vdims(g, n->out, x->pl->batch, od);
+    for (k = 0; k < 2; k++)
+        if ((t[k] = get_t(x, n->in[k])) < 0)
+            return t[k];
+    if ((yt = new_t(x, CUP_MEM_ARENA, ONNX_DT_FLOAT, nd, od)) < 0)
+        return yt;
+    if (!(st = add_step(x, CUP_BINARY)))
+        return -ENOMEM;
+    b = &st->u.binary.k;
+    st->u.binary.a = t[0];
+    st->u.binary.b = t[1];
+    st->u.binary.y = yt;
+    b->rank = nd;
+    b->relu = relu;
+    b->count = prod(od, nd);
+    b->op = n->op == ONNX_OP_ADD   ? CUK_ADD
+            : n->op == ONNX_OP_SUB ? CUK_SUB
+            : n->op == ONNX_OP_MUL ? CUK_MUL
+                                   : CUK_DIV;
+    memcpy(b->dims, od, (size_t)nd * sizeof(int64_t));
+    for (k = 0; k < 2; k++) {
+        r = vdims(g, n->in[k], x->pl->batch, d[k]);
+        if (g->values[n->in[k]].rank == 0)
+            r = 0;
+        for (i = 0; i < nd; i++)
+            al[i] = i < nd - r ? 1 : d[k][i - (nd - r)];
+        bcast_strides(nd, al, od, k ? b->sb : b->sa);
+    }
+    x->val_t[n->out] = yt;
+    return 0;
+}
+
+static int emit_relu(bx_t *x, const onnx_node_t *n)
+{
+    int64_t d[ONNX_MAX_RANK];
+    int rank = vdims(x->g, n->out, x->pl->batch, d), xt, yt;
+    cup_step_t *st;
+    if ((xt = get_t(x, n->in[0])) < 0)
+        return xt;
+    if ((yt = new_t(x, CUP_MEM_ARENA, ONNX_DT_FLOAT, rank, d)) < 0)
+        return yt;
+    if (!(st = add_step(x, CUP_RELU)))
+        return -ENOMEM;
+    st->u.relu.x = xt;
+    st->u.relu.y = yt;
+    st->u.relu.count = prod(d, rank);
+    x->val_t[n->out] = yt;
+    return 0;
+}
+
+static int emit_batchnorm(bx_t *x, const onnx_node_t *n)
+{
+    int64_t d[ONNX_MAX_RANK];
+    int rank = vdims(x->g, n->in[0], x->pl->batch, d), t[5], yt, k;
+    cup_step_t *st;
+    for (k = 0; k < 5; k++)
+        if ((t[k] = get_t(x, n->in[k])) < 0)
+            return t[k];
+    if ((yt = new_t(x, CUP_MEM_ARENA, ONNX_DT_FLOAT, rank, d)) < 0)
+        return yt;
+    if (!(st = add_step(x, CUP_BATCHNORM)))
+        return -ENOMEM;
+    st->u.bn.x = t[0];
+    st->u.bn.scale = t[1];
+    st->u.bn.shift = t[2];
+    st->u.bn.mean = t[3];
+    st->u.bn.var = t[4];
+    st->u.bn.y = yt;
+    st->u.bn.k.count = prod(d, rank);
+    st->u.bn.k.channels = d[1];
+    st->u.bn.k.inner = prod(d + 2, rank - 2);
+    st->u.bn.k.epsilon = n->epsilon;
+    x->val_t[n->out] = yt;
+    return 0;
+}
+
+/* Gemm: Y = alpha * A' B' + beta * C (+ a residual sum), then ReLU. */
+static int emit_gemm(bx_t *x, const onnx_node_t *n)
+{
+    const onnx_graph_t *g = x->g;
+    int64_t ad[ONNX_MAX_RANK], od[ONNX_MAX_RANK], m, nn, k;
+    int at, bt = -1, yt, zt = -1, sum, relu, rc, has_c;
+    cup_step_t *st;
+    cup_gemm_t *gm;
+
+    if ((rc = posts(x, n, 1, &sum, &relu)) < 0)
+        return rc;
+    vdims(g, n->in[0], x->pl->batch, ad);
+    vdims(g, n->out, x->pl->batch, od);
+    m = od[0];
+    nn = od[1];
+    k = n->trans_a ? ad[0] : ad[1];
+    if ((rc = check_int(x, m, "a dimension")) < 0 || (rc = check_int(x, nn, "a dimension")) < 0 ||
+        (rc = check_int(x, k, "a dimension")) < 0)
+        return rc;
+    if ((at = get_t(x, n->in[0])) < 0 || (bt = get_t(x, n->in[1])) < 0)
+        return at < 0 ? at : bt;
+    if (sum >= 0) {
+        if ((yt = sum_dst(x, n, sum, 2, od, 1, &zt)) < 0)
+            return yt;
+    } else if ((yt = new_t(x, CUP_MEM_ARENA, ONNX_DT_FLOAT, 2, od)) < 0) {
+        return yt;
+    }
+    has_c = n->n_in > 2 && n->in[2] >= 0 && n->beta != 0.0f;
+    if (has_c) {
+        const onnx_value_t *cv = &g->values[n->in[2]];
+        int64_t c0 = cv->rank == 2 ? cv->dims[0] : 1;
+        int64_t c1 = cv->rank >= 1 ? cv->dims[cv->rank - 1] : 1;
+        int ct = get_t(x, n->in[2]);
+        if (ct < 0)
+            return ct;
+        if (cv->batched)
+            c0 = x->pl->t[ct].dims[0];
+        if (!(st = add_step(x, CUP_BCAST)))
+            return -ENOMEM;
+        st->u.bcast.x = ct;
+        st->u.bcast.y = yt;
+        st->u.bcast.k.rank = 2;
+        st->u.bcast.k.accumulate = sum >= 0;
+        st->u.bcast.k.scale = n->beta;
+        st->u.bcast.k.count = m * nn;
+        st->u.bcast.k.dims[0] = m;
+        st->u.bcast.k.dims[1] = nn;
+        st->u.bcast.k.sx[0] = c0 == 1 ? 0 : c1;
+        st->u.bcast.k.sx[1] = c1 == 1 ? 0 : 1;
+    }
+    if (!(st = add_step(x, CUP_GEMM)))
+        return -ENOMEM;
+    gm = &st->u.gemm;
+    /* Row-major Y[M,N] = A'[M,K] B'[K,N] is column-major Y^T = B'^T A'^T: cuBLAS's A is the
+     * model's B (N x K after op), its B the model's A (K x M after op). */
+    gm->a = bt;
+    gm->b = at;
+    gm->c = yt;
+    gm->trans_a = n->trans_b;
+    gm->trans_b = n->trans_a;
+    gm->m = (int)nn;
+    gm->n = (int)m;
+    gm->k = (int)k;
+    gm->lda = (int)(n->trans_b ? k : nn);
+    gm->ldb = (int)(n->trans_a ? m : k);
+    gm->ldc = (int)nn;
+    gm->count = 1;
+    gm->alpha = n->alpha;
+    gm->beta = has_c || sum >= 0 ? 1.0f : 0.0f;
+    (void)zt;
+    if (relu && (rc = add_relu(x, yt)) < 0)
+        return rc;
+    x->val_t[n->out] = yt;
+    return 0;
+}
+
+#define MAX_GEMM_STEPS 4096
+
+/* MatMul with numpy semantics: vectors gain a unit dim, batch dims broadcast. The batch dims
+ * run as strided batches where the operands allow it, else as several of them. */
+static int emit_matmul(bx_t *x, const onnx_node_t *n)
+{
+    const onnx_graph_t *g = x->g;
+    int64_t d[2][ONNX_MAX_RANK], al[2][ONNX_MAX_RANK], ob[ONNX_MAX_RANK], od[ONNX_MAX_RANK];
+    int64_t m, kk, nn, inner = 1, outer = 1, o, mat[2], stride[2], bst[2][ONNX_MAX_RANK];
+    int r[2], rank, nb, split, k, i, t[2], yt, zt = -1, sum, relu, rc, on;
+    cup_step_t *st;
+
+    if ((rc = posts(x, n, 1, &sum, &relu)) < 0)
+        return rc;
+    for (k = 0; k < 2; k++) {
+        r[k] = vdims(g, n->in[k], x->pl->batch, d[k]);
+        if (g->values[n->in[k]].rank == 1) {
+            if (k == 0) {
+                d[0][1] = d[0][0];
+                d[0][0] = 1;
+            } else {
+                d[1][1] = 1;
+            }
+            r[k] = 2;
+        }
+    }
+    rank = r[0] > r[1] ? r[0] : r[1];
+    nb = rank - 2;
+    for (k = 0; k < 2; k++)
+        for (i = 0; i < rank; i++)
+            al[k][i] = i < rank - r[k] ? 1 : d[k][i - (rank - r[k])];
+    for (i = 0; i < nb; i++)
+        ob[i] = al[0][i] > al[1][i] ? al[0][i] : al[1][i];
+    m = al[0][rank - 2];
+    kk = al[0][rank - 1];
+    nn = al[1][rank - 1];
+    if ((rc = check_int(x, m, "a dimension")) < 0 || (rc = check_int(x, kk, "a dimension")) < 0 ||
+        (rc = check_int(x, nn, "a dimension")) < 0)
+        return rc;
+    mat[0] = m * kk;
+    mat[1] = kk * nn;
+    /* Each operand's element stride for each batch dim (0 where it broadcasts). */
+    for (k = 0; k < 2; k++) {
+        int64_t mul = mat[k];
+        for (i = nb - 1; i >= 0; i--) {
+            bst[k][i] = al[k][i] == 1 ? 0 : mul;
+            mul *= al[k][i];
+        }
+    }
+    /* The inner batch dims [split, nb) must be, for each operand, all equal to the output's or
+     * all 1: then one strided batched call covers them. */
+    for (split = 0; split < nb; split++) {
+        int ok = 1;
+        for (k = 0; k < 2 && ok; k++) {
+            int eq = 1, one = 1;
+            for (i = split; i < nb; i++) {
+                eq &= al[k][i] == ob[i];
+                one &= al[k][i] == 1;
+            }
+            ok = eq || one;
+        }
+        if (ok)
+            break;
+    }
+    inner = prod(ob + split, nb - split);
+    outer = prod(ob, split);
+    if (outer > MAX_GEMM_STEPS)
+        return fail(x, CMN_EBACKEND,
+                    "batch dimensions that broadcast into %lld separate products "
+                    "(the CUDA engine runs at most %d)",
+                    (long long)outer, MAX_GEMM_STEPS);
+    for (k = 0; k < 2; k++) {
+        /* between inner batches an operand moves one matrix on, or stays (it broadcasts) */
+        int eq = 1;
+        for (i = split; i < nb; i++)
+            eq &= al[k][i] == ob[i];
+        stride[k] = inner > 1 && eq ? mat[k] : 0;
+    }
+    if ((rc = check_int(x, inner, "a batch count")) < 0)
+        return rc;
+
+    on = vdims(g, n->out, x->pl->batch, od);
+    for (k = 0; k < 2; k++)
+        if ((t[k] = get_t(x, n->in[k])) < 0)
+            return t[k];
+    if (sum >= 0) {
+        if ((yt = sum_dst(x, n, sum, on, od, 1, &zt)) < 0)
+            return yt;
+    } else if ((yt = new_t(x, CUP_MEM_ARENA, ONNX_DT_FLOAT, on, od)) < 0) {
+        return yt;
+    }
+    (void)zt;
+    for (o = 0; o < outer; o++) {
+        int64_t off[2] = {0, 0}, rem = o;
+        cup_gemm_t *gm;
+        for (i = split - 1; i >= 0; i--) {
+            int64_t idx = rem % ob[i];
+            rem /= ob[i];
+            for (k = 0; k < 2; k++)
+                off[k] += idx * bst[k][i];
+        }
+        if (!(st = add_step(x, CUP_GEMM)))
+            return -ENOMEM;
+        gm = &st->u.gemm;
+        gm->a = t[1];
+        gm->a_off = off[1];
+        gm->b = t[0];
+        gm->b_off = off[0];
+        gm->c = yt;
+        gm->c_off = o * inner * m * nn;
+        gm->m = (int)nn;
+        gm->n = (int)m;
+        gm->k = (int)kk;
+        gm->lda = (int)nn;
+        gm->ldb = (int)kk;
+        gm->ldc = (int)nn;
+        gm->stride_a = stride[1];
+        gm->stride_b = stride[0];
+        gm->stride_c = m * nn;
+        gm->count = (int)inner;
+        gm->alpha = 1.0f;
+        gm->beta = sum >= 0 ? 1.0f : 0.0f;
+        if (gm->count > 1 && gm->stride_a == 0 && gm->stride_b == mat[0] && outer == 1 &&
+            inner * m <= INT_MAX) {
+            /* A shared B: the batches of A are one tall matrix, a single product. */
+            gm->n = (int)(inner * m);
+            gm->count = 1;
+            gm->stride_b = gm->stride_c = 0;
+        }
+    }
+    if (relu && (rc = add_relu(x, yt)) < 0)
+        return rc;
+    x->val_t[n->out] = yt;
+    return 0;
+}
+
+static int emit_view(bx_t *x, const onnx_node_t *n)
+{
+    int64_t d[ONNX_MAX_RANK];
+    int rank = vdims(x->g, n->out, x->pl->batch, d), xt, yt;
+    if ((xt = get_t(x, n->in[0])) < 0)
+        return xt;
+    if ((yt = alias_t(x, xt, rank, d)) < 0)
+        return yt;
+    x->val_t[n->out] = yt;
+    return 0;
+}
+
+static int emit_cast(bx_t *x, const onnx_node_t *n)
+{
+    int64_t d[ONNX_MAX_RANK];
+    int rank = vdims(x->g, n->out, x->pl->batch, d), xt, yt;
+    cup_step_t *st;
+    if ((xt = get_t(x, n->in[0])) < 0)
+        return xt;
+    if (x->pl->t[xt].dtype == n->to && n->scale == 1.0f)
+        return emit_view(x, n);
+    if ((yt = new_t(x, CUP_MEM_ARENA, n->to, rank, d)) < 0)
+        return yt;
+    if (!(st = add_step(x, CUP_CAST)))
+        return -ENOMEM;
+    st->u.cast.x = xt;
+    st->u.cast.y = yt;
+    st->u.cast.k.from = (int)x->pl->t[xt].dtype;
+    st->u.cast.k.to = (int)n->to;
+    st->u.cast.k.scale = n->scale;
+    st->u.cast.k.count = prod(d, rank);
+    x->val_t[n->out] = yt;
+    return 0;
+}
+
+static int emit_node(bx_t *x, const onnx_node_t *n)
+{
+    int sum, relu, rc;
+    switch (n->op) {
+    case ONNX_OP_CONV:
+        return emit_conv(x, n);
+    case ONNX_OP_GEMM:
+        return emit_gemm(x, n);
+    case ONNX_OP_MATMUL:
+        return emit_matmul(x, n);
+    case ONNX_OP_ADD:
+    case ONNX_OP_SUB:
+    case ONNX_OP_MUL:
+    case ONNX_OP_DIV:
+        return emit_binary(x, n);
+    default:
+        break;
+    }
+    /* The rest take no post-ops (onnx_opt.c fuses none into them). */
+    if ((rc = posts(x, n, 0, &sum, &relu)) < 0)
+        return rc;
+    if (relu)
+        return fail(x, CMN_EBACKEND, "a fused ReLU here is not supported by the CUDA engine");
+    switch (n->op) {
+    case ONNX_OP_MAXPOOL:
+    case ONNX_OP_AVGPOOL:
+    case ONNX_OP_GLOBALAVGPOOL:
+        return emit_pool(x, n);
+    case ONNX_OP_SOFTMAX:
+        return emit_softmax(x, n);
+    case ONNX_OP_RELU:
+        return emit_relu(x, n);
+    case ONNX_OP_BATCHNORM:
+        return emit_batchnorm(x, n);
+    case ONNX_OP_RESHAPE:
+    case ONNX_OP_IDENTITY:
+        return emit_view(x, n);
+    case ONNX_OP_CAST:
+        return emit_cast(x, n);
+    default:
+        return fail(x, CMN_EBACKEND, "operator not implemented by the CUDA engine");
+    }
+}
+
+/* ---- lifetimes and placement ------------------------------------------------------------------
+ */
+
+int onnx_cup_step_tensors(const cup_step_t *s, int *t)
+{
+    int n = 0;
+    switch (s->kind) {
+    case CUP_CONV:
+        t[n++] = s->u.conv.x;
+        t[n++] = s->u.conv.w;
+        t[n++] = s->u.conv.y;
+        if (s->u.conv.b >= 0)
+            t[n++] = s->u.conv.b;
+        if (s->u.conv.z >= 0)
+            t[n++] = s->u.conv.z;
+        break;
+    case CUP_POOL:
+        t[n++] = s->u.pool.x;
+        t[n++] = s->u.pool.y;
+        break;
+    case CUP_SOFTMAX:
+        t[n++] = s->u.softmax.x;
+        t[n++] = s->u.softmax.y;
+        break;
+    case CUP_GEMM:
+        t[n++] = s->u.gemm.a;
+        t[n++] = s->u.gemm.b;
+        t[n++] = s->u.gemm.c;
+        break;
+    case CUP_COPY:
+        t[n++] = s->u.copy.x;
+        t[n++] = s->u.copy.y;
+        break;
+    case CUP_BCAST:
+        t[n++] = s->u.bcast.x;
+        t[n++] = s->u.bcast.y;
+        break;
+    case CUP_PAD:
+        t[n++] = s->u.pad.x;
+        t[n++] = s->u.pad.y;
+        break;
+    case CUP_BINARY:
+        t[n++] = s->u.binary.a;
+        t[n++] = s->u.binary.b;
+        t[n++] = s->u.binary.y;
+        break;
+    case CUP_RELU:
+        t[n++] = s->u.relu.x;
+        t[n++] = s->u.relu.y;
+        break;
+    case CUP_BATCHNORM:
+        t[n++] = s->u.bn.x;
+        t[n++] = s->u.bn.scale;
+        t[n++] = s->u.bn.shift;
+        t[n++] = s->u.bn.mean;
+        t[n++] = s->u.bn.var;
+        t[n++] = s->u.bn.y;
+        break;
+    case CUP_CAST:
+        t[n++] = s->u.cast.x;
+        t[n++] = s->u.cast.y;
+        break;
+    }
+    return n;
+}
+
+/* Places the arena roots: largest first, each at the lowest offset free for its whole lifetime
+ * (the greedy-by-size scheme of TFLite's arena planner, as in onnx_dnnl.c). */
+static int place_roots(bx_t *x)
+{
+    cup_plan_t *pl = x->pl;
+    int *order, n = 0, i, j, k;
+    size_t end = 0;
+
+    order = malloc((size_t)pl->n_t * sizeof(int) + 1);
+    if (!order)
+        return fail(x, -ENOMEM, "out of memory");
+    for (i = 0; i < pl->n_t; i++) {
+        cup_tensor_t *t = &pl->t[i];
+        if (t->root == i && t->mem == CUP_MEM_ARENA && t->first <= t->last)
+            order[n++] = i;
+    }
+    for (i = 1; i < n; i++)
+        for (j = i; j > 0 && pl->t[order[j]].bytes > pl->t[order[j - 1]].bytes; j--) {
+            k = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = k;
+        }
+    for (i = 0; i < n; i++) {
+        cup_tensor_t *t = &pl->t[order[i]];
+        size_t off = 0, size = (t->bytes + CUP_ALIGN - 1) / CUP_ALIGN * CUP_ALIGN;
+        int moved = 1;
+        while (moved) {
+            moved = 0;
+            for (j = 0; j < i; j++) {
+                const cup_tensor_t *o = &pl->t[order[j]];
+                size_t osize = (o->bytes + CUP_ALIGN - 1) / CUP_ALIGN * CUP_ALIGN;
+                if (o->last < t->first || t->last < o->first)
+                    continue; /* not alive at the same time */
+                if (off < o->offset + osize && o->offset < off + size) {
+                    off = o->offset + osize;
+                    moved = 1;
+                }
+            }
+        }
+        t->offset = off;
+        if (off + size > end)
+            end = off + size;
+    }
+    free(order);
+    pl->arena_size = end;
+    return 0;
+}
+
+static int build_plan(bx_t *x)
+{
+    const onnx_graph_t *g = x->g;
+    cup_plan_t *pl = x->pl;
+    int64_t d[ONNX_MAX_RANK];
+    int i, k, rc, rank, ts[8];
+
+    pl->in_t = calloc((size_t)g->n_inputs + 1, sizeof(int));
+    pl->out_t = calloc((size_t)g->n_outputs + 1, sizeof(int));
+    if (!pl->in_t || !pl->out_t)
+        return fail(x, -ENOMEM, "out of memory");
+    for (i = 0; i < g->n_values; i++)
+        x->val_t[i] = -1;
+    for (i = 0; i < g->n_inputs; i++) {
+        int v = g->inputs[i], t;
+        rank = vdims(g, v, pl->batch, d);
+        if ((t = new_t(x, CUP_MEM_ARENA, g->values[v].dtype, rank, d)) < 0)
+            return t;
+        pl->t[t].input = i;
+        pl->in_t[i] = t;
+        x->val_t[v] = t;
+    }
+    for (i = 0; i < g->n_nodes; i++) {
+        if (g->nodes[i].dead)
+            continue;
+        x->cur = &g->nodes[i];
+        if ((rc = emit_node(x, x->cur)) < 0)
+            return rc;
+    }
+    x->cur = NULL;
+    for (i = 0; i < g->n_outputs; i++) {
+        int t = get_t(x, g->outputs[i]);
+        if (t < 0)
+            return t;
+        if (pl->t[t].bytes != pl->batch * x->p->out_size[i])
+            return fail(x, CMN_EBACKEND,
+                        "graph output \"%s\" has %zu bytes in a batch of %zu, "
+                        "not %zu per sample",
+                        g->values[g->outputs[i]].name, pl->t[t].bytes, pl->batch,
+                        x->p->out_size[i]);
+        pl->out_t[i] = t;
+    }
+    /* Lifetimes: the inputs are written (by the copy from the host) before the first step, the
+     * outputs read (by the copy back) after the last. */
+    for (i = 0; i < pl->n_steps; i++) {
+        int n = onnx_cup_step_tensors(&pl->steps[i], ts);
+        for (k = 0; k < n; k++) {
+            cup_tensor_t *r = &pl->t[pl->t[ts[k]].root];
+            if (i < r->first)
+                r->first = i;
+            if (i > r->last)
+                r->last = i;
+        }
+    }
+    for (i = 0; i < g->n_inputs; i++) {
+        cup_tensor_t *r = &pl->t[pl->in_t[i]];
+        r->first = 0;
+        if (r->last < 0)
+            r->last = 0;
+    }
+    for (i = 0; i < g->n_outputs; i++) {
+        cup_tensor_t *r = &pl->t[pl->t[pl->out_t[i]].root];
+        if (r->first > pl->n_steps)
+            r->first = pl->n_steps;
+        r->last = pl->n_steps;
+    }
+    if ((rc = place_roots(x)) < 0)
+        return rc;
+    for (i = 0; i < pl->n_t; i++)
+        if (pl->t[i].root != i)
+            pl->t[i].offset = pl->t[pl->t[i].root].offset;
+    return 0;
+}
+
+static void free_plan(cup_plan_t *pl)
+{
+    free(pl->t);
+    free(pl->steps);
+    free(pl->in_t);
+    free(pl->out_t);
+}
+
+/* ---- public API -------------------------------------------------------------------------------
+ */
+
+int onnx_cuprog_build(const onnx_graph_t *g, const size_t *batches, size_t n_batches,
+                      onnx_cuprog_t **out, cmn_errbuf_t *eb)
+{
+    onnx_cuprog_t *p;
+    bx_t x;
+    size_t i, off;
+    int k, j, rc;
+
+    memset(&x, 0, sizeof(x));
+    x.eb = eb;
+    x.g = g;
+    p = calloc(1, sizeof(*p));
+    if (!p)
+        return cmn_errf(eb, -ENOMEM, "out of memory");
+    x.p = p;
+    p->g = g;
+    p->plans = calloc(n_batches ? n_batches : 1, sizeof(*p->plans));
+    p->in_off = calloc((size_t)g->n_inputs + 1, sizeof(size_t));
+    p->in_size = calloc((size_t)g->n_inputs + 1, sizeof(size_t));
+    p->out_off = calloc((size_t)g->n_outputs + 1, sizeof(size_t));
+    p->out_size = calloc((size_t)g->n_outputs + 1, sizeof(size_t));
+    x.val_t = malloc((size_t)g->n_values * sizeof(int) + 1);
+    x.const_of = malloc((size_t)g->n_values * sizeof(int) + 1);
+    x.last_use = malloc((size_t)g->n_values * sizeof(int) + 1);
+    if (!p->plans || !p->in_off || !p->in_size || !p->out_off || !p->out_size || !x.val_t ||
+        !x.const_of || !x.last_use) {
+        rc = cmn_errf(eb, -ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (k = 0; k < g->n_values; k++)
+        x.const_of[k] = x.last_use[k] = -1;
+    for (k = 0; k < g->n_nodes; k++) {
+        const onnx_node_t *n = &g->nodes[k];
+        if (n->dead)
+            continue;
+        for (j = 0; j < n->n_in; j++)
+            if (n->in[j] >= 0)
+                x.last_use[n->in[j]] = k;
+        for (j = 0; j < n->n_post; j++)
+            if (n->post[j].kind == ONNX_POST_SUM)
+                x.last_use[n->post[j].value] = k;
+    }
+    for (off = 0, k = 0; k < g->n_inputs; k++) {
+        const onnx_value_t *v = &g->values[g->inputs[k]];
+        p->in_off[k] = off;
+        p->in_size[k] = onnx_value_numel(v) * onnx_dtype_size(v->dtype);
+        off += p->in_size[k];
+    }
+    for (off = 0, k = 0; k < g->n_outputs; k++) {
+        const onnx_value_t *v = &g->values[g->outputs[k]];
+        p->out_off[k] = off;
+        p->out_size[k] = onnx_value_numel(v) * onnx_dtype_size(v->dtype);
+        off += p->out_size[k];
+    }
+    for (i = 0; i < n_batches; i++) {
+        x.pl = &p->plans[i];
+        x.pl->batch = batches[i];
+        p->n_plans++;
+        if ((rc = build_plan(&x)) < 0)
+            goto fail;
+        if (x.pl->arena_size > p->arena_size)
+            p->arena_size = x.pl->arena_size;
+    }
+    for (off = 0, k = 0; k < p->n_consts; k++) {
+        p->consts[k].offset = off;
+        off += (p->consts[k].bytes + CUP_ALIGN - 1) / CUP_ALIGN * CUP_ALIGN;
+    }
+    p->pool_size = off;
+    for (i = 0; i < p->n_plans; i++)
+        for (k = 0; k < p->plans[i].n_t; k++) {
+            cup_tensor_t *t = &p->plans[i].t[k];
+            if (t->mem == CUP_MEM_CONST)
+                t->offset = p->consts[t->konst].offset;
+        }
+    free(x.val_t);
+    free(x.const_of);
+    free(x.last_use);
+    *out = p;
+    return 0;
+
+fail:
+    free(x.val_t);
+    free(x.const_of);
+    free(x.last_use);
+    onnx_cuprog_free(p);
+    return rc;
+}
+
+void onnx_cuprog_free(onnx_cuprog_t *p)
+{
+    size_t i;
+    if (!p)
+        return;
+    for (i = 0; i < p->n_plans; i++)
+        free_plan(&p->plans[i]);
+    free(p->plans);
+    free(p->consts);
+    free(p->in_off);
+    free(p->in_size);
+    free(p->out_off);
+    free(p->out_size);
+    free(p);
+}
+
+const cup_plan_t *onnx_cuprog_plan(const onnx_cuprog_t *p, size_t n)
+{
+    size_t i;
+    if (n == 0)
+        return NULL;
+    for (i = 0; i < p->n_plans; i++)
+        if (p->plans[i].batch >= n)
+            return &p->plans[i];
+    return NULL;
+}
+
+void onnx_cuprog_fill_pool(const onnx_cuprog_t *p, void *pool)
+{
+    int k;
+    memset(pool, 0, p->pool_size);
+    for (k = 0; k < p->n_consts; k++)
+        if (p->consts[k].value >= 0)
+            memcpy((uint8_t *)pool + p->consts[k].offset, p->g->values[p->consts[k].value].data,
+                   p->consts[k].bytes);
+}
