@@ -59,11 +59,14 @@ static int cmp_u64(const void *a, const void *b)
 
 static void usage(void)
 {
-    printf("Usage: qdlbench --nodes HOST:PORT[,HOST:PORT...] [--size BYTES] [--inflight N] [--seconds S]\n"
+    printf("Usage: qdlbench --nodes HOST:PORT[,HOST:PORT...] [--size BYTES] [--inflight N] "
+           "[--seconds S]\n"
            "                [--connections N] [--name-calls N]\n"
-           "Keeps N single-sample queries outstanding through the QDL to the sut-node(s) and prints one\n"
+           "Keeps N single-sample queries outstanding through the QDL to the sut-node(s) and "
+           "prints one\n"
            "JSON object with samples/s, bytes/s and round-trip percentiles (us).\n"
-           "With --name-calls N it instead times N calls of Name() (a NameRequest round trip to every\n"
+           "With --name-calls N it instead times N calls of Name() (a NameRequest round trip to "
+           "every\n"
            "node) and prints their percentiles (us).\n");
 }
 
@@ -109,7 +112,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "qdlbench: --nodes is required; sizes and durations must be positive\n");
         return 2;
     }
-    for (tok = strtok_r(list, ",", &save); tok && n_nodes < MAX_NODES; tok = strtok_r(NULL, ",", &save))
+    for (tok = strtok_r(list, ",", &save); tok && n_nodes < MAX_NODES;
+         tok = strtok_r(NULL, ",", &save))
         nodes[n_nodes++] = tok;
     cmn_log_init("qdlbench", CMN_LOG_WARN);
     uv_mutex_init(&B.mu);
@@ -182,12 +186,14 @@ int main(int argc, char **argv)
     qsort(B.rtt, B.n_rtt, sizeof(uint64_t), cmp_u64);
     {
         double secs = (double)(end - start) / 1e9;
-        printf("{\"tool\": \"qdlbench\", \"size\": %zu, \"inflight\": %zu, \"nodes\": %zu, \"connections\": %u, "
-               "\"samples\": %llu, \"failures\": %llu, \"seconds\": %.3f, \"req_per_s\": %.1f, \"bytes_per_s\": %.1f, "
+        printf("{\"tool\": \"qdlbench\", \"size\": %zu, \"inflight\": %zu, \"nodes\": %zu, "
+               "\"connections\": %u, "
+               "\"samples\": %llu, \"failures\": %llu, \"seconds\": %.3f, \"req_per_s\": %.1f, "
+               "\"bytes_per_s\": %.1f, "
                "\"rtt_p50_us\": %.2f, \"rtt_p99_us\": %.2f}\n",
-               size, inflight, n_nodes, conns, (unsigned long long)done, (unsigned long long)B.failures, secs,
-               (double)done / secs, (double)done * (double)size / secs,
-               B.n_rtt ? (double)B.rtt[B.n_rtt / 2] / 1e3 : 0.0,
+               size, inflight, n_nodes, conns, (unsigned long long)done,
+               (unsigned long long)B.failures, secs, (double)done / secs,
+               (double)done * (double)size / secs, B.n_rtt ? (double)B.rtt[B.n_rtt / 2] / 1e3 : 0.0,
                B.n_rtt ? (double)B.rtt[(size_t)((double)B.n_rtt * 0.99)] / 1e3 : 0.0);
     }
     free(list);

@@ -104,17 +104,19 @@ static int cmp_u64(const void *a, const void *b)
 
 static void usage(void)
 {
-    printf("Usage: rawrr [--size BYTES] [--resp-size BYTES] [--inflight N] [--connections N] [--seconds S]\n"
-           "Plain-socket TCP request/response over loopback; prints one JSON object.\n"
-           "  --size         request bytes (default 64)\n"
-           "  --resp-size    response bytes (default 8)\n"
-           "  --inflight     requests outstanding per connection (default 1)\n"
-           "  --connections  connections (default 1)\n"
-           "  --seconds      measured duration (default 3)\n"
-           "  --buffers      distinct request buffers sent in turn (default 1: one cache-hot buffer;\n"
-           "                 a QSL's samples are distinct, so compare a harness with as many)\n"
-           "  --cpus C,S     pin the client to CPU C and the server to CPU S (default: unpinned;\n"
-           "                 unpinned round trips vary 4x with whether both ends share a CPU)\n");
+    printf(
+        "Usage: rawrr [--size BYTES] [--resp-size BYTES] [--inflight N] [--connections N] "
+        "[--seconds S]\n"
+        "Plain-socket TCP request/response over loopback; prints one JSON object.\n"
+        "  --size         request bytes (default 64)\n"
+        "  --resp-size    response bytes (default 8)\n"
+        "  --inflight     requests outstanding per connection (default 1)\n"
+        "  --connections  connections (default 1)\n"
+        "  --seconds      measured duration (default 3)\n"
+        "  --buffers      distinct request buffers sent in turn (default 1: one cache-hot buffer;\n"
+        "                 a QSL's samples are distinct, so compare a harness with as many)\n"
+        "  --cpus C,S     pin the client to CPU C and the server to CPU S (default: unpinned;\n"
+        "                 unpinned round trips vary 4x with whether both ends share a CPU)\n");
 }
 
 int main(int argc, char **argv)
@@ -156,15 +158,16 @@ int main(int argc, char **argv)
                 fprintf(stderr, "rawrr: --cpus expects C,S\n");
                 return 2;
             }
-        }
-        else {
+        } else {
             fprintf(stderr, "rawrr: unknown option %s (see --help)\n", argv[i]);
             return 2;
         }
     }
     if (!req || !inflight || !conns || !nbufs || conns > MAX_CONNS || seconds <= 0) {
-        fprintf(stderr, "rawrr: sizes, in-flight depth and duration must be positive; at most %d connections\n",
-                MAX_CONNS);
+        fprintf(
+            stderr,
+            "rawrr: sizes, in-flight depth and duration must be positive; at most %d connections\n",
+            MAX_CONNS);
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -251,12 +254,14 @@ int main(int argc, char **argv)
     qsort(rtt, n_rtt, sizeof(uint64_t), cmp_u64);
     {
         double secs = (double)(end - start) / 1e9;
-        printf("{\"tool\": \"rawrr\", \"size\": %zu, \"resp_size\": %zu, \"inflight\": %zu, \"buffers\": %zu, "
+        printf("{\"tool\": \"rawrr\", \"size\": %zu, \"resp_size\": %zu, \"inflight\": %zu, "
+               "\"buffers\": %zu, "
                "\"cpus\": \"%d,%d\", \"connections\": %zu, "
                "\"requests\": %llu, \"seconds\": %.3f, \"req_per_s\": %.1f, \"bytes_per_s\": %.1f, "
                "\"rtt_p50_us\": %.2f, \"rtt_p99_us\": %.2f}\n",
-               req, resp, inflight, nbufs, cpu_client, cpu_server, conns, (unsigned long long)done, secs, (double)done / secs,
-               (double)done * (double)req / secs, n_rtt ? (double)rtt[n_rtt / 2] / 1e3 : 0.0,
+               req, resp, inflight, nbufs, cpu_client, cpu_server, conns, (unsigned long long)done,
+               secs, (double)done / secs, (double)done * (double)req / secs,
+               n_rtt ? (double)rtt[n_rtt / 2] / 1e3 : 0.0,
                n_rtt ? (double)rtt[(size_t)((double)n_rtt * 0.99)] / 1e3 : 0.0);
     }
     return 0;

@@ -9,7 +9,7 @@ set -euo pipefail
 
 packages=(
     # toolchain and build
-    build-essential cmake pkg-config clang
+    build-essential cmake pkg-config clang clang-format
     # libraries
     libuv1-dev libprotobuf-c-dev protobuf-c-compiler liblz4-dev libssl-dev
     # unit tests

@@ -67,6 +67,7 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static void usage(void) __attribute__((noreturn));
 static void usage(void)
 {
     fprintf(stderr, "usage: onnx_bench --model M.onnx [--batch 1,64] [--threads N] [--runs 5] "
@@ -133,7 +134,8 @@ int main(int argc, char **argv)
     const sut_backend_ops_t *ops = sut_backend_onnx_ops();
     char list[128], *tok, *save;
 
-    for (i = 1; i < argc; i++) {
+    /* Every option takes a value: the pairs are (argv[i], argv[i + 1]). */
+    for (i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v)
             usage();
@@ -164,7 +166,6 @@ int main(int argc, char **argv)
             extra_v[n_extra++] = eq + 1;
         } else
             usage();
-        i++;
     }
     if (!model || runs < 1 || runs > MAX_RUNS || seconds <= 0 || workers < 0 ||
         workers > MAX_WORKERS || strlen(batch_list) >= sizeof(list))

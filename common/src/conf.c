@@ -40,7 +40,8 @@ int cmn_conf_parse_file(const char *path, cmn_conf_cb cb, void *arg, cmn_errbuf_
             continue;
         eq = strchr(p, '=');
         if (!eq) {
-            rc = cmn_errf(eb, CMN_ECONFIG, "%s:%d: expected 'key = value', got '%s'", path, lineno, p);
+            rc = cmn_errf(eb, CMN_ECONFIG, "%s:%d: expected 'key = value', got '%s'", path, lineno,
+                          p);
             break;
         }
         *eq = '\0';

@@ -387,7 +387,8 @@ static void on_connect(uv_connect_t *req, int status)
         c->connect_cb(c, c->closing && status == 0 ? CMN_ECLOSED : status);
 }
 
-int cmn_conn_connect(cmn_conn_t *c, const struct sockaddr *addr, void (*cb)(cmn_conn_t *c, int status))
+int cmn_conn_connect(cmn_conn_t *c, const struct sockaddr *addr,
+                     void (*cb)(cmn_conn_t *c, int status))
 {
     cmn_addr_format(addr, c->peer, sizeof(c->peer));
     c->connect_cb = cb;
@@ -408,7 +409,8 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
         return; /* ciphertext goes through OpenSSL's buffer anyway */
     /* The rest of a large frame goes straight to its place: the metadata first (so a sink can
      * place the payload), then the payload. */
-    if (cmn_frame_decoder_direct(&c->dec, &p, &n) && cmn_frame_decoder_missing(&c->dec) >= DIRECT_READ_MIN) {
+    if (cmn_frame_decoder_direct(&c->dec, &p, &n) &&
+        cmn_frame_decoder_missing(&c->dec) >= DIRECT_READ_MIN) {
         buf->base = (char *)p;
         buf->len = n;
         return;
@@ -464,7 +466,8 @@ static void on_tls_read(cmn_conn_t *c, const uint8_t *p, size_t n)
 
     /* The ciphertext is copied into OpenSSL's buffer first, so the read buffer can take the
      * plaintext. */
-    rc = cmn__tls_on_cipher(c->tls, p, n, c->rbuf, c->opt.read_buf_size, feed_plain, c, err, sizeof(err));
+    rc = cmn__tls_on_cipher(c->tls, p, n, c->rbuf, c->opt.read_buf_size, feed_plain, c, err,
+                            sizeof(err));
     if (!c->closing || c->closing == 1)
         tls_flush_output(c);
     if (rc < 0) {
@@ -491,7 +494,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 
     if (nread < 0) {
         if (nread != UV_EOF)
-            snprintf(c->last_error, sizeof(c->last_error), "read error: %s", cmn_strerror((int)nread));
+            snprintf(c->last_error, sizeof(c->last_error), "read error: %s",
+                     cmn_strerror((int)nread));
         cmn_conn_close(c, nread == UV_EOF ? CMN_ECLOSED : (int)nread);
         return;
     }

@@ -11,8 +11,9 @@
 #define BODY_KEEP_MAX (4u * 1024u * 1024u)
 
 static const char *const type_names[CMN_MSG__MAX + 1] = {
-    "unknown", "Hello", "HelloAck", "NameRequest", "NameReply", "Query", "Response",
-    "FirstToken", "Flush", "Ping", "Pong", "Error", "StatsRequest", "Stats", "Goodbye",
+    "unknown", "Hello",    "HelloAck",     "NameRequest", "NameReply",
+    "Query",   "Response", "FirstToken",   "Flush",       "Ping",
+    "Pong",    "Error",    "StatsRequest", "Stats",       "Goodbye",
 };
 
 int cmn_msg_type_has_payload(unsigned type)
@@ -146,7 +147,8 @@ static int body_reserve(cmn_frame_decoder_t *d, size_t need, size_t keep)
     return 0;
 }
 
-void cmn_frame_decoder_set_sink(cmn_frame_decoder_t *d, cmn_frame_sink_fn sink, void *arg, size_t min_payload)
+void cmn_frame_decoder_set_sink(cmn_frame_decoder_t *d, cmn_frame_sink_fn sink, void *arg,
+                                size_t min_payload)
 {
     d->sink = sink;
     d->sink_arg = arg;
@@ -245,13 +247,15 @@ int cmn_frame_decode(cmn_frame_decoder_t *d, const uint8_t *in, size_t len, size
         rc = cmn_frame_header_parse(d->hdr_bytes, &d->limits, &d->hdr);
         if (rc < 0)
             return d->err = rc;
-    start_body:
+start_body:
         d->body_len = (size_t)d->hdr.meta_len + d->hdr.payload_len;
         d->body_have = 0;
         /* With a sink in play only the metadata is gathered here; where the payload goes is
          * decided once the metadata is complete. */
         d->sink_asked = !sink_wanted(d);
-        rc = body_reserve(d, d->sink_asked ? (d->body_len ? d->body_len : 1) : (d->hdr.meta_len ? d->hdr.meta_len : 1),
+        rc = body_reserve(d,
+                          d->sink_asked ? (d->body_len ? d->body_len : 1)
+                                        : (d->hdr.meta_len ? d->hdr.meta_len : 1),
                           0);
         if (rc < 0)
             return d->err = rc;
@@ -325,8 +329,8 @@ long cmn_frame_encode_head(unsigned type, const struct ProtobufCMessage *meta, u
     return (long)(CMN_FRAME_HEADER_SIZE + mlen);
 }
 
-long cmn_frame_encode(unsigned type, const struct ProtobufCMessage *meta, const struct iovec *payload,
-                      size_t n_payload, struct iovec *iov)
+long cmn_frame_encode(unsigned type, const struct ProtobufCMessage *meta,
+                      const struct iovec *payload, size_t n_payload, struct iovec *iov)
 {
     uint64_t plen = 0;
     size_t hsize = cmn_frame_head_size(meta), i;

@@ -91,8 +91,9 @@ static int check_sizes(const char *what, size_t i, int codec, uint64_t raw, uint
         return cmn_errf(eb, CMN_ETOOBIG, "%s[%zu] raw_size %llu over the limit of %llu", what, i,
                         (unsigned long long)raw, (unsigned long long)lim->max_sample_size);
     if (codec == NSUT__CODEC__CODEC_NONE && wire != raw)
-        return cmn_errf(eb, CMN_EFIELD, "%s[%zu] is uncompressed but wire_size %llu != raw_size %llu",
-                        what, i, (unsigned long long)wire, (unsigned long long)raw);
+        return cmn_errf(eb, CMN_EFIELD,
+                        "%s[%zu] is uncompressed but wire_size %llu != raw_size %llu", what, i,
+                        (unsigned long long)wire, (unsigned long long)raw);
     /* A compressed entry must shrink: one that does not travels raw (proto/README.md). */
     if (codec != NSUT__CODEC__CODEC_NONE && wire >= raw)
         return cmn_errf(eb, CMN_EFIELD, "%s[%zu] is compressed but wire_size %llu >= raw_size %llu",
@@ -103,8 +104,9 @@ static int check_sizes(const char *what, size_t i, int codec, uint64_t raw, uint
 static int check_payload_sum(const char *what, uint64_t sum, uint64_t payload_len, cmn_errbuf_t *eb)
 {
     if (sum != payload_len)
-        return cmn_errf(eb, CMN_EFIELD, "%s wire sizes add up to %llu but the payload is %llu bytes",
-                        what, (unsigned long long)sum, (unsigned long long)payload_len);
+        return cmn_errf(eb, CMN_EFIELD,
+                        "%s wire sizes add up to %llu but the payload is %llu bytes", what,
+                        (unsigned long long)sum, (unsigned long long)payload_len);
     return 0;
 }
 
@@ -116,10 +118,11 @@ static int validate_query(const Nsut__Query *q, uint64_t payload_len, const cmn_
     int rc;
 
     if (q->n_samples == 0)
-        return cmn_errf(eb, CMN_EFIELD, "Query %llu has no samples", (unsigned long long)q->query_id);
+        return cmn_errf(eb, CMN_EFIELD, "Query %llu has no samples",
+                        (unsigned long long)q->query_id);
     if (q->n_samples > lim->max_samples)
-        return cmn_errf(eb, CMN_ETOOBIG, "Query has %zu samples, over the limit of %u", q->n_samples,
-                        lim->max_samples);
+        return cmn_errf(eb, CMN_ETOOBIG, "Query has %zu samples, over the limit of %u",
+                        q->n_samples, lim->max_samples);
     /* parts 0: the sender splits on the fly and does not know the count in advance. */
     if (q->parts && q->part >= q->parts)
         return cmn_errf(eb, CMN_EFIELD, "Query part %u of %u", q->part, q->parts);
@@ -134,8 +137,8 @@ static int validate_query(const Nsut__Query *q, uint64_t payload_len, const cmn_
     return check_payload_sum("Query", sum, payload_len, eb);
 }
 
-static int validate_results(const char *what, Nsut__Result *const *r, size_t n, uint64_t payload_len,
-                            const cmn_msg_limits_t *lim, cmn_errbuf_t *eb)
+static int validate_results(const char *what, Nsut__Result *const *r, size_t n,
+                            uint64_t payload_len, const cmn_msg_limits_t *lim, cmn_errbuf_t *eb)
 {
     uint64_t sum = 0;
     size_t i;
@@ -148,14 +151,16 @@ static int validate_results(const char *what, Nsut__Result *const *r, size_t n, 
                         lim->max_samples);
     for (i = 0; i < n; i++) {
         const Nsut__Result *x = r[i];
-        if (x->status != NSUT__STATUS__STATUS_OK && x->status != NSUT__STATUS__STATUS_BACKEND_ERROR &&
+        if (x->status != NSUT__STATUS__STATUS_OK &&
+            x->status != NSUT__STATUS__STATUS_BACKEND_ERROR &&
             x->status != NSUT__STATUS__STATUS_REJECTED)
             return cmn_errf(eb, CMN_EFIELD, "result[%zu] has unknown status %d", i, (int)x->status);
         if (x->status != NSUT__STATUS__STATUS_OK && x->wire_size != 0)
             return cmn_errf(eb, CMN_EFIELD, "result[%zu] failed but carries %llu bytes", i,
                             (unsigned long long)x->wire_size);
         if (x->n_tokens < 0)
-            return cmn_errf(eb, CMN_EFIELD, "result[%zu] has n_tokens %lld", i, (long long)x->n_tokens);
+            return cmn_errf(eb, CMN_EFIELD, "result[%zu] has n_tokens %lld", i,
+                            (long long)x->n_tokens);
         if (x->status == NSUT__STATUS__STATUS_OK) {
             rc = check_sizes("result", i, (int)x->codec, x->raw_size, x->wire_size, lim, eb);
             if (rc < 0)
@@ -175,11 +180,14 @@ int cmn_msg_validate(unsigned type, const ProtobufCMessage *m, uint64_t payload_
     case CMN_MSG_HELLO: {
         const Nsut__Hello *h = (const Nsut__Hello *)m;
         if (h->version_min == 0 || h->version_min > h->version_max)
-            return cmn_errf(eb, CMN_EFIELD, "Hello versions %u..%u", h->version_min, h->version_max);
+            return cmn_errf(eb, CMN_EFIELD, "Hello versions %u..%u", h->version_min,
+                            h->version_max);
         /* Unknown codecs in an offer are fine: the node simply does not pick them. */
-        rc = check_codec_list(h->sample_codecs, h->n_sample_codecs, "Hello.sample_codecs", lim, 0, eb);
+        rc = check_codec_list(h->sample_codecs, h->n_sample_codecs, "Hello.sample_codecs", lim, 0,
+                              eb);
         if (rc == 0)
-            rc = check_codec_list(h->result_codecs, h->n_result_codecs, "Hello.result_codecs", lim, 0, eb);
+            rc = check_codec_list(h->result_codecs, h->n_result_codecs, "Hello.result_codecs", lim,
+                                  0, eb);
         if (rc == 0)
             rc = check_string(h->client_name, "Hello.client_name", lim, 0, eb);
         return rc;
@@ -188,7 +196,8 @@ int cmn_msg_validate(unsigned type, const ProtobufCMessage *m, uint64_t payload_
         const Nsut__HelloAck *a = (const Nsut__HelloAck *)m;
         if (a->version == 0)
             return cmn_errf(eb, CMN_EFIELD, "HelloAck version 0");
-        rc = check_codec_list(a->sample_codecs, a->n_sample_codecs, "HelloAck.sample_codecs", lim, 1, eb);
+        rc = check_codec_list(a->sample_codecs, a->n_sample_codecs, "HelloAck.sample_codecs", lim,
+                              1, eb);
         if (rc == 0 && !cmn_codec_known((int)a->result_codec))
             rc = cmn_errf(eb, CMN_ECODEC, "HelloAck.result_codec %d unknown", (int)a->result_codec);
         if (rc == 0)
@@ -203,7 +212,8 @@ int cmn_msg_validate(unsigned type, const ProtobufCMessage *m, uint64_t payload_
         return rc;
     }
     case CMN_MSG_NAME_REPLY:
-        return check_string(((const Nsut__NameReply *)m)->node_name, "NameReply.node_name", lim, 1, eb);
+        return check_string(((const Nsut__NameReply *)m)->node_name, "NameReply.node_name", lim, 1,
+                            eb);
     case CMN_MSG_QUERY:
         return validate_query((const Nsut__Query *)m, payload_len, lim, eb);
     case CMN_MSG_RESPONSE: {
@@ -242,8 +252,8 @@ int cmn_msg_unpack(const cmn_frame_t *f, const cmn_msg_limits_t *lim, ProtobufCA
         return cmn_errf(eb, CMN_ETYPE, "message type %u", f->hdr.type);
     m = protobuf_c_message_unpack(desc, alloc, f->hdr.meta_len, f->meta);
     if (!m)
-        return cmn_errf(eb, CMN_EBADMSG, "%u bytes of metadata do not unpack as %s", f->hdr.meta_len,
-                        cmn_msg_type_name(f->hdr.type));
+        return cmn_errf(eb, CMN_EBADMSG, "%u bytes of metadata do not unpack as %s",
+                        f->hdr.meta_len, cmn_msg_type_name(f->hdr.type));
     rc = cmn_msg_validate(f->hdr.type, m, f->hdr.payload_len, lim, eb);
     if (rc < 0) {
         protobuf_c_message_free_unpacked(m, alloc);

@@ -34,7 +34,8 @@ int cmn_addr_parse(const char *s, struct sockaddr_storage *out, cmn_errbuf_t *eb
         if (!colon)
             return cmn_errf(eb, CMN_ECONFIG, "address '%s' has no port (expected HOST:PORT)", s);
         if (strchr(s, ':') != colon)
-            return cmn_errf(eb, CMN_ECONFIG, "address '%s': write IPv6 addresses as [ADDR]:PORT", s);
+            return cmn_errf(eb, CMN_ECONFIG, "address '%s': write IPv6 addresses as [ADDR]:PORT",
+                            s);
         hlen = (size_t)(colon - s);
         if (hlen >= sizeof(host))
             return cmn_errf(eb, CMN_ECONFIG, "address '%s': host too long", s);

@@ -12,7 +12,7 @@
 /* The header sits in front of every buffer; the user pointer stays 16-byte aligned. */
 typedef struct pool_hdr {
     struct pool_hdr *next;
-    uint32_t cls;    /* size class, or UINT32_MAX for an unpooled (oversize) buffer */
+    uint32_t cls; /* size class, or UINT32_MAX for an unpooled (oversize) buffer */
     uint32_t pad;
 } pool_hdr_t;
 

@@ -60,7 +60,8 @@ static int load_pair(SSL_CTX *s, const char *cert, const char *key, cmn_errbuf_t
     char e[256];
 
     if (SSL_CTX_use_certificate_chain_file(s, cert) != 1)
-        return cmn_errf(eb, CMN_ETLS, "TLS certificate %s: %s", cert, ossl_err(e, sizeof(e), "unreadable"));
+        return cmn_errf(eb, CMN_ETLS, "TLS certificate %s: %s", cert,
+                        ossl_err(e, sizeof(e), "unreadable"));
     if (SSL_CTX_use_PrivateKey_file(s, key, SSL_FILETYPE_PEM) != 1)
         return cmn_errf(eb, CMN_ETLS, "TLS key %s: %s", key, ossl_err(e, sizeof(e), "unreadable"));
     if (SSL_CTX_check_private_key(s) != 1)
@@ -118,7 +119,8 @@ int cmn_tls_server_ctx(const char *cert, const char *key, const char *client_ca,
         goto fail;
     if (client_ca) {
         if (SSL_CTX_load_verify_locations(c->ssl, client_ca, NULL) != 1) {
-            rc = cmn_errf(eb, CMN_ETLS, "TLS client CA %s: %s", client_ca, ossl_err(e, sizeof(e), "unreadable"));
+            rc = cmn_errf(eb, CMN_ETLS, "TLS client CA %s: %s", client_ca,
+                          ossl_err(e, sizeof(e), "unreadable"));
             goto fail;
         }
         SSL_CTX_set_verify(c->ssl, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
@@ -140,7 +142,8 @@ int cmn_tls_client_ctx(const char *ca, const char *cert, const char *key, cmn_tl
     int rc;
 
     if ((cert == NULL) != (key == NULL))
-        return cmn_errf(eb, CMN_ECONFIG, "a TLS client certificate needs its key, and a key its certificate");
+        return cmn_errf(eb, CMN_ECONFIG,
+                        "a TLS client certificate needs its key, and a key its certificate");
     c = calloc(1, sizeof(*c));
     if (!c)
         return cmn_errf(eb, UV_ENOMEM, "out of memory");
@@ -151,8 +154,10 @@ int cmn_tls_client_ctx(const char *ca, const char *cert, const char *key, cmn_tl
     }
     if ((rc = ctx_common(c->ssl, eb)) < 0)
         goto fail;
-    if (ca ? SSL_CTX_load_verify_locations(c->ssl, ca, NULL) != 1 : SSL_CTX_set_default_verify_paths(c->ssl) != 1) {
-        rc = cmn_errf(eb, CMN_ETLS, "TLS CA %s: %s", ca ? ca : "(system store)", ossl_err(e, sizeof(e), "unreadable"));
+    if (ca ? SSL_CTX_load_verify_locations(c->ssl, ca, NULL) != 1
+           : SSL_CTX_set_default_verify_paths(c->ssl) != 1) {
+        rc = cmn_errf(eb, CMN_ETLS, "TLS CA %s: %s", ca ? ca : "(system store)",
+                      ossl_err(e, sizeof(e), "unreadable"));
         goto fail;
     }
     SSL_CTX_set_verify(c->ssl, SSL_VERIFY_PEER, NULL);
@@ -182,7 +187,8 @@ void cmn_tls_ctx_free(cmn_tls_ctx_t *c)
 
 /* ---- per-connection engine ------------------------------------------------------------------- */
 
-int cmn__tls_new(cmn_tls_ctx_t *ctx, const char *peer_name, cmn__tls_t **out, char *err, size_t errlen)
+int cmn__tls_new(cmn_tls_ctx_t *ctx, const char *peer_name, cmn__tls_t **out, char *err,
+                 size_t errlen)
 {
     cmn__tls_t *t = calloc(1, sizeof(*t));
     char e[256];
@@ -258,7 +264,8 @@ static int check_peer(cmn__tls_t *t, char *err, size_t errlen)
         ok = X509_check_host(cert, t->ctx->allow[i], 0, 0, NULL) == 1;
     X509_free(cert);
     if (!ok) {
-        snprintf(err, errlen, "client certificate '%s' is not in the allow list", t->peer_name[0] ? t->peer_name : "?");
+        snprintf(err, errlen, "client certificate '%s' is not in the allow list",
+                 t->peer_name[0] ? t->peer_name : "?");
         return CMN_EAUTH;
     }
     return 0;
@@ -297,8 +304,8 @@ int cmn__tls_start(cmn__tls_t *t, char *err, size_t errlen)
 }
 
 int cmn__tls_on_cipher(cmn__tls_t *t, const uint8_t *in, size_t n, uint8_t *plain, size_t plain_cap,
-                       int (*deliver)(void *arg, const uint8_t *p, size_t len), void *arg, char *err,
-                       size_t errlen)
+                       int (*deliver)(void *arg, const uint8_t *p, size_t len), void *arg,
+                       char *err, size_t errlen)
 {
     int r, rc;
 

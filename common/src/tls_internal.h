@@ -10,7 +10,8 @@
 typedef struct cmn__tls cmn__tls_t;
 
 /* |peer_name|: for clients, the name or address to verify in the server's certificate. */
-int cmn__tls_new(cmn_tls_ctx_t *ctx, const char *peer_name, cmn__tls_t **out, char *err, size_t errlen);
+int cmn__tls_new(cmn_tls_ctx_t *ctx, const char *peer_name, cmn__tls_t **out, char *err,
+                 size_t errlen);
 void cmn__tls_free(cmn__tls_t *t);
 int cmn__tls_established(const cmn__tls_t *t);
 /* The peer certificate's common name, once established ("" when none). */
@@ -20,8 +21,8 @@ int cmn__tls_start(cmn__tls_t *t, char *err, size_t errlen);
 /* Ciphertext in; plaintext out through |deliver| (decrypted into |plain|). Returns 0, CMN_ECLOSED
  * on a close_notify, CMN_ETLS / CMN_EAUTH with a reason, or |deliver|'s negative code. */
 int cmn__tls_on_cipher(cmn__tls_t *t, const uint8_t *in, size_t n, uint8_t *plain, size_t plain_cap,
-                       int (*deliver)(void *arg, const uint8_t *p, size_t len), void *arg, char *err,
-                       size_t errlen);
+                       int (*deliver)(void *arg, const uint8_t *p, size_t len), void *arg,
+                       char *err, size_t errlen);
 /* Encrypts plaintext into the output. Only after the handshake. */
 int cmn__tls_write(cmn__tls_t *t, const void *p, size_t n, char *err, size_t errlen);
 void cmn__tls_close_notify(cmn__tls_t *t);

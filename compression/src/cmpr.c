@@ -132,7 +132,8 @@ int cmpr_check_sizes(int codec, uint64_t raw, uint64_t wire, uint64_t max_raw, c
     switch (codec) {
     case CMPR_NONE:
         if (wire != raw)
-            return cmn_errf(eb, CMN_EDECOMPRESS, "uncompressed sample with wire size %llu != raw size %llu",
+            return cmn_errf(eb, CMN_EDECOMPRESS,
+                            "uncompressed sample with wire size %llu != raw size %llu",
                             (unsigned long long)wire, (unsigned long long)raw);
         return 0;
     case CMPR_LZ4:

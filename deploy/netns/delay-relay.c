@@ -62,9 +62,9 @@ typedef struct {
     int src, dst;
     chunk_t *head, *tail;
     size_t bytes;
-    int eof;      /* src said end-of-stream; pass it on once the queue is empty */
-    int shut;     /* dst's write side is shut down */
-    int blocked;  /* the last write to dst returned EAGAIN: wait for POLLOUT */
+    int eof;     /* src said end-of-stream; pass it on once the queue is empty */
+    int shut;    /* dst's write side is shut down */
+    int blocked; /* the last write to dst returned EAGAIN: wait for POLLOUT */
     uint64_t total;
 } dir_t;
 
@@ -378,7 +378,8 @@ int main(int argc, char **argv)
         return 2;
     }
     if (resolve(connect_spec, 0, &uss, &ulen) < 0) {
-        fprintf(stderr, "delay-relay: --connect %s: not an ADDR:PORT that resolves\n", connect_spec);
+        fprintf(stderr, "delay-relay: --connect %s: not an ADDR:PORT that resolves\n",
+                connect_spec);
         return 2;
     }
 
@@ -410,8 +411,9 @@ int main(int argc, char **argv)
         int port;
 
         getsockname(lfd, (struct sockaddr *)&bound, &blen);
-        port = bound.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)(void *)&bound)->sin6_port)
-                                           : ntohs(((struct sockaddr_in *)(void *)&bound)->sin_port);
+        port = bound.ss_family == AF_INET6
+                   ? ntohs(((struct sockaddr_in6 *)(void *)&bound)->sin6_port)
+                   : ntohs(((struct sockaddr_in *)(void *)&bound)->sin_port);
         /* Written to a temporary name and renamed, so a reader never sees half a number. */
         snprintf(tmp, sizeof(tmp), "%s.tmp", port_file);
         f = fopen(tmp, "w");

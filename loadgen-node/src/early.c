@@ -37,7 +37,8 @@ static double odds(int64_t h, int64_t t, double p, double d)
     return lg__beta_regularized(p - d, h, 1 + t);
 }
 
-static int64_t find_min_passing(int64_t min_h, int64_t max_h, int64_t t, double p, double d, double c)
+static int64_t find_min_passing(int64_t min_h, int64_t max_h, int64_t t, double p, double d,
+                                double c)
 {
     int64_t count = max_h - min_h;
 

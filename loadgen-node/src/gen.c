@@ -41,9 +41,9 @@ static int shuffled_list(lg__mt_t *rng, size_t end, size_t stride, int keep, uin
     return 0;
 }
 
-int lg__gen_init(lg__gen_t *g, const lg_effective_settings_t *s, int accuracy, const uint32_t *loaded,
-                 size_t L, size_t end, lg__mt_t *acc_rng, uint64_t *seq, double acc_offset,
-                 double acc_prob, cmn_errbuf_t *eb)
+int lg__gen_init(lg__gen_t *g, const lg_effective_settings_t *s, int accuracy,
+                 const uint32_t *loaded, size_t L, size_t end, lg__mt_t *acc_rng, uint64_t *seq,
+                 double acc_offset, double acc_prob, cmn_errbuf_t *eb)
 {
     size_t stride, j;
     int keep_a, keep_u, rc;

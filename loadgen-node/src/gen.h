@@ -25,7 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Set in an index returned by lg__gen_fill() when the sample's response goes to the accuracy log. */
+/* Set in an index returned by lg__gen_fill() when the sample's response goes to the accuracy log.
+ */
 #define LG__ACC_FLAG 0x80000000u
 #define LG__IDX_MASK 0x7fffffffu
 
@@ -68,9 +69,9 @@ typedef struct {
  * and |acc_prob| decide the logged samples in performance mode. Returns 0, -ENOMEM, or
  * CMN_ECONFIG with a reason when the settings make the official generator crash (empty set,
  * zero-length equal-issue list, performance_issue_same_index beyond the set). */
-int lg__gen_init(lg__gen_t *g, const lg_effective_settings_t *s, int accuracy, const uint32_t *loaded,
-                 size_t L, size_t end, lg__mt_t *acc_rng, uint64_t *seq, double acc_offset,
-                 double acc_prob, cmn_errbuf_t *eb);
+int lg__gen_init(lg__gen_t *g, const lg_effective_settings_t *s, int accuracy,
+                 const uint32_t *loaded, size_t L, size_t end, lg__mt_t *acc_rng, uint64_t *seq,
+                 double acc_offset, double acc_prob, cmn_errbuf_t *eb);
 
 /* Starts the next query: its scheduled offset from the series start and its sample count.
  * Returns 1, or 0 when the official loop would have ended. Any samples of the previous query not

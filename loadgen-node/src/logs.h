@@ -22,9 +22,9 @@
 #include <stdio.h>
 
 #ifdef __FILE_NAME__
-#define LG__FILE __FILE_NAME__
+#    define LG__FILE __FILE_NAME__
 #else
-#define LG__FILE __FILE__
+#    define LG__FILE __FILE__
 #endif
 
 typedef enum { LG__INFO = 0, LG__WARN = 1, LG__ERR = 2 } lg__level_t;
@@ -65,7 +65,8 @@ void lg__dlog_u32_list(lg__dlog_t *d, const char *key, const uint32_t *v, size_t
 #define LG_DBOOL(d, k, v) lg__dlog_bool((d), (k), (v) ? 1 : 0, LG__FILE, __LINE__)
 #define LG_DERR(d, k, ...) lg__dlog_strf((d), LG__ERR, (k), LG__FILE, __LINE__, __VA_ARGS__)
 #define LG_DWARN(d, k, ...) lg__dlog_strf((d), LG__WARN, (k), LG__FILE, __LINE__, __VA_ARGS__)
-#define LG_DMSG(d, ...) lg__dlog_strf((d), LG__INFO, "generic_message", LG__FILE, __LINE__, __VA_ARGS__)
+#define LG_DMSG(d, ...) \
+    lg__dlog_strf((d), LG__INFO, "generic_message", LG__FILE, __LINE__, __VA_ARGS__)
 
 /* A double as `std::ostream << double` prints it with default flags: "%g" with precision 6. */
 void lg__fmt_g(char *buf, size_t len, double v);

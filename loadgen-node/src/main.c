@@ -7,7 +7,7 @@
 #include "lg/lg.h"
 #include "lg/sut_null.h"
 #ifdef LG_HAVE_QDL
-#include "lg/sut_qdl.h"
+#    include "lg/sut_qdl.h"
 #endif
 
 #include <errno.h>
@@ -105,7 +105,10 @@ typedef struct {
     size_t off;
 } field_t;
 
-#define FIELD(n, t) {#n, t, offsetof(lg_test_settings_t, n)}
+#define FIELD(n, t)                                                   \
+    {                                                                 \
+        .name = #n, .type = t, .off = offsetof(lg_test_settings_t, n) \
+    }
 static const field_t fields[] = {
     FIELD(single_stream_expected_latency_ns, F_DOUBLE),
     FIELD(single_stream_target_latency_percentile, F_DOUBLE),
@@ -192,7 +195,8 @@ static int set_field(lg_test_settings_t *s, const char *kv, cmn_errbuf_t *eb)
         }
         }
     }
-    return cmn_errf(eb, CMN_ECONFIG, "--set %.*s: no TestSettings field of that name", (int)klen, kv);
+    return cmn_errf(eb, CMN_ECONFIG, "--set %.*s: no TestSettings field of that name", (int)klen,
+                    kv);
 }
 
 static int mkdir_p(const char *dir, cmn_errbuf_t *eb)
@@ -207,7 +211,8 @@ static int mkdir_p(const char *dir, cmn_errbuf_t *eb)
             continue;
         *p = '\0';
         if (mkdir(path, 0777) != 0 && errno != EEXIST)
-            return cmn_errf(eb, -errno, "--output-dir: cannot create %s: %s", path, strerror(errno));
+            return cmn_errf(eb, -errno, "--output-dir: cannot create %s: %s", path,
+                            strerror(errno));
         *p = '/';
     }
     if (mkdir(path, 0777) != 0 && errno != EEXIST)
@@ -500,8 +505,8 @@ static int parse_args(int argc, char **argv, opts_t *o, cmn_errbuf_t *eb)
             break;
         case O_LOG_LEVEL:
             if (cmn_log_level_parse(optarg, &lvl) < 0)
-                rc = cmn_errf(eb, CMN_ECONFIG, "--log-level: '%s' is not error, warn, info or debug",
-                              optarg);
+                rc = cmn_errf(eb, CMN_ECONFIG,
+                              "--log-level: '%s' is not error, warn, info or debug", optarg);
             else
                 cmn_log_set_level(lvl);
             break;
@@ -520,8 +525,9 @@ static int parse_args(int argc, char **argv, opts_t *o, cmn_errbuf_t *eb)
     if (optind < argc)
         return cmn_errf(eb, CMN_ECONFIG, "unexpected argument '%s' (see --help)", argv[optind]);
     if (!o->scenario)
-        return cmn_errf(eb, CMN_ECONFIG, "--scenario is required (SingleStream, MultiStream, Server "
-                                         "or Offline)");
+        return cmn_errf(eb, CMN_ECONFIG,
+                        "--scenario is required (SingleStream, MultiStream, Server "
+                        "or Offline)");
     if ((o->qsl_npy != NULL) + (o->qsl_raw != NULL) + o->have_synth != 1)
         return cmn_errf(eb, CMN_ECONFIG,
                         "exactly one of --qsl-npy, --qsl-raw and --qsl-synthetic is required");
@@ -578,7 +584,8 @@ static int load_settings(const opts_t *o, lg_test_settings_t *s, lg_msgs_t *msgs
             return rc;
     }
     if (s->mode == LG_MODE_FIND_PEAK_PERFORMANCE && sc != LG_SERVER)
-        return cmn_errf(eb, CMN_ECONFIG, "--mode FindPeakPerformance works only with --scenario Server");
+        return cmn_errf(eb, CMN_ECONFIG,
+                        "--mode FindPeakPerformance works only with --scenario Server");
     return 0;
 }
 
@@ -595,8 +602,8 @@ static int open_qsl(const opts_t *o, lg_qsl_t **q, cmn_errbuf_t *eb)
         else if (strcmp(o->synth_kind, "tokens") == 0)
             kind = LG_SYNTH_TOKENS;
         else if (strcmp(o->synth_kind, "random") != 0)
-            return cmn_errf(eb, CMN_ECONFIG, "--synthetic-kind: '%s' is not random, image or tokens",
-                            o->synth_kind);
+            return cmn_errf(eb, CMN_ECONFIG,
+                            "--synthetic-kind: '%s' is not random, image or tokens", o->synth_kind);
     }
     if (o->qsl_npy)
         rc = lg_qsl_open_npy(o->qsl_npy, q, eb);
@@ -661,7 +668,8 @@ static int open_qdl(const opts_t *o, lg_sut_t **sut, cmn_errbuf_t *eb)
     }
     if (o->result_codec && cmpr_codec_parse(o->result_codec, &codec) < 0) {
         free(list);
-        return cmn_errf(eb, CMN_ECONFIG, "--result-codec: '%s' is not none or lz4", o->result_codec);
+        return cmn_errf(eb, CMN_ECONFIG, "--result-codec: '%s' is not none or lz4",
+                        o->result_codec);
     }
     cfg.result_codec = codec;
     cfg.tls_ca_file = o->tls_ca;

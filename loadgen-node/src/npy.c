@@ -134,8 +134,8 @@ static int skip_value(cur_t *c)
         return c->err;
     }
     /* A bare word or number: True, False, None, 3, -1.5 */
-    while (c->p < c->end && (isalnum((unsigned char)*c->p) || *c->p == '.' || *c->p == '-' ||
-                             *c->p == '+'))
+    while (c->p < c->end &&
+           (isalnum((unsigned char)*c->p) || *c->p == '.' || *c->p == '-' || *c->p == '+'))
         c->p++;
     return 0;
 }
@@ -371,6 +371,8 @@ int lg__npy_parse(const uint8_t *p, size_t n, lg__npy_t *out, cmn_errbuf_t *eb)
         return c.err;
     if (!have_descr || !have_order || !have_shape)
         return cmn_errf(eb, CMN_EFORMAT, "bad .npy header: missing %s",
-                        !have_descr ? "'descr'" : !have_order ? "'fortran_order'" : "'shape'");
+                        !have_descr   ? "'descr'"
+                        : !have_order ? "'fortran_order'"
+                                      : "'shape'");
     return 0;
 }

@@ -109,9 +109,8 @@ static void draw(lg__progress_t *p, int final)
         snprintf(eta, sizeof(eta), "?");
     else
         snprintf(eta, sizeof(eta), "%.0fs", s.eta_s);
-    fprintf(p->out,
-            "\r[%s] %6.1fs  issued %llu  done %llu  %.0f/s  p99 %s  ETA %s\033[K%s", s.phase,
-            (double)s.elapsed_ns / 1e9, (unsigned long long)s.issued,
+    fprintf(p->out, "\r[%s] %6.1fs  issued %llu  done %llu  %.0f/s  p99 %s  ETA %s\033[K%s",
+            s.phase, (double)s.elapsed_ns / 1e9, (unsigned long long)s.issued,
             (unsigned long long)s.completed, p->rate, s.p99_ns ? p99 : "-", eta, final ? "\n" : "");
     fflush(p->out);
 }

@@ -111,8 +111,8 @@ static int npy_read_header(int fd, const char *path, lg__npy_t *h, cmn_errbuf_t 
     if (size < 0)
         return cmn_errf(eb, (int)size, "%s: %s", path, why.msg);
     if ((uint64_t)size > (uint64_t)st.st_size)
-        return cmn_errf(eb, CMN_EFORMAT, "%s: a header of %ld bytes in a %lld-byte file", path, size,
-                        (long long)st.st_size);
+        return cmn_errf(eb, CMN_EFORMAT, "%s: a header of %ld bytes in a %lld-byte file", path,
+                        size, (long long)st.st_size);
     buf = malloc((size_t)size);
     if (!buf)
         return cmn_errf(eb, -ENOMEM, "out of memory reading %s", path);
@@ -170,11 +170,12 @@ static int open_npy_file(lg_qsl_t *q, cmn_errbuf_t *eb)
     if (fstat(q->fd, &st) != 0)
         return cmn_errf(eb, -errno, "cannot stat %s", q->path);
     if (h.shape[0] > ((uint64_t)st.st_size - h.data_offset) / sample)
-        return cmn_errf(eb, CMN_EFORMAT,
-                        "%s: the header promises %llu samples of %llu bytes but the file holds %llu "
-                        "data bytes",
-                        q->path, (unsigned long long)h.shape[0], (unsigned long long)sample,
-                        (unsigned long long)((uint64_t)st.st_size - h.data_offset));
+        return cmn_errf(
+            eb, CMN_EFORMAT,
+            "%s: the header promises %llu samples of %llu bytes but the file holds %llu "
+            "data bytes",
+            q->path, (unsigned long long)h.shape[0], (unsigned long long)sample,
+            (unsigned long long)((uint64_t)st.st_size - h.data_offset));
     q->total = (size_t)h.shape[0];
     q->sample_size = (size_t)sample;
     q->data_offset = h.data_offset;
@@ -309,7 +310,9 @@ int lg_qsl_open_synthetic(size_t count, size_t sample_size, lg_synth_kind_t kind
     q->synth = kind;
     q->seed = seed;
     snprintf(q->name, sizeof(q->name), "synthetic %s",
-             kind == LG_SYNTH_IMAGE ? "image" : kind == LG_SYNTH_TOKENS ? "tokens" : "random");
+             kind == LG_SYNTH_IMAGE    ? "image"
+             : kind == LG_SYNTH_TOKENS ? "tokens"
+                                       : "random");
     rc = qsl_finish(q, eb);
     if (rc < 0) {
         lg_qsl_close(q);
@@ -408,7 +411,9 @@ static void synth_fill(const lg_qsl_t *q, uint32_t idx, uint8_t *p, size_t n)
             size_t t = w % (3 * seq), pos = t % seq;
             uint32_t v = 0;
             if (pos < len)
-                v = t < seq ? (uint32_t)(1000 + splitmix64(&s) % 29000) : t < 2 * seq ? 1u : (uint32_t)(pos > len / 2);
+                v = t < seq       ? (uint32_t)(1000 + splitmix64(&s) % 29000)
+                    : t < 2 * seq ? 1u
+                                  : (uint32_t)(pos > len / 2);
             memcpy(p + 4 * w, &v, 4);
         }
         return;
@@ -423,8 +428,9 @@ static void synth_fill(const lg_qsl_t *q, uint32_t idx, uint8_t *p, size_t n)
             size_t dx = x > cx ? x - cx : cx - x, dy = y > cy ? y - cy : cy - y;
             unsigned noise = (unsigned)(r >> (8 * (i % 8))) & 3u;
 
-            p[i] = dx * dx + dy * dy < 60 * 60 ? (uint8_t)(90 + (x * 2 + y + i % 3 * 40) % 120 + noise)
-                                               : (uint8_t)(noise & 1u);
+            p[i] = dx * dx + dy * dy < 60 * 60
+                       ? (uint8_t)(90 + (x * 2 + y + i % 3 * 40) % 120 + noise)
+                       : (uint8_t)(noise & 1u);
         }
     }
 }
@@ -448,10 +454,11 @@ static int read_sample(lg_qsl_t *q, uint32_t idx, uint8_t **out, size_t *size, c
             rc = npy_data_size(&h, 0, path, &bytes, eb);
         if (rc == 0 && fstat(fd, &st) != 0)
             rc = cmn_errf(eb, -errno, "cannot stat %s", path);
-        if (rc == 0 && (bytes == 0 || bytes > UINT32_MAX ||
-                        bytes > (uint64_t)st.st_size - h.data_offset))
-            rc = cmn_errf(eb, CMN_EFORMAT, "%s: the header promises %llu data bytes, the file holds %llu",
-                          path, (unsigned long long)bytes,
+        if (rc == 0 &&
+            (bytes == 0 || bytes > UINT32_MAX || bytes > (uint64_t)st.st_size - h.data_offset))
+            rc = cmn_errf(eb, CMN_EFORMAT,
+                          "%s: the header promises %llu data bytes, the file holds %llu", path,
+                          (unsigned long long)bytes,
                           (unsigned long long)((uint64_t)st.st_size - h.data_offset));
         if (rc == 0) {
             buf = malloc((size_t)bytes);
@@ -477,7 +484,8 @@ static int read_sample(lg_qsl_t *q, uint32_t idx, uint8_t **out, size_t *size, c
         rc = read_at(q->fd, buf, q->sample_size, q->data_offset + (uint64_t)idx * q->sample_size);
         if (rc != 0) {
             free(buf);
-            return cmn_errf(eb, rc < 0 ? rc : CMN_EFORMAT, "cannot read sample %u of %s", idx, q->path);
+            return cmn_errf(eb, rc < 0 ? rc : CMN_EFORMAT, "cannot read sample %u of %s", idx,
+                            q->path);
         }
     }
     *out = buf;
@@ -531,8 +539,8 @@ int lg_qsl_load(lg_qsl_t *q, const uint32_t *idx, size_t n, cmn_errbuf_t *eb)
         size_t size;
 
         if (idx[i] >= q->total) {
-            rc = cmn_errf(eb, CMN_ECONFIG, "sample index %u is beyond the QSL's %zu samples", idx[i],
-                          q->total);
+            rc = cmn_errf(eb, CMN_ECONFIG, "sample index %u is beyond the QSL's %zu samples",
+                          idx[i], q->total);
             goto fail;
         }
         sl = &q->slots[idx[i]];

@@ -371,7 +371,8 @@ static int perf_constraints(const summary_t *m, char *rec, size_t len)
     return met;
 }
 
-int lg__perf_constraints_met(const lg_effective_settings_t *s, lg__perf_t *pr, char *rec, size_t len)
+int lg__perf_constraints_met(const lg_effective_settings_t *s, lg__perf_t *pr, char *rec,
+                             size_t len)
 {
     summary_t m;
 
@@ -437,7 +438,8 @@ static void print_percentiles(FILE *f, const char *label, const int64_t v[6])
 }
 
 /* The six percentile keys of the detail log, e.g. result_99.90_percentile_latency_ns. */
-static void log_percentiles(lg__dlog_t *d, const char *prefix, const char *suffix, const int64_t v[6])
+static void log_percentiles(lg__dlog_t *d, const char *prefix, const char *suffix,
+                            const int64_t v[6])
 {
     char p[32], key[128];
     int i;
@@ -508,7 +510,8 @@ static void write_summary(summary_t *m, const char *sut_name, FILE *f, int valid
             fprintf(f, "Tokens per second: %s\n", a);
             break;
         case LG_SERVER:
-            fixed(a, sizeof(a), div0((double)m->token_count, pr->final_query_all_samples_done_time), 2);
+            fixed(a, sizeof(a), div0((double)m->token_count, pr->final_query_all_samples_done_time),
+                  2);
             fprintf(f, "Completed tokens per second: %s\n", a);
             break;
         }
@@ -544,7 +547,8 @@ static void write_summary(summary_t *m, const char *sut_name, FILE *f, int valid
                   f);
         if (pr->failed || pr->lost || pr->digest_bad)
             fprintf(f,
-                    " * %" PRIu64 " samples failed in the SUT, %" PRIu64 " never completed and %" PRIu64
+                    " * %" PRIu64 " samples failed in the SUT, %" PRIu64
+                    " never completed and %" PRIu64
                     " responses did not match their sample's digest.\n"
                     "   See the detailed log for the reasons.\n",
                     pr->failed, pr->lost, pr->digest_bad);
@@ -590,7 +594,8 @@ static void write_summary(summary_t *m, const char *sut_name, FILE *f, int valid
             fixed(a, sizeof(a), div0((double)m->token_count, ((double)m->lat_mean / 1e9) * n), 2);
             fprintf(f, "TPS w/o loadgen overhead        : %s\n", a);
         } else if (s->scenario == LG_SERVER) {
-            fixed(a, sizeof(a), div0((double)m->token_count, pr->final_query_all_samples_done_time), 2);
+            fixed(a, sizeof(a), div0((double)m->token_count, pr->final_query_all_samples_done_time),
+                  2);
             fprintf(f, "Completed tokens per second                 : %s\n", a);
         }
         if (s->scenario != LG_OFFLINE) {
@@ -599,9 +604,12 @@ static void write_summary(summary_t *m, const char *sut_name, FILE *f, int valid
             fprintf(f, "Mean First Token latency (ns)               : %" PRId64 "\n", m->ft_mean);
             print_percentiles(f, "first token latency (ns)   ", m->ft_pct);
             fputs("\n", f);
-            fprintf(f, "Min Time per Output Token (ns)                : %" PRId64 "\n", m->tpot_min);
-            fprintf(f, "Max Time per Output Token (ns)                : %" PRId64 "\n", m->tpot_max);
-            fprintf(f, "Mean Time per Output Token (ns)               : %" PRId64 "\n", m->tpot_mean);
+            fprintf(f, "Min Time per Output Token (ns)                : %" PRId64 "\n",
+                    m->tpot_min);
+            fprintf(f, "Max Time per Output Token (ns)                : %" PRId64 "\n",
+                    m->tpot_max);
+            fprintf(f, "Mean Time per Output Token (ns)               : %" PRId64 "\n",
+                    m->tpot_mean);
             print_percentiles(f, "time to output token (ns)   ", m->tpot_pct);
         }
     }
@@ -639,10 +647,11 @@ static void write_detail(summary_t *m, lg__dlog_t *d, int valid, int perf_met, i
             used += (size_t)snprintf(reason + used, sizeof(reason) - used,
                                      "The test exited early, before enough queries were issued.");
         if ((pr->failed || pr->lost || pr->digest_bad) && used < sizeof(reason))
-            snprintf(reason + used, sizeof(reason) - used,
-                     "%s%" PRIu64 " samples failed in the SUT, %" PRIu64
-                     " never completed and %" PRIu64 " responses did not match their sample's digest.",
-                     used && reason[used - 1] != ' ' ? " " : "", pr->failed, pr->lost, pr->digest_bad);
+            snprintf(
+                reason + used, sizeof(reason) - used,
+                "%s%" PRIu64 " samples failed in the SUT, %" PRIu64 " never completed and %" PRIu64
+                " responses did not match their sample's digest.",
+                used && reason[used - 1] != ' ' ? " " : "", pr->failed, pr->lost, pr->digest_bad);
         replace_newlines(reason);
         LG_DSTR(d, "result_invalid_reason", reason);
     }

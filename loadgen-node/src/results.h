@@ -33,7 +33,8 @@ void lg__sort_i64(int64_t *v, size_t n);
 
 /* PerfConstraintsMet (Server latency bound), for FindPeakPerformance. |rec| gets the
  * recommendation when it fails. */
-int lg__perf_constraints_met(const lg_effective_settings_t *s, lg__perf_t *pr, char *rec, size_t len);
+int lg__perf_constraints_met(const lg_effective_settings_t *s, lg__perf_t *pr, char *rec,
+                             size_t len);
 
 /* Writes the summary (to |summary| and, if set, stdout) and the detail results, and fills the
  * validity and metric of |res|. */

@@ -40,13 +40,12 @@
 /* Busy-wait before blocking for a SingleStream/MultiStream completion. */
 #define QUERY_SPIN_NS 20000u
 
-
 typedef struct {
     _Atomic int64_t lat[CHUNK_SIZE];
     uint32_t idx[CHUNK_SIZE];
     _Atomic int64_t *ttft; /* token mode: first-token latency + 1; 0 while none */
     int64_t *ntok;
-    int64_t *sched;        /* with sample_latencies: each sample's scheduled time */
+    int64_t *sched; /* with sample_latencies: each sample's scheduled time */
 } chunk_t;
 
 enum {
@@ -133,8 +132,8 @@ struct lg_run {
     int progress_on;
     lg__hist_t hist;
     const char *phase;
-    uint64_t eta_samples;   /* samples the series will issue, when known */
-    uint64_t eta_min_ns;    /* the series lasts at least this long */
+    uint64_t eta_samples; /* samples the series will issue, when known */
+    uint64_t eta_min_ns;  /* the series lasts at least this long */
 
     uint32_t *idxbuf;
     lg_sample_t *sbuf;
@@ -321,10 +320,11 @@ static int enter(lg_run_t *run)
 static void record_tokens(lg_run_t *run, chunk_t *c, size_t k, int64_t *n_tokens, uint64_t id)
 {
     if (run->needs_first_token && atomic_load_explicit(&c->ttft[k], memory_order_relaxed) == 0)
-        run_error(run, E_NO_FIRST_TOKEN,
-                  "Attempted to record a sample latency before it's first token latency (sample %" PRIu64
-                  ")",
-                  id);
+        run_error(
+            run, E_NO_FIRST_TOKEN,
+            "Attempted to record a sample latency before it's first token latency (sample %" PRIu64
+            ")",
+            id);
     if (*n_tokens == 0) {
         run_error(run, E_TOKENS_ZERO,
                   "n_tokens argument missing or attempted to record 0 as number of tokens "
@@ -335,8 +335,8 @@ static void record_tokens(lg_run_t *run, chunk_t *c, size_t k, int64_t *n_tokens
                   "Attempted to record a negative number of tokens (sample %" PRIu64 ")", id);
         *n_tokens = 0;
     } else if (*n_tokens == 1) {
-        run_error(run, E_TOKENS_ONE, "Number of tokens need to be greater than 1 (sample %" PRIu64 ")",
-                  id);
+        run_error(run, E_TOKENS_ONE,
+                  "Number of tokens need to be greater than 1 (sample %" PRIu64 ")", id);
         *n_tokens = 0;
     }
     c->ntok[k] = *n_tokens;
@@ -454,10 +454,10 @@ void lg_first_token(lg_run_t *run, const lg_response_t *r, size_t n)
             continue; /* token latencies are off */
         old = atomic_load_explicit(&c->lat[k], memory_order_relaxed);
         if (old >= 0) {
-            run_error(run, E_TOKEN_AFTER,
-                      "Attempted to record token latency after sample was completed (sample %" PRIu64
-                      ")",
-                      r[i].id);
+            run_error(
+                run, E_TOKEN_AFTER,
+                "Attempted to record token latency after sample was completed (sample %" PRIu64 ")",
+                r[i].id);
             continue;
         }
         if (!atomic_compare_exchange_strong(&c->ttft[k], &expect, rel + old + 2)) {
@@ -650,7 +650,8 @@ static void progress_snap(void *arg, lg__progress_snap_t *s)
     s->p99_ns = lg__hist_quantile(&run->hist, 0.99);
     rate = s->elapsed_ns ? (double)s->completed * 1e9 / (double)s->elapsed_ns : 0;
     if (run->eta_samples && rate > 0)
-        left = (double)(run->eta_samples > s->completed ? run->eta_samples - s->completed : 0) / rate;
+        left =
+            (double)(run->eta_samples > s->completed ? run->eta_samples - s->completed : 0) / rate;
     if (run->eta_min_ns)
         left = fmax(left, ((double)run->eta_min_ns - (double)s->elapsed_ns) / 1e9);
     s->eta_s = left < 0 && !run->eta_samples && !run->eta_min_ns ? -1 : fmax(left, 0);
@@ -781,10 +782,11 @@ static void issue_server(lg_run_t *run, const lg_effective_settings_t *s, lg__ge
             uint64_t outstanding = st->queries_issued - atomic_load(&run->completed);
 
             if (outstanding > s->max_async_queries) {
-                LG_DERR(&run->dlog, "error_runtime",
-                        "IssueQueryThread 0 Ending early: Too many outstanding queries. issued %" PRIu64
-                        " outstanding %" PRIu64,
-                        st->queries_issued, outstanding);
+                LG_DERR(
+                    &run->dlog, "error_runtime",
+                    "IssueQueryThread 0 Ending early: Too many outstanding queries. issued %" PRIu64
+                    " outstanding %" PRIu64,
+                    st->queries_issued, outstanding);
                 break;
             }
         }
@@ -814,10 +816,10 @@ static void power_time(char *buf, size_t len, uint64_t realtime_ns)
 typedef struct {
     FILE *f;
     int64_t width_ns;
-    int64_t cur;       /* interval index of the samples in v */
+    int64_t cur; /* interval index of the samples in v */
     int64_t *v;
     size_t n, cap;
-    uint64_t lost;     /* samples of this interval that never completed */
+    uint64_t lost; /* samples of this interval that never completed */
     int oom;
 } ivl_t;
 
@@ -893,7 +895,8 @@ static int collect(lg_run_t *run, const lg_effective_settings_t *s, const issue_
         int64_t v = atomic_load_explicit(&c->lat[k], memory_order_relaxed);
 
         if (csv && c->sched)
-            fprintf(csv, "%" PRIu64 ",%" PRId64 ",%" PRId64 "\n", run->first_seq + i, c->sched[k], v < 0 ? -1 : v);
+            fprintf(csv, "%" PRIu64 ",%" PRId64 ",%" PRId64 "\n", run->first_seq + i, c->sched[k],
+                    v < 0 ? -1 : v);
         int never = v < 0;
 
         if (never) {
@@ -1005,16 +1008,16 @@ static int issue_series(lg_run_t *run, const lg_effective_settings_t *s, int acc
         if (s->target_qps > 0 && spin > (uint64_t)(1e8 / s->target_qps))
             spin = (uint64_t)(1e8 / s->target_qps);
         issue_server(run, s, &g, &st, spin);
-    }
-    else
+    } else
         issue_sequential(run, s, &g, &st);
     if (run->sut->flush)
         run->sut->flush(run->sut);
     if (!accuracy && st.ran_out && s->scenario != LG_SERVER)
-        LG_DERR(&run->dlog, "error_runtime",
-                "Ending early: Ran out of generated queries to issue before the minimum query count "
-                "and test duration were reached. Please update the relevant expected latency or "
-                "target qps in the TestSettings so they are more accurate.");
+        LG_DERR(
+            &run->dlog, "error_runtime",
+            "Ending early: Ran out of generated queries to issue before the minimum query count "
+            "and test duration were reached. Please update the relevant expected latency or "
+            "target qps in the TestSettings so they are more accurate.");
 
     issued = atomic_load(&run->issued_hi) - run->first_seq;
     lost = wait_total(run, issued, run->ls->drain_timeout_ms);
@@ -1042,21 +1045,22 @@ static int issue_series(lg_run_t *run, const lg_effective_settings_t *s, int acc
         if (run->ls->latency_interval_ms && !accuracy) {
             char path[4200];
 
-            snprintf(path, sizeof(path), "%s/%slatency_intervals%s.csv", run->ls->outdir, run->ls->prefix,
-                     run->ls->suffix);
+            snprintf(path, sizeof(path), "%s/%slatency_intervals%s.csv", run->ls->outdir,
+                     run->ls->prefix, run->ls->suffix);
             iv.f = fopen(path, run->ivl_started ? "a" : "w");
             iv.width_ns = (int64_t)run->ls->latency_interval_ms * 1000000;
             if (!iv.f)
                 LG_DERR(&run->dlog, "error_runtime", "cannot write %s: %s", path, strerror(errno));
             else if (!run->ivl_started)
-                fputs("interval_start_ms,samples,lost,p50_ns,p90_ns,p99_ns,p99_9_ns,max_ns\n", iv.f);
+                fputs("interval_start_ms,samples,lost,p50_ns,p90_ns,p99_ns,p99_9_ns,max_ns\n",
+                      iv.f);
             run->ivl_started = 1;
         }
         if (run->ls->sample_latencies && !accuracy) {
             char path[4200];
             /* The first performance series creates the file; later ones (find-peak) append. */
-            snprintf(path, sizeof(path), "%s/%ssample_latencies%s.csv", run->ls->outdir, run->ls->prefix,
-                     run->ls->suffix);
+            snprintf(path, sizeof(path), "%s/%ssample_latencies%s.csv", run->ls->outdir,
+                     run->ls->prefix, run->ls->suffix);
             csv = fopen(path, run->csv_started ? "a" : "w");
             if (!csv)
                 LG_DERR(&run->dlog, "error_runtime", "cannot write %s: %s", path, strerror(errno));
@@ -1066,11 +1070,14 @@ static int issue_series(lg_run_t *run, const lg_effective_settings_t *s, int acc
         }
         rc = collect(run, s, &st, end_rel, csv, &iv, pr);
         if (csv && fclose(csv) != 0)
-            LG_DERR(&run->dlog, "error_runtime", "writing the sample latencies failed: %s", strerror(errno));
+            LG_DERR(&run->dlog, "error_runtime", "writing the sample latencies failed: %s",
+                    strerror(errno));
         if (iv.oom)
-            LG_DERR(&run->dlog, "error_runtime", "out of memory for the latency intervals; the file is incomplete");
+            LG_DERR(&run->dlog, "error_runtime",
+                    "out of memory for the latency intervals; the file is incomplete");
         if (iv.f && fclose(iv.f) != 0)
-            LG_DERR(&run->dlog, "error_runtime", "writing the latency intervals failed: %s", strerror(errno));
+            LG_DERR(&run->dlog, "error_runtime", "writing the latency intervals failed: %s",
+                    strerror(errno));
         free(iv.v);
     }
     if (rc < 0)
@@ -1100,8 +1107,9 @@ static int loadable_sets(lg_run_t *run, const lg_effective_settings_t *s, uint64
     set_t *sets;
     int rc;
 
-    pad = s->scenario == LG_MULTI_STREAM && s->samples_per_query > 0 ? (size_t)s->samples_per_query - 1
-                                                                       : 0;
+    pad = s->scenario == LG_MULTI_STREAM && s->samples_per_query > 0
+              ? (size_t)s->samples_per_query - 1
+              : 0;
     rc = lg__loadable_order(s->qsl_rng_seed, n, &order);
     if (rc < 0)
         return rc;
@@ -1167,11 +1175,12 @@ static void refresh_name(lg_run_t *run)
         snprintf(run->sut_name, sizeof(run->sut_name), "%s", name);
 }
 
-static void report(lg_run_t *run, const lg_effective_settings_t *s, lg__perf_t *pr, lg_result_t *res)
+static void report(lg_run_t *run, const lg_effective_settings_t *s, lg__perf_t *pr,
+                   lg_result_t *res)
 {
     refresh_name(run);
-    lg__perf_report(run->sut_name, s, pr, &run->dlog, run->summary,
-                    run->ls->copy_summary_to_stdout, res);
+    lg__perf_report(run->sut_name, s, pr, &run->dlog, run->summary, run->ls->copy_summary_to_stdout,
+                    res);
     LG_DU64(&run->dlog, "num_errors", error_total(run));
 }
 
@@ -1332,10 +1341,11 @@ static int run_find_peak(lg_run_t *run, const lg_effective_settings_t *base, lg_
     if (rc < 0)
         goto out;
     if (!lg__perf_constraints_met(&l, &lp, rec, sizeof(rec))) {
-        LG_DERR(&run->dlog, "error_runtime",
-                "FindPeakPerformance: Initial lower bound does not satisfy performance constraints, "
-                "msg: %s",
-                rec);
+        LG_DERR(
+            &run->dlog, "error_runtime",
+            "FindPeakPerformance: Initial lower bound does not satisfy performance constraints, "
+            "msg: %s",
+            rec);
         report(run, &l, &lp, res);
         goto out;
     }
@@ -1354,7 +1364,8 @@ static int run_find_peak(lg_run_t *run, const lg_effective_settings_t *base, lg_
         memset(&up, 0, sizeof(up));
         l = u;
     }
-    LG_DMSG(&run->dlog, "FindPeakPerformance: Found boundaries: [%f, %f)", l.target_qps, u.target_qps);
+    LG_DMSG(&run->dlog, "FindPeakPerformance: Found boundaries: [%f, %f)", l.target_qps,
+            u.target_qps);
     rc = load_set(run, &sets[0], eb);
     if (rc < 0)
         goto out;
@@ -1399,12 +1410,14 @@ static void log_requested(lg__dlog_t *d, const lg_test_settings_t *s)
     LG_DSTR(d, "requested_test_mode", lg_mode_name(s->mode));
     switch (s->scenario) {
     case LG_SINGLE_STREAM:
-        LG_DF64(d, "requested_single_stream_expected_latency_ns", s->single_stream_expected_latency_ns);
+        LG_DF64(d, "requested_single_stream_expected_latency_ns",
+                s->single_stream_expected_latency_ns);
         LG_DF64(d, "requested_single_stream_target_latency_percentile",
                 s->single_stream_target_latency_percentile);
         break;
     case LG_MULTI_STREAM:
-        LG_DF64(d, "requested_multi_stream_expected_latency_ns", s->multi_stream_expected_latency_ns);
+        LG_DF64(d, "requested_multi_stream_expected_latency_ns",
+                s->multi_stream_expected_latency_ns);
         LG_DF64(d, "requested_multi_stream_target_latency_percentile",
                 s->multi_stream_target_latency_percentile);
         LG_DU64(d, "requested_multi_stream_samples_per_query", s->multi_stream_samples_per_query);
@@ -1412,7 +1425,8 @@ static void log_requested(lg__dlog_t *d, const lg_test_settings_t *s)
     case LG_SERVER:
         LG_DF64(d, "requested_server_target_qps", s->server_target_qps);
         LG_DU64(d, "requested_server_target_latency_ns", s->server_target_latency_ns);
-        LG_DF64(d, "requested_server_target_latency_percentile", s->server_target_latency_percentile);
+        LG_DF64(d, "requested_server_target_latency_percentile",
+                s->server_target_latency_percentile);
         LG_DBOOL(d, "requested_server_coalesce_queries", s->server_coalesce_queries);
         LG_DI64(d, "requested_server_find_peak_qps_decimals_of_precision",
                 s->server_find_peak_qps_decimals_of_precision);
@@ -1529,9 +1543,11 @@ static void trailer(lg_run_t *run)
     size_t n = 0;
 
     if (w == 0)
-        n += (size_t)snprintf(text + n, sizeof(text) - n, "\nNo warnings encountered during test.\n");
+        n += (size_t)snprintf(text + n, sizeof(text) - n,
+                              "\nNo warnings encountered during test.\n");
     else if (w == 1)
-        n += (size_t)snprintf(text + n, sizeof(text) - n, "\n1 warning encountered. See detailed log.\n");
+        n += (size_t)snprintf(text + n, sizeof(text) - n,
+                              "\n1 warning encountered. See detailed log.\n");
     else
         n += (size_t)snprintf(text + n, sizeof(text) - n,
                               "\n%" PRIu64 " warnings encountered. See detailed log.\n", w);
@@ -1540,8 +1556,8 @@ static void trailer(lg_run_t *run)
     else if (e == 1)
         snprintf(text + n, sizeof(text) - n, "\n1 ERROR encountered. See detailed log.\n");
     else
-        snprintf(text + n, sizeof(text) - n, "\n%" PRIu64 " ERRORS encountered. See detailed log.\n",
-                 e);
+        snprintf(text + n, sizeof(text) - n,
+                 "\n%" PRIu64 " ERRORS encountered. See detailed log.\n", e);
     if (run->summary)
         fputs(text, run->summary);
     if (run->ls->copy_summary_to_stdout) {
@@ -1587,8 +1603,14 @@ static int close_logs(lg_run_t *run, cmn_errbuf_t *eb, int rc)
     r2 = lg__acclog_close(&run->acc);
     r3 = lg__dlog_close(&run->dlog);
     if (rc == 0 && (r1 || r2 || r3))
-        rc = cmn_errf(eb, r1 ? r1 : r2 ? r2 : r3, "writing the logs in %s failed: %s", run->ls->outdir,
-                      strerror(-(r1 ? r1 : r2 ? r2 : r3)));
+        rc = cmn_errf(eb,
+                      r1   ? r1
+                      : r2 ? r2
+                           : r3,
+                      "writing the logs in %s failed: %s", run->ls->outdir,
+                      strerror(-(r1   ? r1
+                                 : r2 ? r2
+                                      : r3)));
     return rc;
 }
 
@@ -1598,7 +1620,7 @@ static int close_logs(lg_run_t *run, cmn_errbuf_t *eb, int rc)
  * parked structs are not leaks. */
 static struct parked {
     struct parked *next;
-} *parked_runs;
+} * parked_runs;
 static pthread_mutex_t parked_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static void run_free(lg_run_t *run, int park)
@@ -1689,7 +1711,8 @@ int lg_start_test(lg_sut_t *sut, lg_qsl_t *qsl, const lg_test_settings_t *settin
         log = &defaults;
     }
     if (!sut || !sut->issue || !sut->name || !qsl)
-        return cmn_errf(eb, CMN_ECONFIG, "lg_start_test needs a SUT with name and issue, and a QSL");
+        return cmn_errf(eb, CMN_ECONFIG,
+                        "lg_start_test needs a SUT with name and issue, and a QSL");
     if ((unsigned)ts.scenario > LG_OFFLINE || (unsigned)ts.mode > LG_MODE_FIND_PEAK_PERFORMANCE)
         return cmn_errf(eb, CMN_ECONFIG, "unknown scenario or mode");
     if (ts.server_num_issue_query_threads != 0)
@@ -1743,14 +1766,16 @@ int lg_start_test(lg_sut_t *sut, lg_qsl_t *qsl, const lg_test_settings_t *settin
     if (file_exists(log->audit_config)) {
         cmn_errbuf_t aeb;
 
-        LG_DWARN(&run->dlog, "warning_generic_message",
-                 "Found Audit Config file (audit.config). Overriding TestSettings from audit.config "
-                 "file.");
+        LG_DWARN(
+            &run->dlog, "warning_generic_message",
+            "Found Audit Config file (audit.config). Overriding TestSettings from audit.config "
+            "file.");
         lg_test_settings_from_config(&ts, log->audit_config, "*", lg_scenario_name(ts.scenario),
                                      LG_CONF_AUDIT, &msgs, &aeb);
     }
     if (ts.test05) {
-        LG_DWARN(&run->dlog, "warning_generic_message", "Test05 flag detected Overriding random seeds");
+        LG_DWARN(&run->dlog, "warning_generic_message",
+                 "Test05 flag detected Overriding random seeds");
         ts.mode = LG_MODE_PERFORMANCE_ONLY;
         ts.qsl_rng_seed = settings->test05_qsl_rng_seed;
         ts.sample_index_rng_seed = settings->test05_sample_index_rng_seed;

@@ -281,7 +281,8 @@ static int parse_file(FILE *f, const char *path, kv_t *kv, lg_msgs_t *msgs, cmn_
                              "%s:%d: expected 'key = value' with spaces around '=', got '%s' after "
                              "'%s'",
                              path, lineno, tok, key);
-                lg_msgs_add(msgs, 1, "error_invalid_config", "expected 'key=value', line=%d", lineno);
+                lg_msgs_add(msgs, 1, "error_invalid_config", "expected 'key=value', line=%d",
+                            lineno);
                 break;
             }
             if (looking_for == 0) {
@@ -335,13 +336,15 @@ int lg_test_settings_from_config(lg_test_settings_t *s, const char *path, const 
         if (val <= 3)
             s->mode = (lg_mode_t)val;
         else
-            lg_msgs_add(msgs, 1, "error_invalid_config", "Invalid value passed to Mode key in config.");
+            lg_msgs_add(msgs, 1, "error_invalid_config",
+                        "Invalid value passed to Mode key in config.");
     }
     if (kind == LG_CONF_MLPERF) {
         get_u64(&kv, model, scenario, "qsl_rng_seed", &s->qsl_rng_seed, 1);
         get_u64(&kv, model, scenario, "sample_index_rng_seed", &s->sample_index_rng_seed, 1);
         get_u64(&kv, model, scenario, "schedule_rng_seed", &s->schedule_rng_seed, 1);
-        get_f64(&kv, model, scenario, "accuracy_log_probability", &s->accuracy_log_probability, 0.01);
+        get_f64(&kv, model, scenario, "accuracy_log_probability", &s->accuracy_log_probability,
+                0.01);
         if (get_u64(&kv, model, scenario, "test05", &val, 1))
             s->test05 = val == 1;
         get_u64(&kv, model, scenario, "test05_qsl_rng_seed", &s->test05_qsl_rng_seed, 1);
@@ -369,15 +372,16 @@ int lg_test_settings_from_config(lg_test_settings_t *s, const char *path, const 
     get_f64(&kv, model, "MultiStream", "target_latency_percentile",
             &s->multi_stream_target_latency_percentile, 0.01);
     get_u64(&kv, model, "MultiStream", "samples_per_query", &s->multi_stream_samples_per_query, 1);
-    get_f64(&kv, model, "Server", "target_latency_percentile",
-            &s->server_target_latency_percentile, 0.01);
+    get_f64(&kv, model, "Server", "target_latency_percentile", &s->server_target_latency_percentile,
+            0.01);
     get_u64(&kv, model, "Server", "target_latency", &s->server_target_latency_ns, 1000000);
 
     if (get_u64(&kv, model, scenario, "performance_issue_unique", &val, 1))
         s->performance_issue_unique = val != 0;
     if (get_u64(&kv, model, scenario, "performance_issue_same", &val, 1))
         s->performance_issue_same = val != 0;
-    get_u64(&kv, model, scenario, "performance_issue_same_index", &s->performance_issue_same_index, 1);
+    get_u64(&kv, model, scenario, "performance_issue_same_index", &s->performance_issue_same_index,
+            1);
     if (get_u64(&kv, model, scenario, "sample_concatenate_permutation", &val, 1))
         s->sample_concatenate_permutation = val == 1;
     if (get_u64(&kv, model, "Server", "coalesce_queries", &val, 1))
@@ -403,7 +407,8 @@ int lg_test_settings_from_config(lg_test_settings_t *s, const char *path, const 
     if (get_u64(&kv, model, scenario, "print_timestamps", &val, 1))
         s->print_timestamps = val != 0;
     get_u64(&kv, model, scenario, "accuracy_log_rng_seed", &s->accuracy_log_rng_seed, 1);
-    get_u64(&kv, model, scenario, "accuracy_log_sampling_target", &s->accuracy_log_sampling_target, 1);
+    get_u64(&kv, model, scenario, "accuracy_log_sampling_target", &s->accuracy_log_sampling_target,
+            1);
 out:
     kv_free(&kv);
     return rc;
@@ -490,10 +495,11 @@ void lg_effective_settings(const lg_test_settings_t *r, uint64_t qsl_performance
         /* 10% slack so the SUT takes longer than the minimum duration. */
         uint64_t target_sample_count =
             (uint64_t)(1.1 * ((double)e->target_duration_ms / 1000.0) * e->target_qps);
-        e->samples_per_query = r->performance_issue_unique
-                                   ? e->performance_sample_count
-                                   : (e->min_query_count > target_sample_count ? e->min_query_count
-                                                                               : target_sample_count);
+        e->samples_per_query =
+            r->performance_issue_unique
+                ? e->performance_sample_count
+                : (e->min_query_count > target_sample_count ? e->min_query_count
+                                                            : target_sample_count);
         e->min_query_count = 1;
         e->target_duration_ms = 0;
     }

@@ -44,7 +44,8 @@ void lg_null_config_init(lg_null_config_t *cfg)
     cfg->response_size = 4;
 }
 
-static int null_name(lg_sut_t *sut, char *buf, size_t len, uint64_t *dur_ns, char *err, size_t errlen)
+static int null_name(lg_sut_t *sut, char *buf, size_t len, uint64_t *dur_ns, char *err,
+                     size_t errlen)
 {
     null_sut_t *n = sut->data;
 

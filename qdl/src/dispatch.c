@@ -108,7 +108,7 @@ static void fail_chain(qdl_t *q, qdl_srec_t *s, int status)
     }
 }
 
-/* ---- the pending list ------------------------------------------------------------------------- */
+/* ---- the pending list ------------------------------------------------------------------------ */
 
 static qdl_pq_t *pq_new(qdl_t *q, uint64_t query_id)
 {
@@ -185,7 +185,7 @@ void qdl__enqueue(qdl_t *q, qdl_srec_t *samples, size_t n)
     pending_push(q, pq, 0);
 }
 
-/* ---- dispatch ------------------------------------------------------------------------------------ */
+/* ---- dispatch -------------------------------------------------------------------------------- */
 
 /* The connection the policy picks for a part of |n| samples with codec mask |codecs|, or NULL. */
 static qdl_conn_t *pick(qdl_t *q, size_t n, unsigned codecs)
@@ -329,7 +329,8 @@ void qdl__dispatch(qdl_t *q)
         if (!qc)
             return; /* no room anywhere: results will call us again */
         {
-            uint64_t room = qc->node->window > qc->n_inflight ? qc->node->window - qc->n_inflight : 1;
+            uint64_t room =
+                qc->node->window > qc->n_inflight ? qc->node->window - qc->n_inflight : 1;
             if (n > room) {
                 size_t k;
                 n = (size_t)room;
@@ -360,10 +361,11 @@ void qdl__flush_nodes(qdl_t *q)
     for (i = 0; i < q->n_nodes; i++)
         for (k = 0; k < q->cfg.connections_per_node; k++)
             if (q->nodes[i].conns[k].state == QC_READY)
-                (void)cmn_conn_send(&q->nodes[i].conns[k].c, CMN_MSG_FLUSH, &f.base, NULL, 0, NULL, NULL);
+                (void)cmn_conn_send(&q->nodes[i].conns[k].c, CMN_MSG_FLUSH, &f.base, NULL, 0, NULL,
+                                    NULL);
 }
 
-/* ---- results ------------------------------------------------------------------------------------ */
+/* ---- results --------------------------------------------------------------------------------- */
 
 static int cmp_query(const void *a, const void *b)
 {
@@ -394,7 +396,8 @@ static void requeue_inflight(qdl_t *q, qdl_conn_t *qc)
         return;
     all = malloc(n * sizeof(*all));
     if (!all) {
-        cmn_log_error("qdl: out of memory re-dispatching %zu samples of node %s", n, node_label(nd));
+        cmn_log_error("qdl: out of memory re-dispatching %zu samples of node %s", n,
+                      node_label(nd));
         return;
     }
     cur = all;
@@ -483,8 +486,10 @@ static void handle_results(qdl_t *q, qdl_conn_t *qc, int first_token, Nsut__Resu
         s = first_token ? cmn_idmap_get(&qc->inflight, r->id) : cmn_idmap_del(&qc->inflight, r->id);
         if (!s) {
             nd->st.errors++;
-            cmn_log_warn("qdl: node %s sent a %s for id %llu, which is not outstanding on that connection: dropped",
-                         node_label(nd), first_token ? "first token" : "result", (unsigned long long)r->id);
+            cmn_log_warn("qdl: node %s sent a %s for id %llu, which is not outstanding on that "
+                         "connection: dropped",
+                         node_label(nd), first_token ? "first token" : "result",
+                         (unsigned long long)r->id);
             continue;
         }
         if (!first_token) {
@@ -518,12 +523,14 @@ static void handle_results(qdl_t *q, qdl_conn_t *qc, int first_token, Nsut__Resu
             int rc = cmpr_check_sizes((int)r->codec, r->raw_size, r->wire_size, max_raw, &eb);
             /* Decoding a compressed result is the one processing the QDL may do (timed). */
             if (rc == 0)
-                rc = cmpr_decompress((int)r->codec, wire, (size_t)r->wire_size, dst, (size_t)r->raw_size);
+                rc = cmpr_decompress((int)r->codec, wire, (size_t)r->wire_size, dst,
+                                     (size_t)r->raw_size);
             if (rc < 0) {
                 out->status = rc;
                 nd->st.samples_failed++;
-                cmn_log_error("qdl: node %s: result for id %llu does not decode (%s): sample failed", node_label(nd),
-                              (unsigned long long)r->id, cmn_strerror(rc));
+                cmn_log_error(
+                    "qdl: node %s: result for id %llu does not decode (%s): sample failed",
+                    node_label(nd), (unsigned long long)r->id, cmn_strerror(rc));
             } else {
                 out->data = dst;
                 out->size = (size_t)r->raw_size;
@@ -584,7 +591,8 @@ int qdl__name_start(qdl_t *q, qdl_req_t *r)
     }
     if (asked == 0) {
         q->name_req = NULL;
-        snprintf(r->err ? r->err : (char[1]){0}, r->err ? r->errlen : 1, "Name(): no sut-node is reachable");
+        snprintf(r->err ? r->err : (char[1]){0}, r->err ? r->errlen : 1,
+                 "Name(): no sut-node is reachable");
         r->rc = CMN_ENONODE;
         return CMN_ENONODE;
     }
@@ -607,10 +615,12 @@ void qdl__name_finish(qdl_t *q, int rc, const char *why)
             if (!q->nodes[i].name_reply[0])
                 continue;
             for (j = i + 1; j < q->n_nodes; j++) {
-                if (q->nodes[j].name_reply[0] && strcmp(q->nodes[i].name_reply, q->nodes[j].name_reply) == 0) {
+                if (q->nodes[j].name_reply[0] &&
+                    strcmp(q->nodes[i].name_reply, q->nodes[j].name_reply) == 0) {
                     if (r->err)
                         snprintf(r->err, r->errlen,
-                                 "Name(): nodes %s and %s both report the name '%s'; node names must be unique",
+                                 "Name(): nodes %s and %s both report the name '%s'; node names "
+                                 "must be unique",
                                  q->nodes[i].address, q->nodes[j].address, q->nodes[i].name_reply);
                     rc = CMN_EDUPNAME;
                     break;
@@ -621,18 +631,21 @@ void qdl__name_finish(qdl_t *q, int rc, const char *why)
     if (rc == 0) {
         for (i = 0; i < q->n_nodes; i++)
             answered += q->nodes[i].name_reply[0] != '\0';
-        off = (size_t)snprintf(r->buf, r->len, "Network SUT (%zu node%s: ", answered, answered == 1 ? "" : "s");
+        off = (size_t)snprintf(r->buf, r->len, "Network SUT (%zu node%s: ", answered,
+                               answered == 1 ? "" : "s");
         for (i = 0, j = 0; i < q->n_nodes && off < r->len; i++) {
             if (!q->nodes[i].name_reply[0]) {
                 if (doff < sizeof(down))
-                    doff += (size_t)snprintf(down + doff, sizeof(down) - doff, "%s%s", doff ? ", " : "",
-                                             q->nodes[i].address);
+                    doff += (size_t)snprintf(down + doff, sizeof(down) - doff, "%s%s",
+                                             doff ? ", " : "", q->nodes[i].address);
                 continue;
             }
-            off += (size_t)snprintf(r->buf + off, r->len - off, "%s%s", j++ ? ", " : "", q->nodes[i].name_reply);
+            off += (size_t)snprintf(r->buf + off, r->len - off, "%s%s", j++ ? ", " : "",
+                                    q->nodes[i].name_reply);
         }
         if (off < r->len)
-            off += (size_t)snprintf(r->buf + off, r->len - off, "%s%s)", down[0] ? "; down: " : "", down);
+            off += (size_t)snprintf(r->buf + off, r->len - off, "%s%s)", down[0] ? "; down: " : "",
+                                    down);
         if (answered == 0) {
             rc = CMN_ENONODE;
             if (r->err)
@@ -706,7 +719,8 @@ static void handle_hello_ack(qdl_t *q, qdl_conn_t *qc, const Nsut__HelloAck *a)
     for (i = 0; i < q->n_nodes; i++) {
         qdl_node_t *o = &q->nodes[i];
         if (o != nd && o->named && strcmp(o->name, name) == 0) {
-            snprintf(why, sizeof(why), "nodes %s and %s both report the name '%s'; node names must be unique",
+            snprintf(why, sizeof(why),
+                     "nodes %s and %s both report the name '%s'; node names must be unique",
                      o->address, nd->address, name);
             if (q->start_req) {
                 if (q->start_req->err)
@@ -720,7 +734,8 @@ static void handle_hello_ack(qdl_t *q, qdl_conn_t *qc, const Nsut__HelloAck *a)
         }
     }
     if (nd->named && strcmp(nd->name, name) != 0)
-        cmn_log_warn("qdl: node at %s now calls itself '%s' (was '%s')", nd->address, name, nd->name);
+        cmn_log_warn("qdl: node at %s now calls itself '%s' (was '%s')", nd->address, name,
+                     nd->name);
     snprintf(nd->name, sizeof(nd->name), "%s", name);
     nd->named = 1;
     nd->sample_codecs = 0;
@@ -739,8 +754,10 @@ static void handle_hello_ack(qdl_t *q, qdl_conn_t *qc, const Nsut__HelloAck *a)
             nd->weight = a->caps->weight;
         if (a->caps->max_frame_size && a->caps->max_frame_size < nd->max_frame)
             nd->max_frame = a->caps->max_frame_size;
-        cmn_sanitize(a->caps->backend, strlen(a->caps->backend), nd->caps_backend, sizeof(nd->caps_backend));
-        cmn_sanitize(a->caps->device, strlen(a->caps->device), nd->caps_device, sizeof(nd->caps_device));
+        cmn_sanitize(a->caps->backend, strlen(a->caps->backend), nd->caps_backend,
+                     sizeof(nd->caps_backend));
+        cmn_sanitize(a->caps->device, strlen(a->caps->device), nd->caps_device,
+                     sizeof(nd->caps_device));
     }
     lim.max_frame = q->cfg.max_frame_size;
     cmn_conn_set_limits(&qc->c, &lim);
@@ -748,8 +765,9 @@ static void handle_hello_ack(qdl_t *q, qdl_conn_t *qc, const Nsut__HelloAck *a)
     qc->state_ns = qc->last_rx_ns = cmn_now_ns();
     qc->backoff_ms = 0;
     qc->draining = 0;
-    cmn_log_info("qdl: connected to node '%s' at %s (connection %u, backend %s, device %s)", nd->name, nd->address,
-                 qc->index, nd->caps_backend[0] ? nd->caps_backend : "?", nd->caps_device[0] ? nd->caps_device : "?");
+    cmn_log_info("qdl: connected to node '%s' at %s (connection %u, backend %s, device %s)",
+                 nd->name, nd->address, qc->index, nd->caps_backend[0] ? nd->caps_backend : "?",
+                 nd->caps_device[0] ? nd->caps_device : "?");
     qdl__check_start(q);
     qdl__dispatch(q);
 }
@@ -776,7 +794,8 @@ static void on_frame(cmn_conn_t *c, const cmn_frame_t *f)
         cmn_arena_reset(&q->arena);
         return;
     }
-    if (qc->state == QC_HANDSHAKE && f->hdr.type != CMN_MSG_HELLO_ACK && f->hdr.type != CMN_MSG_ERROR) {
+    if (qc->state == QC_HANDSHAKE && f->hdr.type != CMN_MSG_HELLO_ACK &&
+        f->hdr.type != CMN_MSG_ERROR) {
         snprintf(why, sizeof(why), "%s before HelloAck", cmn_msg_type_name(f->hdr.type));
         qdl__conn_close(qc, CMN_ESTATE, why);
         goto out;
@@ -788,7 +807,8 @@ static void on_frame(cmn_conn_t *c, const cmn_frame_t *f)
     case CMN_MSG_NAME_REPLY: {
         const Nsut__NameReply *r = (const Nsut__NameReply *)m;
         if (q->name_req && r->request_id == q->name_req->request_id && nd->name_pending) {
-            cmn_sanitize(r->node_name, strlen(r->node_name), nd->name_reply, sizeof(nd->name_reply));
+            cmn_sanitize(r->node_name, strlen(r->node_name), nd->name_reply,
+                         sizeof(nd->name_reply));
             nd->name_pending = 0;
             name_check_done(q);
         }
@@ -847,7 +867,8 @@ static void on_frame(cmn_conn_t *c, const cmn_frame_t *f)
         break;
     }
     default:
-        snprintf(why, sizeof(why), "%s is not a message a node sends", cmn_msg_type_name(f->hdr.type));
+        snprintf(why, sizeof(why), "%s is not a message a node sends",
+                 cmn_msg_type_name(f->hdr.type));
         nd->st.errors++;
         qdl__conn_close(qc, CMN_ESTATE, why);
         break;
@@ -981,8 +1002,9 @@ static void conn_cleanup(qdl_conn_t *qc, int reason, const char *why)
     if (q->stopping)
         return;
     if (qc->n_inflight)
-        cmn_log_warn("qdl: node %s (connection %u) lost with %u samples in flight: re-dispatching them",
-                     node_label(nd), qc->index, qc->n_inflight);
+        cmn_log_warn(
+            "qdl: node %s (connection %u) lost with %u samples in flight: re-dispatching them",
+            node_label(nd), qc->index, qc->n_inflight);
     requeue_inflight(q, qc);
     if (nd->name_pending) {
         int other = 0;
@@ -1119,11 +1141,12 @@ void qdl__tick(qdl_t *q)
             for (k = 0; k < q->cfg.connections_per_node; k++)
                 ready &= q->nodes[i].conns[k].state == QC_READY;
             if (!ready && off < sizeof(missing))
-                off += (size_t)snprintf(missing + off, sizeof(missing) - off, "%s%s", off ? ", " : "",
-                                        q->nodes[i].address);
+                off += (size_t)snprintf(missing + off, sizeof(missing) - off, "%s%s",
+                                        off ? ", " : "", q->nodes[i].address);
         }
         if (q->start_req->err)
-            snprintf(q->start_req->err, q->start_req->errlen, "no handshake within %llu ms with sut-node %s",
+            snprintf(q->start_req->err, q->start_req->errlen,
+                     "no handshake within %llu ms with sut-node %s",
                      (unsigned long long)q->cfg.connect_timeout_ms, missing);
         q->start_req->rc = CMN_ETIMEOUT;
         uv_sem_post(&q->start_req->done);
@@ -1134,8 +1157,8 @@ void qdl__tick(qdl_t *q)
         size_t off = 0;
         for (i = 0; i < q->n_nodes; i++)
             if (q->nodes[i].name_pending && off < sizeof(missing))
-                off += (size_t)snprintf(missing + off, sizeof(missing) - off, "%s%s", off ? ", " : "",
-                                        q->nodes[i].address);
+                off += (size_t)snprintf(missing + off, sizeof(missing) - off, "%s%s",
+                                        off ? ", " : "", q->nodes[i].address);
         snprintf(why, sizeof(why), "Name(): no NameReply within %llu ms from %s",
                  (unsigned long long)q->cfg.name_timeout_ms, missing);
         qdl__name_finish(q, CMN_ETIMEOUT, why);
@@ -1146,7 +1169,8 @@ void qdl__tick(qdl_t *q)
             qdl_conn_t *qc = &nd->conns[k];
             if ((qc->state == QC_CONNECTING || qc->state == QC_HANDSHAKE) &&
                 now - qc->state_ns > q->cfg.connect_timeout_ms * 1000000u) {
-                snprintf(why, sizeof(why), "no handshake within %llu ms", (unsigned long long)q->cfg.connect_timeout_ms);
+                snprintf(why, sizeof(why), "no handshake within %llu ms",
+                         (unsigned long long)q->cfg.connect_timeout_ms);
                 qdl__conn_close(qc, CMN_ETIMEOUT, why);
                 continue;
             }
@@ -1157,8 +1181,9 @@ void qdl__tick(qdl_t *q)
              * can wait behind megabytes of queries in the socket, or behind a node that has
              * paused reading at its in-flight limit. */
             if (now - qc->last_rx_ns > q->cfg.ping_timeout_ms * 1000000u) {
-                snprintf(why, sizeof(why), "nothing from the node for %llu ms (no Pong, result or heartbeat): "
-                                           "node marked down",
+                snprintf(why, sizeof(why),
+                         "nothing from the node for %llu ms (no Pong, result or heartbeat): "
+                         "node marked down",
                          (unsigned long long)q->cfg.ping_timeout_ms);
                 qdl__conn_close(qc, CMN_ETIMEOUT, why);
                 continue;
@@ -1181,8 +1206,10 @@ void qdl__tick(qdl_t *q)
         while (*pp) {
             qdl_pq_t *pq = *pp;
             if (pq->head && now - pq->head->queued_ns > q->cfg.fail_timeout_ms * 1000000u) {
-                cmn_log_error("qdl: no sut-node reachable for %llu ms: failing %zu samples of query %llu",
-                              (unsigned long long)q->cfg.fail_timeout_ms, pq->n, (unsigned long long)pq->query_id);
+                cmn_log_error(
+                    "qdl: no sut-node reachable for %llu ms: failing %zu samples of query %llu",
+                    (unsigned long long)q->cfg.fail_timeout_ms, pq->n,
+                    (unsigned long long)pq->query_id);
                 q->pending_samples -= pq->n;
                 *pp = pq->next;
                 fail_chain(q, pq->head, CMN_ENONODE);

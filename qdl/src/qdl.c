@@ -21,7 +21,8 @@ typedef struct {
     qdl_srec_t recs[];
 } qdl_qblock_t;
 
-static void errfmt(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void errfmt(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 static void errfmt(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -50,7 +51,7 @@ void qdl_config_init(qdl_config_t *cfg)
     cfg->max_part_samples = 1024;
 }
 
-/* ---- the loop thread --------------------------------------------------------------------------- */
+/* ---- the loop thread ------------------------------------------------------------------------- */
 
 static void req_done(qdl_req_t *r, int rc)
 {
@@ -61,7 +62,8 @@ static void req_done(qdl_req_t *r, int rc)
 void qdl__srec_done(qdl_t *q, qdl_srec_t *s)
 {
     /* container_of: the records array sits at a fixed offset in its block. */
-    qdl_qblock_t *b = (qdl_qblock_t *)(void *)((char *)(s - s->index_in_block) - offsetof(qdl_qblock_t, recs));
+    qdl_qblock_t *b =
+        (qdl_qblock_t *)(void *)((char *)(s - s->index_in_block) - offsetof(qdl_qblock_t, recs));
     (void)q;
     if (--b->n_left == 0)
         free(b);
@@ -126,7 +128,8 @@ static void handle_req(qdl_t *q, qdl_req_t *r)
         for (i = 0; i < q->n_nodes && i < r->cap; i++) {
             qdl_node_t *nd = &q->nodes[i];
             r->stats[i] = nd->st;
-            snprintf(r->stats[i].name, sizeof(r->stats[i].name), "%s", nd->named ? nd->name : "(unknown)");
+            snprintf(r->stats[i].name, sizeof(r->stats[i].name), "%s",
+                     nd->named ? nd->name : "(unknown)");
             snprintf(r->stats[i].address, sizeof(r->stats[i].address), "%s", nd->address);
             r->stats[i].inflight = nd->inflight;
             r->stats[i].up = 0;
@@ -194,7 +197,7 @@ static int sync_req(qdl_t *q, qdl_req_t *r)
     return r->rc;
 }
 
-/* ---- configuration ------------------------------------------------------------------------------ */
+/* ---- configuration --------------------------------------------------------------------------- */
 
 static char *dup_str(char **pool_cursor, const char *s)
 {
@@ -212,8 +215,8 @@ static char *dup_str(char **pool_cursor, const char *s)
 static int copy_config(qdl_t *q, const qdl_config_t *cfg)
 {
     size_t bytes = 0, i;
-    const char *strs[5] = {cfg->client_name, cfg->tls_ca_file, cfg->tls_cert_file, cfg->tls_key_file,
-                           cfg->tls_server_name};
+    const char *strs[5] = {cfg->client_name, cfg->tls_ca_file, cfg->tls_cert_file,
+                           cfg->tls_key_file, cfg->tls_server_name};
     char *cur;
     const char **nodes;
 
@@ -330,7 +333,8 @@ int qdl_create(const qdl_config_t *cfg, qdl_t **out, char *err, size_t errlen)
     q->next_query_id = 1;
     if (q->cfg.tls_ca_file || q->cfg.tls_cert_file || q->cfg.tls_key_file) {
         cmn_errbuf_t eb;
-        rc = cmn_tls_client_ctx(q->cfg.tls_ca_file, q->cfg.tls_cert_file, q->cfg.tls_key_file, &q->tls, &eb);
+        rc = cmn_tls_client_ctx(q->cfg.tls_ca_file, q->cfg.tls_cert_file, q->cfg.tls_key_file,
+                                &q->tls, &eb);
         if (rc < 0) {
             errfmt(err, errlen, "%s", eb.msg);
             free_qdl(q);
@@ -463,17 +467,19 @@ void qdl_stats_print(qdl_t *q, void *file)
     if (!st)
         return;
     n = qdl_stats(q, st, q->n_nodes);
-    fprintf(f, "%-24s %-22s %-4s %10s %10s %8s %8s %8s %6s %10s %10s %12s %12s\n", "node", "address", "up",
-            "sent", "completed", "failed", "redisp", "errors", "recon", "rtt_min_us", "rtt_last_us", "bytes_out",
-            "bytes_in");
+    fprintf(f, "%-24s %-22s %-4s %10s %10s %8s %8s %8s %6s %10s %10s %12s %12s\n", "node",
+            "address", "up", "sent", "completed", "failed", "redisp", "errors", "recon",
+            "rtt_min_us", "rtt_last_us", "bytes_out", "bytes_in");
     for (i = 0; i < (size_t)n && i < q->n_nodes; i++)
-        fprintf(f, "%-24s %-22s %-4s %10llu %10llu %8llu %8llu %8llu %6llu %10.1f %10.1f %12llu %12llu\n",
-                st[i].name, st[i].address, st[i].up ? "yes" : "no", (unsigned long long)st[i].samples_sent,
-                (unsigned long long)st[i].samples_completed, (unsigned long long)st[i].samples_failed,
-                (unsigned long long)st[i].redispatched, (unsigned long long)st[i].errors,
-                (unsigned long long)st[i].reconnects, (double)st[i].rtt_ns_min / 1e3,
-                (double)st[i].rtt_ns_last / 1e3, (unsigned long long)st[i].bytes_out,
-                (unsigned long long)st[i].bytes_in);
+        fprintf(
+            f,
+            "%-24s %-22s %-4s %10llu %10llu %8llu %8llu %8llu %6llu %10.1f %10.1f %12llu %12llu\n",
+            st[i].name, st[i].address, st[i].up ? "yes" : "no",
+            (unsigned long long)st[i].samples_sent, (unsigned long long)st[i].samples_completed,
+            (unsigned long long)st[i].samples_failed, (unsigned long long)st[i].redispatched,
+            (unsigned long long)st[i].errors, (unsigned long long)st[i].reconnects,
+            (double)st[i].rtt_ns_min / 1e3, (double)st[i].rtt_ns_last / 1e3,
+            (unsigned long long)st[i].bytes_out, (unsigned long long)st[i].bytes_in);
     free(st);
 }
 

@@ -31,8 +31,8 @@ typedef struct qdl_srec {
     qdl_sample_t s;
     uint64_t query_id;
     uint64_t wire_id;
-    uint64_t queued_ns; /* when it became pending (for fail_timeout) */
-    qdl_conn_t *conn;   /* NULL while pending */
+    uint64_t queued_ns;    /* when it became pending (for fail_timeout) */
+    qdl_conn_t *conn;      /* NULL while pending */
     size_t index_in_block; /* position in its query's block (see qdl__srec_done) */
     struct qdl_srec *next;
 } qdl_srec_t;
@@ -53,8 +53,8 @@ struct qdl_conn {
     qdl_node_t *node;
     unsigned index;
     int state;
-    int open;       /* cmn_conn initialised and not yet closed */
-    int draining;   /* the node said Goodbye or rejected: no new samples */
+    int open;     /* cmn_conn initialised and not yet closed */
+    int draining; /* the node said Goodbye or rejected: no new samples */
     cmn_idmap_t inflight;
     uint32_t n_inflight;
     uint64_t ping_seq;
@@ -62,10 +62,10 @@ struct qdl_conn {
     uint64_t last_rx_ns;   /* the last frame from the node: proof it is alive */
     uint64_t state_ns;     /* when the current state began */
     uint64_t backoff_ms;
-    uint64_t connects;     /* connection attempts so far */
-    int was_ready;         /* the closing connection had completed its handshake */
-    char why[400];         /* why we closed it */
-    uv_timer_t retry;      /* reconnect backoff */
+    uint64_t connects; /* connection attempts so far */
+    int was_ready;     /* the closing connection had completed its handshake */
+    char why[400];     /* why we closed it */
+    uv_timer_t retry;  /* reconnect backoff */
     int retry_open;
 };
 
@@ -75,17 +75,17 @@ struct qdl_node {
     char address[64];
     struct sockaddr_storage addr;
     char name[256];
-    char host[64];      /* the address's host part: the name its TLS certificate must carry */
-    int named;          /* name known from a HelloAck */
+    char host[64]; /* the address's host part: the name its TLS certificate must carry */
+    int named;     /* name known from a HelloAck */
     Nsut__Capabilities caps;
     char caps_backend[64], caps_device[256];
     int result_codec;
     unsigned sample_codecs; /* bit per codec the node accepts */
     double weight;
-    uint64_t window;    /* samples in flight per connection */
+    uint64_t window; /* samples in flight per connection */
     uint64_t max_frame;
     qdl_conn_t *conns;
-    uint32_t inflight;  /* over all its connections */
+    uint32_t inflight; /* over all its connections */
     qdl_node_stats_t st;
     uint64_t name_reply_ns;
     char name_reply[256];

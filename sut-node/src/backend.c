@@ -56,7 +56,8 @@ static int resolve(sut_node_t *n, const sut_backend_ops_t **ops, cmn_errbuf_t *e
                 return 0;
             }
         }
-        return cmn_errf(eb, CMN_ECONFIG, "unknown backend '%s' (built in: %s; a plugin is given by its path)", b,
+        return cmn_errf(eb, CMN_ECONFIG,
+                        "unknown backend '%s' (built in: %s; a plugin is given by its path)", b,
                         sut__backend_list());
     }
     n->dl = dlopen(b, RTLD_NOW | RTLD_LOCAL);
@@ -64,10 +65,12 @@ static int resolve(sut_node_t *n, const sut_backend_ops_t **ops, cmn_errbuf_t *e
         return cmn_errf(eb, CMN_ECONFIG, "cannot load backend plugin %s: %s", b, dlerror());
     *(void **)&entry = dlsym(n->dl, SUT_BACKEND_ENTRY_SYMBOL);
     if (!entry)
-        return cmn_errf(eb, CMN_ECONFIG, "backend plugin %s has no %s() entry point", b, SUT_BACKEND_ENTRY_SYMBOL);
+        return cmn_errf(eb, CMN_ECONFIG, "backend plugin %s has no %s() entry point", b,
+                        SUT_BACKEND_ENTRY_SYMBOL);
     *ops = entry();
     if (!*ops)
-        return cmn_errf(eb, CMN_ECONFIG, "backend plugin %s: %s() returned NULL", b, SUT_BACKEND_ENTRY_SYMBOL);
+        return cmn_errf(eb, CMN_ECONFIG, "backend plugin %s: %s() returned NULL", b,
+                        SUT_BACKEND_ENTRY_SYMBOL);
     return 0;
 }
 
@@ -82,10 +85,11 @@ int sut__backend_load(sut_node_t *n, cmn_errbuf_t *eb)
     if (rc < 0)
         return rc;
     if (ops->abi_version != SUT_BACKEND_ABI_VERSION)
-        return cmn_errf(eb, CMN_EVERSION, "backend %s speaks ABI version %u; this sut-node speaks %u", n->opt.backend,
+        return cmn_errf(eb, CMN_EVERSION,
+                        "backend %s speaks ABI version %u; this sut-node speaks %u", n->opt.backend,
                         ops->abi_version, SUT_BACKEND_ABI_VERSION);
-    if (ops->struct_size < offsetof(sut_backend_ops_t, alloc_input) || !ops->create || !ops->destroy ||
-        !ops->describe || !ops->infer)
+    if (ops->struct_size < offsetof(sut_backend_ops_t, alloc_input) || !ops->create ||
+        !ops->destroy || !ops->describe || !ops->infer)
         return cmn_errf(eb, CMN_EVERSION, "backend %s: incomplete function table", n->opt.backend);
     memset(&cfg, 0, sizeof(cfg));
     cfg.device = n->opt.device;
@@ -104,7 +108,8 @@ int sut__backend_load(sut_node_t *n, cmn_errbuf_t *eb)
     memset(&n->info, 0, sizeof(n->info));
     rc = ops->describe(n->be, &n->info);
     if (rc < 0)
-        return cmn_errf(eb, rc, "backend %s: describe failed: %s", n->opt.backend, cmn_strerror(rc));
+        return cmn_errf(eb, rc, "backend %s: describe failed: %s", n->opt.backend,
+                        cmn_strerror(rc));
     if (!n->info.name)
         n->info.name = ops->name ? ops->name : "plugin";
     if (!n->info.device)

@@ -168,7 +168,8 @@ static void run_batch(sut_node_t *n, sut_nbatch_t *nb)
     int rc = n->ops->infer(n->be, &nb->b);
     /* On failure the backend completed nothing, so the batch is still ours. */
     if (rc < 0) {
-        cmn_log_error("backend %s failed a batch of %zu: %s", n->info.name, count, cmn_strerror(rc));
+        cmn_log_error("backend %s failed a batch of %zu: %s", n->info.name, count,
+                      cmn_strerror(rc));
         fail_batch(nb, rc);
     }
 }
@@ -264,7 +265,7 @@ void sut__batcher_shutdown(sut_node_t *n)
     tls_cmpr = NULL;
 }
 
-/* ---- the batcher (loop thread) ---------------------------------------------------------------- */
+/* ---- the batcher (loop thread) --------------------------------------------------------------- */
 
 static void *input_alloc(sut_node_t *n, size_t size)
 {
@@ -451,8 +452,8 @@ void sut__batcher_kick(sut_node_t *n)
     }
 }
 
-int sut__batcher_add(sut_node_t *n, sut_session_t *s, uint64_t wire_id, int codec, const uint8_t *wire,
-                     uint64_t wire_size, uint64_t raw_size, cmn_errbuf_t *eb)
+int sut__batcher_add(sut_node_t *n, sut_session_t *s, uint64_t wire_id, int codec,
+                     const uint8_t *wire, uint64_t wire_size, uint64_t raw_size, cmn_errbuf_t *eb)
 {
     sut_nbatch_t *nb = n->open;
     uint64_t t0;
@@ -476,7 +477,8 @@ int sut__batcher_add(sut_node_t *n, sut_session_t *s, uint64_t wire_id, int code
             want = 64;
         nb = batch_open(n, (size_t)want);
         if (!nb)
-            return cmn_errf(eb, UV_ENOMEM, "no memory for a batch of %llu bytes", (unsigned long long)want);
+            return cmn_errf(eb, UV_ENOMEM, "no memory for a batch of %llu bytes",
+                            (unsigned long long)want);
         n->open = nb;
     }
     dst = nb->input + nb->used;
@@ -484,9 +486,10 @@ int sut__batcher_add(sut_node_t *n, sut_session_t *s, uint64_t wire_id, int code
     rc = cmpr_decompress(codec, wire, (size_t)wire_size, dst, (size_t)raw_size);
     n->st.decode_ns += cmn_now_ns() - t0;
     if (rc < 0)
-        return cmn_errf(eb, CMN_EDECOMPRESS, "sample %llu (%s, %llu bytes) does not decode to its declared %llu bytes",
-                        (unsigned long long)wire_id, cmpr_codec_name(codec), (unsigned long long)wire_size,
-                        (unsigned long long)raw_size);
+        return cmn_errf(eb, CMN_EDECOMPRESS,
+                        "sample %llu (%s, %llu bytes) does not decode to its declared %llu bytes",
+                        (unsigned long long)wire_id, cmpr_codec_name(codec),
+                        (unsigned long long)wire_size, (unsigned long long)raw_size);
     i = nb->b.n;
     nb->samples[i].data = dst;
     nb->samples[i].size = (size_t)raw_size;
@@ -548,8 +551,9 @@ static void send_records(sut_session_t *s, unsigned type, sut_rec_t **recs, size
         int rc;
 
         /* The metadata costs at most ~40 bytes per result; keep a margin under the limit. */
-        while (end < cnt && (end == start || bytes + recs[end]->wire_size + 64 * (end - start + 1) <=
-                                                 s->result_max_frame))
+        while (end < cnt &&
+               (end == start ||
+                bytes + recs[end]->wire_size + 64 * (end - start + 1) <= s->result_max_frame))
             bytes += recs[end++]->wire_size;
         k = end - start;
         f = malloc(sizeof(*f) + k * sizeof(f->recs[0]));
@@ -562,7 +566,8 @@ static void send_records(sut_session_t *s, unsigned type, sut_rec_t **recs, size
             free(rp);
             free(iov);
             free_records(n, recs + start, cnt - start);
-            sut__session_protocol_error(s, UV_ENOMEM, NSUT__ERROR_CODE__ERROR_INTERNAL, "out of memory");
+            sut__session_protocol_error(s, UV_ENOMEM, NSUT__ERROR_CODE__ERROR_INTERNAL,
+                                        "out of memory");
             return;
         }
         f->n = n;
@@ -599,7 +604,8 @@ static void send_records(sut_session_t *s, unsigned type, sut_rec_t **recs, size
             free_records(n, f->recs, k);
             free(f);
             if (rc != CMN_ECLOSED)
-                cmn_log_error("%s: cannot send %s: %s", s->conn.peer, cmn_msg_type_name(type), cmn_strerror(rc));
+                cmn_log_error("%s: cannot send %s: %s", s->conn.peer, cmn_msg_type_name(type),
+                              cmn_strerror(rc));
         } else {
             n->st.bytes_out += bytes;
         }
@@ -682,7 +688,8 @@ void sut__reject_sample(sut_node_t *n, sut_session_t *s, uint64_t wire_id)
     n->st.samples_rejected++;
     if (!rec || pend_push(&s->pend_res, &s->n_res, &s->cap_res, rec) < 0) {
         cmn_pool_put(n->pool, rec);
-        sut__session_protocol_error(s, UV_ENOMEM, NSUT__ERROR_CODE__ERROR_INTERNAL, "out of memory");
+        sut__session_protocol_error(s, UV_ENOMEM, NSUT__ERROR_CODE__ERROR_INTERNAL,
+                                    "out of memory");
         return;
     }
     memset(rec, 0, sizeof(*rec));

@@ -27,8 +27,8 @@ typedef struct {
     void *out;
 } opt_spec_t;
 
-static int parse_opts(const sut_backend_config_t *cfg, const char *backend, const opt_spec_t *spec, size_t n,
-                      char *err, size_t errlen)
+static int parse_opts(const sut_backend_config_t *cfg, const char *backend, const opt_spec_t *spec,
+                      size_t n, char *err, size_t errlen)
 {
     size_t i, k;
 
@@ -38,8 +38,9 @@ static int parse_opts(const sut_backend_config_t *cfg, const char *backend, cons
                 break;
         }
         if (k == n) {
-            size_t len = (size_t)snprintf(err, errlen, "unknown option '%s' for the %s backend (known:", cfg->keys[i],
-                                          backend);
+            size_t len = (size_t)snprintf(
+                err, errlen, "unknown option '%s' for the %s backend (known:", cfg->keys[i],
+                backend);
             for (k = 0; k < n && len < errlen; k++)
                 len += (size_t)snprintf(err + len, errlen - len, " %s", spec[k].key);
             if (len < errlen)
@@ -49,16 +50,17 @@ static int parse_opts(const sut_backend_config_t *cfg, const char *backend, cons
         if (spec[k].is_double) {
             double d;
             if (cmn_parse_double(cfg->values[i], &d) < 0 || d < spec[k].dmin || d > spec[k].dmax) {
-                snprintf(err, errlen, "option %s=%s: expected a number in %g..%g", spec[k].key, cfg->values[i],
-                         spec[k].dmin, spec[k].dmax);
+                snprintf(err, errlen, "option %s=%s: expected a number in %g..%g", spec[k].key,
+                         cfg->values[i], spec[k].dmin, spec[k].dmax);
                 return CMN_ECONFIG;
             }
             *(double *)spec[k].out = d;
         } else {
             uint64_t u;
             if (cmn_parse_u64(cfg->values[i], &u) < 0 || u < spec[k].umin || u > spec[k].umax) {
-                snprintf(err, errlen, "option %s=%s: expected an integer in %llu..%llu", spec[k].key, cfg->values[i],
-                         (unsigned long long)spec[k].umin, (unsigned long long)spec[k].umax);
+                snprintf(err, errlen, "option %s=%s: expected an integer in %llu..%llu",
+                         spec[k].key, cfg->values[i], (unsigned long long)spec[k].umin,
+                         (unsigned long long)spec[k].umax);
                 return CMN_ECONFIG;
             }
             *(uint64_t *)spec[k].out = u;
@@ -67,10 +69,16 @@ static int parse_opts(const sut_backend_config_t *cfg, const char *backend, cons
     return 0;
 }
 
-#define U_OPT(k, lo, hi, p) {k, 0, 0, 0, lo, hi, p}
-#define D_OPT(k, lo, hi, p) {k, 1, lo, hi, 0, 0, p}
+#define U_OPT(k, lo, hi, p)   \
+    {                         \
+        k, 0, 0, 0, lo, hi, p \
+    }
+#define D_OPT(k, lo, hi, p)   \
+    {                         \
+        k, 1, lo, hi, 0, 0, p \
+    }
 
-/* ---- null ------------------------------------------------------------------------------------- */
+/* ---- null ------------------------------------------------------------------------------------ */
 
 struct sut_backend {
     uint64_t output_size;
@@ -86,7 +94,8 @@ struct sut_backend {
     char device[128];
 };
 
-static int null_create(const sut_backend_config_t *cfg, sut_backend_t **out, char *err, size_t errlen)
+static int null_create(const sut_backend_config_t *cfg, sut_backend_t **out, char *err,
+                       size_t errlen)
 {
     sut_backend_t *b = calloc(1, sizeof(*b));
     opt_spec_t spec[] = {U_OPT("output_size", 0, 1u << 30, &b->output_size),
@@ -151,20 +160,29 @@ static int null_infer(sut_backend_t *b, sut_batch_t *batch)
     return 0;
 }
 
-static const sut_backend_ops_t null_ops = {SUT_BACKEND_ABI_VERSION, sizeof(sut_backend_ops_t), "null",
-                                           null_create, null_destroy, null_describe, null_infer, NULL, NULL};
+static const sut_backend_ops_t null_ops = {SUT_BACKEND_ABI_VERSION,
+                                           sizeof(sut_backend_ops_t),
+                                           "null",
+                                           null_create,
+                                           null_destroy,
+                                           null_describe,
+                                           null_infer,
+                                           NULL,
+                                           NULL};
 
 const sut_backend_ops_t *sut_backend_null_ops(void)
 {
     return &null_ops;
 }
 
-/* ---- digest ----------------------------------------------------------------------------------- */
+/* ---- digest ---------------------------------------------------------------------------------- */
 
-static int digest_create(const sut_backend_config_t *cfg, sut_backend_t **out, char *err, size_t errlen)
+static int digest_create(const sut_backend_config_t *cfg, sut_backend_t **out, char *err,
+                         size_t errlen)
 {
     sut_backend_t *b = calloc(1, sizeof(*b));
-    opt_spec_t spec[] = {U_OPT("inline", 0, 1, &b->inline_run), U_OPT("engines", 1, 256, &b->engines),
+    opt_spec_t spec[] = {U_OPT("inline", 0, 1, &b->inline_run),
+                         U_OPT("engines", 1, 256, &b->engines),
                          U_OPT("max_batch", 1, 1u << 16, &b->max_batch)};
     int rc;
 
@@ -218,15 +236,22 @@ static int digest_infer(sut_backend_t *b, sut_batch_t *batch)
     return 0;
 }
 
-static const sut_backend_ops_t digest_ops = {SUT_BACKEND_ABI_VERSION, sizeof(sut_backend_ops_t), "digest",
-                                             digest_create, null_destroy, digest_describe, digest_infer, NULL, NULL};
+static const sut_backend_ops_t digest_ops = {SUT_BACKEND_ABI_VERSION,
+                                             sizeof(sut_backend_ops_t),
+                                             "digest",
+                                             digest_create,
+                                             null_destroy,
+                                             digest_describe,
+                                             digest_infer,
+                                             NULL,
+                                             NULL};
 
 const sut_backend_ops_t *sut_backend_digest_ops(void)
 {
     return &digest_ops;
 }
 
-/* ---- sim -------------------------------------------------------------------------------------- */
+/* ---- sim ------------------------------------------------------------------------------------- */
 
 static uint64_t splitmix64(uint64_t x)
 {
@@ -236,16 +261,23 @@ static uint64_t splitmix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
-static int sim_create(const sut_backend_config_t *cfg, sut_backend_t **out, char *err, size_t errlen)
+static int sim_create(const sut_backend_config_t *cfg, sut_backend_t **out, char *err,
+                      size_t errlen)
 {
     sut_backend_t *b = calloc(1, sizeof(*b));
     opt_spec_t spec[] = {
-        D_OPT("a_us", 0, 1e9, &b->a_us),          D_OPT("b_us", 0, 1e9, &b->b_us),
-        D_OPT("jitter", 0, 1, &b->jitter),        U_OPT("output_size", 0, 1u << 30, &b->output_size),
-        U_OPT("engines", 1, 256, &b->engines),    U_OPT("max_batch", 1, 1u << 16, &b->max_batch),
-        U_OPT("preferred_batch", 1, 1u << 16, &b->preferred), U_OPT("llm", 0, 1, &b->llm),
-        D_OPT("ttft_us", 0, 1e9, &b->ttft_us),    D_OPT("tpot_us", 0, 1e9, &b->tpot_us),
-        U_OPT("tokens", 2, 1u << 20, &b->tokens), U_OPT("seed", 0, UINT64_MAX, &b->seed),
+        D_OPT("a_us", 0, 1e9, &b->a_us),
+        D_OPT("b_us", 0, 1e9, &b->b_us),
+        D_OPT("jitter", 0, 1, &b->jitter),
+        U_OPT("output_size", 0, 1u << 30, &b->output_size),
+        U_OPT("engines", 1, 256, &b->engines),
+        U_OPT("max_batch", 1, 1u << 16, &b->max_batch),
+        U_OPT("preferred_batch", 1, 1u << 16, &b->preferred),
+        U_OPT("llm", 0, 1, &b->llm),
+        D_OPT("ttft_us", 0, 1e9, &b->ttft_us),
+        D_OPT("tpot_us", 0, 1e9, &b->tpot_us),
+        U_OPT("tokens", 2, 1u << 20, &b->tokens),
+        U_OPT("seed", 0, UINT64_MAX, &b->seed),
     };
     int rc;
 
@@ -264,8 +296,8 @@ static int sim_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
     b->seed = cfg->seed;
     rc = parse_opts(cfg, "sim", spec, sizeof(spec) / sizeof(spec[0]), err, errlen);
     if (rc == 0 && b->preferred > b->max_batch) {
-        snprintf(err, errlen, "preferred_batch %llu is over max_batch %llu", (unsigned long long)b->preferred,
-                 (unsigned long long)b->max_batch);
+        snprintf(err, errlen, "preferred_batch %llu is over max_batch %llu",
+                 (unsigned long long)b->preferred, (unsigned long long)b->max_batch);
         rc = CMN_ECONFIG;
     }
     if (rc == 0) {
@@ -281,8 +313,9 @@ static int sim_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
     }
     if (!b->preferred)
         b->preferred = b->max_batch;
-    snprintf(b->device, sizeof(b->device), "simulated accelerator: %llu engines, %.0f + %.1f*batch us%s",
-             (unsigned long long)b->engines, b->a_us, b->b_us, b->llm ? ", LLM token streaming" : "");
+    snprintf(
+        b->device, sizeof(b->device), "simulated accelerator: %llu engines, %.0f + %.1f*batch us%s",
+        (unsigned long long)b->engines, b->a_us, b->b_us, b->llm ? ", LLM token streaming" : "");
     *out = b;
     return 0;
 }
@@ -298,7 +331,8 @@ static int sim_describe(sut_backend_t *b, sut_backend_info_t *info)
     info->output_size = b->llm ? b->tokens * 4 : b->output_size;
     info->engines = (uint32_t)b->engines;
     /* Samples per second at the preferred batch: the weight for weighted dispatch. */
-    info->weight = per_batch_us > 0 ? (double)b->engines * (double)b->preferred * 1e6 / per_batch_us : 1e9;
+    info->weight =
+        per_batch_us > 0 ? (double)b->engines * (double)b->preferred * 1e6 / per_batch_us : 1e9;
     info->flags = b->llm ? SUT_BACKEND_F_STREAMING : 0;
     return 0;
 }
@@ -358,7 +392,8 @@ static int sim_infer(sut_backend_t *b, sut_batch_t *batch)
             k = 0;
         }
     }
-    sleep_until(cmn_now_ns() + jittered_ns(b, b->tpot_us * (double)(b->tokens - 1), splitmix64(rnd)));
+    sleep_until(cmn_now_ns() +
+                jittered_ns(b, b->tpot_us * (double)(b->tokens - 1), splitmix64(rnd)));
     for (i = 0, k = 0; i < n; i++) {
         r[k].index = i;
         r[k].status = 0;
@@ -373,8 +408,15 @@ static int sim_infer(sut_backend_t *b, sut_batch_t *batch)
     return 0;
 }
 
-static const sut_backend_ops_t sim_ops = {SUT_BACKEND_ABI_VERSION, sizeof(sut_backend_ops_t), "sim", sim_create,
-                                          null_destroy, sim_describe, sim_infer, NULL, NULL};
+static const sut_backend_ops_t sim_ops = {SUT_BACKEND_ABI_VERSION,
+                                          sizeof(sut_backend_ops_t),
+                                          "sim",
+                                          sim_create,
+                                          null_destroy,
+                                          sim_describe,
+                                          sim_infer,
+                                          NULL,
+                                          NULL};
 
 const sut_backend_ops_t *sut_backend_sim_ops(void)
 {

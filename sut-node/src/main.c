@@ -21,27 +21,32 @@ typedef struct {
 } opt_doc_t;
 
 static const opt_doc_t options[] = {
-    {"listen", "ADDR:PORT", "address to listen on; repeatable; IPv6 as [ADDR]:PORT (default 0.0.0.0:7000)"},
+    {"listen", "ADDR:PORT",
+     "address to listen on; repeatable; IPv6 as [ADDR]:PORT (default 0.0.0.0:7000)"},
     {"name", "NAME", "node name, unique among the nodes of a SUT (default <hostname>:<port>)"},
-    {"backend", "NAME|PATH", "null, digest, sim, onnx, or the path of a backend plugin (.so) (default null)"},
+    {"backend", "NAME|PATH",
+     "null, digest, sim, onnx, or the path of a backend plugin (.so) (default null)"},
     {"backend-opt", "KEY=VALUE", "option for the backend; repeatable (see sut-node/README.md)"},
     {"device", "DEV", "device for the backend: cpu, cuda:0, ... (default cpu)"},
     {"max-batch", "N", "largest batch the batcher forms (default: the backend's maximum)"},
     {"max-batch-bytes", "SIZE", "largest input bytes in one batch, K/M/G suffixes (default 64M)"},
-    {"max-wait-us", "US", "how long a batch waits for more samples while an engine is idle (default 0)"},
+    {"max-wait-us", "US",
+     "how long a batch waits for more samples while an engine is idle (default 0)"},
     {"workers", "N", "backend worker threads (default: the backend's engine count)"},
     {"threads", "N", "CPU threads the backend may use (default: its own choice)"},
     {"result-codec", "none|lz4", "compress results when the client accepts it (default none)"},
     {"max-frame", "SIZE", "largest frame accepted after the handshake (default 256M)"},
     {"max-connections", "N", "connections accepted at once (default 256)"},
     {"max-conn-per-peer", "N", "connections from one peer address (default 64)"},
-    {"max-inflight", "N", "samples in flight per connection before reading pauses; clients keep at most this "
-                          "many outstanding (default: 4 x engines x max batch, at least 64)"},
+    {"max-inflight", "N",
+     "samples in flight per connection before reading pauses; clients keep at most this "
+     "many outstanding (default: 4 x engines x max batch, at least 64)"},
     {"handshake-timeout-ms", "MS", "close a connection without Hello after this (default 5000)"},
     {"frame-timeout-ms", "MS", "close a connection stalled mid-frame after this (default 10000)"},
     {"drain-timeout-ms", "MS", "on SIGTERM, wait this long for work in flight (default 30000)"},
-    {"heartbeat-ms", "MS", "send a Ping on a connection idle this long, so clients see the node alive "
-                           "while it is busy (default 1000; 0 disables; keep it under the QDL's ping timeout)"},
+    {"heartbeat-ms", "MS",
+     "send a Ping on a connection idle this long, so clients see the node alive "
+     "while it is busy (default 1000; 0 disables; keep it under the QDL's ping timeout)"},
     {"seed", "N", "seed for backends with randomness (sim) (default 0)"},
     {"port-file", "FILE", "write the bound port here once listening (for scripts using port 0)"},
     {"tls-cert", "FILE", "serve TLS 1.3 with this certificate (PEM); plaintext when absent"},
@@ -58,11 +63,13 @@ static void usage(FILE *f)
 {
     size_t i;
 
-    fprintf(f, "Usage: sut-node [OPTIONS]\n\n"
-               "The SUT daemon of the MLPerf Inference Network-division harness: receives queries from\n"
-               "the QDL over TCP, decodes, batches, runs a backend on the local device and streams the\n"
-               "results back. Stops accepting on SIGTERM/SIGINT, finishes the work in flight, says\n"
-               "Goodbye and exits 0; SIGHUP logs the counters.\n\nOptions:\n");
+    fprintf(
+        f,
+        "Usage: sut-node [OPTIONS]\n\n"
+        "The SUT daemon of the MLPerf Inference Network-division harness: receives queries from\n"
+        "the QDL over TCP, decodes, batches, runs a backend on the local device and streams the\n"
+        "results back. Stops accepting on SIGTERM/SIGINT, finishes the work in flight, says\n"
+        "Goodbye and exits 0; SIGHUP logs the counters.\n\nOptions:\n");
     for (i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
         char left[64];
         snprintf(left, sizeof(left), "--%s%s%s", options[i].name, options[i].arg ? " " : "",
@@ -103,7 +110,8 @@ static int apply(sut_opts_t *o, const char *name, const char *v, cmn_errbuf_t *e
         if (!eq || eq == v)
             return cmn_errf(eb, CMN_ECONFIG, "--backend-opt '%s': expected KEY=VALUE", v);
         if (o->n_opts == SUT_MAX_BACKEND_OPTS)
-            return cmn_errf(eb, CMN_ECONFIG, "--backend-opt: at most %d options", SUT_MAX_BACKEND_OPTS);
+            return cmn_errf(eb, CMN_ECONFIG, "--backend-opt: at most %d options",
+                            SUT_MAX_BACKEND_OPTS);
         key = sut__opts_own(o, strndup(v, (size_t)(eq - v)));
         if (!key)
             return cmn_errf(eb, UV_ENOMEM, "--backend-opt: out of memory");
@@ -235,8 +243,8 @@ static int parse_args(int argc, char **argv, sut_opts_t *o, cmn_errbuf_t *eb)
                     exit(0);
                 }
                 if (pass == 0 && strcmp(name, "version") == 0) {
-                    printf("sut-node %s (protocol %u, backend ABI %u)\n", SUT_VERSION, CMN_PROTOCOL_VERSION,
-                           SUT_BACKEND_ABI_VERSION);
+                    printf("sut-node %s (protocol %u, backend ABI %u)\n", SUT_VERSION,
+                           CMN_PROTOCOL_VERSION, SUT_BACKEND_ABI_VERSION);
                     sut__opts_free(o);
                     exit(0);
                 }
@@ -298,14 +306,15 @@ int main(int argc, char **argv)
         /* Close whatever was opened, so the loop and the threads end cleanly. */
         sut__node_stop(node);
     } else {
-        cmn_log_info("sut-node %s: node '%s', backend %s on %s, max batch %u, %u engine(s), result codec %s, "
+        cmn_log_info("sut-node %s: node '%s', backend %s on %s, max batch %u, %u engine(s), result "
+                     "codec %s, "
                      "tls %s",
-                     SUT_VERSION, node->name, node->info.name, node->info.device, node->max_batch, node->engines,
-                     cmpr_codec_name(opt.result_codec),
-                     !opt.tls_cert ? "off (plaintext: a trusted fabric only)"
+                     SUT_VERSION, node->name, node->info.name, node->info.device, node->max_batch,
+                     node->engines, cmpr_codec_name(opt.result_codec),
+                     !opt.tls_cert   ? "off (plaintext: a trusted fabric only)"
                      : opt.tls_allow ? "on (TLS 1.3, client certificates required, names pinned)"
-                     : opt.tls_ca  ? "on (TLS 1.3, client certificates required)"
-                                   : "on (TLS 1.3)");
+                     : opt.tls_ca    ? "on (TLS 1.3, client certificates required)"
+                                     : "on (TLS 1.3)");
     }
     uv_run(&loop, UV_RUN_DEFAULT);
 

@@ -51,7 +51,7 @@ void sut__opts_free(sut_opts_t *o)
         free(o->owned[--o->n_owned]);
 }
 
-/* ---- sessions --------------------------------------------------------------------------------- */
+/* ---- sessions -------------------------------------------------------------------------------- */
 
 void sut__session_release(sut_session_t *s)
 {
@@ -65,7 +65,8 @@ void sut__session_release(sut_session_t *s)
 
 static const char *wire_error_name(int wire_err)
 {
-    const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(&nsut__error_code__descriptor, wire_err);
+    const ProtobufCEnumValue *v =
+        protobuf_c_enum_descriptor_get_value(&nsut__error_code__descriptor, wire_err);
     return v ? v->name : "ERROR_?";
 }
 
@@ -76,7 +77,8 @@ void sut__session_protocol_error(sut_session_t *s, int code, int wire_err, const
     if (s->conn.closing)
         return;
     s->node->st.errors++;
-    cmn_log_warn("%s: %s (%s); closing the connection", s->conn.peer, why, wire_error_name(wire_err));
+    cmn_log_warn("%s: %s (%s); closing the connection", s->conn.peer, why,
+                 wire_error_name(wire_err));
     e.code = (Nsut__ErrorCode)wire_err;
     e.message = (char *)why;
     (void)cmn_conn_send(&s->conn, CMN_MSG_ERROR, &e.base, NULL, 0, NULL, NULL);
@@ -87,7 +89,8 @@ static void session_send(sut_session_t *s, unsigned type, const ProtobufCMessage
 {
     int rc = cmn_conn_send(&s->conn, type, m, NULL, 0, NULL, NULL);
     if (rc < 0 && rc != CMN_ECLOSED)
-        cmn_log_error("%s: cannot send %s: %s", s->conn.peer, cmn_msg_type_name(type), cmn_strerror(rc));
+        cmn_log_error("%s: cannot send %s: %s", s->conn.peer, cmn_msg_type_name(type),
+                      cmn_strerror(rc));
 }
 
 static void handle_hello(sut_session_t *s, const Nsut__Hello *h)
@@ -102,14 +105,16 @@ static void handle_hello(sut_session_t *s, const Nsut__Hello *h)
     int result_codec = CMPR_NONE;
 
     if (h->version_min > CMN_PROTOCOL_VERSION || h->version_max < CMN_PROTOCOL_VERSION) {
-        snprintf(why, sizeof(why), "no common protocol version: client speaks %u..%u, node speaks %u..%u",
+        snprintf(why, sizeof(why),
+                 "no common protocol version: client speaks %u..%u, node speaks %u..%u",
                  h->version_min, h->version_max, CMN_PROTOCOL_VERSION, CMN_PROTOCOL_VERSION);
         sut__session_protocol_error(s, CMN_EVERSION, NSUT__ERROR_CODE__ERROR_VERSION, why);
         return;
     }
     for (i = 0; i < h->n_sample_codecs; i++) {
         for (k = 0; k < sizeof(supported_codecs) / sizeof(supported_codecs[0]); k++) {
-            if ((int)h->sample_codecs[i] == supported_codecs[k] && !(s->sample_codecs & (1u << h->sample_codecs[i]))) {
+            if ((int)h->sample_codecs[i] == supported_codecs[k] &&
+                !(s->sample_codecs & (1u << h->sample_codecs[i]))) {
                 s->sample_codecs |= 1u << h->sample_codecs[i];
                 accepted[na++] = h->sample_codecs[i];
             }
@@ -124,8 +129,9 @@ static void handle_hello(sut_session_t *s, const Nsut__Hello *h)
             result_codec = n->opt.result_codec;
     }
     s->result_codec = result_codec;
-    s->result_max_frame = h->max_frame_size && h->max_frame_size < CMN_FRAME_ABS_MAX ? h->max_frame_size
-                                                                                       : CMN_FRAME_DEFAULT_MAX;
+    s->result_max_frame = h->max_frame_size && h->max_frame_size < CMN_FRAME_ABS_MAX
+                              ? h->max_frame_size
+                              : CMN_FRAME_DEFAULT_MAX;
     caps.backend = (char *)n->info.name;
     caps.device = (char *)n->info.device;
     caps.max_batch = n->max_batch;
@@ -147,8 +153,8 @@ static void handle_hello(sut_session_t *s, const Nsut__Hello *h)
     cmn_conn_set_limits(&s->conn, &lim);
     s->ready = 1;
     cmn_log_info("%s: handshake done (client '%s', result codec %s)", s->conn.peer,
-                 cmn_sanitize(h->client_name ? h->client_name : "", h->client_name ? strlen(h->client_name) : 0,
-                              client, sizeof(client)),
+                 cmn_sanitize(h->client_name ? h->client_name : "",
+                              h->client_name ? strlen(h->client_name) : 0, client, sizeof(client)),
                  cmpr_codec_name(result_codec));
 }
 
@@ -179,7 +185,8 @@ static uint8_t *session_sink(void *arg, const cmn_frame_header_t *h, const uint8
     if (cmn_msg_unpack(&f, &lim, &n->arena.pb, &m, NULL) < 0)
         goto out;
     q = (const Nsut__Query *)m;
-    if (q->n_samples > n->max_batch || (q->n_samples < n->info.preferred_batch && n->info.preferred_batch > 1))
+    if (q->n_samples > n->max_batch ||
+        (q->n_samples < n->info.preferred_batch && n->info.preferred_batch > 1))
         goto out;
     for (i = 0; i < q->n_samples; i++)
         if (q->samples[i]->codec != NSUT__CODEC__CODEC_NONE)
@@ -232,7 +239,8 @@ static void handle_query(sut_session_t *s, const Nsut__Query *q, const uint8_t *
         }
         rc = cmn_idmap_put(&s->ids, sm->id, s);
         if (rc == UV_EEXIST) {
-            snprintf(eb.msg, sizeof(eb.msg), "sample id %llu is already in flight on this connection",
+            snprintf(eb.msg, sizeof(eb.msg),
+                     "sample id %llu is already in flight on this connection",
                      (unsigned long long)sm->id);
             sut__session_protocol_error(s, CMN_EFIELD, NSUT__ERROR_CODE__ERROR_BAD_MESSAGE, eb.msg);
             break;
@@ -317,7 +325,7 @@ static void on_frame(cmn_conn_t *c, const cmn_frame_t *f)
     if (rc < 0) {
         snprintf(why, sizeof(why), "bad %s frame: %s", cmn_msg_type_name(f->hdr.type), eb.msg);
         sut__session_protocol_error(s, rc,
-                                    rc == CMN_ETOOBIG ? NSUT__ERROR_CODE__ERROR_TOO_LARGE
+                                    rc == CMN_ETOOBIG  ? NSUT__ERROR_CODE__ERROR_TOO_LARGE
                                     : rc == CMN_ECODEC ? NSUT__ERROR_CODE__ERROR_CODEC
                                                        : NSUT__ERROR_CODE__ERROR_BAD_MESSAGE,
                                     why);
@@ -331,7 +339,8 @@ static void on_frame(cmn_conn_t *c, const cmn_frame_t *f)
     switch (f->hdr.type) {
     case CMN_MSG_HELLO:
         if (s->ready) {
-            sut__session_protocol_error(s, CMN_ESTATE, NSUT__ERROR_CODE__ERROR_UNEXPECTED, "a second Hello");
+            sut__session_protocol_error(s, CMN_ESTATE, NSUT__ERROR_CODE__ERROR_UNEXPECTED,
+                                        "a second Hello");
             break;
         }
         handle_hello(s, (const Nsut__Hello *)m);
@@ -369,12 +378,14 @@ static void on_frame(cmn_conn_t *c, const cmn_frame_t *f)
         const Nsut__Error *e = (const Nsut__Error *)m;
         char txt[300];
         cmn_log_warn("%s: client reported %s: %s; closing", c->peer, wire_error_name((int)e->code),
-                     cmn_sanitize(e->message ? e->message : "", e->message ? strlen(e->message) : 0, txt, sizeof(txt)));
+                     cmn_sanitize(e->message ? e->message : "", e->message ? strlen(e->message) : 0,
+                                  txt, sizeof(txt)));
         cmn_conn_shutdown(c, CMN_EPEER);
         break;
     }
     default:
-        snprintf(why, sizeof(why), "%s is not a message a client sends", cmn_msg_type_name(f->hdr.type));
+        snprintf(why, sizeof(why), "%s is not a message a client sends",
+                 cmn_msg_type_name(f->hdr.type));
         sut__session_protocol_error(s, CMN_ESTATE, NSUT__ERROR_CODE__ERROR_UNEXPECTED, why);
         break;
     }
@@ -396,9 +407,10 @@ static void on_decode_error(cmn_conn_t *c, int err)
 
     if (err == CMN_ETOOBIG) {
         wire = NSUT__ERROR_CODE__ERROR_TOO_LARGE;
-        snprintf(why, sizeof(why), "frame of %u metadata + %u payload bytes over the limit of %llu%s",
-                 c->dec.hdr.meta_len, c->dec.hdr.payload_len, (unsigned long long)c->dec.limits.max_frame,
-                 s->ready ? "" : " before the handshake");
+        snprintf(
+            why, sizeof(why), "frame of %u metadata + %u payload bytes over the limit of %llu%s",
+            c->dec.hdr.meta_len, c->dec.hdr.payload_len,
+            (unsigned long long)c->dec.limits.max_frame, s->ready ? "" : " before the handshake");
     } else if (err == UV_ENOMEM) {
         wire = NSUT__ERROR_CODE__ERROR_INTERNAL;
         snprintf(why, sizeof(why), "out of memory for a frame");
@@ -428,7 +440,8 @@ static void on_session_close(cmn_conn_t *c, int reason)
     if (s->next)
         s->next->prev = s->prev;
     n->n_sessions--;
-    cmn_log_info("%s: connection closed (%s)%s", c->peer, reason == CMN_ECLOSED ? "peer closed" : cmn_strerror(reason),
+    cmn_log_info("%s: connection closed (%s)%s", c->peer,
+                 reason == CMN_ECLOSED ? "peer closed" : cmn_strerror(reason),
                  s->inflight ? ", results still in flight are dropped" : "");
     sut__session_release(s);
     if (n->draining)
@@ -467,7 +480,8 @@ static void on_connection(uv_stream_t *server, int status)
     cmn_idmap_init(&s->ids);
     s->accepted_ns = s->progress_ns = cmn_now_ns();
     cmn_frame_decoder_set_sink(&s->conn.dec, session_sink, s, SINK_MIN_PAYLOAD);
-    if ((rc = uv_accept(server, (uv_stream_t *)&s->conn.tcp)) < 0 || (rc = cmn_conn_start(&s->conn)) < 0) {
+    if ((rc = uv_accept(server, (uv_stream_t *)&s->conn.tcp)) < 0 ||
+        (rc = cmn_conn_start(&s->conn)) < 0) {
         cmn_log_error("accept: %s", cmn_strerror(rc));
         n->n_sessions++; /* balanced in on_session_close */
         s->next = n->sessions;
@@ -496,12 +510,13 @@ static void on_connection(uv_stream_t *server, int status)
         sut__session_protocol_error(s, CMN_EOVERLOAD, NSUT__ERROR_CODE__ERROR_OVERLOAD, why);
     } else if (same_peer >= n->opt.max_conn_per_peer) {
         char why[128];
-        snprintf(why, sizeof(why), "over the limit of %u connections from %s", n->opt.max_conn_per_peer, s->peer_ip);
+        snprintf(why, sizeof(why), "over the limit of %u connections from %s",
+                 n->opt.max_conn_per_peer, s->peer_ip);
         sut__session_protocol_error(s, CMN_EOVERLOAD, NSUT__ERROR_CODE__ERROR_OVERLOAD, why);
     }
 }
 
-/* ---- timers, signals, drain -------------------------------------------------------------------- */
+/* ---- timers, signals, drain ------------------------------------------------------------------ */
 
 static void on_tick(uv_timer_t *t)
 {
@@ -515,7 +530,8 @@ static void on_tick(uv_timer_t *t)
         if (s->conn.closing)
             continue;
         if (!s->ready && now - s->accepted_ns > n->opt.handshake_timeout_ms * 1000000u) {
-            snprintf(why, sizeof(why), "no Hello within %llu ms", (unsigned long long)n->opt.handshake_timeout_ms);
+            snprintf(why, sizeof(why), "no Hello within %llu ms",
+                     (unsigned long long)n->opt.handshake_timeout_ms);
             sut__session_protocol_error(s, CMN_ETIMEOUT, NSUT__ERROR_CODE__ERROR_TIMEOUT, why);
             continue;
         }
@@ -553,14 +569,17 @@ static void on_batch_check(uv_check_t *h)
 
 void sut__node_log_stats(sut_node_t *n)
 {
-    cmn_log_info("stats: %u connections open (%llu total), %llu queries, %llu samples (%llu failed, %llu rejected), "
-                 "%llu batches, %llu bytes in, %llu bytes out, decode %.3f s, infer %.3f s, encode %.3f s, %llu errors",
-                 n->n_sessions, (unsigned long long)n->st.connections_total, (unsigned long long)n->st.queries,
-                 (unsigned long long)n->st.samples, (unsigned long long)n->st.samples_failed,
+    cmn_log_info("stats: %u connections open (%llu total), %llu queries, %llu samples (%llu "
+                 "failed, %llu rejected), "
+                 "%llu batches, %llu bytes in, %llu bytes out, decode %.3f s, infer %.3f s, encode "
+                 "%.3f s, %llu errors",
+                 n->n_sessions, (unsigned long long)n->st.connections_total,
+                 (unsigned long long)n->st.queries, (unsigned long long)n->st.samples,
+                 (unsigned long long)n->st.samples_failed,
                  (unsigned long long)n->st.samples_rejected, (unsigned long long)n->st.batches,
-                 (unsigned long long)n->st.bytes_in, (unsigned long long)n->st.bytes_out, (double)n->st.decode_ns / 1e9,
-                 (double)n->st.infer_ns / 1e9, (double)atomic_load(&n->encode_ns) / 1e9,
-                 (unsigned long long)n->st.errors);
+                 (unsigned long long)n->st.bytes_in, (unsigned long long)n->st.bytes_out,
+                 (double)n->st.decode_ns / 1e9, (double)n->st.infer_ns / 1e9,
+                 (double)atomic_load(&n->encode_ns) / 1e9, (unsigned long long)n->st.errors);
 }
 
 static void close_handle(uv_handle_t *h)
@@ -644,13 +663,14 @@ static void on_signal(uv_signal_t *h, int signum)
         return;
     }
     if (n->draining) {
-        cmn_log_error("second %s while draining: exiting now", signum == SIGINT ? "SIGINT" : "SIGTERM");
+        cmn_log_error("second %s while draining: exiting now",
+                      signum == SIGINT ? "SIGINT" : "SIGTERM");
         _exit(1);
     }
     sut__node_drain(n, signum == SIGINT ? "SIGINT" : "SIGTERM");
 }
 
-/* ---- set-up ------------------------------------------------------------------------------------- */
+/* ---- set-up ---------------------------------------------------------------------------------- */
 
 int sut__node_init(sut_node_t *n, uv_loop_t *loop, const sut_opts_t *opt, cmn_errbuf_t *eb)
 {
@@ -684,7 +704,8 @@ int sut__node_init(sut_node_t *n, uv_loop_t *loop, const sut_opts_t *opt, cmn_er
     if (!n->pool)
         return cmn_errf(eb, UV_ENOMEM, "out of memory");
     if (opt->tls_cert || opt->tls_key || opt->tls_ca || opt->tls_allow) {
-        rc = cmn_tls_server_ctx(opt->tls_cert, opt->tls_key, opt->tls_ca, opt->tls_allow, &n->tls, eb);
+        rc = cmn_tls_server_ctx(opt->tls_cert, opt->tls_key, opt->tls_ca, opt->tls_allow, &n->tls,
+                                eb);
         if (rc < 0)
             return rc;
     }
@@ -695,8 +716,8 @@ int sut__node_init(sut_node_t *n, uv_loop_t *loop, const sut_opts_t *opt, cmn_er
     if (n->max_batch == 0)
         n->max_batch = 64;
     if (n->info.max_batch && n->max_batch > n->info.max_batch)
-        return cmn_errf(eb, CMN_ECONFIG, "--max-batch %u is over the %s backend's limit of %u", n->max_batch,
-                        n->info.name, n->info.max_batch);
+        return cmn_errf(eb, CMN_ECONFIG, "--max-batch %u is over the %s backend's limit of %u",
+                        n->max_batch, n->info.name, n->info.max_batch);
     if (n->info.preferred_batch == 0 || n->info.preferred_batch > n->max_batch)
         n->info.preferred_batch = n->max_batch;
     n->engines = opt->workers ? opt->workers : (n->info.engines ? n->info.engines : 1);

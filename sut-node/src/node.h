@@ -27,8 +27,8 @@
 typedef struct {
     const char *listen[SUT_MAX_LISTEN];
     size_t n_listen;
-    const char *name;         /* NULL: <hostname>:<port> */
-    const char *backend;      /* built-in name, or a path to a plugin (contains '/') */
+    const char *name;    /* NULL: <hostname>:<port> */
+    const char *backend; /* built-in name, or a path to a plugin (contains '/') */
     const char *opt_keys[SUT_MAX_BACKEND_OPTS];
     const char *opt_values[SUT_MAX_BACKEND_OPTS];
     size_t n_opts;
@@ -42,20 +42,20 @@ typedef struct {
     uint64_t max_frame;
     uint32_t max_connections;
     uint32_t max_conn_per_peer;
-    uint32_t max_inflight;    /* samples per connection before reading pauses */
+    uint32_t max_inflight; /* samples per connection before reading pauses */
     uint64_t handshake_timeout_ms;
     uint64_t frame_timeout_ms;
     uint64_t drain_timeout_ms;
-    uint64_t heartbeat_ms;    /* a Ping to a client that heard nothing from us this long */
+    uint64_t heartbeat_ms; /* a Ping to a client that heard nothing from us this long */
     uint64_t seed;
     const char *port_file;
     const char *config_file;
     /* TLS (NULL cert: plaintext) */
     const char *tls_cert;
     const char *tls_key;
-    const char *tls_ca;           /* verify client certificates against this CA (mutual TLS) */
-    const char *tls_allow;        /* comma-separated client certificate names allowed */
-    char *owned[256];             /* strings copied from the config file and option keys */
+    const char *tls_ca;    /* verify client certificates against this CA (mutual TLS) */
+    const char *tls_allow; /* comma-separated client certificate names allowed */
+    char *owned[256];      /* strings copied from the config file and option keys */
     size_t n_owned;
 } sut_opts_t;
 
@@ -81,12 +81,12 @@ typedef struct {
     sut_qhdr_t h; /* first member */
     sut_session_t *s;
     uint64_t wire_id;
-    int status;         /* Nsut__Status */
+    int status; /* Nsut__Status */
     int codec;
     uint64_t raw_size;
     uint64_t wire_size;
     int64_t n_tokens;
-    uint8_t *data;      /* pool buffer with wire_size bytes, or NULL */
+    uint8_t *data; /* pool buffer with wire_size bytes, or NULL */
 } sut_rec_t;
 
 typedef struct {
@@ -96,12 +96,12 @@ typedef struct {
 
 /* The node's view of a batch: the backend sees only |b|. */
 struct sut_nbatch {
-    sut_batch_t b; /* first member: the backend's handle converts back with a cast */
-    sut_qhdr_t done;         /* REC_BATCH_DONE travels on the completion queue as this */
+    sut_batch_t b;   /* first member: the backend's handle converts back with a cast */
+    sut_qhdr_t done; /* REC_BATCH_DONE travels on the completion queue as this */
     sut_node_t *node;
     sut_sample_t *samples;
     sut_owner_t *owners;
-    size_t cap;              /* sample slots */
+    size_t cap; /* sample slots */
     uint8_t *input;
     size_t input_cap;
     size_t used;
@@ -109,24 +109,24 @@ struct sut_nbatch {
     uint64_t first_ns;       /* arrival of the first sample */
     uint64_t dispatch_ns;
     int inline_run;
-    sut_nbatch_t *next;      /* work queue / free list */
+    sut_nbatch_t *next; /* work queue / free list */
 };
 
 struct sut_session {
     cmn_conn_t conn;
     sut_node_t *node;
-    int ready;               /* handshake done */
-    int dead;                /* connection closed: results are dropped */
-    int refs;                /* 1 for the connection + 1 per sample in flight */
+    int ready; /* handshake done */
+    int dead;  /* connection closed: results are dropped */
+    int refs;  /* 1 for the connection + 1 per sample in flight */
     uint32_t inflight;
-    cmn_idmap_t ids;         /* wire ids in flight */
-    unsigned sample_codecs;  /* bit per accepted codec */
+    cmn_idmap_t ids;        /* wire ids in flight */
+    unsigned sample_codecs; /* bit per accepted codec */
     int result_codec;
     uint64_t result_max_frame;
     uint64_t accepted_ns;
     uint64_t progress_bytes; /* conn.bytes_in at the last tick */
     uint64_t progress_ns;
-    uint64_t hb_frames;      /* conn.frames_out when the heartbeat clock last restarted */
+    uint64_t hb_frames; /* conn.frames_out when the heartbeat clock last restarted */
     uint64_t hb_ns;
     uint64_t hb_seq;
     char peer_ip[64];
@@ -160,9 +160,9 @@ struct sut_node {
     uv_check_t batch_check;
     uv_timer_t drain_timer;
     cmn_xq_t done_q;
-    int handles_ready;  /* the loop handles exist: sut__node_stop can close them */
-    int batcher_ready;  /* the work queue's mutex and condition exist */
-    cmn_arena_t arena;  /* unpacking of received metadata (loop thread) */
+    int handles_ready; /* the loop handles exist: sut__node_stop can close them */
+    int batcher_ready; /* the work queue's mutex and condition exist */
+    cmn_arena_t arena; /* unpacking of received metadata (loop thread) */
 
     sut_session_t *sessions;
     uint32_t n_sessions;
@@ -201,7 +201,7 @@ struct sut_node {
     uint64_t started_ns;
 
     sut_stats_t st;
-    atomic_uint_fast64_t encode_ns;   /* worker threads */
+    atomic_uint_fast64_t encode_ns; /* worker threads */
     atomic_uint_fast64_t failed_by_backend;
 
     cmn_tls_ctx_t *tls; /* NULL: plaintext */
@@ -221,8 +221,8 @@ int sut__batcher_init(sut_node_t *n, cmn_errbuf_t *eb);
 void sut__batcher_shutdown(sut_node_t *n);
 /* Places one sample into the open batch (decoding it). Returns 0 or a negative code with a
  * reason in |eb| (the caller closes the connection). */
-int sut__batcher_add(sut_node_t *n, sut_session_t *s, uint64_t wire_id, int codec, const uint8_t *wire,
-                     uint64_t wire_size, uint64_t raw_size, cmn_errbuf_t *eb);
+int sut__batcher_add(sut_node_t *n, sut_session_t *s, uint64_t wire_id, int codec,
+                     const uint8_t *wire, uint64_t wire_size, uint64_t raw_size, cmn_errbuf_t *eb);
 void sut__batcher_flush(sut_node_t *n);
 /* Zero-copy receive: a batch of its own whose input is |bytes| long, into which a Query frame's
  * uncompressed payload is read straight from the socket. Then add the frame's samples (in

@@ -16,7 +16,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (size < 4)
         return 0;
-    raw = (uint32_t)data[0] | (uint32_t)data[1] << 8 | (uint32_t)data[2] << 16 | (uint32_t)data[3] << 24;
+    raw = (uint32_t)data[0] | (uint32_t)data[1] << 8 | (uint32_t)data[2] << 16 |
+          (uint32_t)data[3] << 24;
     data += 4;
     size -= 4;
     if (cmpr_check_sizes(CMPR_LZ4, raw, size, 4u << 20, NULL) < 0)

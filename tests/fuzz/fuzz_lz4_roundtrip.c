@@ -28,7 +28,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     if (n > 0) {
         if ((size_t)n >= size || cmpr_check_sizes(CMPR_LZ4, size, (uint64_t)n, size, NULL) != 0 ||
-            cmpr_decompress(CMPR_LZ4, comp, (size_t)n, back, size) != 0 || memcmp(back, data, size) != 0)
+            cmpr_decompress(CMPR_LZ4, comp, (size_t)n, back, size) != 0 ||
+            memcmp(back, data, size) != 0)
             abort();
     }
 out:

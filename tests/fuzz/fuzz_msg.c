@@ -25,7 +25,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     f.hdr.version = CMN_FRAME_VERSION;
     f.hdr.type = FUZZ_MSG_TYPE;
     f.hdr.flags = 0;
-    f.hdr.payload_len = cmn_msg_type_has_payload(FUZZ_MSG_TYPE) ? (uint32_t)(data[0] | data[1] << 8) : 0;
+    f.hdr.payload_len =
+        cmn_msg_type_has_payload(FUZZ_MSG_TYPE) ? (uint32_t)(data[0] | data[1] << 8) : 0;
     f.hdr.meta_len = (uint32_t)(size - 2);
     f.meta = data + 2;
     f.payload = payload;

@@ -36,7 +36,8 @@ static void put(const char *target, const char *name, const void *data, size_t l
 }
 
 /* Message metadata with the two-byte payload-length prefix that fuzz_msg expects. */
-static void put_msg(const char *target, const char *name, const ProtobufCMessage *m, uint16_t payload)
+static void put_msg(const char *target, const char *name, const ProtobufCMessage *m,
+                    uint16_t payload)
 {
     uint8_t buf[4096];
     size_t n = protobuf_c_message_pack(m, buf + 2);

@@ -84,8 +84,15 @@ static int ex_infer(sut_backend_t *b, sut_batch_t *batch)
     return 0;
 }
 
-static const sut_backend_ops_t ops = {SUT_BACKEND_ABI_VERSION, sizeof(sut_backend_ops_t), "example-xor",
-                                      ex_create, ex_destroy, ex_describe, ex_infer, NULL, NULL};
+static const sut_backend_ops_t ops = {SUT_BACKEND_ABI_VERSION,
+                                      sizeof(sut_backend_ops_t),
+                                      "example-xor",
+                                      ex_create,
+                                      ex_destroy,
+                                      ex_describe,
+                                      ex_infer,
+                                      NULL,
+                                      NULL};
 
 const sut_backend_ops_t *sut_backend_entry(void);
 

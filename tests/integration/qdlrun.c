@@ -24,7 +24,8 @@ void on_complete(void *user, const qdl_response_t *r, size_t n)
         R.completions[k]++;
         R.status[k] = r[i].status;
         if (r[i].status == 0 && R.check_digest)
-            R.digest_ok[k] = r[i].size == 8 && cmn_digest_get(r[i].data) == cmn_digest64(R.data[k], R.size[k]);
+            R.digest_ok[k] =
+                r[i].size == 8 && cmn_digest_get(r[i].data) == cmn_digest64(R.data[k], R.size[k]);
         if (r[i].status != 0)
             R.failed++;
         R.done++;
@@ -143,11 +144,10 @@ void expect_exactly_once(int digest)
         ck_assert_msg(R.completions[i] == 1, "sample %zu completed %d times", i, R.completions[i]);
         ck_assert_msg(R.status[i] == 0, "sample %zu failed: %s", i, cmn_strerror(R.status[i]));
         if (digest)
-            ck_assert_msg(R.digest_ok[i], "sample %zu (%zu bytes, %s) has a wrong digest", i, R.size[i],
-                          cmpr_codec_name(R.codec[i]));
+            ck_assert_msg(R.digest_ok[i], "sample %zu (%zu bytes, %s) has a wrong digest", i,
+                          R.size[i], cmpr_codec_name(R.codec[i]));
     }
 }
-
 
 void issue_paced(qdl_t *q, size_t from, size_t to, unsigned gap_us)
 {

@@ -13,9 +13,9 @@ typedef struct {
     uv_mutex_t mu;
     uv_cond_t cv;
     size_t n;
-    uint8_t **data;     /* raw sample bytes */
+    uint8_t **data; /* raw sample bytes */
     size_t *size;
-    uint8_t **wire;     /* what is sent (compressed or raw) */
+    uint8_t **wire; /* what is sent (compressed or raw) */
     size_t *wire_size;
     int *codec;
     int *completions;

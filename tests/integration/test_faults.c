@@ -30,7 +30,8 @@ static void start_sim_nodes(size_t n, const char *a_us)
     size_t i;
 
     for (i = 0; i < n; i++) {
-        const char *args[] = {"--backend", "sim", "--name", names[i], "--backend-opt", a_us, "--max-batch", "8", NULL};
+        const char *args[] = {"--backend", "sim",         "--name", names[i], "--backend-opt",
+                              a_us,        "--max-batch", "8",      NULL};
         ck_assert_int_eq(tn_spawn(&nodes[i], SUT_NODE_EXE, args), 0);
         snprintf(addrs[i], sizeof(addrs[i]), "127.0.0.1:%d", nodes[i].port);
         addr_list[i] = addrs[i];
@@ -131,8 +132,10 @@ START_TEST(sigstop_past_the_ping_deadline)
     ck_assert_uint_eq(wait_done(3000, 30000), 3000);
     expect_exactly_once(0);
     ck_assert_int_eq(qdl_stats(q, st, 2), 2);
-    printf("SIGSTOP: %llu re-dispatched; after SIGCONT the node completed %llu more (reconnects %llu)\n",
-           (unsigned long long)st[1].redispatched, (unsigned long long)(st[1].samples_completed - before),
+    printf("SIGSTOP: %llu re-dispatched; after SIGCONT the node completed %llu more (reconnects "
+           "%llu)\n",
+           (unsigned long long)st[1].redispatched,
+           (unsigned long long)(st[1].samples_completed - before),
            (unsigned long long)st[1].reconnects);
     ck_assert_int_eq(st[1].up, 1);
     ck_assert_uint_gt(st[1].samples_completed, before);
@@ -144,7 +147,8 @@ END_TEST
 
 START_TEST(restart_rejoins)
 {
-    const char *args[] = {"--backend", "sim", "--name", "f1", "--backend-opt", "a_us=1000", "--max-batch", "8", NULL};
+    const char *args[] = {"--backend", "sim",         "--name", "f1", "--backend-opt",
+                          "a_us=1000", "--max-batch", "8",      NULL};
     qdl_node_stats_t st[2];
     uint64_t before;
     int port;
@@ -170,7 +174,8 @@ START_TEST(restart_rejoins)
     expect_exactly_once(0);
     ck_assert_int_eq(qdl_stats(q, st, 2), 2);
     printf("restart: node rejoined after %llu reconnects and completed %llu more samples\n",
-           (unsigned long long)st[1].reconnects, (unsigned long long)(st[1].samples_completed - before));
+           (unsigned long long)st[1].reconnects,
+           (unsigned long long)(st[1].samples_completed - before));
     ck_assert_int_eq(st[1].up, 1);
     ck_assert_uint_ge(st[1].reconnects, 1);
     ck_assert_uint_gt(st[1].samples_completed, before);
@@ -184,8 +189,10 @@ END_TEST
  * it cannot see Pings), is alive: its heartbeats say so, and nothing is re-dispatched. */
 START_TEST(busy_node_is_not_down)
 {
-    const char *args[] = {"--backend", "sim", "--name", "slowpoke", "--backend-opt", "a_us=1500000",
-                          "--max-batch", "8", "--max-inflight", "8", "--heartbeat-ms", "200", NULL};
+    const char *args[] = {
+        "--backend",      "sim",         "--name", "slowpoke",       "--backend-opt",
+        "a_us=1500000",   "--max-batch", "8",      "--max-inflight", "8",
+        "--heartbeat-ms", "200",         NULL};
     qdl_node_stats_t st[1];
     qdl_t *q;
 
@@ -379,7 +386,8 @@ static void network_fault(int mode, const char *what)
     expect_exactly_once(0);
     ck_assert_int_eq(qdl_stats(q, st, 2), 2);
     printf("%s: %llu re-dispatched, %llu reconnects, node up again: %s\n", what,
-           (unsigned long long)st[1].redispatched, (unsigned long long)st[1].reconnects, st[1].up ? "yes" : "no");
+           (unsigned long long)st[1].redispatched, (unsigned long long)st[1].reconnects,
+           st[1].up ? "yes" : "no");
     ck_assert_uint_ge(st[1].reconnects, 1);
     ck_assert_int_eq(st[1].up, 1);
     qdl_destroy(q);
@@ -422,8 +430,10 @@ START_TEST(reset_mid_write)
     ck_assert_uint_eq(wait_done(600, 30000), 600);
     expect_exactly_once(0);
     ck_assert_int_eq(qdl_stats(q, st, 2), 2);
-    printf("reset mid-write: %lld bytes relayed before the RST, %llu re-dispatched, %llu reconnects\n",
-           relay.relayed, (unsigned long long)st[1].redispatched, (unsigned long long)st[1].reconnects);
+    printf(
+        "reset mid-write: %lld bytes relayed before the RST, %llu re-dispatched, %llu reconnects\n",
+        relay.relayed, (unsigned long long)st[1].redispatched,
+        (unsigned long long)st[1].reconnects);
     ck_assert_uint_ge(st[1].reconnects + st[1].redispatched, 1);
     qdl_destroy(q);
     relay_stop();
@@ -469,4 +479,5 @@ static TCase *tc_reset_write(void)
     return tc("reset_mid_write", reset_mid_write);
 }
 
-CHECK_MAIN("faults", tc_offline, tc_sigstop, tc_restart, tc_busy, tc_cut, tc_blackhole, tc_reset_write)
+CHECK_MAIN("faults", tc_offline, tc_sigstop, tc_restart, tc_busy, tc_cut, tc_blackhole,
+           tc_reset_write)

@@ -214,8 +214,15 @@ END_TEST
 
 START_TEST(half_open_flood)
 {
-    const char *args[] = {"--backend", "digest", "--max-connections", "4096", "--max-conn-per-peer", "4096",
-                          "--handshake-timeout-ms", "1500", NULL};
+    const char *args[] = {"--backend",
+                          "digest",
+                          "--max-connections",
+                          "4096",
+                          "--max-conn-per-peer",
+                          "4096",
+                          "--handshake-timeout-ms",
+                          "1500",
+                          NULL};
     static int fds[HALF_OPEN];
     struct sockaddr_in a;
     tn_proc_t p;
@@ -249,7 +256,8 @@ START_TEST(half_open_flood)
     ck_assert_uint_eq(type, CMN_MSG_STATS);
     open_now = (int)((Nsut__Stats *)m)->connections_open;
     cmn_msg_free(m, NULL);
-    printf("half-open flood: %d connections open at the node while serving a good client\n", open_now);
+    printf("half-open flood: %d connections open at the node while serving a good client\n",
+           open_now);
     ck_assert_int_ge(open_now, HALF_OPEN / 2);
     /* After the handshake deadline only the good client is left. */
     usleep(2500000);

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-/* ---- nodes ------------------------------------------------------------------------------------- */
+/* ---- nodes ----------------------------------------------------------------------------------- */
 
 static tn_proc_t nodes[4];
 static char addrs[4][32];
@@ -28,7 +28,8 @@ static void start_nodes(size_t n, const char *const *args_per_node[])
 {
     size_t i;
     for (i = 0; i < n; i++) {
-        ck_assert_msg(tn_spawn(&nodes[i], SUT_NODE_EXE, args_per_node[i]) == 0, "node %zu did not start", i);
+        ck_assert_msg(tn_spawn(&nodes[i], SUT_NODE_EXE, args_per_node[i]) == 0,
+                      "node %zu did not start", i);
         snprintf(addrs[i], sizeof(addrs[i]), "127.0.0.1:%d", nodes[i].port);
         addr_list[i] = addrs[i];
     }
@@ -65,7 +66,8 @@ static qdl_t *make_qdl(size_t n, qdl_policy_t policy, void (*tweak)(qdl_config_t
 static void digest_run(size_t n_nodes, unsigned conns)
 {
     const char *a0[] = {"--backend", "digest", "--name", "node-a", NULL};
-    const char *a1[] = {"--backend", "digest", "--name", "node-b", "--backend-opt", "inline=0", NULL};
+    const char *a1[] = {"--backend",     "digest",   "--name", "node-b",
+                        "--backend-opt", "inline=0", NULL};
     const char *a2[] = {"--backend", "digest", "--name", "node-c", NULL};
     const char *const *args[] = {a0, a1, a2};
     qdl_node_stats_t st[3];
@@ -210,10 +212,32 @@ static void small_parts(qdl_config_t *c)
 
 START_TEST(least_outstanding_favours_the_fast_node)
 {
-    const char *fast[] = {"--backend", "sim", "--name", "fast", "--backend-opt", "a_us=200", "--backend-opt",
-                          "b_us=5", "--max-inflight", "64", "--max-batch", "16", NULL};
-    const char *slow[] = {"--backend", "sim", "--name", "slow", "--backend-opt", "a_us=4000", "--backend-opt",
-                          "b_us=5", "--max-inflight", "64", "--max-batch", "16", NULL};
+    const char *fast[] = {"--backend",
+                          "sim",
+                          "--name",
+                          "fast",
+                          "--backend-opt",
+                          "a_us=200",
+                          "--backend-opt",
+                          "b_us=5",
+                          "--max-inflight",
+                          "64",
+                          "--max-batch",
+                          "16",
+                          NULL};
+    const char *slow[] = {"--backend",
+                          "sim",
+                          "--name",
+                          "slow",
+                          "--backend-opt",
+                          "a_us=4000",
+                          "--backend-opt",
+                          "b_us=5",
+                          "--max-inflight",
+                          "64",
+                          "--max-batch",
+                          "16",
+                          NULL};
     const char *const *args[] = {fast, slow};
     qdl_node_stats_t st[2];
     qdl_t *q;
@@ -226,7 +250,8 @@ START_TEST(least_outstanding_favours_the_fast_node)
     expect_exactly_once(0);
     ck_assert_int_eq(qdl_stats(q, st, 2), 2);
     printf("least-outstanding: fast node %llu samples, slow node %llu\n",
-           (unsigned long long)st[0].samples_completed, (unsigned long long)st[1].samples_completed);
+           (unsigned long long)st[0].samples_completed,
+           (unsigned long long)st[1].samples_completed);
     ck_assert_uint_gt(st[0].samples_completed, 3 * st[1].samples_completed);
     qdl_destroy(q);
     stop_nodes(2);
@@ -266,7 +291,7 @@ START_TEST(round_robin_and_weighted_spread)
 }
 END_TEST
 
-/* ---- faults -------------------------------------------------------------------------------------- */
+/* ---- faults ---------------------------------------------------------------------------------- */
 
 static void quick_faults(qdl_config_t *c)
 {
@@ -279,9 +304,12 @@ static void quick_faults(qdl_config_t *c)
 
 START_TEST(kill_one_of_three_mid_run)
 {
-    const char *a0[] = {"--backend", "sim", "--name", "k0", "--backend-opt", "a_us=3000", "--max-batch", "8", NULL};
-    const char *a1[] = {"--backend", "sim", "--name", "k1", "--backend-opt", "a_us=3000", "--max-batch", "8", NULL};
-    const char *a2[] = {"--backend", "sim", "--name", "k2", "--backend-opt", "a_us=3000", "--max-batch", "8", NULL};
+    const char *a0[] = {"--backend", "sim",         "--name", "k0", "--backend-opt",
+                        "a_us=3000", "--max-batch", "8",      NULL};
+    const char *a1[] = {"--backend", "sim",         "--name", "k1", "--backend-opt",
+                        "a_us=3000", "--max-batch", "8",      NULL};
+    const char *a2[] = {"--backend", "sim",         "--name", "k2", "--backend-opt",
+                        "a_us=3000", "--max-batch", "8",      NULL};
     const char *const *args[] = {a0, a1, a2};
     qdl_node_stats_t st[3];
     uint64_t redispatched = 0;
@@ -300,7 +328,8 @@ START_TEST(kill_one_of_three_mid_run)
     ck_assert_int_eq(qdl_stats(q, st, 3), 3);
     for (i = 0; i < 3; i++)
         redispatched += st[i].redispatched;
-    printf("kill -9 of one node of three: %llu samples re-dispatched\n", (unsigned long long)redispatched);
+    printf("kill -9 of one node of three: %llu samples re-dispatched\n",
+           (unsigned long long)redispatched);
     ck_assert_uint_gt(redispatched, 0);
     ck_assert_int_eq(st[1].up, 0);
     qdl_stats_print(q, stdout);
@@ -347,7 +376,7 @@ START_TEST(kill_all_fails_fast)
 }
 END_TEST
 
-/* ---- a spy node: records every Query frame, answers with digests ------------------------------- */
+/* ---- a spy node: records every Query frame, answers with digests ----------------------------- */
 
 typedef struct {
     uv_loop_t loop;

@@ -46,8 +46,8 @@ static void connect_ready(tn_client_t *c, const tn_proc_t *p)
 
 /* Receives results until |n| ids are answered; checks each appears once. Returns the Response
  * results seen (status per id in |status|, payload bytes copied to |out| per id when given). */
-static void collect(tn_client_t *c, uint64_t first_id, size_t n, int *status, uint8_t **out, size_t *out_len,
-                    int64_t *tokens, int *first_tokens)
+static void collect(tn_client_t *c, uint64_t first_id, size_t n, int *status, uint8_t **out,
+                    size_t *out_len, int64_t *tokens, int *first_tokens)
 {
     size_t got = 0, i;
 
@@ -76,14 +76,15 @@ static void collect(tn_client_t *c, uint64_t first_id, size_t n, int *status, ui
                     off += r[i]->wire_size;
                     continue;
                 }
-                ck_assert_msg(status[k] == -1, "id %llu answered twice", (unsigned long long)r[i]->id);
+                ck_assert_msg(status[k] == -1, "id %llu answered twice",
+                              (unsigned long long)r[i]->id);
                 status[k] = (int)r[i]->status;
                 if (tokens)
                     tokens[k] = r[i]->n_tokens;
                 if (out) {
                     out[k] = malloc(r[i]->raw_size + 1);
-                    ck_assert_int_eq(cmpr_decompress((int)r[i]->codec, pl + off, r[i]->wire_size, out[k],
-                                                     r[i]->raw_size),
+                    ck_assert_int_eq(cmpr_decompress((int)r[i]->codec, pl + off, r[i]->wire_size,
+                                                     out[k], r[i]->raw_size),
                                      0);
                     out_len[k] = r[i]->raw_size;
                 }
@@ -177,8 +178,8 @@ START_TEST(handshake_and_name)
 }
 END_TEST
 
-static void run_backend(const char *const *args, size_t n, size_t sample_size, size_t want_out, int llm,
-                        int64_t want_tokens)
+static void run_backend(const char *const *args, size_t n, size_t sample_size, size_t want_out,
+                        int llm, int64_t want_tokens)
 {
     tn_proc_t p;
     tn_client_t c;
@@ -231,16 +232,20 @@ END_TEST
 
 START_TEST(backend_sim)
 {
-    const char *args[] = {"--backend", "sim", "--backend-opt", "engines=2", "--backend-opt", "a_us=500",
-                          "--backend-opt", "output_size=40", "--max-batch", "8", NULL};
+    const char *args[] = {
+        "--backend", "sim",           "--backend-opt",  "engines=2",   "--backend-opt",
+        "a_us=500",  "--backend-opt", "output_size=40", "--max-batch", "8",
+        NULL};
     run_backend(args, 40, 784, 40, 0, 0);
 }
 END_TEST
 
 START_TEST(backend_sim_llm)
 {
-    const char *args[] = {"--backend", "sim", "--backend-opt", "llm=1", "--backend-opt", "tokens=16",
-                          "--backend-opt", "ttft_us=2000", "--backend-opt", "tpot_us=100", NULL};
+    const char *args[] = {
+        "--backend", "sim",           "--backend-opt", "llm=1",         "--backend-opt",
+        "tokens=16", "--backend-opt", "ttft_us=2000",  "--backend-opt", "tpot_us=100",
+        NULL};
     run_backend(args, 10, 1024, 16 * 4, 1, 16);
 }
 END_TEST
@@ -289,13 +294,14 @@ START_TEST(digest_proves_bytes)
         }
         if (compressible && use_lz4)
             ck_assert_int_eq(codec[ns - 1], CMPR_LZ4); /* the test does exercise LZ4 */
-        ck_assert_int_eq(tn_send_query(&c, (uint64_t)round, 100u * (uint64_t)round, ns, d, w, r, codec), 0);
+        ck_assert_int_eq(
+            tn_send_query(&c, (uint64_t)round, 100u * (uint64_t)round, ns, d, w, r, codec), 0);
         collect(&c, 100u * (uint64_t)round, ns, st, out, len, NULL, NULL);
         for (i = 0; i < ns; i++) {
             ck_assert_int_eq(st[i], 0);
             ck_assert_uint_eq(len[i], 8);
-            ck_assert_msg(cmn_digest_get(out[i]) == cmn_digest64(raw[i], sizes[i]), "digest of %zu bytes (%s)",
-                          sizes[i], cmpr_codec_name(codec[i]));
+            ck_assert_msg(cmn_digest_get(out[i]) == cmn_digest64(raw[i], sizes[i]),
+                          "digest of %zu bytes (%s)", sizes[i], cmpr_codec_name(codec[i]));
             free(out[i]);
             if (wire[i] != raw[i])
                 free(wire[i]);
@@ -315,8 +321,17 @@ static tn_proc_t bad_node;
 
 static void bad_setup(void)
 {
-    const char *args[] = {"--backend", "digest", "--handshake-timeout-ms", "400", "--frame-timeout-ms", "400",
-                          "--max-frame", "1M", "--max-connections", "8", NULL};
+    const char *args[] = {"--backend",
+                          "digest",
+                          "--handshake-timeout-ms",
+                          "400",
+                          "--frame-timeout-ms",
+                          "400",
+                          "--max-frame",
+                          "1M",
+                          "--max-connections",
+                          "8",
+                          NULL};
     start(&bad_node, args);
 }
 
@@ -350,7 +365,8 @@ static void bad_raw(int handshake, const void *bytes, size_t len, int want, cons
     good_query(&bad_node);
 }
 
-static size_t header(uint8_t *b, unsigned version, unsigned type, unsigned flags, uint32_t meta, uint32_t payload)
+static size_t header(uint8_t *b, unsigned version, unsigned type, unsigned flags, uint32_t meta,
+                     uint32_t payload)
 {
     cmn_frame_header_t h;
     h.version = (uint8_t)version;
@@ -370,20 +386,23 @@ START_TEST(bad_frames)
 
     bad_raw(0, junk, sizeof(junk) - 1, NSUT__ERROR_CODE__ERROR_PROTOCOL, "bad frame magic");
     header(b, 2, CMN_MSG_HELLO, 0, 0, 0);
-    bad_raw(0, b, CMN_FRAME_HEADER_SIZE, NSUT__ERROR_CODE__ERROR_PROTOCOL, "unsupported protocol version");
+    bad_raw(0, b, CMN_FRAME_HEADER_SIZE, NSUT__ERROR_CODE__ERROR_PROTOCOL,
+            "unsupported protocol version");
     header(b, 1, 99, 0, 0, 0);
     bad_raw(1, b, CMN_FRAME_HEADER_SIZE, NSUT__ERROR_CODE__ERROR_PROTOCOL, "unknown message type");
     header(b, 1, CMN_MSG_PING, 4, 0, 0);
     bad_raw(1, b, CMN_FRAME_HEADER_SIZE, NSUT__ERROR_CODE__ERROR_PROTOCOL, "reserved frame flags");
     /* Oversized: after the handshake (limit 1M) and before it (16 KiB). */
     header(b, 1, CMN_MSG_QUERY, 0, 10, 2u << 20);
-    bad_raw(1, b, CMN_FRAME_HEADER_SIZE, NSUT__ERROR_CODE__ERROR_TOO_LARGE, "over the limit of 1048576");
+    bad_raw(1, b, CMN_FRAME_HEADER_SIZE, NSUT__ERROR_CODE__ERROR_TOO_LARGE,
+            "over the limit of 1048576");
     header(b, 1, CMN_MSG_HELLO, 0, 20000, 0);
     bad_raw(0, b, CMN_FRAME_HEADER_SIZE, NSUT__ERROR_CODE__ERROR_TOO_LARGE, "before the handshake");
     /* Metadata that is not protobuf. */
     header(b, 1, CMN_MSG_QUERY, 0, sizeof(badpb), 0);
     memcpy(b + CMN_FRAME_HEADER_SIZE, badpb, sizeof(badpb));
-    bad_raw(1, b, CMN_FRAME_HEADER_SIZE + sizeof(badpb), NSUT__ERROR_CODE__ERROR_BAD_MESSAGE, "do not unpack");
+    bad_raw(1, b, CMN_FRAME_HEADER_SIZE + sizeof(badpb), NSUT__ERROR_CODE__ERROR_BAD_MESSAGE,
+            "do not unpack");
 }
 END_TEST
 
@@ -393,7 +412,8 @@ START_TEST(bad_truncated_and_stalled)
 
     /* Half a frame, then nothing: dropped after the frame timeout. */
     header(b, 1, CMN_MSG_QUERY, 0, 10, 100);
-    bad_raw(1, b, CMN_FRAME_HEADER_SIZE + 4, NSUT__ERROR_CODE__ERROR_TIMEOUT, "a frame half received");
+    bad_raw(1, b, CMN_FRAME_HEADER_SIZE + 4, NSUT__ERROR_CODE__ERROR_TIMEOUT,
+            "a frame half received");
     /* Connected and silent: dropped after the handshake timeout. */
     bad_raw(0, NULL, 0, NSUT__ERROR_CODE__ERROR_TIMEOUT, "no Hello within 400 ms");
     /* A truncated frame followed by the peer closing: the node just closes its side. */
@@ -428,7 +448,8 @@ START_TEST(bad_state_and_version)
         Nsut__NameReply r = NSUT__NAME_REPLY__INIT;
         r.node_name = (char *)"me";
         n = cmn_frame_encode_head(CMN_MSG_NAME_REPLY, &r.base, 0, b, sizeof(b));
-        bad_raw(1, b, (size_t)n, NSUT__ERROR_CODE__ERROR_UNEXPECTED, "is not a message a client sends");
+        bad_raw(1, b, (size_t)n, NSUT__ERROR_CODE__ERROR_UNEXPECTED,
+                "is not a message a client sends");
     }
     (void)c;
 }
@@ -499,7 +520,8 @@ END_TEST
 
 START_TEST(bad_duplicate_id_and_limits)
 {
-    const char *args[] = {"--backend", "sim", "--backend-opt", "a_us=300000", "--max-connections", "2", NULL};
+    const char *args[] = {"--backend", "sim", "--backend-opt", "a_us=300000", "--max-connections",
+                          "2",         NULL};
     tn_proc_t p;
     tn_client_t c, c2, c3;
     uint8_t data[16] = {0};
@@ -541,8 +563,15 @@ END_TEST
  * the drain are rejected, not lost. */
 START_TEST(sigterm_loses_nothing)
 {
-    const char *args[] = {"--backend", "sim", "--backend-opt", "a_us=150000", "--backend-opt", "engines=1",
-                          "--max-batch", "8", NULL};
+    const char *args[] = {"--backend",
+                          "sim",
+                          "--backend-opt",
+                          "a_us=150000",
+                          "--backend-opt",
+                          "engines=1",
+                          "--max-batch",
+                          "8",
+                          NULL};
     tn_proc_t p;
     tn_client_t c;
     uint8_t data[64] = {1};
@@ -653,12 +682,35 @@ static int file_contains(const char *path, const char *needle)
 
 START_TEST(command_line_and_config)
 {
-    static const char *const every_flag[] = {
-        "--listen", "--name", "--backend", "--backend-opt", "--device", "--max-batch", "--max-batch-bytes",
-        "--max-wait-us", "--workers", "--threads", "--result-codec", "--max-frame", "--max-connections",
-        "--max-conn-per-peer", "--max-inflight", "--handshake-timeout-ms", "--frame-timeout-ms",
-        "--drain-timeout-ms", "--heartbeat-ms", "--seed", "--port-file", "--tls-cert", "--tls-key", "--tls-ca", "--tls-allow",
-        "--log-level", "--config", "--version", "--help"};
+    static const char *const every_flag[] = {"--listen",
+                                             "--name",
+                                             "--backend",
+                                             "--backend-opt",
+                                             "--device",
+                                             "--max-batch",
+                                             "--max-batch-bytes",
+                                             "--max-wait-us",
+                                             "--workers",
+                                             "--threads",
+                                             "--result-codec",
+                                             "--max-frame",
+                                             "--max-connections",
+                                             "--max-conn-per-peer",
+                                             "--max-inflight",
+                                             "--handshake-timeout-ms",
+                                             "--frame-timeout-ms",
+                                             "--drain-timeout-ms",
+                                             "--heartbeat-ms",
+                                             "--seed",
+                                             "--port-file",
+                                             "--tls-cert",
+                                             "--tls-key",
+                                             "--tls-ca",
+                                             "--tls-allow",
+                                             "--log-level",
+                                             "--config",
+                                             "--version",
+                                             "--help"};
     const char *help[] = {"--help", NULL};
     const char *badflag[] = {"--no-such-flag", NULL};
     const char *badval[] = {"--max-batch", "lots", NULL};
@@ -673,7 +725,8 @@ START_TEST(command_line_and_config)
     close(mkstemp(out));
     ck_assert_int_eq(run_cli(help, out), 0);
     for (i = 0; i < sizeof(every_flag) / sizeof(every_flag[0]); i++)
-        ck_assert_msg(file_contains(out, every_flag[i]), "--help does not document %s", every_flag[i]);
+        ck_assert_msg(file_contains(out, every_flag[i]), "--help does not document %s",
+                      every_flag[i]);
     ck_assert_int_eq(run_cli(badflag, out), 2);
     ck_assert(file_contains(out, "unknown option '--no-such-flag'"));
     ck_assert_int_eq(run_cli(badval, out), 2);
@@ -773,4 +826,5 @@ static TCase *tc_cli(void)
     return tc;
 }
 
-CHECK_MAIN("sut", tc_handshake, tc_backends, tc_digest, tc_bad_input, tc_limits, tc_sigterm, tc_plugin, tc_cli)
+CHECK_MAIN("sut", tc_handshake, tc_backends, tc_digest, tc_bad_input, tc_limits, tc_sigterm,
+           tc_plugin, tc_cli)

@@ -33,7 +33,8 @@ static void make_certs(void)
     snprintf(certs, sizeof(certs), "/tmp/tlscerts_XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(certs));
     /* The fabric's CA with a node and two clients; and an unrelated CA with its own client. */
-    snprintf(cmd, sizeof(cmd), "%s %s >/dev/null && %s %s --client intruder >/dev/null && %s %s/other >/dev/null",
+    snprintf(cmd, sizeof(cmd),
+             "%s %s >/dev/null && %s %s --client intruder >/dev/null && %s %s/other >/dev/null",
              MAKE_CERTS, certs, MAKE_CERTS, certs, MAKE_CERTS, certs);
     ck_assert_int_eq(system(cmd), 0);
 }
@@ -62,14 +63,15 @@ static void on_complete(void *user, const qdl_response_t *r, size_t n)
         uint64_t k = r[i].response_id;
         C.done++;
         if (r[i].status == 0 && r[i].size == 8 &&
-            cmn_digest_get(r[i].data) == cmn_digest64(sample_bytes[k % 64], sizeof(sample_bytes[0])))
+            cmn_digest_get(r[i].data) ==
+                cmn_digest64(sample_bytes[k % 64], sizeof(sample_bytes[0])))
             C.ok++;
     }
     uv_mutex_unlock(&C.mu);
 }
 
-static int try_qdl(int port, const char *ca, const char *ccert, const char *ckey, qdl_t **out, char *err,
-                   size_t errlen)
+static int try_qdl(int port, const char *ca, const char *ccert, const char *ckey, qdl_t **out,
+                   char *err, size_t errlen)
 {
     char addr[32];
     const char *list[1] = {addr};
@@ -125,12 +127,13 @@ START_TEST(queries_over_tls)
     tn_proc_t p;
     qdl_t *q = NULL;
     char err[512] = "", name[256];
-    const char *args[] = {"--backend", "digest", "--name", "tls-node", "--tls-cert", cert("node.pem"), "--tls-key",
-                          cert("node.key"), NULL};
+    const char *args[] = {"--backend",      "digest",    "--name",         "tls-node", "--tls-cert",
+                          cert("node.pem"), "--tls-key", cert("node.key"), NULL};
 
     ck_assert_int_eq(tn_spawn(&p, SUT_NODE_EXE, args), 0);
     ck_assert(tn_log_contains(&p, "tls on (TLS 1.3)"));
-    ck_assert_msg(try_qdl(p.port, cert("ca.pem"), NULL, NULL, &q, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_msg(try_qdl(p.port, cert("ca.pem"), NULL, NULL, &q, err, sizeof(err)) == 0, "%s",
+                  err);
     ck_assert_int_eq(qdl_name(q, name, sizeof(name), NULL, err, sizeof(err)), 0);
     ck_assert_ptr_nonnull(strstr(name, "Network SUT (1 node: tls-node)"));
     run_queries(q);
@@ -145,13 +148,14 @@ START_TEST(mutual_tls_accepts_the_right_client)
     tn_proc_t p;
     qdl_t *q = NULL;
     char err[512] = "";
-    const char *args[] = {"--backend", "digest", "--tls-cert", cert("node.pem"), "--tls-key", cert("node.key"),
-                          "--tls-ca", cert("ca.pem"), "--tls-allow", "qdl-client", NULL};
+    const char *args[] = {"--backend",   "digest",         "--tls-cert", cert("node.pem"),
+                          "--tls-key",   cert("node.key"), "--tls-ca",   cert("ca.pem"),
+                          "--tls-allow", "qdl-client",     NULL};
 
     ck_assert_int_eq(tn_spawn(&p, SUT_NODE_EXE, args), 0);
     ck_assert(tn_log_contains(&p, "client certificates required, names pinned"));
-    ck_assert_msg(try_qdl(p.port, cert("ca.pem"), cert("qdl-client.pem"), cert("qdl-client.key"), &q, err,
-                          sizeof(err)) == 0,
+    ck_assert_msg(try_qdl(p.port, cert("ca.pem"), cert("qdl-client.pem"), cert("qdl-client.key"),
+                          &q, err, sizeof(err)) == 0,
                   "%s", err);
     run_queries(q);
     qdl_destroy(q);
@@ -161,13 +165,15 @@ START_TEST(mutual_tls_accepts_the_right_client)
 END_TEST
 
 /* The node must refuse, log why, and keep serving a good client afterwards. */
-static void expect_rejected(const char *ca, const char *ccert, const char *ckey, const char *node_log)
+static void expect_rejected(const char *ca, const char *ccert, const char *ckey,
+                            const char *node_log)
 {
     tn_proc_t p;
     qdl_t *q = NULL, *good = NULL;
     char err[512] = "";
-    const char *args[] = {"--backend", "digest", "--tls-cert", cert("node.pem"), "--tls-key", cert("node.key"),
-                          "--tls-ca", cert("ca.pem"), "--tls-allow", "qdl-client", NULL};
+    const char *args[] = {"--backend",   "digest",         "--tls-cert", cert("node.pem"),
+                          "--tls-key",   cert("node.key"), "--tls-ca",   cert("ca.pem"),
+                          "--tls-allow", "qdl-client",     NULL};
 
     ck_assert_int_eq(tn_spawn(&p, SUT_NODE_EXE, args), 0);
     ck_assert_int_lt(try_qdl(p.port, ca, ccert, ckey, &q, err, sizeof(err)), 0);
@@ -176,8 +182,8 @@ static void expect_rejected(const char *ca, const char *ccert, const char *ckey,
     printf("rejected as expected: %s\n", err);
     usleep(100000);
     ck_assert_msg(tn_log_contains(&p, node_log), "node log lacks '%s'", node_log);
-    ck_assert_msg(try_qdl(p.port, cert("ca.pem"), cert("qdl-client.pem"), cert("qdl-client.key"), &good, err,
-                          sizeof(err)) == 0,
+    ck_assert_msg(try_qdl(p.port, cert("ca.pem"), cert("qdl-client.pem"), cert("qdl-client.key"),
+                          &good, err, sizeof(err)) == 0,
                   "%s", err);
     qdl_destroy(good);
     ck_assert_int_eq(tn_stop(&p, SIGTERM, 10000), 0);
@@ -192,13 +198,15 @@ END_TEST
 
 START_TEST(client_from_another_ca_rejected)
 {
-    expect_rejected(cert("ca.pem"), cert("other/qdl-client.pem"), cert("other/qdl-client.key"), "certificate");
+    expect_rejected(cert("ca.pem"), cert("other/qdl-client.pem"), cert("other/qdl-client.key"),
+                    "certificate");
 }
 END_TEST
 
 START_TEST(client_not_in_allow_list_rejected)
 {
-    expect_rejected(cert("ca.pem"), cert("intruder.pem"), cert("intruder.key"), "not in the allow list");
+    expect_rejected(cert("ca.pem"), cert("intruder.pem"), cert("intruder.key"),
+                    "not in the allow list");
 }
 END_TEST
 
@@ -207,7 +215,8 @@ START_TEST(node_with_untrusted_certificate_rejected)
     tn_proc_t p;
     qdl_t *q = NULL;
     char err[512] = "";
-    const char *args[] = {"--backend", "digest", "--tls-cert", cert("node.pem"), "--tls-key", cert("node.key"), NULL};
+    const char *args[] = {"--backend", "digest",         "--tls-cert", cert("node.pem"),
+                          "--tls-key", cert("node.key"), NULL};
 
     ck_assert_int_eq(tn_spawn(&p, SUT_NODE_EXE, args), 0);
     ck_assert_int_lt(try_qdl(p.port, cert("other/ca.pem"), NULL, NULL, &q, err, sizeof(err)), 0);
@@ -224,7 +233,8 @@ START_TEST(plaintext_peer_against_tls_node)
     qdl_t *q = NULL;
     char err[512] = "";
     const int codecs[1] = {0};
-    const char *args[] = {"--backend", "digest", "--tls-cert", cert("node.pem"), "--tls-key", cert("node.key"), NULL};
+    const char *args[] = {"--backend", "digest",         "--tls-cert", cert("node.pem"),
+                          "--tls-key", cert("node.key"), NULL};
 
     ck_assert_int_eq(tn_spawn(&p, SUT_NODE_EXE, args), 0);
     ck_assert_int_eq(tn_connect(&c, p.port), 0);
@@ -233,7 +243,8 @@ START_TEST(plaintext_peer_against_tls_node)
     tn_close(&c);
     usleep(100000);
     ck_assert(tn_log_contains(&p, "TLS"));
-    ck_assert_msg(try_qdl(p.port, cert("ca.pem"), NULL, NULL, &q, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_msg(try_qdl(p.port, cert("ca.pem"), NULL, NULL, &q, err, sizeof(err)) == 0, "%s",
+                  err);
     qdl_destroy(q);
     ck_assert_int_eq(tn_stop(&p, SIGTERM, 10000), 0);
     tn_cleanup(&p);

@@ -85,7 +85,8 @@ int tn_spawn_port(tn_proc_t *p, const char *exe, const char *const *args, int po
                 return 0;
         }
         if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
-            fprintf(stderr, "tn_spawn: %s exited early (status %d); log %s\n", exe, status, p->log_path);
+            fprintf(stderr, "tn_spawn: %s exited early (status %d); log %s\n", exe, status,
+                    p->log_path);
             p->pid = 0;
             return -1;
         }
@@ -211,7 +212,8 @@ int tn_send_raw(tn_client_t *c, const void *data, size_t len)
     return 0;
 }
 
-int tn_send(tn_client_t *c, unsigned type, const ProtobufCMessage *m, const struct iovec *payload, size_t n)
+int tn_send(tn_client_t *c, unsigned type, const ProtobufCMessage *m, const struct iovec *payload,
+            size_t n)
 {
     struct iovec *iov = calloc(n + 1, sizeof(*iov));
     long k;
@@ -324,8 +326,8 @@ Nsut__HelloAck *tn_handshake(tn_client_t *c, const int *codecs, size_t n_codecs)
     return (Nsut__HelloAck *)m;
 }
 
-int tn_send_query(tn_client_t *c, uint64_t query_id, uint64_t first_id, size_t n, const void *const *data,
-                  const size_t *wire, const size_t *raw, const int *codec)
+int tn_send_query(tn_client_t *c, uint64_t query_id, uint64_t first_id, size_t n,
+                  const void *const *data, const size_t *wire, const size_t *raw, const int *codec)
 {
     Nsut__Query q = NSUT__QUERY__INIT;
     Nsut__Sample *s = calloc(n, sizeof(*s));

@@ -50,12 +50,13 @@ int tn_connect(tn_client_t *c, int port);
 void tn_close(tn_client_t *c);
 
 /* Blocking writes of a whole frame / raw bytes. Return 0 or -1. */
-int tn_send(tn_client_t *c, unsigned type, const ProtobufCMessage *m, const struct iovec *payload, size_t n);
+int tn_send(tn_client_t *c, unsigned type, const ProtobufCMessage *m, const struct iovec *payload,
+            size_t n);
 int tn_send_raw(tn_client_t *c, const void *data, size_t len);
 
-/* One frame, within |timeout_ms|. Pings (node heartbeats) are answered and skipped. *m is unpacked and validated (free with cmn_msg_free(m, NULL));
- * *payload is a malloc'ed copy (or NULL). Returns 0, CMN_ETIMEOUT, CMN_ECLOSED, or a decode
- * error. */
+/* One frame, within |timeout_ms|. Pings (node heartbeats) are answered and skipped. *m is unpacked
+ * and validated (free with cmn_msg_free(m, NULL)); *payload is a malloc'ed copy (or NULL). Returns
+ * 0, CMN_ETIMEOUT, CMN_ECLOSED, or a decode error. */
 int tn_recv(tn_client_t *c, int timeout_ms, unsigned *type, ProtobufCMessage **m, uint8_t **payload,
             size_t *plen);
 
@@ -64,8 +65,8 @@ int tn_recv(tn_client_t *c, int timeout_ms, unsigned *type, ProtobufCMessage **m
 Nsut__HelloAck *tn_handshake(tn_client_t *c, const int *codecs, size_t n_codecs);
 
 /* Sends one Query of |n| samples (ids from |first_id|) with the given bytes and codecs. */
-int tn_send_query(tn_client_t *c, uint64_t query_id, uint64_t first_id, size_t n, const void *const *data,
-                  const size_t *wire, const size_t *raw, const int *codec);
+int tn_send_query(tn_client_t *c, uint64_t query_id, uint64_t first_id, size_t n,
+                  const void *const *data, const size_t *wire, const size_t *raw, const int *codec);
 
 /* Waits for an Error frame (skipping others) and the close; returns the error code or -1. */
 int tn_expect_error(tn_client_t *c, int timeout_ms);

@@ -9,7 +9,7 @@
 typedef struct cmn_arena_chunk cmn_arena_chunk_t;
 
 typedef struct {
-    ProtobufCAllocator pb; /* pass &arena.pb to protobuf-c; its free is a no-op */
+    ProtobufCAllocator pb;     /* pass &arena.pb to protobuf-c; its free is a no-op */
     cmn_arena_chunk_t *chunks; /* newest first */
     size_t chunk_size;
 } cmn_arena_t;

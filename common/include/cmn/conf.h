@@ -9,7 +9,8 @@
 
 /* Called for each `key = value` line; returns 0 or a negative code with a reason in |eb|, which
  * stops the parse. |line| is 1-based. */
-typedef int (*cmn_conf_cb)(void *arg, const char *key, const char *value, int line, cmn_errbuf_t *eb);
+typedef int (*cmn_conf_cb)(void *arg, const char *key, const char *value, int line,
+                           cmn_errbuf_t *eb);
 
 /* Reads |path| line by line. Blank lines and lines whose first non-blank character is '#' are
  * skipped; every other line must be `key = value` (spaces around '=' optional, value to the end of

@@ -51,10 +51,10 @@ typedef struct {
 typedef void (*cmn_conn_sent_cb)(void *arg, int status);
 
 typedef struct {
-    size_t read_buf_size;    /* default 64 KiB */
-    size_t write_high_water; /* default 16 MiB */
-    size_t write_low_water;  /* default 4 MiB */
-    unsigned keepalive_s;    /* TCP keepalive idle time; 0 disables; default 30 */
+    size_t read_buf_size;         /* default 64 KiB */
+    size_t write_high_water;      /* default 16 MiB */
+    size_t write_low_water;       /* default 4 MiB */
+    unsigned keepalive_s;         /* TCP keepalive idle time; 0 disables; default 30 */
     uint64_t shutdown_timeout_ms; /* how long cmn_conn_shutdown waits for the peer; default 2000 */
 } cmn_conn_options_t;
 
@@ -77,8 +77,8 @@ struct cmn_conn {
     uv_shutdown_t shutdown_req;
     void (*connect_cb)(cmn_conn_t *c, int status);
 
-    cmn_wbatch_t *cur;  /* frames queued this turn */
-    cmn_wbatch_t *pool; /* reusable batches */
+    cmn_wbatch_t *cur;    /* frames queued this turn */
+    cmn_wbatch_t *pool;   /* reusable batches */
     size_t bytes_pending; /* queued in cur */
     size_t bytes_writing; /* handed to uv_write, not yet completed */
     int above_high_water;
@@ -89,14 +89,14 @@ struct cmn_conn {
     int reading;
     int read_paused;
     int in_read;
-    int large_frames;      /* the last frame was large: read headers alone (see on_alloc) */
+    int large_frames;     /* the last frame was large: read headers alone (see on_alloc) */
     struct cmn__tls *tls; /* NULL: plaintext */
     /* TLS: batches waiting to be encrypted, oldest first; encryption pauses while much
      * ciphertext waits for the socket, so memory stays bounded whatever is queued. */
     cmn_wbatch_t *tls_head, *tls_tail;
     size_t tls_buf, tls_off; /* progress inside tls_head */
     int tls_shutdown_due;    /* cmn_conn_shutdown waits for the queue to be encrypted */
-    char last_error[320];  /* why the connection closed itself (TLS, read error), or "" */
+    char last_error[320];    /* why the connection closed itself (TLS, read error), or "" */
 
     uint64_t bytes_in, bytes_out, frames_in, frames_out;
 };
@@ -106,7 +106,8 @@ int cmn_conn_init(uv_loop_t *loop, cmn_conn_t *c, const cmn_conn_callbacks_t *cb
                   const cmn_conn_options_t *opt, const cmn_frame_limits_t *limits);
 
 /* Connects to |addr|; |cb| gets 0 or a negative code (the caller then closes the connection). */
-int cmn_conn_connect(cmn_conn_t *c, const struct sockaddr *addr, void (*cb)(cmn_conn_t *c, int status));
+int cmn_conn_connect(cmn_conn_t *c, const struct sockaddr *addr,
+                     void (*cb)(cmn_conn_t *c, int status));
 
 /* Runs TLS on this connection (cmn/tls.h); call before cmn_conn_start. |peer_name|: for a client,
  * the host or address its server certificate must match (NULL: the connected address's IP).

@@ -104,7 +104,8 @@ enum { CMN_FRAME_NEED_MORE = 0, CMN_FRAME_READY = 1 };
  * minimum has arrived, before any payload byte is stored. It may return a buffer of
  * hdr->payload_len bytes where the payload is to go (valid until the frame is delivered or the
  * decoder is freed), or NULL to let the decoder keep it. The metadata is not validated yet. */
-typedef uint8_t *(*cmn_frame_sink_fn)(void *arg, const cmn_frame_header_t *hdr, const uint8_t *meta);
+typedef uint8_t *(*cmn_frame_sink_fn)(void *arg, const cmn_frame_header_t *hdr,
+                                      const uint8_t *meta);
 
 typedef struct {
     cmn_frame_limits_t limits;
@@ -120,7 +121,7 @@ typedef struct {
     cmn_frame_sink_fn sink;
     void *sink_arg;
     size_t sink_min;
-    int err;          /* sticky: after an error the stream cannot be resynchronised */
+    int err; /* sticky: after an error the stream cannot be resynchronised */
 } cmn_frame_decoder_t;
 
 void cmn_frame_decoder_init(cmn_frame_decoder_t *d, const cmn_frame_limits_t *limits);
@@ -133,7 +134,8 @@ void cmn_frame_decoder_free(cmn_frame_decoder_t *d);
 /* Consumes bytes from in[0..len) and stops after at most one frame.
  * Returns CMN_FRAME_READY with *frame filled and *consumed the bytes used; CMN_FRAME_NEED_MORE
  * with *consumed == len; or a negative code (the header checks of cmn_frame_header_parse, or
- * UV_ENOMEM) with *consumed undefined. Errors are sticky: every later call returns the same code. */
+ * UV_ENOMEM) with *consumed undefined. Errors are sticky: every later call returns the same code.
+ */
 int cmn_frame_decode(cmn_frame_decoder_t *d, const uint8_t *in, size_t len, size_t *consumed,
                      cmn_frame_t *frame);
 
@@ -146,7 +148,8 @@ int cmn_frame_decoder_direct(cmn_frame_decoder_t *d, uint8_t **ptr, size_t *len)
 
 /* Installs a payload sink for split frames whose payload is at least |min_payload| bytes; with
  * direct reads (below) such a payload goes from the socket straight into the sink's buffer. */
-void cmn_frame_decoder_set_sink(cmn_frame_decoder_t *d, cmn_frame_sink_fn sink, void *arg, size_t min_payload);
+void cmn_frame_decoder_set_sink(cmn_frame_decoder_t *d, cmn_frame_sink_fn sink, void *arg,
+                                size_t min_payload);
 
 /* Bytes of the current frame not received yet (0 when between frames). */
 size_t cmn_frame_decoder_missing(const cmn_frame_decoder_t *d);
@@ -158,7 +161,8 @@ int cmn_frame_decoder_partial(const cmn_frame_decoder_t *d);
 
 struct ProtobufCMessage;
 
-/* Bytes of header + packed metadata for |meta| (which may be NULL for an empty metadata section). */
+/* Bytes of header + packed metadata for |meta| (which may be NULL for an empty metadata section).
+ */
 size_t cmn_frame_head_size(const struct ProtobufCMessage *meta);
 
 /* Writes header + packed metadata into dst[0..cap). |payload_len| is the total payload that the
@@ -171,7 +175,7 @@ long cmn_frame_encode_head(unsigned type, const struct ProtobufCMessage *meta, u
  * and metadata (the caller frees iov[0].iov_base), iov[1..n_payload] point at the caller's payload
  * segments unchanged. |iov| has room for n_payload + 1 entries. Returns the number of iov entries
  * or a negative code. */
-long cmn_frame_encode(unsigned type, const struct ProtobufCMessage *meta, const struct iovec *payload,
-                      size_t n_payload, struct iovec *iov);
+long cmn_frame_encode(unsigned type, const struct ProtobufCMessage *meta,
+                      const struct iovec *payload, size_t n_payload, struct iovec *iov);
 
 #endif

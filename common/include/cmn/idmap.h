@@ -31,6 +31,7 @@ void *cmn_idmap_get(const cmn_idmap_t *m, uint64_t key);
 void *cmn_idmap_del(cmn_idmap_t *m, uint64_t key);
 
 /* Calls fn for every entry (the map must not change during the walk). */
-void cmn_idmap_each(const cmn_idmap_t *m, void (*fn)(void *arg, uint64_t key, void *val), void *arg);
+void cmn_idmap_each(const cmn_idmap_t *m, void (*fn)(void *arg, uint64_t key, void *val),
+                    void *arg);
 
 #endif

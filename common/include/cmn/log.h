@@ -26,10 +26,10 @@ void cmn_log(cmn_log_level_t level, const char *fmt, ...) __attribute__((format(
 #define cmn_log_error(...) cmn_log(CMN_LOG_ERROR, __VA_ARGS__)
 #define cmn_log_warn(...) cmn_log(CMN_LOG_WARN, __VA_ARGS__)
 #define cmn_log_info(...) cmn_log(CMN_LOG_INFO, __VA_ARGS__)
-#define cmn_log_debug(...)                                                                          \
-    do {                                                                                           \
-        if (cmn_log_get_level() >= CMN_LOG_DEBUG)                                                  \
-            cmn_log(CMN_LOG_DEBUG, __VA_ARGS__);                                                   \
+#define cmn_log_debug(...)                        \
+    do {                                          \
+        if (cmn_log_get_level() >= CMN_LOG_DEBUG) \
+            cmn_log(CMN_LOG_DEBUG, __VA_ARGS__);  \
     } while (0)
 
 #endif

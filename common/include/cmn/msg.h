@@ -28,7 +28,8 @@ const ProtobufCMessageDescriptor *cmn_msg_descriptor(unsigned type);
  * and the frame's payload length (proto/README.md, "Validation"). |alloc| may be NULL (malloc)
  * or an arena (cmn/arena.h). On success *out holds the message; free it with cmn_msg_free().
  * Returns 0, CMN_EBADMSG (does not unpack), CMN_EFIELD (a field out of range or inconsistent),
- * CMN_ECODEC (unknown codec) or CMN_ETOOBIG (a count or size over a limit), with a reason in |eb|. */
+ * CMN_ECODEC (unknown codec) or CMN_ETOOBIG (a count or size over a limit), with a reason in |eb|.
+ */
 int cmn_msg_unpack(const cmn_frame_t *f, const cmn_msg_limits_t *lim, ProtobufCAllocator *alloc,
                    ProtobufCMessage **out, cmn_errbuf_t *eb);
 

@@ -8,7 +8,8 @@
  * Policy: the table of rules section 6.2.4 as data. Compression happens in the QSL, untimed, per
  * sample, and only for benchmarks whose row allows lossless compression.
  *
- * Thread-safety: a cmpr_ctx_t belongs to one thread at a time; every other function is reentrant. */
+ * Thread-safety: a cmpr_ctx_t belongs to one thread at a time; every other function is reentrant.
+ */
 #ifndef CMPR_CMPR_H
 #define CMPR_CMPR_H
 
@@ -47,7 +48,8 @@ size_t cmpr_bound(int codec, size_t n);
 long cmpr_compress(cmpr_ctx_t *ctx, int codec, const void *src, size_t n, void *dst, size_t cap);
 
 /* Decodes src[0..n) into exactly |raw_len| bytes at dst. Returns 0, CMN_EDECOMPRESS when the data
- * is corrupt or decodes to another size, or CMN_ECODEC. Codec none copies (n must equal raw_len). */
+ * is corrupt or decodes to another size, or CMN_ECODEC. Codec none copies (n must equal raw_len).
+ */
 int cmpr_decompress(int codec, const void *src, size_t n, void *dst, size_t raw_len);
 
 /* Checks a declared (raw, wire) pair before anything is allocated: the codec is known, raw is at
@@ -59,10 +61,10 @@ int cmpr_check_sizes(int codec, uint64_t raw, uint64_t wire, uint64_t max_raw, c
 /* ---- Rules table (section 6.2.4) -------------------------------------------------------- */
 
 typedef struct {
-    const char *model;     /* model name as in mlperf.conf (e.g. "resnet50", "llama2-70b") */
-    const char *row;       /* the row of the rules table it falls under */
-    int lossless;          /* 1: lossless compression allowed; 0: no compression allowed */
-    int per_query_server;  /* 1: per-query compression also allowed in Server (DLRM) */
+    const char *model;    /* model name as in mlperf.conf (e.g. "resnet50", "llama2-70b") */
+    const char *row;      /* the row of the rules table it falls under */
+    int lossless;         /* 1: lossless compression allowed; 0: no compression allowed */
+    int per_query_server; /* 1: per-query compression also allowed in Server (DLRM) */
 } cmpr_policy_t;
 
 /* The entry for |model| (exact name, or a known variant such as "bert-99.9"), or NULL. */

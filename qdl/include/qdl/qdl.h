@@ -67,16 +67,16 @@ typedef struct {
     size_t n_nodes;
     unsigned connections_per_node; /* default 1 */
     qdl_policy_t policy;
-    int result_codec;              /* codec the QDL offers for responses: 0 none, 1 lz4 */
-    uint64_t connect_timeout_ms;   /* qdl_create waits this long for every node; default 5000 */
-    uint64_t ping_interval_ms;     /* default 1000; 0 disables pings */
-    uint64_t ping_timeout_ms;      /* no Pong within this marks the node down; default 3000 */
-    uint64_t name_timeout_ms;      /* qdl_name waits this long for all replies; default 2000 */
-    uint64_t fail_timeout_ms;      /* with no node up, samples fail after this; default 10000 */
-    uint64_t reconnect_max_ms;     /* backoff cap for reconnects; default 2000 */
-    uint64_t max_frame_size;       /* largest frame sent or accepted; default 256 MiB */
-    uint32_t max_part_samples;     /* samples per Query frame when a query is split; default 1024 */
-    const char *client_name;       /* shown in node logs; default "qdl@<host>:<pid>" */
+    int result_codec;            /* codec the QDL offers for responses: 0 none, 1 lz4 */
+    uint64_t connect_timeout_ms; /* qdl_create waits this long for every node; default 5000 */
+    uint64_t ping_interval_ms;   /* default 1000; 0 disables pings */
+    uint64_t ping_timeout_ms;    /* no Pong within this marks the node down; default 3000 */
+    uint64_t name_timeout_ms;    /* qdl_name waits this long for all replies; default 2000 */
+    uint64_t fail_timeout_ms;    /* with no node up, samples fail after this; default 10000 */
+    uint64_t reconnect_max_ms;   /* backoff cap for reconnects; default 2000 */
+    uint64_t max_frame_size;     /* largest frame sent or accepted; default 256 MiB */
+    uint32_t max_part_samples;   /* samples per Query frame when a query is split; default 1024 */
+    const char *client_name;     /* shown in node logs; default "qdl@<host>:<pid>" */
 
     qdl_complete_cb on_complete;    /* required */
     qdl_complete_cb on_first_token; /* optional (LLM streaming) */

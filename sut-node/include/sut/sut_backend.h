@@ -39,9 +39,10 @@ extern "C" {
 #define SUT_BACKEND_ABI_VERSION 1u
 #define SUT_BACKEND_ENTRY_SYMBOL "sut_backend_entry"
 
-/* Flags in sut_backend_info_t.flags. */
-#define SUT_BACKEND_F_INLINE 0x1u    /* infer() is cheap and never blocks: may run on the I/O thread */
-#define SUT_BACKEND_F_STREAMING 0x2u /* calls first_token() before complete() (LLM token streaming) */
+/* Flags in sut_backend_info_t.flags. INLINE: infer() is cheap and never blocks, so it may run on
+ * the I/O thread. STREAMING: calls first_token() before complete() (LLM token streaming). */
+#define SUT_BACKEND_F_INLINE 0x1u
+#define SUT_BACKEND_F_STREAMING 0x2u
 
 /* Log levels for sut_backend_config_t.log (same order as the node's logger). */
 enum { SUT_LOG_ERROR = 0, SUT_LOG_WARN = 1, SUT_LOG_INFO = 2, SUT_LOG_DEBUG = 3 };
@@ -49,11 +50,11 @@ enum { SUT_LOG_ERROR = 0, SUT_LOG_WARN = 1, SUT_LOG_INFO = 2, SUT_LOG_DEBUG = 3 
 typedef struct sut_backend sut_backend_t; /* the backend's own instance, opaque to the node */
 
 typedef struct {
-    const char *device;      /* "cpu", "cuda:0", ... as given by --device (never NULL) */
-    uint32_t max_batch;      /* the node's largest batch */
-    uint32_t threads;        /* CPU threads the backend may use (0: its own choice) */
-    uint64_t seed;           /* for backends with randomness (sim) */
-    size_t n_options;        /* backend-specific --backend-opt KEY=VALUE pairs */
+    const char *device; /* "cpu", "cuda:0", ... as given by --device (never NULL) */
+    uint32_t max_batch; /* the node's largest batch */
+    uint32_t threads;   /* CPU threads the backend may use (0: its own choice) */
+    uint64_t seed;      /* for backends with randomness (sim) */
+    size_t n_options;   /* backend-specific --backend-opt KEY=VALUE pairs */
     const char *const *keys;
     const char *const *values;
     /* Log through the node's logger (thread-safe). */
@@ -78,11 +79,11 @@ typedef struct {
 } sut_sample_t;
 
 typedef struct {
-    size_t index;       /* which sample of the batch */
-    int status;         /* 0, or a negative code: the sample failed */
-    const void *data;   /* result bytes (copied by the node before the call returns) */
+    size_t index;     /* which sample of the batch */
+    int status;       /* 0, or a negative code: the sample failed */
+    const void *data; /* result bytes (copied by the node before the call returns) */
     size_t size;
-    int64_t n_tokens;   /* output tokens for LLMs (first_token: 1), else 0 */
+    int64_t n_tokens; /* output tokens for LLMs (first_token: 1), else 0 */
 } sut_result_t;
 
 typedef struct sut_batch sut_batch_t;
@@ -92,8 +93,8 @@ struct sut_batch {
     const sut_sample_t *samples; /* n entries */
     void *input;                 /* all samples back to back */
     size_t input_size;
-    int uniform;                 /* 1 when every sample has the same size */
-    void *backend_data;          /* free for the backend's use */
+    int uniform;        /* 1 when every sample has the same size */
+    void *backend_data; /* free for the backend's use */
 
     /* Thread-safe, callable from any thread; each sample is completed exactly once. */
     void (*complete)(sut_batch_t *b, const sut_result_t *results, size_t n);

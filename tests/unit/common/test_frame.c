@@ -75,7 +75,8 @@ static void check_query_frame(const cmn_frame_t *f, size_t n, const size_t *size
         /* Find the first wrong byte with a plain loop, then assert once (fast under ASan). */
         for (j = 0; j < sizes[i] && p[j] == (uint8_t)(fill + i); j++) {
         }
-        ck_assert_msg(j == sizes[i], "sample %zu byte %zu is 0x%02x", i, j, j < sizes[i] ? p[j] : 0);
+        ck_assert_msg(j == sizes[i], "sample %zu byte %zu is 0x%02x", i, j,
+                      j < sizes[i] ? p[j] : 0);
         p += sizes[i];
     }
     cmn_msg_free(m, NULL);
@@ -86,7 +87,7 @@ START_TEST(header_roundtrip)
     cmn_frame_header_t h = {1, CMN_MSG_RESPONSE, 0, 0x01020304u, 0x0A0B0C0Du}, g;
     cmn_frame_limits_t lim = {UINT32_MAX, UINT64_MAX};
     uint8_t b[CMN_FRAME_HEADER_SIZE];
-    static const uint8_t want[CMN_FRAME_HEADER_SIZE] = {'N', 'S', 'U', 'T', 1, 6, 0, 0,
+    static const uint8_t want[CMN_FRAME_HEADER_SIZE] = {'N', 'S', 'U', 'T', 1,  6,  0,  0,
                                                         1,   2,   3,   4,   10, 11, 12, 13};
 
     cmn_frame_header_write(b, &h);
@@ -400,11 +401,14 @@ START_TEST(encode_rejects)
     Nsut__Ping p = NSUT__PING__INIT;
 
     ck_assert_int_eq(cmn_frame_encode_head(0, NULL, 0, buf, sizeof(buf)), CMN_ETYPE);
-    ck_assert_int_eq(cmn_frame_encode_head(CMN_MSG_PING, &p.base, 5, buf, sizeof(buf)), CMN_EPAYLOAD);
+    ck_assert_int_eq(cmn_frame_encode_head(CMN_MSG_PING, &p.base, 5, buf, sizeof(buf)),
+                     CMN_EPAYLOAD);
     ck_assert_int_eq(cmn_frame_encode_head(CMN_MSG_PING, &p.base, 0, buf, 4), CMN_ETOOBIG);
-    ck_assert_int_eq(cmn_frame_encode_head(CMN_MSG_QUERY, NULL, (uint64_t)UINT32_MAX + 1, buf, sizeof(buf)),
-                     CMN_ETOOBIG);
-    ck_assert_int_eq(cmn_frame_encode_head(CMN_MSG_FLUSH, NULL, 0, buf, sizeof(buf)), CMN_FRAME_HEADER_SIZE);
+    ck_assert_int_eq(
+        cmn_frame_encode_head(CMN_MSG_QUERY, NULL, (uint64_t)UINT32_MAX + 1, buf, sizeof(buf)),
+        CMN_ETOOBIG);
+    ck_assert_int_eq(cmn_frame_encode_head(CMN_MSG_FLUSH, NULL, 0, buf, sizeof(buf)),
+                     CMN_FRAME_HEADER_SIZE);
 }
 END_TEST
 

@@ -132,7 +132,9 @@ START_TEST(conf_file)
 
     ck_assert_int_ge(fd, 0);
     close(fd);
-    write_file(path, "# comment\n\n  listen = 127.0.0.1:9000  \nname=node-a\nbackend = sim # not a comment\n");
+    write_file(
+        path,
+        "# comment\n\n  listen = 127.0.0.1:9000  \nname=node-a\nbackend = sim # not a comment\n");
     memset(&kv, 0, sizeof(kv));
     ck_assert_int_eq(cmn_conf_parse_file(path, kv_cb, &kv, &eb), 0);
     ck_assert_int_eq(kv.n, 3);
@@ -247,7 +249,8 @@ START_TEST(error_names)
 
     for (e = CMN_E__BASE - 1; e > CMN_E__LAST; e--) {
         ck_assert_msg(strncmp(cmn_err_name(e), "CMN_E", 5) == 0, "code %d has no name", e);
-        ck_assert_msg(strcmp(cmn_strerror(e), "Unknown system error") != 0, "code %d has no text", e);
+        ck_assert_msg(strcmp(cmn_strerror(e), "Unknown system error") != 0, "code %d has no text",
+                      e);
     }
     ck_assert_str_eq(cmn_err_name(UV_ECONNREFUSED), "ECONNREFUSED");
     ck_assert_str_eq(cmn_strerror(0), "success");
@@ -394,7 +397,7 @@ START_TEST(pool_recycles)
     memset(a, 1, 128);
     cmn_pool_put(p, a);
     b = cmn_pool_get(p, 120);
-    ck_assert_ptr_eq(a, b); /* same class: reused */
+    ck_assert_ptr_eq(a, b);        /* same class: reused */
     c = cmn_pool_get(p, 4u << 20); /* idle cap 1 MiB: a 4 MiB buffer is not kept */
     ck_assert_ptr_nonnull(c);
     cmn_pool_put(p, c);

@@ -10,8 +10,8 @@
 
 /* Encodes |m| as a frame of |type| with |payload_len| bytes of 0xAB payload into |buf| and returns
  * the decoded view. */
-static cmn_frame_t frame_of(unsigned type, const ProtobufCMessage *m, size_t payload_len, uint8_t *buf,
-                            size_t cap)
+static cmn_frame_t frame_of(unsigned type, const ProtobufCMessage *m, size_t payload_len,
+                            uint8_t *buf, size_t cap)
 {
     cmn_frame_t f;
     long hl = cmn_frame_encode_head(type, m, payload_len, buf, cap);
@@ -19,7 +19,8 @@ static cmn_frame_t frame_of(unsigned type, const ProtobufCMessage *m, size_t pay
     ck_assert_int_gt(hl, 0);
     ck_assert_uint_le((size_t)hl + payload_len, cap);
     memset(buf + hl, 0xAB, payload_len);
-    ck_assert_int_eq(cmn_frame_header_parse(buf, &(cmn_frame_limits_t){UINT32_MAX, UINT64_MAX}, &f.hdr), 0);
+    ck_assert_int_eq(
+        cmn_frame_header_parse(buf, &(cmn_frame_limits_t){UINT32_MAX, UINT64_MAX}, &f.hdr), 0);
     f.meta = buf + CMN_FRAME_HEADER_SIZE;
     f.payload = f.meta + f.hdr.meta_len;
     return f;

@@ -111,10 +111,13 @@ START_TEST(lz4_lies_rejected)
     c = cmpr_compress(ctx, CMPR_LZ4, src, sizeof(src), comp, sizeof(comp));
     ck_assert_int_gt(c, 0);
     /* A declared raw size smaller or larger than the truth. */
-    ck_assert_int_eq(cmpr_decompress(CMPR_LZ4, comp, (size_t)c, out, sizeof(src) - 1), CMN_EDECOMPRESS);
-    ck_assert_int_eq(cmpr_decompress(CMPR_LZ4, comp, (size_t)c, out, sizeof(src) + 1), CMN_EDECOMPRESS);
+    ck_assert_int_eq(cmpr_decompress(CMPR_LZ4, comp, (size_t)c, out, sizeof(src) - 1),
+                     CMN_EDECOMPRESS);
+    ck_assert_int_eq(cmpr_decompress(CMPR_LZ4, comp, (size_t)c, out, sizeof(src) + 1),
+                     CMN_EDECOMPRESS);
     /* Truncated input. */
-    ck_assert_int_eq(cmpr_decompress(CMPR_LZ4, comp, (size_t)c - 1, out, sizeof(src)), CMN_EDECOMPRESS);
+    ck_assert_int_eq(cmpr_decompress(CMPR_LZ4, comp, (size_t)c - 1, out, sizeof(src)),
+                     CMN_EDECOMPRESS);
     /* Garbage never writes past the declared size (ASan would see it) and is rejected. */
     for (i = 0; i < 200; i++) {
         uint8_t junk[64];
@@ -163,18 +166,20 @@ END_TEST
 
 START_TEST(policy_table)
 {
-    static const char *const lossless[] = {"resnet50", "retinanet", "3d-unet", "bert-99", "bert-99.9",
-                                           "dlrm-v2"};
-    static const char *const forbidden[] = {"gptj", "llama2-70b", "llama2-70b-interactive",
-                                            "llama3_1-405b", "mixtral-8x7b", "stable-diffusion-xl",
-                                            "rgat", "deepseek-r1", "llama3_1-8b"};
+    static const char *const lossless[] = {"resnet50", "retinanet", "3d-unet",
+                                           "bert-99",  "bert-99.9", "dlrm-v2"};
+    static const char *const forbidden[] = {
+        "gptj",          "llama2-70b",   "llama2-70b-interactive",
+        "llama3_1-405b", "mixtral-8x7b", "stable-diffusion-xl",
+        "rgat",          "deepseek-r1",  "llama3_1-8b"};
     cmn_errbuf_t eb;
     size_t i, n;
     const cmpr_policy_t *t = cmpr_policy_table(&n);
 
     ck_assert_uint_gt(n, 20);
     for (i = 0; i < sizeof(lossless) / sizeof(lossless[0]); i++)
-        ck_assert_msg(cmpr_policy_check(lossless[i], CMPR_LZ4, &eb) == 0, "%s should allow lz4", lossless[i]);
+        ck_assert_msg(cmpr_policy_check(lossless[i], CMPR_LZ4, &eb) == 0, "%s should allow lz4",
+                      lossless[i]);
     for (i = 0; i < sizeof(forbidden) / sizeof(forbidden[0]); i++) {
         ck_assert_int_eq(cmpr_policy_check(forbidden[i], CMPR_LZ4, &eb), CMN_EPOLICY);
         /* The refusal names the model and the rule. */

@@ -13,7 +13,8 @@
 
 /* A .npy image: magic, version, header length, the dict padded with spaces to a multiple of 64
  * bytes and a newline, then |data|. */
-static uint8_t *make_npy(unsigned major, const char *dict, const void *data, size_t n, size_t *out_len)
+static uint8_t *make_npy(unsigned major, const char *dict, const void *data, size_t n,
+                         size_t *out_len)
 {
     size_t pre = major == 1 ? 10 : 12, dlen = strlen(dict), hlen = dlen + 1, total;
     uint8_t *b;
@@ -58,9 +59,9 @@ START_TEST(npy_headers)
     lg__npy_t h;
     cmn_errbuf_t eb;
 
-    ck_assert_int_eq(parse(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (10, 3, 224, 224), }",
-                           &h, &eb),
-                     0);
+    ck_assert_int_eq(
+        parse(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (10, 3, 224, 224), }", &h, &eb),
+        0);
     ck_assert_uint_eq(h.itemsize, 4);
     ck_assert_uint_eq(h.ndim, 4);
     ck_assert_uint_eq(h.shape[0], 10);
@@ -68,17 +69,21 @@ START_TEST(npy_headers)
     ck_assert_uint_eq(h.data_offset % 64, 0);
     ck_assert_str_eq(h.descr, "<f4");
 
-    ck_assert_int_eq(parse(2, "{\"descr\": \"|u1\", \"shape\": (7,), \"fortran_order\": True}", &h, &eb), 0);
+    ck_assert_int_eq(
+        parse(2, "{\"descr\": \"|u1\", \"shape\": (7,), \"fortran_order\": True}", &h, &eb), 0);
     ck_assert_uint_eq(h.itemsize, 1);
     ck_assert_uint_eq(h.ndim, 1);
     ck_assert(h.fortran_order);
     ck_assert_uint_eq(h.major, 2);
-    ck_assert_int_eq(parse(3, "{'descr': '<U10', 'fortran_order': False, 'shape': (2, 3)}", &h, &eb), 0);
+    ck_assert_int_eq(
+        parse(3, "{'descr': '<U10', 'fortran_order': False, 'shape': (2, 3)}", &h, &eb), 0);
     ck_assert_uint_eq(h.itemsize, 40);
-    ck_assert_int_eq(parse(1, "{'descr': '<M8[ns]', 'fortran_order': False, 'shape': ()}", &h, &eb), 0);
+    ck_assert_int_eq(parse(1, "{'descr': '<M8[ns]', 'fortran_order': False, 'shape': ()}", &h, &eb),
+                     0);
     ck_assert_uint_eq(h.itemsize, 8);
     ck_assert_uint_eq(h.ndim, 0);
-    ck_assert_int_eq(parse(1, "{'descr': '|b1', 'fortran_order': False, 'shape': (3L, 4L)}", &h, &eb), 0);
+    ck_assert_int_eq(
+        parse(1, "{'descr': '|b1', 'fortran_order': False, 'shape': (3L, 4L)}", &h, &eb), 0);
     ck_assert_uint_eq(h.shape[1], 4);
     /* Structured: fields packed back to back, sub-array shapes multiplied. */
     ck_assert_int_eq(parse(1,
@@ -107,9 +112,10 @@ START_TEST(npy_hostile)
     ck_assert_ptr_nonnull(strstr(eb.msg, "'shape'"));
     ck_assert_int_eq(parse(1, "{'descr': '<f4', 'fortran_order': Maybe, 'shape': (3,)}", &h, &eb),
                      CMN_EFORMAT);
-    ck_assert_int_eq(parse(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}",
-                           &h, &eb),
-                     CMN_EFORMAT);
+    ck_assert_int_eq(
+        parse(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}", &h,
+              &eb),
+        CMN_EFORMAT);
     ck_assert_int_eq(parse(1, "['descr']", &h, &eb), CMN_EFORMAT);
     ck_assert_int_eq(parse(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,", &h, &eb),
                      CMN_EFORMAT);

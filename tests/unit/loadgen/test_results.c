@@ -18,11 +18,11 @@ typedef struct {
 } es_ref_t;
 
 static const es_ref_t es_refs[] = {
-    {0.90, 0, 44},       {0.90, 1, 63},       {0.90, 2, 79},       {0.90, 10, 187},
-    {0.90, 100, 1146},   {0.90, 1000, 9722},  {0.99, 0, 459},      {0.99, 1, 661},
-    {0.99, 2, 836},      {0.99, 10, 2000},    {0.99, 100, 12471},  {0.99, 1000, 106569},
-    {0.99, 10000, 1013394}, {0.999, 0, 4603}, {0.999, 1, 6635},    {0.999, 10, 20130},
-    {0.999, 100, 125726}, {0.999, 1000, 1075032},
+    {0.90, 0, 44},          {0.90, 1, 63},          {0.90, 2, 79},      {0.90, 10, 187},
+    {0.90, 100, 1146},      {0.90, 1000, 9722},     {0.99, 0, 459},     {0.99, 1, 661},
+    {0.99, 2, 836},         {0.99, 10, 2000},       {0.99, 100, 12471}, {0.99, 1000, 106569},
+    {0.99, 10000, 1013394}, {0.999, 0, 4603},       {0.999, 1, 6635},   {0.999, 10, 20130},
+    {0.999, 100, 125726},   {0.999, 1000, 1075032},
 };
 
 START_TEST(early_stopping_reference)
@@ -186,8 +186,10 @@ START_TEST(server_summary)
                                      "result_overlatency_query_count", (char[32]){0}, 32),
                      "5");
     ck_assert_int_gt(tl_detail_lines(dpath, &bad), 10);
-    ck_assert_ptr_nonnull(strstr(det, "\"key\": \"result_completed_samples_per_sec\", \"value\": 998.002,"));
-    ck_assert_ptr_nonnull(strstr(det, "\"key\": \"result_scheduled_samples_per_sec\", \"value\": 999,"));
+    ck_assert_ptr_nonnull(
+        strstr(det, "\"key\": \"result_completed_samples_per_sec\", \"value\": 998.002,"));
+    ck_assert_ptr_nonnull(
+        strstr(det, "\"key\": \"result_scheduled_samples_per_sec\", \"value\": 999,"));
     free(sum);
     free(det);
     lg__perf_free(&pr);
@@ -285,10 +287,13 @@ START_TEST(offline_and_multistream_summary)
         pr.qlat[q] = (int64_t)(10 - q) * 1000;
     sum = report_to_files(&s, &pr, &res, &det, dir);
     ck_assert_ptr_nonnull(strstr(sum, "99.0th percentile latency (ns) : 10000\n"));
-    ck_assert_ptr_nonnull(strstr(sum, "Per-query latency:  \nMin latency (ns)                : 1000\n"));
-    ck_assert_ptr_nonnull(strstr(sum, " * Only processed 10 queries.\n * Need to process at least 662 "
-                                      "queries for early stopping.\n"));
-    ck_assert_ptr_nonnull(strstr(det, "\"result_99.00_percentile_per_query_latency_ns\", \"value\": 10000"));
+    ck_assert_ptr_nonnull(
+        strstr(sum, "Per-query latency:  \nMin latency (ns)                : 1000\n"));
+    ck_assert_ptr_nonnull(strstr(sum,
+                                 " * Only processed 10 queries.\n * Need to process at least 662 "
+                                 "queries for early stopping.\n"));
+    ck_assert_ptr_nonnull(
+        strstr(det, "\"result_99.00_percentile_per_query_latency_ns\", \"value\": 10000"));
     ck_assert(!res.performance_valid);
     free(sum);
     free(det);
@@ -325,7 +330,8 @@ TCase *tcase_early_stopping(void)
 {
     TCase *tc = tcase_create("early_stopping");
 
-    tcase_add_loop_test(tc, early_stopping_reference, 0, (int)(sizeof(es_refs) / sizeof(es_refs[0])));
+    tcase_add_loop_test(tc, early_stopping_reference, 0,
+                        (int)(sizeof(es_refs) / sizeof(es_refs[0])));
     tcase_add_test(tc, early_stopping_sequential);
     tcase_set_timeout(tc, 60);
     return tc;
@@ -343,7 +349,7 @@ TCase *tcase_metrics(void)
     return tc;
 }
 
-/* ---- log writers ------------------------------------------------------------------------------ */
+/* ---- log writers ----------------------------------------------------------------------------- */
 
 START_TEST(detail_lines_are_json)
 {
@@ -383,8 +389,9 @@ START_TEST(detail_lines_are_json)
     {
         char *text = tl_read(path, NULL);
 
-        ck_assert_ptr_nonnull(strstr(text, "\"event_type\": \"POINT_IN_TIME\", \"metadata\": "
-                                           "{\"is_error\": true, \"is_warning\": false, \"file\": "));
+        ck_assert_ptr_nonnull(strstr(text,
+                                     "\"event_type\": \"POINT_IN_TIME\", \"metadata\": "
+                                     "{\"is_error\": true, \"is_warning\": false, \"file\": "));
         ck_assert_ptr_nonnull(strstr(text, "\"namespace\": \"mlperf::logging\""));
         free(text);
     }
@@ -412,12 +419,13 @@ START_TEST(accuracy_log_format)
     lg__acclog_write(&a, 8, 1, NULL, 0, 1, NULL, 0, 3);
     ck_assert_int_eq(lg__acclog_close(&a), 0);
     text = tl_read(path, NULL);
-    ck_assert_str_eq(text, "[\n"
-                           "{ \"seq_id\" : 0, \"qsl_idx\" : 5, \"data\" : \"00AB7FFF\" },\n"
-                           "{ \"seq_id\" : 7, \"qsl_idx\" : 9, \"data\" : \"00AB\", \"token_data\" : "
-                           "\"7FFF\", \"token_count\" : 12 },\n"
-                           "{ \"seq_id\" : 8, \"qsl_idx\" : 1, \"data\" : \"\", \"token_count\" : 3 }\n"
-                           "]\n");
+    ck_assert_str_eq(text,
+                     "[\n"
+                     "{ \"seq_id\" : 0, \"qsl_idx\" : 5, \"data\" : \"00AB7FFF\" },\n"
+                     "{ \"seq_id\" : 7, \"qsl_idx\" : 9, \"data\" : \"00AB\", \"token_data\" : "
+                     "\"7FFF\", \"token_count\" : 12 },\n"
+                     "{ \"seq_id\" : 8, \"qsl_idx\" : 1, \"data\" : \"\", \"token_count\" : 3 }\n"
+                     "]\n");
     ck_assert(tl_json_valid(text, strlen(text)));
     free(text);
     tl_rmdir(dir);

@@ -201,7 +201,8 @@ START_TEST(server_perf_threaded)
     ck_assert_int_eq(rt_run(), 0);
     rt_check_logs();
     s = rt_summary();
-    ck_assert_ptr_nonnull(strstr(s, "Result is : VALID\n  Performance constraints satisfied : Yes\n"));
+    ck_assert_ptr_nonnull(
+        strstr(s, "Result is : VALID\n  Performance constraints satisfied : Yes\n"));
     ck_assert_ptr_nonnull(strstr(s, "Early Stopping Result:\n * Run successful.\n"));
     free(s);
     /* Every generated Server query is issued, and the log knows how many were generated. */
@@ -290,7 +291,8 @@ START_TEST(accuracy_every_sample_once)
     free(acc);
     /* AccuracyOnly writes only the trailer in the summary. */
     s = rt_summary();
-    ck_assert_str_eq(s, "\nNo warnings encountered during test.\n\nNo errors encountered during test.\n");
+    ck_assert_str_eq(
+        s, "\nNo warnings encountered during test.\n\nNo errors encountered during test.\n");
     free(s);
 }
 END_TEST
@@ -506,9 +508,9 @@ START_TEST(conf_messages_and_audit_config)
     ck_assert_uint_eq(rt.res.num_errors, 1);
     ck_assert(rt_detail_has("\"is_error\": true"));
     ck_assert(rt_detail_has("Found Audit Config file (audit.config)"));
-    ck_assert_str_eq(tl_detail_value(rt.detail, "requested_accuracy_log_sampling_target", buf,
-                                     sizeof(buf)),
-                     "7");
+    ck_assert_str_eq(
+        tl_detail_value(rt.detail, "requested_accuracy_log_sampling_target", buf, sizeof(buf)),
+        "7");
     ck_assert_uint_eq(rt_detail_u64("effective_min_query_count"), 40);
     ck_assert_uint_eq(rt.res.samples_issued, 40);
     ck_assert(rt.res.performance_valid == false); /* 40 queries: not enough for early stopping */
@@ -545,7 +547,7 @@ TCase *tcase_accuracy(void)
     return tc;
 }
 
-/* ---- faults ----------------------------------------------------------------------------------- */
+/* ---- faults ---------------------------------------------------------------------------------- */
 
 START_TEST(failed_samples_never_hang)
 {
@@ -697,7 +699,7 @@ TCase *tcase_sched_faults(void)
     return tc;
 }
 
-/* ---- token latencies -------------------------------------------------------------------------- */
+/* ---- token latencies ------------------------------------------------------------------------- */
 
 START_TEST(server_tokens)
 {
@@ -721,13 +723,16 @@ START_TEST(server_tokens)
     ck_assert_ptr_nonnull(strstr(s, "Completed tokens per second: "));
     ck_assert_ptr_nonnull(strstr(s, "TTFT Early Stopping Result:\n * Run successful.\n"
                                     "TPOT Early Stopping Result:\n * Run successful.\n"));
-    ck_assert_ptr_nonnull(strstr(s, "ttft_latency (ns): 10000000000\ntpot_latency (ns): 10000000000\n"));
+    ck_assert_ptr_nonnull(
+        strstr(s, "ttft_latency (ns): 10000000000\ntpot_latency (ns): 10000000000\n"));
     ck_assert_ptr_nonnull(strstr(s, "99.00 percentile first token latency (ns)   : "));
     ck_assert_ptr_nonnull(strstr(s, "99.00 percentile time to output token (ns)   : "));
     ck_assert(rt.res.performance_valid);
     free(s);
-    ck_assert_int_eq(tl_detail_count(rt.detail, "result_first_token_99.00_percentile_latency_ns"), 1);
-    ck_assert_int_eq(tl_detail_count(rt.detail, "result_time_per_output_token_99.00_percentile_ns"), 1);
+    ck_assert_int_eq(tl_detail_count(rt.detail, "result_first_token_99.00_percentile_latency_ns"),
+                     1);
+    ck_assert_int_eq(tl_detail_count(rt.detail, "result_time_per_output_token_99.00_percentile_ns"),
+                     1);
     ck_assert_int_eq(tl_detail_count(rt.detail, "early_stopping_ttft_result"), 1);
     ck_assert_int_eq(tl_detail_count(rt.detail, "requested_use_token_latencies"), 1);
     ck_assert_int_eq(tl_detail_count(rt.detail, "result_completed_tokens_per_second"), 1);

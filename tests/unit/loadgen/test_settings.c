@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #ifndef LG_MLPERF_CONF
-#define LG_MLPERF_CONF ""
+#    define LG_MLPERF_CONF ""
 #endif
 
 static char *conf_dir;
@@ -117,15 +117,16 @@ START_TEST(syntax_errors_apply_nothing)
 
     /* #text glued to the comment mark is a key followed by a non-'=' token. */
     memset(&msgs, 0, sizeof(msgs));
-    ck_assert_int_eq(apply(&s, "#text more words\n", "resnet50", "Server", LG_CONF_USER, &msgs, &eb),
-                     CMN_ECONFIG);
+    ck_assert_int_eq(
+        apply(&s, "#text more words\n", "resnet50", "Server", LG_CONF_USER, &msgs, &eb),
+        CMN_ECONFIG);
     ck_assert_ptr_nonnull(strstr(eb.msg, "test.conf:1:"));
     ck_assert_str_eq(msgs.m[0].text, "expected 'key=value', line=1");
 
     /* A value that is not a number. */
-    ck_assert_int_eq(apply(&s, "*.*.min_query_count = ten\n", "resnet50", "Server", LG_CONF_USER,
-                           NULL, &eb),
-                     CMN_ECONFIG);
+    ck_assert_int_eq(
+        apply(&s, "*.*.min_query_count = ten\n", "resnet50", "Server", LG_CONF_USER, NULL, &eb),
+        CMN_ECONFIG);
     ck_assert_uint_eq(s.min_query_count, 100);
 
     /* A missing file. */
@@ -214,7 +215,8 @@ START_TEST(mlperf_only_keys)
     ck_assert_uint_eq(s.schedule_rng_seed, 12);
     ck_assert(s.accuracy_log_probability == 0.5);
     /* An invalid mode is logged and ignored. */
-    ck_assert_int_eq(apply(&s, "*.*.mode = 7\n", "resnet50", "Server", LG_CONF_USER, &msgs, &eb), 0);
+    ck_assert_int_eq(apply(&s, "*.*.mode = 7\n", "resnet50", "Server", LG_CONF_USER, &msgs, &eb),
+                     0);
     ck_assert_int_eq(s.mode, LG_MODE_ACCURACY_ONLY);
     ck_assert_str_eq(msgs.m[msgs.n - 1].text, "Invalid value passed to Mode key in config.");
     /* A second user conf is the official error. */
@@ -364,7 +366,7 @@ TCase *tcase_mlperf_conf(void)
     return tc;
 }
 
-/* ---- effective settings ----------------------------------------------------------------------- */
+/* ---- effective settings ---------------------------------------------------------------------- */
 
 START_TEST(effective_per_scenario)
 {

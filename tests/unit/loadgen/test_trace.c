@@ -161,9 +161,9 @@ static void trace_run(trace_t *t, int accuracy, size_t cap)
     uint64_t n;
     cmn_errbuf_t eb;
 
-    ck_assert_int_eq(lg__gen_init(&t->g, &t->s, accuracy, t->loaded, t->L, t->end, &t->acc, &t->seq,
-                                  0, 0, &eb),
-                     0);
+    ck_assert_int_eq(
+        lg__gen_init(&t->g, &t->s, accuracy, t->loaded, t->L, t->end, &t->acc, &t->seq, 0, 0, &eb),
+        0);
     t->out = malloc(cap * sizeof(uint32_t));
     while (lg__gen_next(&t->g, &sched, &n)) {
         size_t got;
@@ -253,7 +253,7 @@ END_TEST
 
 START_TEST(multi_stream_reference)
 {
-    static const uint32_t want[] = {678, 266, 573, 278, 241, 816, 958, 576,
+    static const uint32_t want[] = {678, 266, 573, 278, 241, 816, 958,  576,
                                     935, 222, 123, 954, 24,  488, 1008, 889};
     lg_test_settings_t ts;
     trace_t t;
@@ -457,8 +457,8 @@ START_TEST(finish_matches_full_generation)
     trace_init(&a, &ts, 1000, 300);
     trace_run(&a, 0, 10);
     trace_init(&b, &ts, 1000, 300);
-    ck_assert_int_eq(
-        lg__gen_init(&b.g, &b.s, 0, b.loaded, b.L, b.end, &b.acc, &b.seq, 0, 0, &eb), 0);
+    ck_assert_int_eq(lg__gen_init(&b.g, &b.s, 0, b.loaded, b.L, b.end, &b.acc, &b.seq, 0, 0, &eb),
+                     0);
     for (i = 0; i < 10; i++) {
         ck_assert_int_eq(lg__gen_next(&b.g, &sched, &n), 1);
         ck_assert_uint_eq(lg__gen_fill(&b.g, buf, 3), 3); /* part of the query only */

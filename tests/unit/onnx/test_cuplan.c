@@ -72,7 +72,7 @@ static void emu_vs_cpu(const prog_t *p, const char *model, size_t n, float atol,
     int i;
 
     ck_assert(x && want && got);
-    fill_rand((float *)x, n * in / 4, -1.0f, 1.0f, 77);
+    fill_rand((float *)(void *)x, n * in / 4, -1.0f, 1.0f, 77); /* malloc-aligned */
     for (i = 0; i < g->n_inputs; i++)
         if (g->values[g->inputs[i]].dtype != ONNX_DT_FLOAT)
             for (k = 0; k < n * in; k++)
@@ -92,8 +92,9 @@ static void emu_vs_cpu(const prog_t *p, const char *model, size_t n, float atol,
                 char what[96];
                 snprintf(what, sizeof(what), "output %d of sample %zu of %zu", i, s, b);
                 if (v->dtype == ONNX_DT_FLOAT)
-                    assert_close((const float *)o, (const float *)w, p->prog->out_size[i] / 4, atol,
-                                 rtol, what);
+                    /* float outputs start at 4-byte offsets of malloc-aligned buffers */
+                    assert_close((const float *)(const void *)o, (const float *)(const void *)w,
+                                 p->prog->out_size[i] / 4, atol, rtol, what);
                 else
                     ck_assert_msg(memcmp(o, w, p->prog->out_size[i]) == 0, "%s differs", what);
             }

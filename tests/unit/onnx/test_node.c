@@ -148,7 +148,8 @@ static void compare(const onnx_tensor_t *want, const uint8_t *got, const char *w
 {
     if (want->dtype == ONNX_DT_FLOAT)
         /* the tolerance of ONNX's own backend test runner (rtol 1e-3), atol for float noise */
-        assert_close((const float *)got, want->data, want->size / 4, 1e-5f, 1e-3f, what);
+        assert_close((const float *)(const void *)got /* malloc-aligned */, want->data,
+                     want->size / 4, 1e-5f, 1e-3f, what);
     else
         ck_assert_msg(memcmp(got, want->data, want->size) == 0, "%s differs", what);
 }

@@ -174,8 +174,7 @@ static int parse_flag(const char *s, int *out)
     return -1;
 }
 
-/* ---- the CUDA engine library ------------------------------------------------------------------
- */
+/* ---- the CUDA engine library ----------------------------------------------------------------- */
 
 static pthread_mutex_t cuda_lib_lock = PTHREAD_MUTEX_INITIALIZER;
 static const onnx_cuda_api_t *cuda_lib_api; /* loaded once, never unloaded (CUDA dislikes it) */
@@ -524,12 +523,21 @@ static int onnx_describe(sut_backend_t *b, sut_backend_info_t *info)
 }
 
 /* First index of the largest value (numpy.argmax). */
-static int32_t argmax(const float *v, size_t n)
+/* The index of the largest of |n| floats at |p| (the output buffer holds bytes: no alignment is
+ * assumed). */
+static int32_t argmax(const uint8_t *p, size_t n)
 {
     size_t i, best = 0;
-    for (i = 1; i < n; i++)
-        if (v[i] > v[best])
+    float v, top;
+
+    memcpy(&top, p, sizeof(top));
+    for (i = 1; i < n; i++) {
+        memcpy(&v, p + i * sizeof(v), sizeof(v));
+        if (v > top) {
+            top = v;
             best = i;
+        }
+    }
     return (int32_t)best;
 }
 
@@ -547,8 +555,7 @@ static sut_result_t *fill_results(sut_backend_t *b, uint32_t e, size_t n, const 
         r->status = 0;
         r->n_tokens = 0;
         if (b->argmax) {
-            int32_t c =
-                argmax((const float *)(out + i * g->output_size), g->output_size / sizeof(float));
+            int32_t c = argmax(out + i * g->output_size, g->output_size / sizeof(float));
             uint8_t *le = classes + 4 * i;
             le[0] = (uint8_t)c;
             le[1] = (uint8_t)(c >> 8);

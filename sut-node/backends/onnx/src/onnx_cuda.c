@@ -59,8 +59,7 @@ struct onnx_cuda {
     char broken_msg[640];
 };
 
-/* ---- messages ---------------------------------------------------------------------------------
- */
+/* ---- messages -------------------------------------------------------------------------------- */
 
 static int errf(cmn_errbuf_t *eb, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -146,8 +145,7 @@ static int sticky(cudaError_t e)
     }
 }
 
-/* ---- probe ------------------------------------------------------------------------------------
- */
+/* ---- probe ----------------------------------------------------------------------------------- */
 
 static int cuda_probe(int dev, char *desc, size_t len, cmn_errbuf_t *eb)
 {
@@ -186,8 +184,7 @@ static int cuda_probe(int dev, char *desc, size_t len, cmn_errbuf_t *eb)
     return 0;
 }
 
-/* ---- descriptors ------------------------------------------------------------------------------
- */
+/* ---- descriptors ----------------------------------------------------------------------------- */
 
 static void packed_strides(int nd, const int *d, int *s)
 {
@@ -353,8 +350,7 @@ static void step_where(const onnx_cuda_t *x, const cup_plan_t *pl, int i, char *
              pl->n_steps, onnx_cup_kind_name(s->kind), s->node >= 0 ? g->nodes[s->node].name : "?");
 }
 
-/* ---- create, destroy --------------------------------------------------------------------------
- */
+/* ---- create, destroy ------------------------------------------------------------------------- */
 
 static int make_slot(onnx_cuda_t *x, slot_t *s, cmn_errbuf_t *eb)
 {
@@ -514,8 +510,7 @@ fail:
     return rc;
 }
 
-/* ---- run --------------------------------------------------------------------------------------
- */
+/* ---- run ------------------------------------------------------------------------------------- */
 
 static int kern(cmn_errbuf_t *eb, int dev, int e, const char *name, const char *where)
 {

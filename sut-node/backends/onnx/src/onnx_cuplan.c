@@ -73,8 +73,7 @@ static int check_int(bx_t *x, int64_t v, const char *what)
     return 0;
 }
 
-/* ---- tensors and steps ------------------------------------------------------------------------
- */
+/* ---- tensors and steps ----------------------------------------------------------------------- */
 
 static int new_t(bx_t *x, int mem, onnx_dtype_t dt, int rank, const int64_t *dims)
 {
@@ -293,8 +292,7 @@ static int add_relu(bx_t *x, int t)
     return 0;
 }
 
-/* ---- one emitter per op -----------------------------------------------------------------------
- */
+/* ---- one emitter per op ---------------------------------------------------------------------- */
 
 static int emit_conv(bx_t *x, const onnx_node_t *n)
 {
@@ -868,8 +866,7 @@ static int emit_node(bx_t *x, const onnx_node_t *n)
     }
 }
 
-/* ---- lifetimes and placement ------------------------------------------------------------------
- */
+/* ---- lifetimes and placement ----------------------------------------------------------------- */
 
 int onnx_cup_step_tensors(const cup_step_t *s, int *t)
 {
@@ -1064,8 +1061,7 @@ static void free_plan(cup_plan_t *pl)
     free(pl->out_t);
 }
 
-/* ---- public API -------------------------------------------------------------------------------
- */
+/* ---- public API ------------------------------------------------------------------------------ */
 
 int onnx_cuprog_build(const onnx_graph_t *g, const size_t *batches, size_t n_batches,
                       onnx_cuprog_t **out, cmn_errbuf_t *eb)

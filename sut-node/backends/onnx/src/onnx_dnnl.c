@@ -90,8 +90,7 @@ struct onnx_dnnl {
     const onnx_node_t *cur;
 };
 
-/* ---- errors -----------------------------------------------------------------------------------
- */
+/* ---- errors ---------------------------------------------------------------------------------- */
 
 static int fail(onnx_dnnl_t *x, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(onnx_dnnl_t *x, int rc, const char *fmt, ...)
@@ -127,8 +126,7 @@ static int dfail(onnx_dnnl_t *x, dnnl_status_t st, const char *what)
             return dfail(x, st_, what); \
     } while (0)
 
-/* ---- memory descriptors -----------------------------------------------------------------------
- */
+/* ---- memory descriptors ---------------------------------------------------------------------- */
 
 static dnnl_data_type_t dt_of(onnx_dtype_t t)
 {
@@ -182,8 +180,7 @@ static int vdims(const onnx_graph_t *g, int v, size_t batch, dnnl_dims_t d)
     return val->rank;
 }
 
-/* ---- xvals and steps --------------------------------------------------------------------------
- */
+/* ---- xvals and steps ------------------------------------------------------------------------- */
 
 static int new_xv(onnx_dnnl_t *x, plan_t *p, int kind, const dnnl_memory_desc_t *md)
 {
@@ -520,8 +517,7 @@ static const dnnl_memory_desc_t *pd_md(dnnl_primitive_desc_t pd, dnnl_query_t q)
     return dnnl_primitive_desc_query_md(pd, q, 0);
 }
 
-/* ---- one emitter per op -----------------------------------------------------------------------
- */
+/* ---- one emitter per op ---------------------------------------------------------------------- */
 
 static int emit_conv(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
 {
@@ -1040,8 +1036,7 @@ static int emit_node(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
     return fail(x, CMN_EBACKEND, "operator not implemented by the oneDNN executor");
 }
 
-/* ---- planning ---------------------------------------------------------------------------------
- */
+/* ---- planning -------------------------------------------------------------------------------- */
 
 /* Places the roots in the arena: largest first, each at the lowest offset free for its whole
  * lifetime (the greedy-by-size scheme of TFLite's arena planner). */
@@ -1205,8 +1200,7 @@ static void free_plan(plan_t *p)
     free(p->in_refs);
 }
 
-/* ---- public API -------------------------------------------------------------------------------
- */
+/* ---- public API ------------------------------------------------------------------------------ */
 
 int onnx_dnnl_create(const onnx_graph_t *g, int threads, const size_t *batches, size_t n_batches,
                      onnx_dnnl_t **out, cmn_errbuf_t *eb)

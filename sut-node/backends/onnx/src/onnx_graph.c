@@ -24,8 +24,7 @@
 
 #define STR(s) ((s) ? (s) : "")
 
-/* ---- small helpers ----------------------------------------------------------------------------
- */
+/* ---- small helpers --------------------------------------------------------------------------- */
 
 size_t onnx_dtype_size(onnx_dtype_t t)
 {
@@ -85,6 +84,8 @@ static void shape_str(char *buf, size_t len, const int64_t *dims, int rank)
 }
 
 static int errv(cmn_errbuf_t *eb, const char *prefix, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+static int errv(cmn_errbuf_t *eb, const char *prefix, const char *fmt, va_list ap)
 {
     size_t off;
     if (!eb)
@@ -121,8 +122,7 @@ static int node_bad(cmn_errbuf_t *eb, const onnx_node_t *n, const char *fmt, ...
     return rc;
 }
 
-/* ---- the value table --------------------------------------------------------------------------
- */
+/* ---- the value table ------------------------------------------------------------------------- */
 
 static int find_value(const onnx_graph_t *g, const char *name)
 {
@@ -154,8 +154,7 @@ int onnx_graph_add_value(onnx_graph_t *g, const char *name)
     return g->n_values++;
 }
 
-/* ---- tensors ----------------------------------------------------------------------------------
- */
+/* ---- tensors --------------------------------------------------------------------------------- */
 
 /* Converts a TensorProto into a row-major buffer. |what| names it in messages. */
 static int tensor_from_proto(const Onnx__TensorProto *t, const char *what, onnx_dtype_t *dtype,
@@ -286,8 +285,7 @@ int onnx_tensor_read(const char *path, onnx_tensor_t *t, cmn_errbuf_t *eb)
     return rc;
 }
 
-/* ---- attributes -------------------------------------------------------------------------------
- */
+/* ---- attributes ------------------------------------------------------------------------------ */
 
 typedef struct {
     const Onnx__NodeProto *p;
@@ -376,8 +374,7 @@ static const char *attr_string(const ctx_t *c, const char *name, char *buf, size
     return buf;
 }
 
-/* ---- per-op checks and shape inference --------------------------------------------------------
- */
+/* ---- per-op checks and shape inference ------------------------------------------------------- */
 
 static int extra_outputs(const Onnx__NodeProto *p);
 
@@ -1052,8 +1049,7 @@ static const op_def_t op_defs[] = {
     {"Cast", ONNX_OP_CAST, 1, 1, infer_cast},
 };
 
-/* ---- graph assembly ---------------------------------------------------------------------------
- */
+/* ---- graph assembly -------------------------------------------------------------------------- */
 
 static int add_node(onnx_graph_t *g, onnx_node_t **out)
 {
