@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -284,6 +285,7 @@ enum {
     O_PROGRESS,
     O_DRAIN,
     O_SPIN,
+    O_WAIT_SPIN,
     O_LOG_LEVEL,
 };
 
@@ -329,6 +331,7 @@ static const struct option long_opts[] = {
     {"progress", required_argument, NULL, O_PROGRESS},
     {"drain-timeout-ms", required_argument, NULL, O_DRAIN},
     {"spin-us", required_argument, NULL, O_SPIN},
+    {"wait-spin-us", required_argument, NULL, O_WAIT_SPIN},
     {"log-level", required_argument, NULL, O_LOG_LEVEL},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -339,6 +342,22 @@ static int need_u64(const char *flag, const char *v, uint64_t *out, cmn_errbuf_t
     if (cmn_parse_u64(v, out) < 0)
         return cmn_errf(eb, CMN_ECONFIG, "%s: '%s' is not a non-negative integer", flag, v);
     return 0;
+}
+
+/* A spin longer than a second is a mistake, and a larger value would overflow in ns. */
+#define SPIN_US_MAX 1000000u
+
+static int need_spin_us(const char *flag, const char *v, uint64_t *ns, cmn_errbuf_t *eb)
+{
+    uint64_t u;
+    int rc = need_u64(flag, v, &u, eb);
+
+    if (rc == 0 && u > SPIN_US_MAX)
+        rc = cmn_errf(eb, CMN_ECONFIG, "%s: %" PRIu64 " us is more than the limit of %u us", flag,
+                      u, SPIN_US_MAX);
+    if (rc == 0)
+        *ns = u * 1000u;
+    return rc;
 }
 
 static int parse_args(int argc, char **argv, opts_t *o, cmn_errbuf_t *eb)
@@ -500,8 +519,10 @@ static int parse_args(int argc, char **argv, opts_t *o, cmn_errbuf_t *eb)
             rc = need_u64("--drain-timeout-ms", optarg, &o->log.drain_timeout_ms, eb);
             break;
         case O_SPIN:
-            rc = need_u64("--spin-us", optarg, &u, eb);
-            o->log.spin_ns = u * 1000u;
+            rc = need_spin_us("--spin-us", optarg, &o->log.spin_ns, eb);
+            break;
+        case O_WAIT_SPIN:
+            rc = need_spin_us("--wait-spin-us", optarg, &o->log.wait_spin_ns, eb);
             break;
         case O_LOG_LEVEL:
             if (cmn_log_level_parse(optarg, &lvl) < 0)

@@ -37,8 +37,6 @@
 #define DIR_SIZE (1u << 16)
 /* Errors of one kind logged one by one before the rest are only counted. */
 #define ERR_LOG_LIMIT 10u
-/* Busy-wait before blocking for a SingleStream/MultiStream completion. */
-#define QUERY_SPIN_NS 20000u
 
 typedef struct {
     _Atomic int64_t lat[CHUNK_SIZE];
@@ -185,11 +183,11 @@ static void wake_if_waiting(lg_run_t *run, int64_t q_left, uint64_t done)
     }
 }
 
-/* Waits until the current SingleStream/MultiStream query has completed: a short spin (a fast
- * SUT answers within microseconds), then a condition variable. */
+/* Waits until the current SingleStream/MultiStream query has completed: a spin of
+ * wait_spin_ns (a fast SUT answers within it), then a condition variable. */
 static void wait_query(lg_run_t *run)
 {
-    uint64_t until = cmn_now_ns() + QUERY_SPIN_NS;
+    uint64_t until = cmn_now_ns() + run->ls->wait_spin_ns;
 
     while (atomic_load(&run->q_remaining) > 0) {
         if (cmn_now_ns() > until)
@@ -1520,6 +1518,7 @@ void lg_log_settings_init(lg_log_settings_t *ls)
     ls->audit_config = "audit.config";
     ls->progress = LG_PROGRESS_AUTO;
     ls->spin_ns = 30000;
+    ls->wait_spin_ns = 150000;
 }
 
 /* The official test_datetime ("%FT%TZ" of local time, the Z notwithstanding), or with |zone| == 0

@@ -102,6 +102,10 @@ typedef struct {
     uint64_t drain_timeout_ms;
     /* Server: spin this long before each scheduled issue after sleeping (default 30 us). */
     uint64_t spin_ns;
+    /* SingleStream/MultiStream: spin this long for a query's completion before sleeping on a
+     * condition variable (default 150 us). A sleeping issue thread on a virtual machine takes
+     * tens of microseconds to wake, which would be charged to the SUT's latency. */
+    uint64_t wait_spin_ns;
     /* Check every response against the digest of its sample (the sut-node digest backend). */
     bool verify_digest;
     /* Also write <prefix>sample_latencies<suffix>.csv: one line per performance-run sample,

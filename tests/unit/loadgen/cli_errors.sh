@@ -33,6 +33,8 @@ expect 2 "llama2-70b" --scenario Offline --model llama2-70b --compress lz4 $qsl
 expect 2 "--model is required" --scenario Offline --compress lz4 $qsl
 expect 2 "no TestSettings field" --scenario Server --set bogus=1 $qsl
 expect 2 "not a number" --scenario Server --set server_target_qps=fast $qsl
+expect 2 "more than the limit of 1000000 us" --scenario SingleStream --wait-spin-us 1000001 $qsl
+expect 2 "--spin-us: '-3' is not a non-negative integer" --scenario Server --spin-us -3 $qsl
 expect 3 "nonexistent.npy" --scenario Server --qsl-npy "$out/nonexistent.npy" --sut null
 # Settings the official generator would crash on are refused: status 3.
 expect 3 "performance_issue_same_index 99" --scenario SingleStream --set min_duration_ms=0 --set min_query_count=10 \
