@@ -2,7 +2,7 @@
 # The benchmark suite: builds the programs (Release, in build-bench/) and prints one table of
 # every figure, its reference measured in the same run, and the ratio; also written as JSON.
 #
-#   bench/run.sh            the full suite (about 15 minutes; medians of 3 runs per row)
+#   bench/run.sh            the full suite (about 11 minutes; medians of 3 runs per row)
 #   bench/run.sh --quick    a short version (under a minute)
 #   bench/run.sh --only B1,B3   some rows (the references always run)
 # More options: bench/run.py --help. bench/README.md holds the latest table and its analysis.
