@@ -5,6 +5,7 @@
  * the same emulator in test_node.c (cuplan_nodes). */
 #include "cuemu.h"
 #include "test_onnx.h"
+#include "onnx_arena.h"
 #include "onnx_backend.h"
 #include "onnx_cuplan.h"
 #include "onnx_graph.h"
@@ -590,6 +591,47 @@ START_TEST(test_plan_errors)
 }
 END_TEST
 
+/* The arena placement both engines use: spans alive at the same time never overlap, spans that
+ * are not share bytes, and the arena ends at the highest span. */
+START_TEST(test_arena_place)
+{
+    /* size, first, last, id: a chain a -> b -> c with d alive throughout, e after all */
+    onnx_span_t s[] = {
+        {.size = 64, .first = 0, .last = 1, .id = 0},
+        {.size = 128, .first = 1, .last = 2, .id = 1},
+        {.size = 64, .first = 2, .last = 3, .id = 2},
+        {.size = 32, .first = 0, .last = 3, .id = 3},
+        {.size = 256, .first = 4, .last = 4, .id = 4},
+    };
+    size_t off[5], end = 0, arena;
+    int n = 5, i, j;
+
+    onnx_arena_place(s, n, &arena);
+    ck_assert_uint_eq(s[0].size, 256); /* placed largest first */
+    for (i = 0; i < n; i++) {
+        off[s[i].id] = s[i].offset;
+        if (s[i].offset + s[i].size > end)
+            end = s[i].offset + s[i].size;
+        for (j = 0; j < i; j++) {
+            int live = !(s[i].last < s[j].first || s[j].last < s[i].first);
+            int overlap =
+                s[i].offset < s[j].offset + s[j].size && s[j].offset < s[i].offset + s[i].size;
+            ck_assert_msg(!(live && overlap), "spans %d and %d overlap while both alive", s[i].id,
+                          s[j].id);
+        }
+    }
+    ck_assert_uint_eq(arena, end);
+    ck_assert_uint_eq(arena, 256); /* e reuses everything, and the rest fits below it */
+    ck_assert_uint_eq(off[4], 0);
+    ck_assert_uint_eq(off[1], 0);   /* b, the largest of the chain, at the bottom */
+    ck_assert_uint_eq(off[0], 128); /* a and c share bytes: never alive at once */
+    ck_assert_uint_eq(off[2], 128);
+    ck_assert_uint_eq(off[3], 192);
+    onnx_arena_place(s, 0, &arena);
+    ck_assert_uint_eq(arena, 0);
+}
+END_TEST
+
 /* A whole ResNet-50 v1.5 (bench/onnx/resnet50_onnx, $ONNX_RESNET50): 53 convolutions, each
  * with its BatchNorm folded, every ReLU fused, every residual Add inside one fused cuDNN call that
  * reads the shortcut where it is (no copy anywhere), max pooling on the kernel (it pads), the
@@ -652,6 +694,7 @@ TCase *tcase_cuplan(void)
 {
     TCase *tc = tcase_create("cuplan");
     tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_arena_place);
     tcase_add_test(tc, test_residual_fused);
     tcase_add_test(tc, test_residual_in_place);
     tcase_add_test(tc, test_residual_copy);

@@ -4,6 +4,8 @@
  * a reorder. */
 #include "onnx_cuplan.h"
 
+#include "onnx_arena.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -931,51 +933,28 @@ int onnx_cup_step_tensors(const cup_step_t *s, int *t)
     return n;
 }
 
-/* Places the arena roots: largest first, each at the lowest offset free for its whole lifetime
- * (the greedy-by-size scheme of TFLite's arena planner, as in onnx_dnnl.c). */
+/* Places the arena roots (onnx_arena_place). */
 static int place_roots(bx_t *x)
 {
     cup_plan_t *pl = x->pl;
-    int *order, n = 0, i, j, k;
-    size_t end = 0;
+    onnx_span_t *s;
+    int n = 0, i;
 
-    order = malloc((size_t)pl->n_t * sizeof(int) + 1);
-    if (!order)
+    s = malloc((size_t)pl->n_t * sizeof(*s) + 1);
+    if (!s)
         return fail(x, -ENOMEM, "out of memory");
     for (i = 0; i < pl->n_t; i++) {
         cup_tensor_t *t = &pl->t[i];
         if (t->root == i && t->mem == CUP_MEM_ARENA && t->first <= t->last)
-            order[n++] = i;
+            s[n++] = (onnx_span_t){.size = (t->bytes + CUP_ALIGN - 1) / CUP_ALIGN * CUP_ALIGN,
+                                   .first = t->first,
+                                   .last = t->last,
+                                   .id = i};
     }
-    for (i = 1; i < n; i++)
-        for (j = i; j > 0 && pl->t[order[j]].bytes > pl->t[order[j - 1]].bytes; j--) {
-            k = order[j];
-            order[j] = order[j - 1];
-            order[j - 1] = k;
-        }
-    for (i = 0; i < n; i++) {
-        cup_tensor_t *t = &pl->t[order[i]];
-        size_t off = 0, size = (t->bytes + CUP_ALIGN - 1) / CUP_ALIGN * CUP_ALIGN;
-        int moved = 1;
-        while (moved) {
-            moved = 0;
-            for (j = 0; j < i; j++) {
-                const cup_tensor_t *o = &pl->t[order[j]];
-                size_t osize = (o->bytes + CUP_ALIGN - 1) / CUP_ALIGN * CUP_ALIGN;
-                if (o->last < t->first || t->last < o->first)
-                    continue; /* not alive at the same time */
-                if (off < o->offset + osize && o->offset < off + size) {
-                    off = o->offset + osize;
-                    moved = 1;
-                }
-            }
-        }
-        t->offset = off;
-        if (off + size > end)
-            end = off + size;
-    }
-    free(order);
-    pl->arena_size = end;
+    onnx_arena_place(s, n, &pl->arena_size);
+    for (i = 0; i < n; i++)
+        pl->t[s[i].id].offset = s[i].offset;
+    free(s);
     return 0;
 }
 

@@ -7,6 +7,8 @@
  * or staged in the arena) and the constants (reordered once, owned by the executor). */
 #include "onnx_dnnl.h"
 
+#include "onnx_arena.h"
+
 #include <dnnl.h>
 #include <dnnl_debug.h>
 #include <errno.h>
@@ -1042,48 +1044,23 @@ static int emit_node(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
  * lifetime (the greedy-by-size scheme of TFLite's arena planner). */
 static int place_roots(onnx_dnnl_t *x, plan_t *p)
 {
-    int *order, n = 0, i, j, k;
-    size_t end = 0;
+    onnx_span_t *s;
+    int n = 0, i;
 
-    order = malloc((size_t)p->n_xv * sizeof(int));
-    if (!order)
+    s = malloc((size_t)p->n_xv * sizeof(*s) + 1);
+    if (!s)
         return fail(x, -ENOMEM, "out of memory");
     for (i = 0; i < p->n_xv; i++) {
         xval_t *v = &p->xv[i];
         if (v->root == i && v->kind != XV_CONST && v->first <= v->last) {
             v->size = (v->size + ALIGN - 1) / ALIGN * ALIGN;
-            order[n++] = i;
+            s[n++] = (onnx_span_t){.size = v->size, .first = v->first, .last = v->last, .id = i};
         }
     }
-    /* insertion sort, largest first (a few hundred roots) */
-    for (i = 1; i < n; i++)
-        for (j = i; j > 0 && p->xv[order[j]].size > p->xv[order[j - 1]].size; j--) {
-            k = order[j];
-            order[j] = order[j - 1];
-            order[j - 1] = k;
-        }
-    for (i = 0; i < n; i++) {
-        xval_t *v = &p->xv[order[i]];
-        size_t off = 0;
-        int moved = 1;
-        while (moved) {
-            moved = 0;
-            for (j = 0; j < i; j++) {
-                const xval_t *o = &p->xv[order[j]];
-                if (o->last < v->first || v->last < o->first)
-                    continue; /* not alive at the same time */
-                if (off < o->offset + o->size && o->offset < off + v->size) {
-                    off = o->offset + o->size;
-                    moved = 1;
-                }
-            }
-        }
-        v->offset = off;
-        if (off + v->size > end)
-            end = off + v->size;
-    }
-    free(order);
-    p->arena_size = end;
+    onnx_arena_place(s, n, &p->arena_size);
+    for (i = 0; i < n; i++)
+        p->xv[s[i].id].offset = s[i].offset;
+    free(s);
     return 0;
 }
 
