@@ -14,6 +14,7 @@
 #include "cmn/net.h"
 #include "cmpr/cmpr.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1200,16 +1201,20 @@ void qdl__tick(qdl_t *q)
             }
         }
     }
-    /* Samples no node can take: fail them after the deadline instead of waiting forever. */
+    /* Samples no node can take: fail them after the deadline instead of waiting forever. One
+     * line per sweep, however many queries it fails (a Server run issues thousands a second). */
     if (q->pending_head && qdl__ready_nodes(q) == 0) {
         qdl_pq_t **pp = &q->pending_head, *last = NULL;
+        size_t n_samples = 0, n_queries = 0;
+        unsigned long long lo_id = ULLONG_MAX, hi_id = 0, id;
         while (*pp) {
             qdl_pq_t *pq = *pp;
             if (pq->head && now - pq->head->queued_ns > q->cfg.fail_timeout_ms * 1000000u) {
-                cmn_log_error(
-                    "qdl: no sut-node reachable for %llu ms: failing %zu samples of query %llu",
-                    (unsigned long long)q->cfg.fail_timeout_ms, pq->n,
-                    (unsigned long long)pq->query_id);
+                id = (unsigned long long)pq->query_id;
+                lo_id = id < lo_id ? id : lo_id;
+                hi_id = id > hi_id ? id : hi_id;
+                n_queries++;
+                n_samples += pq->n;
                 q->pending_samples -= pq->n;
                 *pp = pq->next;
                 fail_chain(q, pq->head, CMN_ENONODE);
@@ -1219,6 +1224,14 @@ void qdl__tick(qdl_t *q)
             last = pq;
             pp = &pq->next;
         }
+        if (n_queries > 0 && lo_id == hi_id)
+            cmn_log_error(
+                "qdl: no sut-node reachable for %llu ms: failing %zu samples of query %llu",
+                (unsigned long long)q->cfg.fail_timeout_ms, n_samples, lo_id);
+        else if (n_queries > 0)
+            cmn_log_error("qdl: no sut-node reachable for %llu ms: failing %zu samples of the "
+                          "queries with ids %llu to %llu",
+                          (unsigned long long)q->cfg.fail_timeout_ms, n_samples, lo_id, hi_id);
         q->pending_tail = last;
     }
 }
