@@ -594,6 +594,26 @@ fail_pd:
     return rc;
 }
 
+/* The tail of a one-input, one-output primitive: |src| in the layout |pd| wants, a new arena
+ * xval for n's output, and the step. Owns |pd| (add_step does, or it is destroyed here). */
+static int add_src_dst_step(onnx_dnnl_t *x, plan_t *p, dnnl_primitive_desc_t pd,
+                            const onnx_node_t *n, int src)
+{
+    const int ids[2] = {DNNL_ARG_SRC, DNNL_ARG_DST};
+    int xvs[2], rc, dst;
+
+    TRY(src, ensure(x, p, src, pd_md(pd, dnnl_query_src_md)));
+    TRY(dst, new_xv(x, p, XV_ARENA, pd_md(pd, dnnl_query_dst_md)));
+    xvs[0] = src;
+    xvs[1] = dst;
+    p->val_xv[n->out] = dst;
+    return add_step(x, p, pd, 2, ids, xvs);
+
+fail_pd:
+    dnnl_primitive_desc_destroy(pd);
+    return rc;
+}
+
 static int emit_pool(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
 {
     dnnl_memory_desc_t dst_md;
@@ -602,7 +622,7 @@ static int emit_pool(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
     dnnl_primitive_attr_t attr;
     dnnl_primitive_desc_t pd;
     dnnl_alg_kind_t alg;
-    int ids[2] = {DNNL_ARG_SRC, DNNL_ARG_DST}, xvs[2], nd, s, rc, src, dst;
+    int nd, s, rc, src;
 
     if ((src = get_xv(x, p, n->in[0])) < 0)
         return src;
@@ -628,16 +648,7 @@ static int emit_pool(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
     if ((rc = make_attr(x, n, 1.0f, &attr)) < 0 ||
         (rc = make_pd(x, &pdsc, attr, &pd, "pooling")) < 0)
         return rc;
-    TRY(src, ensure(x, p, src, pd_md(pd, dnnl_query_src_md)));
-    TRY(dst, new_xv(x, p, XV_ARENA, pd_md(pd, dnnl_query_dst_md)));
-    xvs[0] = src;
-    xvs[1] = dst;
-    p->val_xv[n->out] = dst;
-    return add_step(x, p, pd, 2, ids, xvs);
-
-fail_pd:
-    dnnl_primitive_desc_destroy(pd);
-    return rc;
+    return add_src_dst_step(x, p, pd, n, src);
 }
 
 static int emit_batchnorm(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
@@ -684,7 +695,7 @@ static int emit_relu(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
     dnnl_eltwise_desc_t ed;
     dnnl_primitive_attr_t attr;
     dnnl_primitive_desc_t pd;
-    int ids[2] = {DNNL_ARG_SRC, DNNL_ARG_DST}, xvs[2], rc, src, dst;
+    int rc, src;
 
     if ((src = get_xv(x, p, n->in[0])) < 0)
         return src;
@@ -693,16 +704,7 @@ static int emit_relu(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
        "relu");
     if ((rc = make_attr(x, n, 1.0f, &attr)) < 0 || (rc = make_pd(x, &ed, attr, &pd, "relu")) < 0)
         return rc;
-    TRY(src, ensure(x, p, src, pd_md(pd, dnnl_query_src_md)));
-    TRY(dst, new_xv(x, p, XV_ARENA, pd_md(pd, dnnl_query_dst_md)));
-    xvs[0] = src;
-    xvs[1] = dst;
-    p->val_xv[n->out] = dst;
-    return add_step(x, p, pd, 2, ids, xvs);
-
-fail_pd:
-    dnnl_primitive_desc_destroy(pd);
-    return rc;
+    return add_src_dst_step(x, p, pd, n, src);
 }
 
 /* Add, Sub, Mul, Div with numpy broadcasting of the second operand (the loader swapped or
