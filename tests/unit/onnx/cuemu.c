@@ -18,17 +18,17 @@ static void *tp(const emu_t *e, int t)
     const cup_tensor_t *x = &e->pl->t[t];
     ck_assert_int_ge(t, 0);
     ck_assert_int_lt(t, e->pl->n_t);
-    if (x->mem == CUP_MEM_CONST) {
-        ck_assert_uint_le(x->offset + x->bytes, e->p->pool_size);
-        return e->pool + x->offset;
+    if (x->slot.store == ONNX_STORE_CONST) {
+        ck_assert_uint_le(x->slot.offset + x->slot.bytes, e->p->pool_size);
+        return e->pool + x->slot.offset;
     }
-    ck_assert_uint_le(x->offset + x->bytes, e->p->arena_size);
-    return e->arena + x->offset;
+    ck_assert_uint_le(x->slot.offset + x->slot.bytes, e->p->arena_size);
+    return e->arena + x->slot.offset;
 }
 
 static int64_t numel(const cup_tensor_t *t)
 {
-    return (int64_t)(t->bytes / onnx_dtype_size(t->dtype));
+    return (int64_t)(t->slot.bytes / onnx_dtype_size(t->dtype));
 }
 
 /* cudnnConvolutionForward / cudnnConvolutionBiasActivationForward in CUDNN_CROSS_CORRELATION
@@ -51,7 +51,7 @@ static void run_conv(const emu_t *e, const cup_conv_t *c)
     if (c->fused)
         ck_assert_msg(b != NULL, "a fused convolution needs a bias");
     if (c->fused && c->sum)
-        ck_assert_msg(e->pl->t[c->z].root != e->pl->t[c->y].root,
+        ck_assert_msg(e->pl->t[c->z].slot.root != e->pl->t[c->y].slot.root,
                       "a fused convolution must not read its addend from its output");
     if (c->sum && !c->fused)
         ck_assert_msg(z == y, "an unfused residual sum must find its addend in the output");
@@ -215,8 +215,8 @@ static void run_step(const emu_t *e, const cup_step_t *s)
         run_gemm(e, &s->u.gemm);
         break;
     case CUP_COPY:
-        ck_assert_uint_le(s->u.copy.bytes, e->pl->t[s->u.copy.x].bytes);
-        ck_assert_uint_le(s->u.copy.bytes, e->pl->t[s->u.copy.y].bytes);
+        ck_assert_uint_le(s->u.copy.bytes, e->pl->t[s->u.copy.x].slot.bytes);
+        ck_assert_uint_le(s->u.copy.bytes, e->pl->t[s->u.copy.y].slot.bytes);
         memmove(tp(e, s->u.copy.y), tp(e, s->u.copy.x), s->u.copy.bytes);
         break;
     case CUP_BCAST: {
@@ -289,11 +289,11 @@ void cuemu_run(const onnx_cuprog_t *p, size_t n, const void *input, void *output
     /* The device stages each input contiguously, the padding samples zeroed. */
     for (k = 0; k < g->n_inputs; k++) {
         const cup_tensor_t *t = &e.pl->t[e.pl->in_t[k]];
-        ck_assert_uint_eq(t->bytes, e.pl->batch * p->in_size[k]);
+        ck_assert_uint_eq(t->slot.bytes, e.pl->batch * p->in_size[k]);
         for (s = 0; s < n; s++)
-            memcpy(e.arena + t->offset + s * p->in_size[k],
+            memcpy(e.arena + t->slot.offset + s * p->in_size[k],
                    (const uint8_t *)input + s * g->input_size + p->in_off[k], p->in_size[k]);
-        memset(e.arena + t->offset + n * p->in_size[k], 0, (e.pl->batch - n) * p->in_size[k]);
+        memset(e.arena + t->slot.offset + n * p->in_size[k], 0, (e.pl->batch - n) * p->in_size[k]);
     }
     for (k = 0; k < e.pl->n_steps; k++)
         run_step(&e, &e.pl->steps[k]);
@@ -316,32 +316,34 @@ void cuemu_check_plans(const onnx_cuprog_t *p)
         ck_assert_uint_le(pl->arena_size, p->arena_size);
         for (a = 0; a < pl->n_t; a++) {
             const cup_tensor_t *t = &pl->t[a];
-            const cup_tensor_t *r = &pl->t[t->root];
-            ck_assert_int_eq(r->root, t->root);
-            ck_assert_int_eq(t->mem, r->mem);
-            ck_assert_uint_eq(t->offset, r->offset);
-            ck_assert_uint_le(t->bytes, r->bytes);
-            ck_assert_uint_eq(t->offset % CUP_ALIGN, 0);
-            if (t->mem == CUP_MEM_CONST) {
+            const cup_tensor_t *r = &pl->t[t->slot.root];
+            ck_assert_int_eq(r->slot.root, t->slot.root);
+            ck_assert_int_eq(t->slot.store, r->slot.store);
+            ck_assert_uint_eq(t->slot.offset, r->slot.offset);
+            ck_assert_uint_le(t->slot.bytes, r->slot.bytes);
+            ck_assert_uint_eq(t->slot.offset % CUP_ALIGN, 0);
+            if (t->slot.store == ONNX_STORE_CONST) {
                 ck_assert_int_ge(t->konst, 0);
-                ck_assert_uint_le(t->offset + t->bytes, p->pool_size);
+                ck_assert_uint_le(t->slot.offset + t->slot.bytes, p->pool_size);
                 continue;
             }
-            if (t->root != a || r->first > r->last)
+            if (t->slot.root != a || r->slot.first > r->slot.last)
                 continue;
-            ck_assert_uint_le(t->offset + t->bytes, pl->arena_size);
+            ck_assert_uint_le(t->slot.offset + t->slot.bytes, pl->arena_size);
             for (b = 0; b < a; b++) {
                 const cup_tensor_t *o = &pl->t[b];
-                if (o->root != b || o->mem != CUP_MEM_ARENA || o->first > o->last)
+                if (o->slot.root != b || o->slot.store != ONNX_STORE_ARENA ||
+                    o->slot.first > o->slot.last)
                     continue;
-                if (o->last < t->first || t->last < o->first)
+                if (o->slot.last < t->slot.first || t->slot.last < o->slot.first)
                     continue;
-                ck_assert_msg(t->offset + t->bytes <= o->offset ||
-                                  o->offset + o->bytes <= t->offset,
+                ck_assert_msg(t->slot.offset + t->slot.bytes <= o->slot.offset ||
+                                  o->slot.offset + o->slot.bytes <= t->slot.offset,
                               "plan %zu: tensors %d [%zu, +%zu) and %d [%zu, +%zu) overlap while "
                               "both live (steps %d..%d and %d..%d)",
-                              pl->batch, a, t->offset, t->bytes, b, o->offset, o->bytes, t->first,
-                              t->last, o->first, o->last);
+                              pl->batch, a, t->slot.offset, t->slot.bytes, b, o->slot.offset,
+                              o->slot.bytes, t->slot.first, t->slot.last, o->slot.first,
+                              o->slot.last);
             }
         }
     }

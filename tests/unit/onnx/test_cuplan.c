@@ -164,8 +164,9 @@ START_TEST(test_residual_fused)
     ck_assert(c1->fused && c1->relu && !c1->sum && c1->b >= 0 && c1->z < 0);
     ck_assert(c2->fused && c2->relu && c2->sum);
     ck_assert_int_ge(c2->b, 0); /* the bias that folding BN gave it */
-    ck_assert_int_eq(pl->t[c2->z].root, pl->t[nth_step(pl, CUP_RELU, 0)->u.relu.y].root); /* r0 */
-    ck_assert_int_ne(pl->t[c2->y].root, pl->t[c2->z].root);
+    ck_assert_int_eq(pl->t[c2->z].slot.root,
+                     pl->t[nth_step(pl, CUP_RELU, 0)->u.relu.y].slot.root); /* r0 */
+    ck_assert_int_ne(pl->t[c2->y].slot.root, pl->t[c2->z].slot.root);
     ck_assert_int_eq(c1->nsp, 2);
     ck_assert_int_eq(c1->pad[0], 1);
     ck_assert_int_eq(c1->xdims[0], 4);
@@ -209,7 +210,7 @@ START_TEST(test_residual_in_place)
     c = &nth_step(pl, CUP_CONV, 0)->u.conv;
     ck_assert(c->sum && !c->fused && !c->relu && c->b >= 0);
     ck_assert_int_eq(c->z, c->y);
-    ck_assert_int_eq(pl->t[c->y].root, pl->t[nth_step(pl, CUP_RELU, 0)->u.relu.y].root);
+    ck_assert_int_eq(pl->t[c->y].slot.root, pl->t[nth_step(pl, CUP_RELU, 0)->u.relu.y].slot.root);
     emu_vs_cpu(&p, path, 4, 1e-5f, 1e-5f);
     plan_close(&p);
     finish(path);
@@ -247,8 +248,8 @@ START_TEST(test_residual_copy)
     ck_assert(!cv->u.conv.fused && cv->u.conv.sum && !cv->u.conv.relu);
     ck_assert_int_lt(cv->u.conv.b, 0);
     ck_assert_int_eq(cv->u.conv.z, cv->u.conv.y);
-    ck_assert_int_eq(pl->t[cp->u.copy.y].root, pl->t[cv->u.conv.y].root);
-    ck_assert_int_ne(pl->t[cp->u.copy.x].root, pl->t[cv->u.conv.y].root);
+    ck_assert_int_eq(pl->t[cp->u.copy.y].slot.root, pl->t[cv->u.conv.y].slot.root);
+    ck_assert_int_ne(pl->t[cp->u.copy.x].slot.root, pl->t[cv->u.conv.y].slot.root);
     ck_assert_int_eq(count_steps(pl, CUP_BINARY), 1);
     emu_vs_cpu(&p, path, 3, 1e-5f, 1e-5f);
     plan_close(&p);
@@ -479,7 +480,8 @@ START_TEST(test_gemm_sum_bias)
     ck_assert_int_eq(bc->u.bcast.k.sx[0], 0);
     ck_assert(gm->u.gemm.beta == 1.0f && gm->u.gemm.alpha == 0.5f);
     ck_assert(gm->u.gemm.trans_a && !gm->u.gemm.trans_b);
-    ck_assert_int_eq(pl->t[gm->u.gemm.c].root, pl->t[nth_step(pl, CUP_RELU, 0)->u.relu.y].root);
+    ck_assert_int_eq(pl->t[gm->u.gemm.c].slot.root,
+                     pl->t[nth_step(pl, CUP_RELU, 0)->u.relu.y].slot.root);
     emu_vs_cpu(&p, path, 4, 1e-5f, 1e-5f);
     plan_close(&p);
     finish(path);
@@ -553,8 +555,8 @@ START_TEST(test_fmnist_plan)
     for (i = 0; i < 3; i++)
         ck_assert(nth_step(pl, CUP_CONV, i)->u.conv.fused);
     for (i = 0; i < pl->n_t; i++)
-        if (pl->t[i].root == i && pl->t[i].mem == CUP_MEM_ARENA)
-            total += pl->t[i].bytes;
+        if (pl->t[i].slot.root == i && pl->t[i].slot.store == ONNX_STORE_ARENA)
+            total += pl->t[i].slot.bytes;
     ck_assert_uint_lt(pl->arena_size, total);
     ck_assert_uint_eq(p.prog->arena_size, pl->arena_size);
     ck_assert_uint_gt(p.prog->pool_size, 200000 * 4); /* the weights, uploaded once */
@@ -662,7 +664,7 @@ START_TEST(test_resnet50_plan)
         ck_assert_int_ge(c->b, 0);
         if (c->sum) {
             ck_assert(c->fused && c->relu);
-            ck_assert_int_ne(pl->t[c->z].root, pl->t[c->y].root);
+            ck_assert_int_ne(pl->t[c->z].slot.root, pl->t[c->y].slot.root);
             fused_sums++;
         }
     }
@@ -670,8 +672,8 @@ START_TEST(test_resnet50_plan)
     ck_assert(!nth_step(pl, CUP_POOL, 0)->u.pool.cudnn); /* max pooling with padding */
     ck_assert(nth_step(pl, CUP_POOL, 1)->u.pool.cudnn);  /* global average */
     for (i = 0; i < pl->n_t; i++)
-        if (pl->t[i].root == i && pl->t[i].mem == CUP_MEM_ARENA)
-            total += pl->t[i].bytes;
+        if (pl->t[i].slot.root == i && pl->t[i].slot.store == ONNX_STORE_ARENA)
+            total += pl->t[i].slot.bytes;
     ck_assert_uint_lt(pl->arena_size * 4, total);
     printf("ResNet-50 plan, batch 8: %d steps, arena %zu MB (%zu MB of tensors), weights %zu MB\n",
            pl->n_steps, pl->arena_size >> 20, total >> 20, p.prog->pool_size >> 20);

@@ -225,7 +225,7 @@ static void free_dstep(dstep_t *d)
 static void *tptr(const onnx_cuda_t *x, const slot_t *s, const cup_plan_t *pl, int t)
 {
     const cup_tensor_t *v = &pl->t[t];
-    return (v->mem == CUP_MEM_CONST ? x->pool : s->arena) + v->offset;
+    return (v->slot.store == ONNX_STORE_CONST ? x->pool : s->arena) + v->slot.offset;
 }
 
 /* Chooses the convolution algorithm: timed on the real buffers (find) or cuDNN's heuristics,
@@ -618,7 +618,7 @@ static int run_on(onnx_cuda_t *x, slot_t *sl, const cup_plan_t *pl, const dstep_
     CU(cudaSetDevice(dev));
     cudaGetLastError(); /* an earlier failed call on this thread must not be blamed on this run */
     for (k = 0; k < g->n_inputs; k++) {
-        uint8_t *dst = sl->arena + pl->t[pl->in_t[k]].offset;
+        uint8_t *dst = sl->arena + pl->t[pl->in_t[k]].slot.offset;
         size_t sz = p->in_size[k];
         where = "copying the input to the device: ";
         if (g->n_inputs == 1)

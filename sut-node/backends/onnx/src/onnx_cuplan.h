@@ -27,25 +27,21 @@
 
 #include "onnx_cukern.h"
 #include "onnx_graph.h"
+#include "onnx_lower.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
 #define CUP_ALIGN 256 /* bytes; every root tensor starts at a multiple (cuDNN wants 16) */
 
-enum { CUP_MEM_ARENA = 0, CUP_MEM_CONST = 1 };
-
+/* A tensor of one plan. slot.store is ONNX_STORE_ARENA (offset in the stream's arena) or
+ * ONNX_STORE_CONST (offset in the constant pool); slot.bytes is of this view. */
 typedef struct {
-    int root;  /* the tensor that owns the storage (itself for a root) */
-    int mem;   /* CUP_MEM_*: of the root */
-    int input; /* roots: index of the graph input staged here, or -1 */
-    int konst; /* CUP_MEM_CONST roots: index in prog->consts */
+    onnx_slot_t slot; /* root, storage, bytes, lifetime and offset: onnx_lower.h */
+    int konst;        /* ONNX_STORE_CONST: index in prog->consts */
     onnx_dtype_t dtype;
     int rank;
     int64_t dims[ONNX_MAX_RANK]; /* in this plan, the batch applied */
-    size_t bytes;                /* of this view */
-    size_t offset;               /* in the arena or the pool (a view has its root's) */
-    int first, last;             /* roots: the first and last step touching the storage */
 } cup_tensor_t;
 
 typedef struct {
@@ -160,7 +156,7 @@ typedef struct {
 typedef struct {
     size_t batch;
     cup_tensor_t *t;
-    int n_t, cap_t;
+    int n_t;
     cup_step_t *steps;
     int n_steps, cap_steps;
     int *in_t;  /* per graph input: its staging tensor in the arena */
