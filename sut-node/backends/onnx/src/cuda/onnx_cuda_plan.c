@@ -1,8 +1,8 @@
-/* The CUDA engine's plans, built on the host (see onnx_cuplan.h). Vocabulary as in onnx_dnnl.c:
+/* The CUDA engine's plans, built on the host (see onnx_cuda_plan.h). Vocabulary as in onnx_dnnl.c:
  * a tensor is a value as one plan stores it; a view (Reshape, Identity, an in-place sum) shares
  * its root's storage. Unlike oneDNN's, every layout here is plain row-major, so views never need
  * a reorder. */
-#include "onnx_cuplan.h"
+#include "onnx_cuda_plan.h"
 
 #include "onnx_lower.h"
 
@@ -15,12 +15,12 @@
 
 /* Builder state for one program; the per-plan parts are reset for each plan. */
 typedef struct {
-    onnx_cuprog_t *p;
+    onnx_cuda_program_t *p;
     const onnx_graph_t *g;
-    cup_plan_t *pl;
+    onnx_cuda_plan_t *pl;
     int *const_of; /* IR value -> its entry in p->consts, or -1 (shared by every plan) */
     onnx_lower_t lw;
-} bx_t;
+} plan_builder_t;
 
 #define fail(x, ...) onnx_lower_fail(&(x)->lw, __VA_ARGS__)
 /* A value's dims in this plan. */
@@ -36,7 +36,7 @@ static int64_t prod(const int64_t *d, int n)
 }
 
 /* cuDNN and cuBLAS take dimensions, counts and leading dimensions as int. */
-static int check_int(bx_t *x, int64_t v, const char *what)
+static int check_int(plan_builder_t *x, int64_t v, const char *what)
 {
     if (v < 0 || v > INT_MAX)
         return fail(x, CMN_EBACKEND, "%s of %lld is over the int range of cuDNN and cuBLAS", what,
@@ -47,21 +47,22 @@ static int check_int(bx_t *x, int64_t v, const char *what)
 /* ---- tensors and steps ----------------------------------------------------------------------- */
 
 /* The lowering's array may move with every new tensor: the plan follows it. Returns |i|. */
-static int synced(bx_t *x, int i)
+static int synced(plan_builder_t *x, int i)
 {
     x->pl->t = x->lw.t;
     x->pl->n_t = x->lw.n_t;
     return i;
 }
 
-static void set_shape(cup_tensor_t *t, onnx_dtype_t dt, int rank, const int64_t *dims)
+static void set_shape(onnx_cuda_tensor_t *t, onnx_dtype_t dt, int rank, const int64_t *dims)
 {
     t->dtype = dt;
     t->rank = rank;
     memcpy(t->dims, dims, (size_t)rank * sizeof(int64_t));
 }
 
-static int new_t(bx_t *x, onnx_store_t store, onnx_dtype_t dt, int rank, const int64_t *dims)
+static int new_t(plan_builder_t *x, onnx_store_t store, onnx_dtype_t dt, int rank,
+                 const int64_t *dims)
 {
     int i = onnx_lower_new(&x->lw, store, (size_t)prod(dims, rank) * onnx_dtype_size(dt));
     if (i < 0)
@@ -73,7 +74,7 @@ static int new_t(bx_t *x, onnx_store_t store, onnx_dtype_t dt, int rank, const i
 }
 
 /* Another view of |of|'s storage with new dims (the same number of elements or fewer). */
-static int alias_t(bx_t *x, int of, int rank, const int64_t *dims)
+static int alias_t(plan_builder_t *x, int of, int rank, const int64_t *dims)
 {
     onnx_dtype_t dt = x->pl->t[of].dtype;
     int i = onnx_lower_alias(&x->lw, of, (size_t)prod(dims, rank) * onnx_dtype_size(dt));
@@ -84,12 +85,12 @@ static int alias_t(bx_t *x, int of, int rank, const int64_t *dims)
     return i;
 }
 
-static int add_const(bx_t *x, int value, size_t bytes)
+static int add_const(plan_builder_t *x, int value, size_t bytes)
 {
-    onnx_cuprog_t *p = x->p;
+    onnx_cuda_program_t *p = x->p;
     if (p->n_consts == p->cap_consts) {
         int cap = p->cap_consts ? p->cap_consts * 2 : 32;
-        cup_const_t *n = realloc(p->consts, (size_t)cap * sizeof(*n));
+        onnx_cuda_const_t *n = realloc(p->consts, (size_t)cap * sizeof(*n));
         if (!n)
             return fail(x, -ENOMEM, "out of memory");
         p->consts = n;
@@ -102,13 +103,13 @@ static int add_const(bx_t *x, int value, size_t bytes)
 }
 
 /* The tensor of IR value |v| in this plan (lower_constant() for a constant). */
-static int get_t(bx_t *x, int v)
+static int get_t(plan_builder_t *x, int v)
 {
     return synced(x, onnx_lower_get(&x->lw, v));
 }
 
 /* |n| floats of zeros in the pool (a bias for a fused convolution without one). */
-static int zeros_t(bx_t *x, int64_t n)
+static int zeros_t(plan_builder_t *x, int64_t n)
 {
     size_t bytes = (size_t)n * sizeof(float);
     int c, t;
@@ -123,13 +124,13 @@ static int zeros_t(bx_t *x, int64_t n)
     return t;
 }
 
-static cup_step_t *add_step(bx_t *x, cup_kind_t kind)
+static onnx_cuda_step_t *add_step(plan_builder_t *x, onnx_cuda_step_kind_t kind)
 {
-    cup_plan_t *pl = x->pl;
-    cup_step_t *s;
+    onnx_cuda_plan_t *pl = x->pl;
+    onnx_cuda_step_t *s;
     if (pl->n_steps == pl->cap_steps) {
         int cap = pl->cap_steps ? pl->cap_steps * 2 : 64;
-        cup_step_t *n = realloc(pl->steps, (size_t)cap * sizeof(*n));
+        onnx_cuda_step_t *n = realloc(pl->steps, (size_t)cap * sizeof(*n));
         if (!n) {
             fail(x, -ENOMEM, "out of memory");
             return NULL;
@@ -144,9 +145,9 @@ static cup_step_t *add_step(bx_t *x, cup_kind_t kind)
     return s;
 }
 
-static int add_copy(bx_t *x, int src, int dst)
+static int add_copy(plan_builder_t *x, int src, int dst)
 {
-    cup_step_t *s = add_step(x, CUP_COPY);
+    onnx_cuda_step_t *s = add_step(x, ONNX_CUDA_STEP_COPY);
     if (!s)
         return -ENOMEM;
     s->u.copy.x = src;
@@ -157,7 +158,7 @@ static int add_copy(bx_t *x, int src, int dst)
 
 /* The post-ops of |n| as the engine runs them: an optional residual sum first, then ReLU (any
  * number of them is one). Other orders do not come out of onnx_opt.c; refuse them anyway. */
-static int posts(bx_t *x, const onnx_node_t *n, int allow_sum, int *sum, int *relu)
+static int posts(plan_builder_t *x, const onnx_node_t *n, int allow_sum, int *sum, int *relu)
 {
     int k;
     *sum = -1;
@@ -183,8 +184,8 @@ static int posts(bx_t *x, const onnx_node_t *n, int allow_sum, int *sum, int *re
  * Otherwise (the fused convolution, which reads the addend as its own operand z): always a new
  * tensor, the addend read where it is. cuDNN does not promise that z may alias y, and an algorithm
  * that writes y before it reads z would lose the addend; the extra arena space is cheap. */
-static int sum_dst(bx_t *x, const onnx_node_t *n, int sum, int rank, const int64_t *d, int in_place,
-                   int *z)
+static int sum_dst(plan_builder_t *x, const onnx_node_t *n, int sum, int rank, const int64_t *d,
+                   int in_place, int *z)
 {
     int zt, y, rc;
     if ((zt = get_t(x, sum)) < 0)
@@ -208,9 +209,9 @@ static int sum_dst(bx_t *x, const onnx_node_t *n, int sum, int rank, const int64
     return y;
 }
 
-static int add_relu(bx_t *x, int t)
+static int add_relu(plan_builder_t *x, int t)
 {
-    cup_step_t *s = add_step(x, CUP_RELU);
+    onnx_cuda_step_t *s = add_step(x, ONNX_CUDA_STEP_RELU);
     if (!s)
         return -ENOMEM;
     s->u.relu.x = t;
@@ -221,13 +222,13 @@ static int add_relu(bx_t *x, int t)
 
 /* ---- one emitter per op ---------------------------------------------------------------------- */
 
-static int emit_conv(bx_t *x, const onnx_node_t *n)
+static int emit_conv(plan_builder_t *x, const onnx_node_t *n)
 {
     int64_t xd[ONNX_MAX_RANK], wd[ONNX_MAX_RANK], yd[ONNX_MAX_RANK];
     int64_t pad[ONNX_MAX_SPATIAL];
     int rank, nsp = n->n_spatial, s, i, xt, wt = -1, bt = -1, yt, zt = -1, sum, relu, rc, asym = 0;
-    cup_step_t *st;
-    cup_conv_t *c;
+    onnx_cuda_step_t *st;
+    onnx_cuda_conv_step_t *c;
 
     rank = vdims(x, n->in[0], xd);
     vdims(x, n->in[1], wd);
@@ -250,7 +251,7 @@ static int emit_conv(bx_t *x, const onnx_node_t *n)
             pd[2 + s] += n->pad_l[s] + n->pad_r[s];
         if ((xp = new_t(x, ONNX_STORE_ARENA, ONNX_DT_FLOAT, rank, pd)) < 0)
             return xp;
-        if (!(st = add_step(x, CUP_PAD)))
+        if (!(st = add_step(x, ONNX_CUDA_STEP_PAD)))
             return -ENOMEM;
         st->u.pad.x = xt;
         st->u.pad.y = xp;
@@ -277,7 +278,7 @@ static int emit_conv(bx_t *x, const onnx_node_t *n)
         return yt;
     }
 
-    if (!(st = add_step(x, CUP_CONV)))
+    if (!(st = add_step(x, ONNX_CUDA_STEP_CONV)))
         return -ENOMEM;
     c = &st->u.conv;
     c->x = xt;
@@ -319,12 +320,12 @@ static int emit_conv(bx_t *x, const onnx_node_t *n)
     return 0;
 }
 
-static int emit_pool(bx_t *x, const onnx_node_t *n)
+static int emit_pool(plan_builder_t *x, const onnx_node_t *n)
 {
     int64_t xd[ONNX_MAX_RANK], yd[ONNX_MAX_RANK];
     int rank, s, xt, yt, sym = 1, nodil = 1, nopad = 1, rc, global = n->op == ONNX_OP_GLOBALAVGPOOL;
-    cup_step_t *st;
-    cup_pool_t *p;
+    onnx_cuda_step_t *st;
+    onnx_cuda_pool_step_t *p;
 
     rank = vdims(x, n->in[0], xd);
     vdims(x, n->out, yd);
@@ -332,7 +333,7 @@ static int emit_pool(bx_t *x, const onnx_node_t *n)
         return xt;
     if ((yt = new_t(x, ONNX_STORE_ARENA, x->pl->t[xt].dtype, rank, yd)) < 0)
         return yt;
-    if (!(st = add_step(x, CUP_POOL)))
+    if (!(st = add_step(x, ONNX_CUDA_STEP_POOL)))
         return -ENOMEM;
     p = &st->u.pool;
     p->x = xt;
@@ -364,16 +365,16 @@ static int emit_pool(bx_t *x, const onnx_node_t *n)
         return rc;
     /* cuDNN pads symmetrically and has no dilation; how its max pooling treats padding is not
      * specified, so padded max pooling (and everything else) runs on the kernel. */
-    p->cudnn = p->k.dtype == CUK_F32 && sym && nodil && (!p->k.max || nopad);
+    p->cudnn = p->k.dtype == ONNX_CUDA_F32 && sym && nodil && (!p->k.max || nopad);
     x->lw.val_t[n->out] = yt;
     return 0;
 }
 
-static int emit_softmax(bx_t *x, const onnx_node_t *n)
+static int emit_softmax(plan_builder_t *x, const onnx_node_t *n)
 {
     int64_t d[ONNX_MAX_RANK], outer, ax, inner;
     int rank = vdims(x, n->in[0], d), xt, yt, rc;
-    cup_step_t *st;
+    onnx_cuda_step_t *st;
 
     outer = prod(d, n->axis);
     if (n->softmax_2d) {
@@ -392,7 +393,7 @@ static int emit_softmax(bx_t *x, const onnx_node_t *n)
         return xt;
     if ((yt = new_t(x, ONNX_STORE_ARENA, ONNX_DT_FLOAT, rank, d)) < 0)
         return yt;
-    if (!(st = add_step(x, CUP_SOFTMAX)))
+    if (!(st = add_step(x, ONNX_CUDA_STEP_SOFTMAX)))
         return -ENOMEM;
     st->u.softmax.x = xt;
     st->u.softmax.y = yt;
@@ -414,13 +415,13 @@ static void bcast_strides(int rank, const int64_t *al, const int64_t *out, int64
     }
 }
 
-static int emit_binary(bx_t *x, const onnx_node_t *n)
+static int emit_binary(plan_builder_t *x, const onnx_node_t *n)
 {
     const onnx_graph_t *g = x->g;
     int64_t od[ONNX_MAX_RANK], d[2][ONNX_MAX_RANK], al[ONNX_MAX_RANK];
     int nd, r, k, t[2], yt, sum, relu, rc;
-    cup_step_t *st;
-    cuk_binary_t *b;
+    onnx_cuda_step_t *st;
+    onnx_cuda_binary_args_t *b;
 
     if ((rc = posts(x, n, 0, &sum, &relu)) < 0)
         return rc;
@@ -430,7 +431,7 @@ static int emit_binary(bx_t *x, const onnx_node_t *n)
             return t[k];
     if ((yt = new_t(x, ONNX_STORE_ARENA, ONNX_DT_FLOAT, nd, od)) < 0)
         return yt;
-    if (!(st = add_step(x, CUP_BINARY)))
+    if (!(st = add_step(x, ONNX_CUDA_STEP_BINARY)))
         return -ENOMEM;
     b = &st->u.binary.k;
     st->u.binary.a = t[0];
@@ -439,10 +440,10 @@ static int emit_binary(bx_t *x, const onnx_node_t *n)
     b->rank = nd;
     b->relu = relu;
     b->count = prod(od, nd);
-    b->op = n->op == ONNX_OP_ADD   ? CUK_ADD
-            : n->op == ONNX_OP_SUB ? CUK_SUB
-            : n->op == ONNX_OP_MUL ? CUK_MUL
-                                   : CUK_DIV;
+    b->op = n->op == ONNX_OP_ADD   ? ONNX_CUDA_ADD
+            : n->op == ONNX_OP_SUB ? ONNX_CUDA_SUB
+            : n->op == ONNX_OP_MUL ? ONNX_CUDA_MUL
+                                   : ONNX_CUDA_DIV;
     memcpy(b->dims, od, (size_t)nd * sizeof(int64_t));
     for (k = 0; k < 2; k++) {
         r = vdims(x, n->in[k], d[k]);
@@ -455,16 +456,16 @@ static int emit_binary(bx_t *x, const onnx_node_t *n)
     return 0;
 }
 
-static int emit_relu(bx_t *x, const onnx_node_t *n)
+static int emit_relu(plan_builder_t *x, const onnx_node_t *n)
 {
     int64_t d[ONNX_MAX_RANK];
     int rank = vdims(x, n->out, d), xt, yt;
-    cup_step_t *st;
+    onnx_cuda_step_t *st;
     if ((xt = get_t(x, n->in[0])) < 0)
         return xt;
     if ((yt = new_t(x, ONNX_STORE_ARENA, ONNX_DT_FLOAT, rank, d)) < 0)
         return yt;
-    if (!(st = add_step(x, CUP_RELU)))
+    if (!(st = add_step(x, ONNX_CUDA_STEP_RELU)))
         return -ENOMEM;
     st->u.relu.x = xt;
     st->u.relu.y = yt;
@@ -473,17 +474,17 @@ static int emit_relu(bx_t *x, const onnx_node_t *n)
     return 0;
 }
 
-static int emit_batchnorm(bx_t *x, const onnx_node_t *n)
+static int emit_batchnorm(plan_builder_t *x, const onnx_node_t *n)
 {
     int64_t d[ONNX_MAX_RANK];
     int rank = vdims(x, n->in[0], d), t[5], yt, k;
-    cup_step_t *st;
+    onnx_cuda_step_t *st;
     for (k = 0; k < 5; k++)
         if ((t[k] = get_t(x, n->in[k])) < 0)
             return t[k];
     if ((yt = new_t(x, ONNX_STORE_ARENA, ONNX_DT_FLOAT, rank, d)) < 0)
         return yt;
-    if (!(st = add_step(x, CUP_BATCHNORM)))
+    if (!(st = add_step(x, ONNX_CUDA_STEP_BATCHNORM)))
         return -ENOMEM;
     st->u.bn.x = t[0];
     st->u.bn.scale = t[1];
@@ -500,13 +501,13 @@ static int emit_batchnorm(bx_t *x, const onnx_node_t *n)
 }
 
 /* Gemm: Y = alpha * A' B' + beta * C (+ a residual sum), then ReLU. */
-static int emit_gemm(bx_t *x, const onnx_node_t *n)
+static int emit_gemm(plan_builder_t *x, const onnx_node_t *n)
 {
     const onnx_graph_t *g = x->g;
     int64_t ad[ONNX_MAX_RANK], od[ONNX_MAX_RANK], m, nn, k;
     int at, bt = -1, yt, zt = -1, sum, relu, rc, has_c;
-    cup_step_t *st;
-    cup_gemm_t *gm;
+    onnx_cuda_step_t *st;
+    onnx_cuda_gemm_step_t *gm;
 
     if ((rc = posts(x, n, 1, &sum, &relu)) < 0)
         return rc;
@@ -536,7 +537,7 @@ static int emit_gemm(bx_t *x, const onnx_node_t *n)
             return ct;
         if (cv->batched)
             c0 = x->pl->t[ct].dims[0];
-        if (!(st = add_step(x, CUP_BCAST)))
+        if (!(st = add_step(x, ONNX_CUDA_STEP_BCAST)))
             return -ENOMEM;
         st->u.bcast.x = ct;
         st->u.bcast.y = yt;
@@ -549,7 +550,7 @@ static int emit_gemm(bx_t *x, const onnx_node_t *n)
         st->u.bcast.k.sx[0] = c0 == 1 ? 0 : c1;
         st->u.bcast.k.sx[1] = c1 == 1 ? 0 : 1;
     }
-    if (!(st = add_step(x, CUP_GEMM)))
+    if (!(st = add_step(x, ONNX_CUDA_STEP_GEMM)))
         return -ENOMEM;
     gm = &st->u.gemm;
     /* Row-major Y[M,N] = A'[M,K] B'[K,N] is column-major Y^T = B'^T A'^T: cuBLAS's A is the
@@ -579,12 +580,12 @@ static int emit_gemm(bx_t *x, const onnx_node_t *n)
 
 /* MatMul with numpy semantics: vectors gain a unit dim, batch dims broadcast. The batch dims
  * run as strided batches where the operands allow it, else as several of them. */
-static int emit_matmul(bx_t *x, const onnx_node_t *n)
+static int emit_matmul(plan_builder_t *x, const onnx_node_t *n)
 {
     int64_t al[2][ONNX_MAX_RANK], ob[ONNX_MAX_RANK], od[ONNX_MAX_RANK];
     int64_t m, kk, nn, inner = 1, outer = 1, o, mat[2], stride[2], bst[2][ONNX_MAX_RANK];
     int rank, nb, split, k, i, t[2], yt, zt = -1, sum, relu, rc, on;
-    cup_step_t *st;
+    onnx_cuda_step_t *st;
 
     if ((rc = posts(x, n, 1, &sum, &relu)) < 0)
         return rc;
@@ -651,14 +652,14 @@ static int emit_matmul(bx_t *x, const onnx_node_t *n)
     (void)zt;
     for (o = 0; o < outer; o++) {
         int64_t off[2] = {0, 0}, rem = o;
-        cup_gemm_t *gm;
+        onnx_cuda_gemm_step_t *gm;
         for (i = split - 1; i >= 0; i--) {
             int64_t idx = rem % ob[i];
             rem /= ob[i];
             for (k = 0; k < 2; k++)
                 off[k] += idx * bst[k][i];
         }
-        if (!(st = add_step(x, CUP_GEMM)))
+        if (!(st = add_step(x, ONNX_CUDA_STEP_GEMM)))
             return -ENOMEM;
         gm = &st->u.gemm;
         gm->a = t[1];
@@ -693,7 +694,7 @@ static int emit_matmul(bx_t *x, const onnx_node_t *n)
     return 0;
 }
 
-static int emit_view(bx_t *x, const onnx_node_t *n)
+static int emit_view(plan_builder_t *x, const onnx_node_t *n)
 {
     int64_t d[ONNX_MAX_RANK];
     int rank = vdims(x, n->out, d), xt, yt;
@@ -705,18 +706,18 @@ static int emit_view(bx_t *x, const onnx_node_t *n)
     return 0;
 }
 
-static int emit_cast(bx_t *x, const onnx_node_t *n)
+static int emit_cast(plan_builder_t *x, const onnx_node_t *n)
 {
     int64_t d[ONNX_MAX_RANK];
     int rank = vdims(x, n->out, d), xt, yt;
-    cup_step_t *st;
+    onnx_cuda_step_t *st;
     if ((xt = get_t(x, n->in[0])) < 0)
         return xt;
     if (x->pl->t[xt].dtype == n->to && n->scale == 1.0f)
         return emit_view(x, n);
     if ((yt = new_t(x, ONNX_STORE_ARENA, n->to, rank, d)) < 0)
         return yt;
-    if (!(st = add_step(x, CUP_CAST)))
+    if (!(st = add_step(x, ONNX_CUDA_STEP_CAST)))
         return -ENOMEM;
     st->u.cast.x = xt;
     st->u.cast.y = yt;
@@ -728,7 +729,7 @@ static int emit_cast(bx_t *x, const onnx_node_t *n)
     return 0;
 }
 
-static int emit_node(bx_t *x, const onnx_node_t *n)
+static int emit_node(plan_builder_t *x, const onnx_node_t *n)
 {
     int sum, relu, rc;
     switch (n->op) {
@@ -774,11 +775,11 @@ static int emit_node(bx_t *x, const onnx_node_t *n)
 
 /* ---- lifetimes and placement ----------------------------------------------------------------- */
 
-int onnx_cup_step_tensors(const cup_step_t *s, int *t)
+int onnx_cuda_step_tensors(const onnx_cuda_step_t *s, int *t)
 {
     int n = 0;
     switch (s->kind) {
-    case CUP_CONV:
+    case ONNX_CUDA_STEP_CONV:
         t[n++] = s->u.conv.x;
         t[n++] = s->u.conv.w;
         t[n++] = s->u.conv.y;
@@ -787,41 +788,41 @@ int onnx_cup_step_tensors(const cup_step_t *s, int *t)
         if (s->u.conv.z >= 0)
             t[n++] = s->u.conv.z;
         break;
-    case CUP_POOL:
+    case ONNX_CUDA_STEP_POOL:
         t[n++] = s->u.pool.x;
         t[n++] = s->u.pool.y;
         break;
-    case CUP_SOFTMAX:
+    case ONNX_CUDA_STEP_SOFTMAX:
         t[n++] = s->u.softmax.x;
         t[n++] = s->u.softmax.y;
         break;
-    case CUP_GEMM:
+    case ONNX_CUDA_STEP_GEMM:
         t[n++] = s->u.gemm.a;
         t[n++] = s->u.gemm.b;
         t[n++] = s->u.gemm.c;
         break;
-    case CUP_COPY:
+    case ONNX_CUDA_STEP_COPY:
         t[n++] = s->u.copy.x;
         t[n++] = s->u.copy.y;
         break;
-    case CUP_BCAST:
+    case ONNX_CUDA_STEP_BCAST:
         t[n++] = s->u.bcast.x;
         t[n++] = s->u.bcast.y;
         break;
-    case CUP_PAD:
+    case ONNX_CUDA_STEP_PAD:
         t[n++] = s->u.pad.x;
         t[n++] = s->u.pad.y;
         break;
-    case CUP_BINARY:
+    case ONNX_CUDA_STEP_BINARY:
         t[n++] = s->u.binary.a;
         t[n++] = s->u.binary.b;
         t[n++] = s->u.binary.y;
         break;
-    case CUP_RELU:
+    case ONNX_CUDA_STEP_RELU:
         t[n++] = s->u.relu.x;
         t[n++] = s->u.relu.y;
         break;
-    case CUP_BATCHNORM:
+    case ONNX_CUDA_STEP_BATCHNORM:
         t[n++] = s->u.bn.x;
         t[n++] = s->u.bn.scale;
         t[n++] = s->u.bn.shift;
@@ -829,7 +830,7 @@ int onnx_cup_step_tensors(const cup_step_t *s, int *t)
         t[n++] = s->u.bn.var;
         t[n++] = s->u.bn.y;
         break;
-    case CUP_CAST:
+    case ONNX_CUDA_STEP_CAST:
         t[n++] = s->u.cast.x;
         t[n++] = s->u.cast.y;
         break;
@@ -842,7 +843,7 @@ int onnx_cup_step_tensors(const cup_step_t *s, int *t)
 
 static int lower_input(void *ctx, int i)
 {
-    bx_t *x = ctx;
+    plan_builder_t *x = ctx;
     int64_t d[ONNX_MAX_RANK];
     int v = x->g->inputs[i], rank = vdims(x, v, d);
     return new_t(x, ONNX_STORE_ARENA, x->g->values[v].dtype, rank, d);
@@ -851,7 +852,7 @@ static int lower_input(void *ctx, int i)
 /* A constant enters the pool the first time a plan reads it. */
 static int lower_constant(void *ctx, int v)
 {
-    bx_t *x = ctx;
+    plan_builder_t *x = ctx;
     const onnx_value_t *val = &x->g->values[v];
     int64_t d[ONNX_MAX_RANK];
     int c, t, rank = vdims(x, v, d);
@@ -874,8 +875,8 @@ static int lower_node(void *ctx, const onnx_node_t *n)
 
 static int lower_output(void *ctx, int i)
 {
-    bx_t *x = ctx;
-    const cup_plan_t *pl = x->pl;
+    plan_builder_t *x = ctx;
+    const onnx_cuda_plan_t *pl = x->pl;
     int t = get_t(x, x->g->outputs[i]);
     if (t < 0)
         return t;
@@ -889,12 +890,12 @@ static int lower_output(void *ctx, int i)
 
 static int lower_n_steps(void *ctx)
 {
-    return ((bx_t *)ctx)->pl->n_steps;
+    return ((plan_builder_t *)ctx)->pl->n_steps;
 }
 
 static int lower_step_tensors(void *ctx, int s, int *t)
 {
-    return onnx_cup_step_tensors(&((bx_t *)ctx)->pl->steps[s], t);
+    return onnx_cuda_step_tensors(&((plan_builder_t *)ctx)->pl->steps[s], t);
 }
 
 static const onnx_lower_ops_t lower_ops = {
@@ -906,9 +907,9 @@ static const onnx_lower_ops_t lower_ops = {
     .step_tensors = lower_step_tensors,
 };
 
-static int build_plan(bx_t *x)
+static int build_plan(plan_builder_t *x)
 {
-    cup_plan_t *pl = x->pl;
+    onnx_cuda_plan_t *pl = x->pl;
     int rc;
     if ((rc = onnx_lower_plan(&x->lw, pl->batch)) < 0) {
         pl->t = NULL; /* the lowering's, freed with it */
@@ -921,7 +922,7 @@ static int build_plan(bx_t *x)
     return 0;
 }
 
-static void free_plan(cup_plan_t *pl)
+static void free_plan(onnx_cuda_plan_t *pl)
 {
     free(pl->t);
     free(pl->steps);
@@ -931,11 +932,11 @@ static void free_plan(cup_plan_t *pl)
 
 /* ---- public API ------------------------------------------------------------------------------ */
 
-int onnx_cuprog_build(const onnx_graph_t *g, const size_t *batches, size_t n_batches,
-                      onnx_cuprog_t **out, cmn_errbuf_t *eb)
+int onnx_cuda_program_build(const onnx_graph_t *g, const size_t *batches, size_t n_batches,
+                            onnx_cuda_program_t **out, cmn_errbuf_t *eb)
 {
-    onnx_cuprog_t *p;
-    bx_t x;
+    onnx_cuda_program_t *p;
+    plan_builder_t x;
     size_t i, off;
     int k, rc;
 
@@ -956,7 +957,8 @@ int onnx_cuprog_build(const onnx_graph_t *g, const size_t *batches, size_t n_bat
         rc = cmn_errf(eb, -ENOMEM, "out of memory");
         goto fail;
     }
-    if ((rc = onnx_lower_init(&x.lw, g, &lower_ops, &x, sizeof(cup_tensor_t), CUP_ALIGN, eb)) < 0)
+    if ((rc = onnx_lower_init(&x.lw, g, &lower_ops, &x, sizeof(onnx_cuda_tensor_t), ONNX_CUDA_ALIGN,
+                              eb)) < 0)
         goto fail;
     for (k = 0; k < g->n_values; k++)
         x.const_of[k] = -1;
@@ -973,12 +975,12 @@ int onnx_cuprog_build(const onnx_graph_t *g, const size_t *batches, size_t n_bat
     }
     for (off = 0, k = 0; k < p->n_consts; k++) {
         p->consts[k].offset = off;
-        off += (p->consts[k].bytes + CUP_ALIGN - 1) / CUP_ALIGN * CUP_ALIGN;
+        off += (p->consts[k].bytes + ONNX_CUDA_ALIGN - 1) / ONNX_CUDA_ALIGN * ONNX_CUDA_ALIGN;
     }
     p->pool_size = off;
     for (i = 0; i < p->n_plans; i++)
         for (k = 0; k < p->plans[i].n_t; k++) {
-            cup_tensor_t *t = &p->plans[i].t[k];
+            onnx_cuda_tensor_t *t = &p->plans[i].t[k];
             if (t->slot.store == ONNX_STORE_CONST)
                 t->slot.offset = p->consts[t->konst].offset;
         }
@@ -990,11 +992,11 @@ int onnx_cuprog_build(const onnx_graph_t *g, const size_t *batches, size_t n_bat
 fail:
     onnx_lower_fini(&x.lw);
     free(x.const_of);
-    onnx_cuprog_free(p);
+    onnx_cuda_program_free(p);
     return rc;
 }
 
-void onnx_cuprog_free(onnx_cuprog_t *p)
+void onnx_cuda_program_free(onnx_cuda_program_t *p)
 {
     size_t i;
     if (!p)
@@ -1010,7 +1012,7 @@ void onnx_cuprog_free(onnx_cuprog_t *p)
     free(p);
 }
 
-const cup_plan_t *onnx_cuprog_plan(const onnx_cuprog_t *p, size_t n)
+const onnx_cuda_plan_t *onnx_cuda_program_plan(const onnx_cuda_program_t *p, size_t n)
 {
     size_t i;
     if (n == 0)
@@ -1021,7 +1023,7 @@ const cup_plan_t *onnx_cuprog_plan(const onnx_cuprog_t *p, size_t n)
     return NULL;
 }
 
-void onnx_cuprog_fill_pool(const onnx_cuprog_t *p, void *pool)
+void onnx_cuda_program_fill_pool(const onnx_cuda_program_t *p, void *pool)
 {
     int k;
     memset(pool, 0, p->pool_size);
