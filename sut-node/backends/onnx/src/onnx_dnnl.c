@@ -511,7 +511,7 @@ static int emit_conv(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
     }
     ids[na] = DNNL_ARG_DST;
     xvs[na++] = dst;
-    x->lw.val_t[n->out] = dst;
+    onnx_lower_set_value(&x->lw, n->out, dst);
     return add_step(x, p, pd, na, ids, xvs);
 
 fail_pd:
@@ -531,7 +531,7 @@ static int add_src_dst_step(onnx_dnnl_t *x, plan_t *p, dnnl_primitive_desc_t pd,
     TRY(dst, new_xv(x, p, ONNX_STORE_ARENA, pd_md(pd, dnnl_query_dst_md)));
     xvs[0] = src;
     xvs[1] = dst;
-    x->lw.val_t[n->out] = dst;
+    onnx_lower_set_value(&x->lw, n->out, dst);
     return add_step(x, p, pd, 2, ids, xvs);
 
 fail_pd:
@@ -607,7 +607,7 @@ static int emit_batchnorm(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
     }
     TRY(dst, new_xv(x, p, ONNX_STORE_ARENA, pd_md(pd, dnnl_query_dst_md)));
     xvs[5] = dst;
-    x->lw.val_t[n->out] = dst;
+    onnx_lower_set_value(&x->lw, n->out, dst);
     return add_step(x, p, pd, 6, ids, xvs);
 
 fail_pd:
@@ -687,7 +687,7 @@ static int emit_binary(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
     TRY(xvs[1], ensure(x, p, xv[1], &s1_md));
     TRY(dst, new_xv(x, p, ONNX_STORE_ARENA, pd_md(pd, dnnl_query_dst_md)));
     xvs[2] = dst;
-    x->lw.val_t[n->out] = dst;
+    onnx_lower_set_value(&x->lw, n->out, dst);
     return add_step(x, p, pd, 3, ids, xvs);
 
 fail_pd:
@@ -807,7 +807,7 @@ static int emit_gemm(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
     md_any(&dst_md, 2, od, dnnl_f32);
     if ((rc = matmul_step(x, p, n, a, b, c, n->alpha, &dst_md, &dst)) < 0)
         return rc;
-    x->lw.val_t[n->out] = dst;
+    onnx_lower_set_value(&x->lw, n->out, dst);
     return 0;
 }
 
@@ -828,7 +828,7 @@ static int emit_matmul(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
     if (on != rank || memcmp(od, full, (size_t)rank * sizeof(dnnl_dim_t)) != 0)
         if ((dst = view(x, p, dst, on, od)) < 0)
             return dst;
-    x->lw.val_t[n->out] = dst;
+    onnx_lower_set_value(&x->lw, n->out, dst);
     return 0;
 }
 
@@ -839,9 +839,9 @@ static int emit_reshape(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
     if ((src = get_xv(x, p, n->in[0])) < 0 || (src = view(x, p, src, nd, od)) < 0)
         return src;
     /* A new xval even when nothing changes, so an in-place SUM sees the extra reader. */
-    if (src == x->lw.val_t[n->in[0]] && (src = alias(x, p, src, &p->xv[src].md)) < 0)
+    if (src == onnx_lower_get(&x->lw, n->in[0]) && (src = alias(x, p, src, &p->xv[src].md)) < 0)
         return src;
-    x->lw.val_t[n->out] = src;
+    onnx_lower_set_value(&x->lw, n->out, src);
     return 0;
 }
 
@@ -878,7 +878,7 @@ static int emit_softmax(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
         return rc;
     if (vn != nd && (dst = view(x, p, dst, nd, d)) < 0)
         return dst;
-    x->lw.val_t[n->out] = dst;
+    onnx_lower_set_value(&x->lw, n->out, dst);
     return 0;
 
 fail_pd:
@@ -900,7 +900,7 @@ static int emit_cast(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
         return dst;
     if ((rc = add_reorder(x, p, src, dst, n->scale)) < 0)
         return rc;
-    x->lw.val_t[n->out] = dst;
+    onnx_lower_set_value(&x->lw, n->out, dst);
     return 0;
 }
 
@@ -936,7 +936,7 @@ static int emit_node(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
     case ONNX_OP_IDENTITY:
         if ((src = get_xv(x, p, n->in[0])) < 0 || (src = alias(x, p, src, &p->xv[src].md)) < 0)
             return src;
-        x->lw.val_t[n->out] = src;
+        onnx_lower_set_value(&x->lw, n->out, src);
         return 0;
     }
     return fail(x, CMN_EBACKEND, "operator not implemented by the oneDNN executor");

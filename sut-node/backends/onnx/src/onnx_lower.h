@@ -107,6 +107,12 @@ int onnx_lower_new(onnx_lower_t *lw, onnx_store_t store, size_t bytes);
  * of |of|'s, for the caller to change. Returns its index or -ENOMEM. */
 int onnx_lower_alias(onnx_lower_t *lw, int of, size_t bytes);
 
+/* Records that IR value |v| (a node's output) is held by tensor |t| in this plan. */
+static inline void onnx_lower_set_value(onnx_lower_t *lw, int v, int t)
+{
+    lw->val_t[v] = t;
+}
+
 /* The tensor of IR value |v| in this plan: the one a node wrote, or a constant entering the
  * plan through ops->constant(). */
 int onnx_lower_get(onnx_lower_t *lw, int v);

@@ -1,7 +1,7 @@
-/* The CUDA engine's plans, built on the host (see onnx_cuda_plan.h). Vocabulary as in onnx_dnnl.c:
- * a tensor is a value as one plan stores it; a view (Reshape, Identity, an in-place sum) shares
- * its root's storage. Unlike oneDNN's, every layout here is plain row-major, so views never need
- * a reorder. */
+/* The CUDA engine's plans, built on the host (see onnx_cuda_plan.h). Vocabulary as in
+ * onnx_lower.h: a tensor is a value as one plan stores it; a view (Reshape, Identity, an
+ * in-place sum) shares its root's storage. Unlike oneDNN's, every layout here is plain row-major,
+ * so views never need a reorder. */
 #include "onnx_cuda_plan.h"
 
 #include "onnx_lower.h"
@@ -25,15 +25,6 @@ typedef struct {
 #define fail(x, ...) onnx_lower_fail(&(x)->lw, __VA_ARGS__)
 /* A value's dims in this plan. */
 #define vdims(x, v, d) onnx_lower_dims(&(x)->lw, (v), (d))
-
-static int64_t prod(const int64_t *d, int n)
-{
-    int64_t r = 1;
-    int i;
-    for (i = 0; i < n; i++)
-        r *= d[i];
-    return r;
-}
 
 /* cuDNN and cuBLAS take dimensions, counts and leading dimensions as int. */
 static int check_int(plan_builder_t *x, int64_t v, const char *what)
@@ -64,7 +55,8 @@ static void set_shape(onnx_cuda_tensor_t *t, onnx_dtype_t dt, int rank, const in
 static int new_t(plan_builder_t *x, onnx_store_t store, onnx_dtype_t dt, int rank,
                  const int64_t *dims)
 {
-    int i = onnx_lower_new(&x->lw, store, (size_t)prod(dims, rank) * onnx_dtype_size(dt));
+    int i =
+        onnx_lower_new(&x->lw, store, (size_t)onnx_dims_numel(dims, rank) * onnx_dtype_size(dt));
     if (i < 0)
         return i;
     synced(x, i);
@@ -77,7 +69,7 @@ static int new_t(plan_builder_t *x, onnx_store_t store, onnx_dtype_t dt, int ran
 static int alias_t(plan_builder_t *x, int of, int rank, const int64_t *dims)
 {
     onnx_dtype_t dt = x->pl->t[of].dtype;
-    int i = onnx_lower_alias(&x->lw, of, (size_t)prod(dims, rank) * onnx_dtype_size(dt));
+    int i = onnx_lower_alias(&x->lw, of, (size_t)onnx_dims_numel(dims, rank) * onnx_dtype_size(dt));
     if (i < 0)
         return i;
     synced(x, i);
@@ -191,7 +183,7 @@ static int sum_dst(plan_builder_t *x, const onnx_node_t *n, int sum, int rank, c
     if ((zt = get_t(x, sum)) < 0)
         return zt;
     if (in_place && onnx_lower_dies_at(&x->lw, zt, n) && x->pl->t[zt].dtype == ONNX_DT_FLOAT &&
-        x->pl->t[zt].slot.bytes == (size_t)prod(d, rank) * sizeof(float)) {
+        x->pl->t[zt].slot.bytes == (size_t)onnx_dims_numel(d, rank) * sizeof(float)) {
         if ((y = alias_t(x, zt, rank, d)) < 0)
             return y;
         *z = y;
@@ -256,7 +248,7 @@ static int emit_conv(plan_builder_t *x, const onnx_node_t *n)
         st->u.pad.x = xt;
         st->u.pad.y = xp;
         st->u.pad.k.rank = rank;
-        st->u.pad.k.count = prod(pd, rank);
+        st->u.pad.k.count = onnx_dims_numel(pd, rank);
         for (i = 0; i < rank; i++) {
             st->u.pad.k.in[i] = xd[i];
             st->u.pad.k.out[i] = pd[i];
@@ -313,10 +305,10 @@ static int emit_conv(plan_builder_t *x, const onnx_node_t *n)
         c->stride[s] = m < 0 ? 1 : (int)n->stride[m];
         c->dil[s] = m < 0 ? 1 : (int)n->dilation[m];
     }
-    if ((rc = check_int(x, prod(xd, rank), "an element count")) < 0 ||
-        (rc = check_int(x, prod(yd, rank), "an element count")) < 0)
+    if ((rc = check_int(x, onnx_dims_numel(xd, rank), "an element count")) < 0 ||
+        (rc = check_int(x, onnx_dims_numel(yd, rank), "an element count")) < 0)
         return rc;
-    x->lw.val_t[n->out] = yt;
+    onnx_lower_set_value(&x->lw, n->out, yt);
     return 0;
 }
 
@@ -342,7 +334,7 @@ static int emit_pool(plan_builder_t *x, const onnx_node_t *n)
     p->k.max = n->op == ONNX_OP_MAXPOOL;
     p->k.include_pad = n->op == ONNX_OP_AVGPOOL && n->count_include_pad;
     p->k.dtype = (int)x->pl->t[xt].dtype;
-    p->k.count = prod(yd, rank);
+    p->k.count = onnx_dims_numel(yd, rank);
     for (s = 0; s < rank - 2; s++) {
         int64_t pl = global ? 0 : n->pad_l[s], pr = global ? 0 : n->pad_r[s];
         p->k.in[s] = xd[2 + s];
@@ -366,7 +358,7 @@ static int emit_pool(plan_builder_t *x, const onnx_node_t *n)
     /* cuDNN pads symmetrically and has no dilation; how its max pooling treats padding is not
      * specified, so padded max pooling (and everything else) runs on the kernel. */
     p->cudnn = p->k.dtype == ONNX_CUDA_F32 && sym && nodil && (!p->k.max || nopad);
-    x->lw.val_t[n->out] = yt;
+    onnx_lower_set_value(&x->lw, n->out, yt);
     return 0;
 }
 
@@ -376,13 +368,13 @@ static int emit_softmax(plan_builder_t *x, const onnx_node_t *n)
     int rank = vdims(x, n->in[0], d), xt, yt, rc;
     onnx_cuda_step_t *st;
 
-    outer = prod(d, n->axis);
+    outer = onnx_dims_numel(d, n->axis);
     if (n->softmax_2d) {
-        ax = prod(d + n->axis, rank - n->axis);
+        ax = onnx_dims_numel(d + n->axis, rank - n->axis);
         inner = 1;
     } else {
         ax = d[n->axis];
-        inner = prod(d + n->axis + 1, rank - n->axis - 1);
+        inner = onnx_dims_numel(d + n->axis + 1, rank - n->axis - 1);
     }
     if ((rc = check_int(x, outer, "a dimension")) < 0 ||
         (rc = check_int(x, ax, "a dimension")) < 0 ||
@@ -400,7 +392,7 @@ static int emit_softmax(plan_builder_t *x, const onnx_node_t *n)
     st->u.softmax.outer = (int)outer;
     st->u.softmax.axis = (int)ax;
     st->u.softmax.inner = (int)inner;
-    x->lw.val_t[n->out] = yt;
+    onnx_lower_set_value(&x->lw, n->out, yt);
     return 0;
 }
 
@@ -439,7 +431,7 @@ static int emit_binary(plan_builder_t *x, const onnx_node_t *n)
     st->u.binary.y = yt;
     b->rank = nd;
     b->relu = relu;
-    b->count = prod(od, nd);
+    b->count = onnx_dims_numel(od, nd);
     b->op = n->op == ONNX_OP_ADD   ? ONNX_CUDA_ADD
             : n->op == ONNX_OP_SUB ? ONNX_CUDA_SUB
             : n->op == ONNX_OP_MUL ? ONNX_CUDA_MUL
@@ -452,7 +444,7 @@ static int emit_binary(plan_builder_t *x, const onnx_node_t *n)
         onnx_lower_align(d[k], r, nd, al);
         bcast_strides(nd, al, od, k ? b->sb : b->sa);
     }
-    x->lw.val_t[n->out] = yt;
+    onnx_lower_set_value(&x->lw, n->out, yt);
     return 0;
 }
 
@@ -469,8 +461,8 @@ static int emit_relu(plan_builder_t *x, const onnx_node_t *n)
         return -ENOMEM;
     st->u.relu.x = xt;
     st->u.relu.y = yt;
-    st->u.relu.count = prod(d, rank);
-    x->lw.val_t[n->out] = yt;
+    st->u.relu.count = onnx_dims_numel(d, rank);
+    onnx_lower_set_value(&x->lw, n->out, yt);
     return 0;
 }
 
@@ -492,11 +484,11 @@ static int emit_batchnorm(plan_builder_t *x, const onnx_node_t *n)
     st->u.bn.mean = t[3];
     st->u.bn.var = t[4];
     st->u.bn.y = yt;
-    st->u.bn.k.count = prod(d, rank);
+    st->u.bn.k.count = onnx_dims_numel(d, rank);
     st->u.bn.k.channels = d[1];
-    st->u.bn.k.inner = prod(d + 2, rank - 2);
+    st->u.bn.k.inner = onnx_dims_numel(d + 2, rank - 2);
     st->u.bn.k.epsilon = n->epsilon;
-    x->lw.val_t[n->out] = yt;
+    onnx_lower_set_value(&x->lw, n->out, yt);
     return 0;
 }
 
@@ -572,7 +564,7 @@ static int emit_gemm(plan_builder_t *x, const onnx_node_t *n)
     (void)zt;
     if (relu && (rc = add_relu(x, yt)) < 0)
         return rc;
-    x->lw.val_t[n->out] = yt;
+    onnx_lower_set_value(&x->lw, n->out, yt);
     return 0;
 }
 
@@ -622,8 +614,8 @@ static int emit_matmul(plan_builder_t *x, const onnx_node_t *n)
         if (ok)
             break;
     }
-    inner = prod(ob + split, nb - split);
-    outer = prod(ob, split);
+    inner = onnx_dims_numel(ob + split, nb - split);
+    outer = onnx_dims_numel(ob, split);
     if (outer > MAX_GEMM_STEPS)
         return fail(x, CMN_EBACKEND,
                     "batch dimensions that broadcast into %lld separate products "
@@ -690,7 +682,7 @@ static int emit_matmul(plan_builder_t *x, const onnx_node_t *n)
     }
     if (relu && (rc = add_relu(x, yt)) < 0)
         return rc;
-    x->lw.val_t[n->out] = yt;
+    onnx_lower_set_value(&x->lw, n->out, yt);
     return 0;
 }
 
@@ -702,7 +694,7 @@ static int emit_view(plan_builder_t *x, const onnx_node_t *n)
         return xt;
     if ((yt = alias_t(x, xt, rank, d)) < 0)
         return yt;
-    x->lw.val_t[n->out] = yt;
+    onnx_lower_set_value(&x->lw, n->out, yt);
     return 0;
 }
 
@@ -724,8 +716,8 @@ static int emit_cast(plan_builder_t *x, const onnx_node_t *n)
     st->u.cast.k.from = (int)x->pl->t[xt].dtype;
     st->u.cast.k.to = (int)n->to;
     st->u.cast.k.scale = n->scale;
-    st->u.cast.k.count = prod(d, rank);
-    x->lw.val_t[n->out] = yt;
+    st->u.cast.k.count = onnx_dims_numel(d, rank);
+    onnx_lower_set_value(&x->lw, n->out, yt);
     return 0;
 }
 
@@ -858,7 +850,8 @@ static int lower_constant(void *ctx, int v)
     int c, t, rank = vdims(x, v, d);
 
     if ((c = x->const_of[v]) < 0) {
-        if ((c = add_const(x, v, (size_t)prod(d, rank) * onnx_dtype_size(val->dtype))) < 0)
+        if ((c = add_const(x, v, (size_t)onnx_dims_numel(d, rank) * onnx_dtype_size(val->dtype))) <
+            0)
             return c;
         x->const_of[v] = c;
     }
