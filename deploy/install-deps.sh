@@ -11,7 +11,7 @@ packages=(
     # toolchain and build
     build-essential cmake pkg-config clang clang-format
     # libraries
-    libuv1-dev libprotobuf-c-dev protobuf-c-compiler liblz4-dev libssl-dev
+    libuv1-dev libprotobuf-c-dev protobuf-c-compiler liblz4-dev libssl-dev libxxhash-dev
     # unit tests
     check libsubunit-dev
     # the onnx backend: oneDNN, the ONNX schema, the ONNX conformance test vectors
