@@ -13,10 +13,8 @@
 #include <dnnl.h>
 #include <dnnl_debug.h>
 #include <errno.h>
-#include <limits.h>
 #include <omp.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

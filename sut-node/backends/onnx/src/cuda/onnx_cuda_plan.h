@@ -6,7 +6,7 @@
  * and every tensor placed at a byte offset in one of two memories:
  *
  *   - the arena: activations and the staged graph inputs, one arena per CUDA stream, as large as
- *     the largest plan needs (greedy by size over lifetimes, as the oneDNN executor does);
+ *     the largest plan needs (placed by onnx_lower.h, the lowering the oneDNN executor shares);
  *   - the constant pool: the weights and other constants that steps read, uploaded once at load
  *     and shared by every plan and stream.
  *
