@@ -29,10 +29,10 @@
 
 typedef struct lg_run lg_run_t;
 
-/* One sample of an issued query. Same fields as qdl_sample_t plus the QSL index. */
 /* This implementation's name and version, as logged in loadgen_version. */
 #define LG_VERSION_STRING "loadgen-node 0.1.0 (LoadGen 6.0.17 compatible)"
 
+/* One sample of an issued query. Same fields as qdl_sample_t plus the QSL index. */
 typedef struct {
     uint64_t id;      /* response id: the sample's sequence number in the test (0, 1, 2, ...) */
     uint64_t index;   /* QSL sample index (for local SUTs; the QDL never sends it) */

@@ -41,5 +41,13 @@ expect 3 "performance_issue_same_index 99" --scenario SingleStream --set min_dur
     --set single_stream_expected_latency_ns=100 --qsl-synthetic 64 --sample-size 16 \
     --sut null --output-dir "$out/logs" --progress off --set performance_issue_same=1 \
     --set performance_issue_same_index=99
+# The option table is also the --config keys: a file names its line, a good file runs.
+printf 'scenario = Server\nfrobnicate = 1\n' > "$out/bad.cfg"
+expect 2 "bad.cfg:2: 'frobnicate' is not an option" --config "$out/bad.cfg" $qsl
+printf 'scenario = Offline\nset = offline_expected_qps=100\nset = min_duration_ms=10\nquiet = 1\n' \
+    > "$out/good.cfg"
+"$bin" --config "$out/good.cfg" $qsl > /dev/null 2>&1
+grep -q "Scenario : Offline" "$out/logs/mlperf_log_summary.txt" ||
+    { echo "FAIL: --config did not set the scenario"; fails=$((fails + 1)); }
 [ "$fails" -eq 0 ] && echo "OK: every bad input was refused clearly"
 exit "$fails"
