@@ -716,12 +716,16 @@ int lg_args_settings(const lg_args_t *o, lg_test_settings_t *s, lg_msgs_t *msgs,
     if (o->mlperf_conf) {
         rc = lg_test_settings_from_config(s, o->mlperf_conf, o->model, lg_scenario_name(sc),
                                           LG_CONF_MLPERF, msgs, eb);
+        if (rc == 0)
+            rc = lg_conf_lint(o->mlperf_conf, o->model, LG_CONF_MLPERF, msgs, eb);
         if (rc < 0)
             return rc;
     }
     for (i = 0; i < o->n_user_conf; i++) {
         rc = lg_test_settings_from_config(s, o->user_conf[i], o->model, lg_scenario_name(sc),
                                           LG_CONF_USER, msgs, eb);
+        if (rc == 0)
+            rc = lg_conf_lint(o->user_conf[i], o->model, LG_CONF_USER, msgs, eb);
         if (rc < 0)
             return rc;
     }
@@ -741,5 +745,5 @@ int lg_args_settings(const lg_args_t *o, lg_test_settings_t *s, lg_msgs_t *msgs,
     if (s->mode == LG_MODE_FIND_PEAK_PERFORMANCE && sc != LG_SERVER)
         return cmn_errf(eb, CMN_ECONFIG,
                         "--mode FindPeakPerformance works only with --scenario Server");
-    return 0;
+    return lg_test_settings_check(s, eb);
 }

@@ -81,6 +81,28 @@ static int issue_query(lg_run_t *run, lg__gen_t *g, uint64_t n, int64_t sched_re
     return 0;
 }
 
+/* How long the Server loop sleeps at most before it looks at lg_interrupt() again. */
+#define SLEEP_SLICE_NS 50000000u
+
+/* Sleeps until |deadline| (spinning its last |spin_ns|), in slices so that a long gap between
+ * queries does not delay an interrupt. Returns the interrupting signal, or 0 on time. */
+static int sleep_until(uint64_t deadline, uint64_t spin_ns)
+{
+    int sig;
+
+    for (;;) {
+        uint64_t now = cmn_now_ns();
+
+        if ((sig = lg__interrupted()) != 0)
+            return sig;
+        if (deadline <= now + SLEEP_SLICE_NS)
+            break;
+        cmn_sleep_until_ns(now + SLEEP_SLICE_NS, 0);
+    }
+    cmn_sleep_until_ns(deadline, spin_ns);
+    return 0;
+}
+
 /* The max_query_count and max_duration ends every scenario shares, checked after each issue in
  * the official order. Returns 1 when the series must stop (an error, as officially). */
 static int limit_reached(lg_run_t *run, const lg_effective_settings_t *s, uint64_t queries_issued,
@@ -116,6 +138,10 @@ void lg__issue_sequential(lg_run_t *run, const lg_effective_settings_t *s, lg__g
 
         if (st->queries_issued > 0 && !offline)
             lg__wait_query(run);
+        if ((st->interrupted = lg__interrupted()) != 0) {
+            st->ran_out = 0;
+            break;
+        }
         now_rel = (int64_t)(cmn_now_ns() - run->t0);
         atomic_store(&run->q_remaining, (int64_t)n);
         st->last_q_first = run->seq;
@@ -161,7 +187,8 @@ void lg__issue_server(lg_run_t *run, const lg_effective_settings_t *s, lg__gen_t
         }
         delta = next_delta;
         have_next = 0;
-        cmn_sleep_until_ns(run->t0 + (uint64_t)delta, spin_ns);
+        if ((st->interrupted = sleep_until(run->t0 + (uint64_t)delta, spin_ns)) != 0)
+            break;
         now_rel = (int64_t)(cmn_now_ns() - run->t0);
         if (record_sample(run, next_seq, next_idx, delta, &run->sbuf[batch++]) < 0)
             break;

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* The exit status the README documents; 128 + the signal when interrupted. */
 enum { EXIT_VALID = 0, EXIT_INVALID = 1, EXIT_USAGE = 2, EXIT_FAILED = 3 };
 
 static int mkdir_p(const char *dir, cmn_errbuf_t *eb)
@@ -137,12 +138,41 @@ static int open_qdl(const lg_args_t *o, lg_sut_t **sut, cmn_errbuf_t *eb)
 }
 #endif
 
+/* SIGINT/SIGTERM: the run ends early with complete logs marked interrupted; a second signal
+ * (SA_RESETHAND) kills the process as usual. */
+static void on_signal(int signo)
+{
+    lg_interrupt(signo);
+}
+
+static void catch_signals(void)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
 /* A performance result counts by its validity (which sample failures already spoil); an accuracy
  * log is only usable when nothing went wrong while it was written. */
 static int exit_code(const lg_args_t *o, const lg_result_t *res)
 {
     int code = EXIT_VALID;
 
+    if (res->interrupted) {
+        fprintf(stderr,
+                "loadgen-node: interrupted by %s after %llu samples; the logs in %s are complete "
+                "and marked interrupted (the run is INVALID)\n",
+                res->interrupted == SIGINT    ? "SIGINT"
+                : res->interrupted == SIGTERM ? "SIGTERM"
+                                              : "a signal",
+                (unsigned long long)res->samples_issued, o->outdir);
+        return 128 + res->interrupted;
+    }
     if (!res->performance_ran && !res->accuracy_ran)
         code = EXIT_INVALID;
     if (res->performance_ran && !res->performance_valid)
@@ -199,6 +229,13 @@ static int run(lg_args_t *o, const lg_test_settings_t *settings)
     rc = lg_start_test(sut, qsl, settings, &o->log, &res, &eb);
 #ifdef LG_HAVE_QDL
     if (use_qdl) {
+        char path[4200];
+        cmn_errbuf_t neb;
+
+        /* The nodes' counters beside the logs: losses and re-dispatches stay on record. */
+        snprintf(path, sizeof(path), "%s/%snodes%s.json", o->outdir, o->log.prefix, o->log.suffix);
+        if (lg_sut_qdl_write_nodes(sut, path, &neb) < 0)
+            cmn_log_warn("%s", neb.msg);
         qdl_stats_print(lg_sut_qdl_handle(sut), stderr);
         lg_sut_qdl_destroy(sut);
     } else
@@ -230,6 +267,7 @@ int main(int argc, char **argv)
     /* A node closing mid-write must be an error code on that connection, not a signal that kills
      * the whole run. */
     signal(SIGPIPE, SIG_IGN);
+    catch_signals();
     if (lg_args_parse(argc, argv, &o, &eb) < 0 || lg_args_settings(&o, &settings, &msgs, &eb) < 0) {
         fprintf(stderr, "loadgen-node: %s\n", eb.msg);
         lg_args_free(&o);

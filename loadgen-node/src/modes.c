@@ -101,6 +101,7 @@ static void report(lg_run_t *run, const lg_effective_settings_t *s, lg__perf_t *
     refresh_name(run);
     lg__perf_report(run->sut_name, s, pr, &run->dlog, run->summary, run->ls->copy_summary_to_stdout,
                     res);
+    lg__harness_report(run, s);
     LG_DU64(&run->dlog, "num_errors", lg__run_error_total(run));
 }
 
@@ -110,6 +111,8 @@ static void add_sample_counts(lg_result_t *res, const lg__perf_t *pr)
     res->lost_samples += pr->lost;
     res->digest_mismatches += pr->digest_bad;
     res->samples_issued += pr->n;
+    if (pr->interrupted)
+        res->interrupted = pr->interrupted;
 }
 
 int lg__mode_accuracy(lg_run_t *run, const lg_effective_settings_t *s, lg_result_t *res,
@@ -123,7 +126,7 @@ int lg__mode_accuracy(lg_run_t *run, const lg_effective_settings_t *s, lg_result
     rc = loadable_sets(run, s, s->accuracy_sample_count, &sets, &nsets);
     if (rc < 0)
         return cmn_errf(eb, rc, "out of memory for the loadable sets");
-    for (i = 0; i < nsets && rc == 0; i++) {
+    for (i = 0; i < nsets && rc == 0 && !res->interrupted; i++) {
         lg__perf_t pr;
 
         rc = load_set(run, &sets[i], eb);
@@ -260,6 +263,10 @@ int lg__mode_find_peak(lg_run_t *run, const lg_effective_settings_t *base, lg_re
     rc = peak_run(run, &l, &sets[0], 1, &lp, res, eb);
     if (rc < 0)
         goto out;
+    if (res->interrupted) {
+        report(run, &l, &lp, res);
+        goto out;
+    }
     if (!lg__perf_constraints_met(&l, &lp, rec, sizeof(rec))) {
         LG_DERR(
             &run->dlog, "error_runtime",
@@ -277,6 +284,10 @@ int lg__mode_find_peak(lg_run_t *run, const lg_effective_settings_t *base, lg_re
         rc = peak_run(run, &u, &sets[0], 1, &up, res, eb);
         if (rc < 0)
             goto out;
+        if (res->interrupted) {
+            report(run, &u, &up, res);
+            goto out;
+        }
         if (!lg__perf_constraints_met(&u, &up, rec, sizeof(rec)))
             break;
         lg__perf_free(&lp);
@@ -298,6 +309,13 @@ int lg__mode_find_peak(lg_run_t *run, const lg_effective_settings_t *base, lg_re
         rc = peak_run(run, &m, &sets[0], 0, &mp, res, eb);
         if (rc < 0)
             break;
+        if (res->interrupted) {
+            lg__perf_free(&lp);
+            lp = mp;
+            l = m;
+            memset(&mp, 0, sizeof(mp));
+            break;
+        }
         if (lg__perf_constraints_met(&m, &mp, rec, sizeof(rec))) {
             lg__perf_free(&lp);
             lp = mp;

@@ -4,6 +4,7 @@
  *   start.c         StartTest: the run's lifetime, the log files, the settings it logs
  *   settings_log.c  the requested_* and effective_* detail-log keys
  *   modes.c         accuracy, performance and find-peak modes; loadable sets; the report
+ *   harness.c       the summary's harness block: overhead, SUT health, warnings
  *   series.c        one series: begin, issue loop, drain, collect, close
  *   collect.c       slots to latency arrays; sample_latencies and latency_intervals CSVs
  *   issue.c         the issue loops: Server on its schedule, the others one query at a time
@@ -11,6 +12,7 @@
  *   wait.c          the issue thread waiting for completions, and completions waking it
  *   slots.c         the per-sample slots in chunks that never move
  *   errors.c        runtime errors: counted always, logged the first few of each kind
+ *   interrupt.c     the request to end early (Ctrl-C), polled by issue.c, wait.c and series.c
  *
  * Per issued sample the run keeps 12 bytes in chunked slot arrays indexed by the sample's
  * sequence number, which is also its response id: an int64 that holds -(scheduled time + 1)
@@ -124,6 +126,9 @@ struct lg_run {
     pthread_mutex_t tok_mu;
     lg__tok_node_t **tok;
 
+    /* harness.c: the SUT's counters when the series began. */
+    lg_sut_health_t health0;
+
     /* series.c: the live progress line. */
     int progress_on;
     lg__hist_t hist;
@@ -142,7 +147,14 @@ typedef struct {
     int64_t last_sched_rel, last_issue_rel;
     uint64_t last_q_first, queries_issued;
     int ran_out;
+    int interrupted; /* the loop stopped on lg_interrupt(): the signal */
 } lg__issue_state_t;
+
+/* interrupt.c: the signal given to lg_interrupt(), 0 if none. */
+int lg__interrupted(void);
+
+/* interrupt.c: the signal given to lg_interrupt(), 0 if none. */
+int lg__interrupted(void);
 
 /* errors.c */
 void lg__run_error(lg_run_t *run, int kind, const char *fmt, ...)
@@ -186,6 +198,9 @@ int lg__mode_performance(lg_run_t *run, const lg_effective_settings_t *s, lg_res
                          cmn_errbuf_t *eb);
 int lg__mode_find_peak(lg_run_t *run, const lg_effective_settings_t *base, lg_result_t *res,
                        cmn_errbuf_t *eb);
+
+/* harness.c: the harness block after a performance summary. */
+void lg__harness_report(lg_run_t *run, const lg_effective_settings_t *s);
 
 /* settings_log.c */
 void lg__log_requested(lg__dlog_t *d, const lg_test_settings_t *s);

@@ -24,6 +24,9 @@ static void series_begin(lg_run_t *run, lg_scenario_t scenario, int accuracy)
     atomic_store(&run->q_remaining, 0);
     atomic_store(&run->max_done_rel, 0);
     lg__run_errors_reset(run);
+    memset(&run->health0, 0, sizeof(run->health0));
+    if (run->sut->health)
+        run->sut->health(run->sut, &run->health0);
     lg__hist_reset(&run->hist);
     atomic_store(&run->closed, 0);
 }
@@ -80,7 +83,7 @@ int lg__series_run(lg_run_t *run, const lg_effective_settings_t *s, int accuracy
     int64_t end_rel;
     lg__progress_t *prog = NULL;
     char p0[64], p1[64];
-    int rc, lost;
+    int rc, lost, interrupted;
 
     memset(pr, 0, sizeof(*pr));
     /* The accuracy-log sampling of performance mode (3.4). */
@@ -137,11 +140,21 @@ int lg__series_run(lg_run_t *run, const lg_effective_settings_t *s, int accuracy
     end_rel = (int64_t)(cmn_now_ns() - run->t0);
     lg__progress_stop(prog);
     series_close(run);
+    interrupted = st.interrupted ? st.interrupted : lg__interrupted();
+    if (interrupted)
+        LG_DERR(&run->dlog, "error_runtime",
+                "Run interrupted by signal %d after %.3f s and %" PRIu64
+                " issued samples; the results cover only that part",
+                interrupted, (double)end_rel / 1e9, issued);
     if (lost)
         LG_DERR(&run->dlog, "error_runtime",
                 "%" PRIu64 " samples were still outstanding %" PRIu64
                 " ms after the last issue; counted as lost",
-                issued - atomic_load(&run->completed), run->ls->drain_timeout_ms);
+                issued - atomic_load(&run->completed),
+                interrupted && (!run->ls->drain_timeout_ms ||
+                                run->ls->drain_timeout_ms > LG_INTERRUPT_DRAIN_MS)
+                    ? (uint64_t)LG_INTERRUPT_DRAIN_MS
+                    : run->ls->drain_timeout_ms);
 
     /* The official loop runs to its end before issuing; run it now for the counters and the
      * generated_* values. */
@@ -152,6 +165,7 @@ int lg__series_run(lg_run_t *run, const lg_effective_settings_t *s, int accuracy
     lg__gen_free(&g);
 
     rc = lg__collect(run, s, &st, end_rel, pr);
+    pr->interrupted = interrupted;
     if (rc < 0)
         return cmn_errf(eb, rc, "out of memory collecting %" PRIu64 " latencies", issued);
     power_time(p0, sizeof(p0), start_real);

@@ -225,6 +225,9 @@ int lg_start_test(lg_sut_t *sut, lg_qsl_t *qsl, const lg_test_settings_t *settin
                         "server_num_issue_query_threads = %llu: loadgen-node issues from one "
                         "thread; only 0 is supported",
                         (unsigned long long)ts.server_num_issue_query_threads);
+    rc = lg_test_settings_check(&ts, eb);
+    if (rc < 0)
+        return rc;
     run = run_new();
     if (!run)
         return cmn_errf(eb, -ENOMEM, "out of memory");
@@ -297,7 +300,7 @@ int lg_start_test(lg_sut_t *sut, lg_qsl_t *qsl, const lg_test_settings_t *settin
     switch (s.mode) {
     case LG_MODE_SUBMISSION_RUN:
         rc = lg__mode_accuracy(run, &s, res, eb);
-        if (rc == 0)
+        if (rc == 0 && !res->interrupted)
             rc = lg__mode_performance(run, &s, res, eb);
         break;
     case LG_MODE_ACCURACY_ONLY:

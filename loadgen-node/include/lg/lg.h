@@ -53,6 +53,16 @@ typedef struct {
 
 typedef struct lg_sut lg_sut_t;
 
+/* A SUT's own trouble, counted since the SUT was created; the run reports what changed during each
+ * performance series (a warning in the summary and the detail log). */
+typedef struct {
+    uint64_t nodes;        /* nodes in total */
+    uint64_t nodes_down;   /* nodes not connected now */
+    uint64_t nodes_lost;   /* nodes that lost their connection at least once */
+    uint64_t reconnects;   /* reconnect attempts, all nodes */
+    uint64_t redispatched; /* samples sent again to another node after a loss */
+} lg_sut_health_t;
+
 /* The SUT interface. issue() may complete inline or return at once; it should not block for long
  * (in Server its time is charged to the latency of every later query). A query with more than
  * LG_ISSUE_CHUNK samples (only Offline's) arrives as consecutive issue() calls, each a part of
@@ -69,6 +79,8 @@ struct lg_sut {
      * lg_complete(). A completion for a sample still outstanding when the test ended (see
      * drain_timeout_ms) is safe: it finds the run closed and is dropped. */
     lg_run_t *run;
+    /* Optional (NULL): fills |h|; called by the issue thread before and after each series. */
+    int (*health)(lg_sut_t *sut, lg_sut_health_t *h);
 };
 
 #define LG_ISSUE_CHUNK 65536u
@@ -132,6 +144,7 @@ typedef struct {
     uint64_t num_errors; /* as logged in num_errors */
     uint64_t failed_samples, lost_samples, digest_mismatches;
     uint64_t samples_issued;
+    int interrupted; /* the signal that ended the run early (lg_interrupt), 0 if none */
     char sut_name[512];
 } lg_result_t;
 
@@ -139,5 +152,14 @@ typedef struct {
  * reason when it could not run (output files, SUT name, QSL load, invalid settings). */
 int lg_start_test(lg_sut_t *sut, lg_qsl_t *qsl, const lg_test_settings_t *settings,
                   const lg_log_settings_t *log, lg_result_t *res, cmn_errbuf_t *eb);
+
+/* Asks the running test to end early, as on Ctrl-C: it stops issuing, waits for the samples in
+ * flight (at most LG_INTERRUPT_DRAIN_MS, or drain_timeout_ms when that is shorter), and writes
+ * its logs with the run INVALID and marked interrupted (lg_result_t.interrupted = |signo|).
+ * Async-signal-safe; process-wide: it also ends any test started later until
+ * lg_interrupt_clear(). */
+#define LG_INTERRUPT_DRAIN_MS 2000u
+void lg_interrupt(int signo);
+void lg_interrupt_clear(void);
 
 #endif

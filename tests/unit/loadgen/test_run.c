@@ -8,6 +8,7 @@
 #include "lg/lg.h"
 #include "lg/sut_null.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -414,7 +415,7 @@ static int slow_issue(lg_sut_t *sut, const lg_sample_t *s, size_t n)
 START_TEST(find_peak_server)
 {
     slow_t st = {20000, 0, 0, 0}; /* about 50k samples per second at most */
-    lg_sut_t sut = {slow_name, slow_issue, NULL, &st, NULL};
+    lg_sut_t sut = {slow_name, slow_issue, NULL, &st, NULL, NULL};
     char *s;
 
     /* A low base rate passes even on a busy machine; far above the SUT's capacity the backlog
@@ -441,7 +442,7 @@ END_TEST
 START_TEST(coalescing_and_max_async)
 {
     slow_t st = {0, 0, 0, 2000000}; /* each IssueQuery blocks 2 ms */
-    lg_sut_t sut = {slow_name, slow_issue, NULL, &st, NULL};
+    lg_sut_t sut = {slow_name, slow_issue, NULL, &st, NULL, NULL};
     char buf[256];
 
     /* Queries overdue after a blocking IssueQuery join the next one. */
@@ -602,7 +603,7 @@ static int failing_issue(lg_sut_t *sut, const lg_sample_t *s, size_t n)
 START_TEST(issue_failure_completes_as_failed)
 {
     slow_t st = {0, 0, 0, 0};
-    lg_sut_t sut = {slow_name, failing_issue, NULL, &st, NULL};
+    lg_sut_t sut = {slow_name, failing_issue, NULL, &st, NULL, NULL};
 
     rt.ts.min_duration_ms = 0;
     rt.ts.min_query_count = 20;
@@ -660,7 +661,7 @@ static int keeper_issue(lg_sut_t *sut, const lg_sample_t *s, size_t n)
 START_TEST(late_completion_after_the_test)
 {
     keeper_t k = {0};
-    lg_sut_t sut = {slow_name, keeper_issue, NULL, &k, NULL};
+    lg_sut_t sut = {slow_name, keeper_issue, NULL, &k, NULL, NULL};
     lg_response_t r[64];
     size_t i;
 
@@ -685,6 +686,55 @@ START_TEST(late_completion_after_the_test)
 }
 END_TEST
 
+/* A SUT that answers inline and, at its 100th sample, does what a Ctrl-C does. */
+static int interrupting_issue(lg_sut_t *sut, const lg_sample_t *s, size_t n)
+{
+    uint64_t *count = sut->data;
+    lg_response_t r = {0};
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        r.id = s[i].id;
+        lg_complete(sut->run, &r, 1);
+        if (++*count == 100)
+            lg_interrupt(SIGINT);
+    }
+    return 0;
+}
+
+START_TEST(interrupt_ends_the_run)
+{
+    uint64_t count = 0;
+    lg_sut_t sut = {slow_name, interrupting_issue, NULL, &count, NULL, NULL};
+    char *s;
+
+    /* An hour-long run: only the interrupt can end it within the test's timeout. */
+    rt.ts.scenario = LG_SERVER;
+    rt.ts.server_target_qps = 2000;
+    rt.ts.min_duration_ms = 3600000;
+    ck_assert_int_eq(rt_run_sut(&sut), 0);
+    lg_interrupt_clear();
+    rt_check_logs();
+    ck_assert_int_eq(rt.res.interrupted, SIGINT);
+    ck_assert(!rt.res.performance_valid);
+    ck_assert_uint_ge(rt.res.samples_issued, 100);
+    ck_assert_uint_lt(rt.res.samples_issued, 100000);
+    s = rt_summary();
+    ck_assert_ptr_nonnull(strstr(s, "Result is : INVALID\n"));
+    ck_assert_ptr_nonnull(strstr(s, "The run was interrupted (signal 2)"));
+    free(s);
+    ck_assert_int_eq(tl_detail_count(rt.detail, "result_validity"), 1);
+
+    /* An accuracy run interrupted stops after its current set and reports no accuracy. */
+    count = 0;
+    rt.ts.mode = LG_MODE_SUBMISSION_RUN;
+    ck_assert_int_eq(rt_run_sut(&sut), 0);
+    lg_interrupt_clear();
+    ck_assert_int_eq(rt.res.interrupted, SIGINT);
+    ck_assert(!rt.res.performance_ran);
+}
+END_TEST
+
 TCase *tcase_sched_faults(void)
 {
     TCase *tc = tcase_create("sched_faults");
@@ -695,6 +745,7 @@ TCase *tcase_sched_faults(void)
     tcase_add_test(tc, issue_failure_completes_as_failed);
     tcase_add_test(tc, digest_verification);
     tcase_add_test(tc, late_completion_after_the_test);
+    tcase_add_test(tc, interrupt_ends_the_run);
     tcase_set_timeout(tc, 60);
     return tc;
 }
