@@ -57,6 +57,7 @@ static int set_intervals(lg_args_t *o, const char *name, const char *v, cmn_errb
 static int set_quiet(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
 static int set_progress(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
 static int set_spin(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
+static int set_spin_budget(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
 static int set_log_level(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
 static int set_config(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
 static int set_exit(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
@@ -141,9 +142,12 @@ static const opt_t options[] = {
         "count samples still outstanding N ms after the last issue as lost\n"
         "(errors) instead of waiting forever (default 0: wait)"),
     FN("spin-us", "N", set_spin,
-       "Server: busy-wait the last N us before each scheduled issue\n"
-       "(default 30), never more than a tenth of the mean gap between\n"
-       "queries, so a high rate leaves the CPU to the network path"),
+       "Server: never sleep when less than the measured cost of a sleep\n"
+       "plus N us remains before a scheduled issue; spin instead (default 30)"),
+    FN("spin-budget", "PCT", set_spin_budget,
+       "Server: spin at most PCT % of the run's wall time (1-100, default\n"
+       "100: up to one core); past it short gaps are slept and issued late\n"
+       "(the summary's harness block shows the spin share and the lateness)"),
     FN("wait-spin-us", "N", set_spin,
        "SingleStream/MultiStream: spin N us for a query's completion\n"
        "before sleeping (default 150)"),
@@ -306,6 +310,19 @@ static int set_spin(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t 
     else
         o->log.wait_spin_ns = u * 1000u;
     return 0;
+}
+
+static int set_spin_budget(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb)
+{
+    uint64_t u;
+    int rc = parse_u64(name, v, &u, eb);
+
+    if (rc == 0 && (u < 1 || u > 100))
+        rc = cmn_errf(eb, CMN_ECONFIG, "--%s: %" PRIu64 " is not a percentage from 1 to 100", name,
+                      u);
+    if (rc == 0)
+        o->log.spin_budget_pct = (unsigned)u;
+    return rc;
 }
 
 static int set_log_level(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb)

@@ -1,7 +1,8 @@
-/* The issue loops of a series: Server issues each query at its scheduled time (sleeping, then
- * spinning the last microseconds), SingleStream and MultiStream each query when the previous one
- * has completed, Offline its one query at once. Each issued sample gets its slot before the SUT
- * sees it; a failed issue() completes its samples as failed, so the run goes on. */
+/* The issue loops of a series: Server issues each query at its scheduled time (pace.c: sleeping
+ * only when a sleep is sure to wake in time, spinning otherwise), SingleStream and MultiStream each
+ * query when the previous one has completed, Offline its one query at once. Each issued sample gets
+ * its slot before the SUT sees it; a failed issue() completes its samples as failed, so the run
+ * goes on. */
 #include "run.h"
 
 #include "cmn/clock.h"
@@ -9,9 +10,15 @@
 #include <errno.h>
 #include <inttypes.h>
 
-/* Records one sample in its slot and fills its lg_sample_t. */
+static uint32_t clamp32(int64_t v)
+{
+    return v < 0 ? 0 : v > (int64_t)UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+}
+
+/* Records one sample in its slot and fills its lg_sample_t. |late_ns|: how late after its
+ * scheduled time it is being issued (Server), or -1 where the schedule is the issue itself. */
 static int record_sample(lg_run_t *run, uint64_t seq, uint32_t idx, int64_t sched_rel,
-                         lg_sample_t *s)
+                         int64_t late_ns, lg_sample_t *s)
 {
     uint64_t o = seq - run->first_seq;
     lg__chunk_t *c = lg__slot_chunk(run, (size_t)(o >> LG__CHUNK_BITS));
@@ -23,6 +30,12 @@ static int record_sample(lg_run_t *run, uint64_t seq, uint32_t idx, int64_t sche
     c->idx[k] = idx;
     if (c->sched)
         c->sched[k] = sched_rel;
+    if (c->late)
+        c->late[k] = clamp32(late_ns);
+    if (late_ns >= 0 && !run->accuracy) {
+        lg__hist_add(&run->late_hist, late_ns);
+        run->late_n++;
+    }
     atomic_store_explicit(&c->lat[k], -(sched_rel + 1), memory_order_relaxed);
     if (c->ttft) {
         atomic_store_explicit(&c->ttft[k], 0, memory_order_relaxed);
@@ -38,15 +51,35 @@ static int record_sample(lg_run_t *run, uint64_t seq, uint32_t idx, int64_t sche
     return 0;
 }
 
+/* Charges each sample of a batch the time from |woke| (when the thread began handing it out)
+ * to issue() returning: the harness's and the SUT adapter's cost before the bytes are the QDL's. */
+static void record_call(lg_run_t *run, const lg_sample_t *s, size_t n, uint64_t woke)
+{
+    int64_t call = (int64_t)(cmn_now_ns() - woke);
+    size_t i;
+
+    if (run->accuracy)
+        return;
+    for (i = 0; i < n; i++) {
+        uint64_t o = s[i].id - run->first_seq;
+        lg__chunk_t *c = atomic_load_explicit(&run->dir[o >> LG__CHUNK_BITS], memory_order_relaxed);
+
+        lg__hist_add(&run->call_hist, call);
+        if (c->call)
+            c->call[o & LG__CHUNK_MASK] = clamp32(call);
+    }
+}
+
 /* Hands samples [first, first + n) of the series to the SUT. A failed issue() completes them as
  * failed samples, so the run goes on and ends INVALID instead of hanging. */
-static void issue_batch(lg_run_t *run, const lg_sample_t *s, size_t n)
+static void issue_batch(lg_run_t *run, const lg_sample_t *s, size_t n, uint64_t woke)
 {
     int rc;
     size_t i;
 
     atomic_store_explicit(&run->issued_hi, s[n - 1].id + 1, memory_order_release);
     rc = run->sut->issue(run->sut, s, n);
+    record_call(run, s, n, woke);
     if (rc >= 0)
         return;
     lg__run_error(run, LG__E_ISSUE, "IssueQuery of %zu samples failed: %s (%s)", n,
@@ -67,39 +100,17 @@ static int issue_query(lg_run_t *run, lg__gen_t *g, uint64_t n, int64_t sched_re
 {
     while (n > 0) {
         size_t want = n > LG_ISSUE_CHUNK ? LG_ISSUE_CHUNK : (size_t)n, got, i;
-        uint64_t seq0 = run->seq;
+        uint64_t seq0 = run->seq, woke = cmn_now_ns();
 
         got = lg__gen_fill(g, run->idxbuf, want);
         if (got == 0)
             return CMN_ESTATE;
         for (i = 0; i < got; i++)
-            if (record_sample(run, seq0 + i, run->idxbuf[i], sched_rel, &run->sbuf[i]) < 0)
+            if (record_sample(run, seq0 + i, run->idxbuf[i], sched_rel, -1, &run->sbuf[i]) < 0)
                 return -ENOMEM;
-        issue_batch(run, run->sbuf, got);
+        issue_batch(run, run->sbuf, got, woke);
         n -= got;
     }
-    return 0;
-}
-
-/* How long the Server loop sleeps at most before it looks at lg_interrupt() again. */
-#define SLEEP_SLICE_NS 50000000u
-
-/* Sleeps until |deadline| (spinning its last |spin_ns|), in slices so that a long gap between
- * queries does not delay an interrupt. Returns the interrupting signal, or 0 on time. */
-static int sleep_until(uint64_t deadline, uint64_t spin_ns)
-{
-    int sig;
-
-    for (;;) {
-        uint64_t now = cmn_now_ns();
-
-        if ((sig = lg__interrupted()) != 0)
-            return sig;
-        if (deadline <= now + SLEEP_SLICE_NS)
-            break;
-        cmn_sleep_until_ns(now + SLEEP_SLICE_NS, 0);
-    }
-    cmn_sleep_until_ns(deadline, spin_ns);
     return 0;
 }
 
@@ -165,8 +176,10 @@ void lg__issue_sequential(lg_run_t *run, const lg_effective_settings_t *s, lg__g
     }
 }
 
+/* Server: each query at its scheduled time (lg__pace_wait), with lateness and hand-off cost
+ * recorded per sample. */
 void lg__issue_server(lg_run_t *run, const lg_effective_settings_t *s, lg__gen_t *g,
-                      lg__issue_state_t *st, uint64_t spin_ns)
+                      lg__issue_state_t *st)
 {
     int64_t delta, next_delta = 0;
     uint64_t n;
@@ -177,6 +190,7 @@ void lg__issue_server(lg_run_t *run, const lg_effective_settings_t *s, lg__gen_t
     while (more) {
         size_t batch = 0;
         int64_t now_rel;
+        uint64_t woke;
 
         if (!have_next) {
             if (!lg__gen_next(g, &next_delta, &n))
@@ -187,10 +201,11 @@ void lg__issue_server(lg_run_t *run, const lg_effective_settings_t *s, lg__gen_t
         }
         delta = next_delta;
         have_next = 0;
-        if ((st->interrupted = sleep_until(run->t0 + (uint64_t)delta, spin_ns)) != 0)
+        if ((st->interrupted = lg__pace_wait(&run->pace, run->t0 + (uint64_t)delta)) != 0)
             break;
-        now_rel = (int64_t)(cmn_now_ns() - run->t0);
-        if (record_sample(run, next_seq, next_idx, delta, &run->sbuf[batch++]) < 0)
+        woke = cmn_now_ns();
+        now_rel = (int64_t)(woke - run->t0);
+        if (record_sample(run, next_seq, next_idx, delta, now_rel - delta, &run->sbuf[batch++]) < 0)
             break;
         st->last_sched_rel = delta;
         /* Coalescing: every later query already due joins this IssueQuery with its own
@@ -209,7 +224,8 @@ void lg__issue_server(lg_run_t *run, const lg_effective_settings_t *s, lg__gen_t
                 have_next = 1;
                 break;
             }
-            if (record_sample(run, next_seq, next_idx, next_delta, &run->sbuf[batch++]) < 0) {
+            if (record_sample(run, next_seq, next_idx, next_delta, now_rel - next_delta,
+                              &run->sbuf[batch++]) < 0) {
                 more = 0;
                 break;
             }
@@ -217,7 +233,7 @@ void lg__issue_server(lg_run_t *run, const lg_effective_settings_t *s, lg__gen_t
         }
         st->last_q_first = run->sbuf[batch - 1].id;
         st->last_issue_rel = now_rel;
-        issue_batch(run, run->sbuf, batch);
+        issue_batch(run, run->sbuf, batch, woke);
         st->queries_issued += batch;
         if (run->accuracy)
             continue;

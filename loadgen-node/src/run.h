@@ -9,6 +9,7 @@
  *   collect.c       slots to latency arrays; sample_latencies and latency_intervals CSVs
  *   issue.c         the issue loops: Server on its schedule, the others one query at a time
  *   complete.c      lg_complete() and lg_first_token(): the lock-free completion path
+ *   pace.c          Server: waiting for a scheduled time (calibrated sleep, bounded spin)
  *   wait.c          the issue thread waiting for completions, and completions waking it
  *   slots.c         the per-sample slots in chunks that never move
  *   errors.c        runtime errors: counted always, logged the first few of each kind
@@ -54,6 +55,8 @@ typedef struct {
     _Atomic int64_t *ttft;               /* token mode: first-token latency + 1; 0 while none */
     int64_t *ntok;                       /* token mode: output tokens */
     int64_t *sched; /* with sample_latencies or latency intervals: each scheduled time */
+    uint32_t *late; /* with sample_latencies: issue lateness (ns, Server) */
+    uint32_t *call; /* with sample_latencies: wake to issue() returned (ns) */
 } lg__chunk_t;
 
 /* Kinds of runtime error, each counted and logged on its own. */
@@ -83,6 +86,20 @@ typedef struct lg__tok_node {
 
 /* What the issue thread waits for while it sleeps. */
 enum { LG__WAIT_NONE = 0, LG__WAIT_QUERY = 1, LG__WAIT_TOTAL = 2 };
+
+/* pace.c: the Server issue thread's wait for a scheduled time. */
+#define LG__PACE_RING 64
+typedef struct {
+    uint64_t sleep_cost_ns; /* calibrated at the start: 90th percentile oversleep of 1 us */
+    uint64_t min_spin_ns;   /* --spin-us */
+    uint64_t base_guard_ns; /* sleep_cost_ns + min_spin_ns: never sleep closer to a deadline */
+    uint64_t guard_ns;      /* the same, following the sleeps of the run */
+    uint64_t max_guard_ns;
+    double budget; /* --spin-budget as a fraction of wall time (1: no limit below one core) */
+    uint64_t t_start, spin_ns;
+    uint64_t sleeps, budget_sleeps, max_oversleep_ns;
+    uint32_t ring[LG__PACE_RING]; /* oversleeps of the last sleeps */
+} lg__pace_t;
 
 struct lg_run {
     lg_sut_t *sut;
@@ -136,11 +153,18 @@ struct lg_run {
     uint64_t eta_samples; /* samples the series will issue, when known */
     uint64_t eta_min_ns;  /* the series lasts at least this long */
 
+    /* issue.c and harness.c: the issue thread's own cost, per performance series. */
+    lg__pace_t pace;
+    lg__hist_t late_hist; /* Server: issue time minus scheduled time, per sample */
+    lg__hist_t call_hist; /* from waking to issue() returning, per sample */
+    uint64_t late_n;
+
     /* issue.c: one Offline part's indices, samples, and failed-issue responses. */
     uint32_t *idxbuf;
     lg_sample_t *sbuf;
     lg_response_t *rbuf;
 };
+
 
 /* What a series' issue loop leaves for collecting its results. */
 typedef struct {
@@ -150,8 +174,18 @@ typedef struct {
     int interrupted; /* the loop stopped on lg_interrupt(): the signal */
 } lg__issue_state_t;
 
+/* pace.c */
+void lg__pace_init(lg__pace_t *p, uint64_t min_spin_ns, unsigned budget_pct);
+/* Waits until |deadline| (CLOCK_MONOTONIC ns). Returns the lg_interrupt() signal, or 0. */
+int lg__pace_wait(lg__pace_t *p, uint64_t deadline);
+
 /* interrupt.c: the signal given to lg_interrupt(), 0 if none. */
 int lg__interrupted(void);
+
+/* pace.c */
+void lg__pace_init(lg__pace_t *p, uint64_t min_spin_ns, unsigned budget_pct);
+/* Waits until |deadline| (CLOCK_MONOTONIC ns). Returns the lg_interrupt() signal, or 0. */
+int lg__pace_wait(lg__pace_t *p, uint64_t deadline);
 
 /* interrupt.c: the signal given to lg_interrupt(), 0 if none. */
 int lg__interrupted(void);
@@ -181,7 +215,7 @@ void lg__tok_clear(lg_run_t *run);
 void lg__issue_sequential(lg_run_t *run, const lg_effective_settings_t *s, lg__gen_t *g,
                           lg__issue_state_t *st);
 void lg__issue_server(lg_run_t *run, const lg_effective_settings_t *s, lg__gen_t *g,
-                      lg__issue_state_t *st, uint64_t spin_ns);
+                      lg__issue_state_t *st);
 
 /* collect.c: moves the slots into |pr| (freeing them) and writes the requested CSV files. */
 int lg__collect(lg_run_t *run, const lg_effective_settings_t *s, const lg__issue_state_t *st,

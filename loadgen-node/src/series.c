@@ -24,6 +24,10 @@ static void series_begin(lg_run_t *run, lg_scenario_t scenario, int accuracy)
     atomic_store(&run->q_remaining, 0);
     atomic_store(&run->max_done_rel, 0);
     lg__run_errors_reset(run);
+    lg__hist_reset(&run->late_hist);
+    lg__hist_reset(&run->call_hist);
+    run->late_n = 0;
+    memset(&run->pace, 0, sizeof(run->pace));
     memset(&run->health0, 0, sizeof(run->health0));
     if (run->sut->health)
         run->sut->health(run->sut, &run->health0);
@@ -111,19 +115,16 @@ int lg__series_run(lg_run_t *run, const lg_effective_settings_t *s, int accuracy
     run->phase = accuracy ? "accuracy" : lg_scenario_name(s->scenario);
     run->eta_samples = accuracy ? L : s->scenario == LG_OFFLINE ? g.spq : 0;
     run->eta_min_ns = accuracy ? 0 : s->min_duration_ms * 1000000u;
+    /* Calibrating the Server wait takes a few milliseconds: before the clock starts. */
+    if (s->scenario == LG_SERVER)
+        lg__pace_init(&run->pace, run->ls->spin_ns, run->ls->spin_budget_pct);
     start_real = cmn_realtime_ns();
     run->t0 = cmn_now_ns();
     if (run->progress_on)
         prog = lg__progress_start(stderr, progress_snap, run);
 
     if (s->scenario == LG_SERVER) {
-        /* The spin buys microsecond issue precision, but at a high rate it would spin all the
-         * time and take a core the SUT (the QDL and network threads) needs: spin at most a tenth
-         * of the mean gap between queries. */
-        uint64_t spin = run->ls->spin_ns;
-        if (s->target_qps > 0 && spin > (uint64_t)(1e8 / s->target_qps))
-            spin = (uint64_t)(1e8 / s->target_qps);
-        lg__issue_server(run, s, &g, &st, spin);
+        lg__issue_server(run, s, &g, &st);
     } else
         lg__issue_sequential(run, s, &g, &st);
     if (run->sut->flush)

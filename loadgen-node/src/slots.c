@@ -12,32 +12,33 @@ lg__chunk_t *lg__slot_chunk(lg_run_t *run, size_t ci)
     while (run->n_chunks <= ci) {
         if (run->n_chunks >= LG__DIR_SIZE)
             return NULL;
-        c = malloc(sizeof(*c));
+        c = calloc(1, sizeof(*c));
         if (!c)
             return NULL;
-        c->ttft = NULL;
-        c->ntok = NULL;
-        c->sched = NULL;
         if ((run->ls->sample_latencies || run->ls->latency_interval_ms) &&
-            !(c->sched = malloc(LG__CHUNK_SIZE * sizeof(*c->sched)))) {
-            free(c);
-            return NULL;
-        }
-        if (run->use_tokens) {
-            c->ttft = calloc(LG__CHUNK_SIZE, sizeof(*c->ttft));
-            c->ntok = calloc(LG__CHUNK_SIZE, sizeof(*c->ntok));
-            if (!c->ttft || !c->ntok) {
-                free(c->ttft);
-                free(c->ntok);
-                free(c->sched);
-                free(c);
-                return NULL;
-            }
-        }
+            !(c->sched = malloc(LG__CHUNK_SIZE * sizeof(*c->sched))))
+            goto fail;
+        /* The breakdown columns of the sample-latency file (the others keep no per-sample
+         * copy of them: the harness block reads histograms). */
+        if (run->ls->sample_latencies && (!(c->late = calloc(LG__CHUNK_SIZE, sizeof(*c->late))) ||
+                                          !(c->call = calloc(LG__CHUNK_SIZE, sizeof(*c->call)))))
+            goto fail;
+        if (run->use_tokens && (!(c->ttft = calloc(LG__CHUNK_SIZE, sizeof(*c->ttft))) ||
+                                !(c->ntok = calloc(LG__CHUNK_SIZE, sizeof(*c->ntok)))))
+            goto fail;
         atomic_store_explicit(&run->dir[run->n_chunks], c, memory_order_release);
         run->n_chunks++;
     }
     return atomic_load_explicit(&run->dir[ci], memory_order_relaxed);
+
+fail:
+    free(c->ttft);
+    free(c->ntok);
+    free(c->late);
+    free(c->call);
+    free(c->sched);
+    free(c);
+    return NULL;
 }
 
 void lg__slot_free_chunk(lg_run_t *run, size_t ci)
@@ -49,6 +50,8 @@ void lg__slot_free_chunk(lg_run_t *run, size_t ci)
     free(c->ttft);
     free(c->ntok);
     free(c->sched);
+    free(c->late);
+    free(c->call);
     free(c);
     atomic_store_explicit(&run->dir[ci], NULL, memory_order_relaxed);
 }

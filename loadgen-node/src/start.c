@@ -24,6 +24,7 @@ void lg_log_settings_init(lg_log_settings_t *ls)
     ls->audit_config = "audit.config";
     ls->progress = LG_PROGRESS_AUTO;
     ls->spin_ns = 30000;
+    ls->spin_budget_pct = 100;
     ls->wait_spin_ns = 150000;
 }
 

@@ -112,8 +112,13 @@ typedef struct {
     /* 0: wait for every response forever, as officially. Otherwise samples still outstanding
      * this long after the last issue are counted as lost (errors) and the run is INVALID. */
     uint64_t drain_timeout_ms;
-    /* Server: spin this long before each scheduled issue after sleeping (default 30 us). */
+    /* Server: the issue thread never sleeps when less than the measured cost of a sleep plus
+     * this remains before a scheduled issue; it spins instead (default 30 us). */
     uint64_t spin_ns;
+    /* Server: the most of the series' wall time the issue thread may spin, in percent (1-100,
+     * default 100: up to one core). Past it, short gaps are slept and issues come late, which
+     * the harness block of the summary reports. */
+    unsigned spin_budget_pct;
     /* SingleStream/MultiStream: spin this long for a query's completion before sleeping on a
      * condition variable (default 150 us). A sleeping issue thread on a virtual machine takes
      * tens of microseconds to wake, which would be charged to the SUT's latency. */
@@ -121,8 +126,10 @@ typedef struct {
     /* Check every response against the digest of its sample (the sut-node digest backend). */
     bool verify_digest;
     /* Also write <prefix>sample_latencies<suffix>.csv: one line per performance-run sample,
-     * "sample_seq,scheduled_ns,latency_ns" (ns from the start of its series; latency -1 for a
-     * sample that never completed). Costs 8 more bytes per sample while the run lasts. */
+     * "sample_seq,scheduled_ns,latency_ns,issue_late_ns,issue_call_ns" (ns from the start of its
+     * series; latency -1 for a sample that never completed; issue_late_ns: issued this long after
+     * its scheduled time (Server; 0 elsewhere); issue_call_ns: from the issue thread taking it to
+     * issue() returning). Costs 16 more bytes per sample while the run lasts. */
     bool sample_latencies;
     /* Non-zero: also write <prefix>latency_intervals<suffix>.csv: the performance-run samples
      * grouped by scheduled time into intervals of this many ms, each with its count and latency

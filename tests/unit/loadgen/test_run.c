@@ -735,6 +735,43 @@ START_TEST(interrupt_ends_the_run)
 }
 END_TEST
 
+/* The summary's harness block: lateness and hand-off figures, the breakdown columns, and the loud
+ * warning when the issue thread (here held up by a SUT whose issue() takes 2 ms at 1000 QPS)
+ * used more than a tenth of the latency bound. */
+START_TEST(harness_block_and_late_warning)
+{
+    slow_t st = {2000000, 0, 0, 0};
+    lg_sut_t sut = {slow_name, slow_issue, NULL, &st, NULL, NULL};
+    char path[600], *s, *csv;
+
+    rt.ts.scenario = LG_SERVER;
+    rt.ts.server_target_qps = 1000;
+    rt.ts.server_target_latency_ns = 1000000;
+    rt.ts.min_duration_ms = 200;
+    rt.ts.min_query_count = 1;
+    rt.ls.sample_latencies = true;
+    ck_assert_int_eq(rt_run_sut(&sut), 0);
+    rt_check_logs();
+    s = rt_summary();
+    ck_assert_ptr_nonnull(strstr(s, "Harness (loadgen-node; not part of the official summary)"));
+    ck_assert_ptr_nonnull(strstr(s, "Issue lateness p99 (ns)"));
+    ck_assert_ptr_nonnull(strstr(s, "Issue hand-off p50 (ns)"));
+    ck_assert_ptr_nonnull(strstr(s, "WARNING: the harness, not the SUT, used"));
+    ck_assert_ptr_nonnull(strstr(s, "warning encountered. See detailed log."));
+    free(s);
+    /* Lateness grows by about 1 ms per query: the p99 is far above a tenth of the bound. */
+    ck_assert_uint_gt(rt_detail_u64("harness_issue_late_p99_ns"), 100000);
+    /* The hand-off includes issue(), which takes 2 ms here. */
+    ck_assert_uint_ge(rt_detail_u64("harness_issue_call_p50_ns"), 2000000);
+    snprintf(path, sizeof(path), "%s/mlperf_log_sample_latencies.csv", rt.dir);
+    csv = tl_read(path, NULL);
+    ck_assert_ptr_nonnull(csv);
+    ck_assert(
+        strncmp(csv, "sample_seq,scheduled_ns,latency_ns,issue_late_ns,issue_call_ns\n", 63) == 0);
+    free(csv);
+}
+END_TEST
+
 TCase *tcase_sched_faults(void)
 {
     TCase *tc = tcase_create("sched_faults");
@@ -746,6 +783,7 @@ TCase *tcase_sched_faults(void)
     tcase_add_test(tc, digest_verification);
     tcase_add_test(tc, late_completion_after_the_test);
     tcase_add_test(tc, interrupt_ends_the_run);
+    tcase_add_test(tc, harness_block_and_late_warning);
     tcase_set_timeout(tc, 60);
     return tc;
 }
