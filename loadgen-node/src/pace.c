@@ -72,7 +72,8 @@ void lg__pace_init(lg__pace_t *p, uint64_t min_spin_ns, unsigned budget_pct)
     if (p->base_guard_ns > GUARD_MAX_NS)
         p->base_guard_ns = GUARD_MAX_NS;
     p->guard_ns = p->base_guard_ns;
-    p->budget = budget_pct >= 100 ? 1.0 : budget_pct / 100.0;
+    /* 0 (settings not from lg_log_settings_init) counts as no limit, as 100 does. */
+    p->budget = budget_pct == 0 || budget_pct >= 100 ? 1.0 : budget_pct / 100.0;
     p->t_start = cmn_now_ns();
 }
 

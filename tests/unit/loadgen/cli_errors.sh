@@ -66,6 +66,7 @@ expect 2 "server_target_qps = 1e-06: issuing min_query_count 100 queries would t
     --scenario Server --set server_target_qps=0.000001 $qsl
 expect 2 "server_target_qps = 0: must be a positive number" --scenario Server \
     --set server_target_qps=0 $qsl
+expect 2 "--spin-budget: 0 is not a percentage from 1 to 100" --scenario Server --spin-budget 0 $qsl
 # A user.conf whose lines are all for another model: a warning, not a silent fallback.
 printf 'bert.Offline.target_qps = 100\n*.Offline.min_duration = 10\n' > "$out/other.conf"
 "$bin" --scenario Offline --model resnet50 --user-conf "$out/other.conf" $qsl > "$out/stdout" \

@@ -772,6 +772,25 @@ START_TEST(harness_block_and_late_warning)
 }
 END_TEST
 
+/* --spin-budget: a 1 % budget at 20k QPS (mean gap 50 us, mostly shorter than a sleep's cost
+ * plus the 30 us spin) forces sleeps, and the harness block says so. */
+START_TEST(spin_budget_forces_sleeps)
+{
+    char *s;
+
+    rt.ts.scenario = LG_SERVER;
+    rt.ts.server_target_qps = 20000;
+    rt.ts.server_target_latency_ns = 10000000000ull;
+    rt.ts.min_duration_ms = 400;
+    rt.ls.spin_budget_pct = 1;
+    ck_assert_int_eq(rt_run(), 0);
+    s = rt_summary();
+    ck_assert_ptr_nonnull(strstr(s, "(budget 1)"));
+    ck_assert_ptr_nonnull(strstr(s, "Sleeps forced by the budget"));
+    free(s);
+}
+END_TEST
+
 TCase *tcase_sched_faults(void)
 {
     TCase *tc = tcase_create("sched_faults");
@@ -784,6 +803,7 @@ TCase *tcase_sched_faults(void)
     tcase_add_test(tc, late_completion_after_the_test);
     tcase_add_test(tc, interrupt_ends_the_run);
     tcase_add_test(tc, harness_block_and_late_warning);
+    tcase_add_test(tc, spin_budget_forces_sleeps);
     tcase_set_timeout(tc, 60);
     return tc;
 }
