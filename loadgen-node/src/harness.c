@@ -87,6 +87,11 @@ static void overhead_lines(lg_run_t *run, const lg_effective_settings_t *s)
         LG_DU64(&run->dlog, "harness_issue_late_p99_ns", l99);
         LG_DU64(&run->dlog, "harness_sleep_cost_ns", p->sleep_cost_ns);
         LG_DF64(&run->dlog, "harness_spin_share", (double)p->spin_ns / (double)wall);
+        if (p->contended_windows)
+            out(run,
+                "Spins preempted, slept instead: %" PRIu64 " times (a host with more "
+                "runnable threads than cores)\n",
+                p->contended_windows);
         if (p->budget_sleeps)
             out(run, "Sleeps forced by the budget   : %" PRIu64 "\n", p->budget_sleeps);
         if (bound > 0 && (double)l99 > LATE_WARN_FRACTION * bound) {

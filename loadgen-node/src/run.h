@@ -98,6 +98,9 @@ typedef struct {
     double budget; /* --spin-budget as a fraction of wall time (1: no limit below one core) */
     uint64_t t_start, spin_ns;
     uint64_t sleeps, budget_sleeps, max_oversleep_ns;
+    unsigned contended; /* > 0: sleeping for this many more windows (a contended host) */
+    uint64_t win_start, win_spin_ns, win_lost_ns;
+    uint64_t contended_windows;   /* times a window of spins was found preempted */
     uint32_t ring[LG__PACE_RING]; /* oversleeps of the last sleeps */
 } lg__pace_t;
 
@@ -164,7 +167,6 @@ struct lg_run {
     lg_sample_t *sbuf;
     lg_response_t *rbuf;
 };
-
 
 /* What a series' issue loop leaves for collecting its results. */
 typedef struct {
