@@ -9,6 +9,9 @@
 #ifdef LG_HAVE_QDL
 #    include "lg/sut_qdl.h"
 #endif
+#ifdef LG_HAVE_OFFICIAL
+#    include "official.h"
+#endif
 
 #include <errno.h>
 #include <getopt.h>
@@ -95,6 +98,9 @@ static const char usage_text[] =
     "                          (default 30), never more than a tenth of the mean gap between\n"
     "                          queries, so a high rate leaves the CPU to the network path\n"
     "  --log-level L           error, warn, info (default) or debug\n"
+    "  --loadgen L             builtin (default: this scheduler) or official: the unaltered\n"
+    "                          official LoadGen over the QDL (only in builds given\n"
+    "                          -DMLPERF_LOADGEN_ROOT; the one for official results)\n"
     "  --version               print the version and exit\n"
     "  -h, --help              this text\n";
 
@@ -228,7 +234,7 @@ static int mkdir_p(const char *dir, cmn_errbuf_t *eb)
 #define MAX_NODES 64
 
 typedef struct {
-    const char *scenario, *mode, *model, *mlperf_conf, *audit, *outdir;
+    const char *scenario, *mode, *model, *mlperf_conf, *audit, *outdir, *loadgen;
     const char *user_conf[MAX_USER_CONFS];
     int n_user_conf;
     const char *sets[MAX_SETS];
@@ -287,6 +293,7 @@ enum {
     O_SPIN,
     O_WAIT_SPIN,
     O_LOG_LEVEL,
+    O_LOADGEN,
 };
 
 static const struct option long_opts[] = {
@@ -331,6 +338,7 @@ static const struct option long_opts[] = {
     {"progress", required_argument, NULL, O_PROGRESS},
     {"drain-timeout-ms", required_argument, NULL, O_DRAIN},
     {"spin-us", required_argument, NULL, O_SPIN},
+    {"loadgen", required_argument, NULL, O_LOADGEN},
     {"wait-spin-us", required_argument, NULL, O_WAIT_SPIN},
     {"log-level", required_argument, NULL, O_LOG_LEVEL},
     {"help", no_argument, NULL, 'h'},
@@ -490,6 +498,9 @@ static int parse_args(int argc, char **argv, opts_t *o, cmn_errbuf_t *eb)
         case O_VERSION:
             printf("%s\n", LG_VERSION_STRING);
             exit(0);
+        case O_LOADGEN:
+            o->loadgen = optarg;
+            break;
         case O_OUTDIR:
             o->outdir = optarg;
             break;
@@ -647,8 +658,17 @@ static int open_qsl(const opts_t *o, lg_qsl_t **q, cmn_errbuf_t *eb)
     return rc;
 }
 
+/* --loadgen official: the official LoadGen runs the test over the QDL that open_qdl configures. */
+typedef struct {
+#ifdef LG_HAVE_OFFICIAL
+    lg_official_args_t args;
+    lg_qsl_t *qsl;
+#endif
+    int code;
+} official_call_t;
+
 #ifdef LG_HAVE_QDL
-static int open_qdl(const opts_t *o, lg_sut_t **sut, cmn_errbuf_t *eb)
+static int open_qdl(const opts_t *o, official_call_t *off, lg_sut_t **sut, cmn_errbuf_t *eb)
 {
     char *list = strdup(o->nodes), *tok, *save = NULL;
     const char *nodes[MAX_NODES];
@@ -697,6 +717,14 @@ static int open_qdl(const opts_t *o, lg_sut_t **sut, cmn_errbuf_t *eb)
     cfg.tls_cert_file = o->tls_cert;
     cfg.tls_key_file = o->tls_key;
     cfg.tls_server_name = o->tls_name;
+#    ifdef LG_HAVE_OFFICIAL
+    if (off) {
+        off->code = lg_official_run(&off->args, off->qsl, &cfg, &o->log, eb);
+        free(list);
+        return 0;
+    }
+#    endif
+    (void)off;
     rc = lg_sut_qdl_create(&cfg, sut, eb);
     free(list);
     return rc;
@@ -763,9 +791,44 @@ int main(int argc, char **argv)
     rc = mkdir_p(o.outdir, &eb);
     if (rc < 0)
         goto fail;
+    if (o.loadgen && strcmp(o.loadgen, "builtin") != 0) {
+        official_call_t off = {.code = EXIT_USAGE};
+        if (strcmp(o.loadgen, "official") != 0)
+            snprintf(eb.msg, sizeof(eb.msg), "--loadgen: '%s' is not builtin or official",
+                     o.loadgen);
+#if defined(LG_HAVE_OFFICIAL) && defined(LG_HAVE_QDL)
+        else if (!use_qdl)
+            snprintf(eb.msg, sizeof(eb.msg), "--loadgen official needs --nodes (the QDL)");
+        else {
+            off.args = (lg_official_args_t){.model = o.model,
+                                            .scenario = o.scenario,
+                                            .mode = o.mode,
+                                            .mlperf_conf = o.mlperf_conf,
+                                            .user_conf = o.user_conf,
+                                            .n_user_conf = o.n_user_conf,
+                                            .sets = o.sets,
+                                            .n_sets = o.n_sets,
+                                            .parsed = &settings,
+                                            .audit_config = o.audit};
+            off.qsl = qsl;
+            if (open_qdl(&o, &off, NULL, &eb) < 0)
+                off.code = EXIT_USAGE;
+        }
+#else
+        else
+            snprintf(eb.msg, sizeof(eb.msg),
+                     "--loadgen official: this build has no official LoadGen; build and install "
+                     "it (loadgen/README_BUILD.md of mlcommons/inference) and configure with "
+                     "-DMLPERF_LOADGEN_ROOT=PREFIX (see qdl/mlperf/README.md)");
+#endif
+        if (off.code >= EXIT_USAGE)
+            fprintf(stderr, "loadgen-node: %s\n", eb.msg);
+        lg_qsl_close(qsl);
+        return off.code;
+    }
 #ifdef LG_HAVE_QDL
     if (use_qdl)
-        rc = open_qdl(&o, &sut, &eb);
+        rc = open_qdl(&o, NULL, &sut, &eb);
     else
 #endif
         rc = lg_sut_null_create(&o.null, &sut, &eb);
