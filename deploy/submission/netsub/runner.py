@@ -7,6 +7,7 @@ the system description with the network fields and diagram (deploy/metadata/netm
 accuracy-log truncation, and the official submission checker.
 """
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -316,7 +317,7 @@ class Runner:
         rc = self.run(name, argv, self.inference("tools", "submission"))
         with open(self.log_path(name), errors="replace") as f:
             lines = f.read().splitlines()
-        errors = [ln for ln in lines if " ERROR " in ln or ln.startswith("ERROR")]
+        errors = [ln for ln in lines if re.search(r"\bERROR\b", ln)]
         print(f"\nThe official submission checker (exit {rc}); its full output is in "
               f"{self.log_path(name)}:", file=self.out)
         for ln in errors:

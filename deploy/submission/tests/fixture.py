@@ -27,7 +27,7 @@ BASE_SYSTEM = {
 
 
 def write(tmp, addresses, loadgen_node, inference=None, mlperf_conf=None, scenarios="Offline, Server",
-          accuracy=None, samples=1024, extra_user_conf=""):
+          accuracy=None, samples=1024, extra_user_conf="", python="python3"):
     """Writes the config and its files under tmp; returns the config's path."""
     user_conf = os.path.join(tmp, "user.conf")
     with open(user_conf, "w") as f:
@@ -35,9 +35,14 @@ def write(tmp, addresses, loadgen_node, inference=None, mlperf_conf=None, scenar
                 "resnet50.Offline.target_qps = 200000\n"
                 "resnet50.Offline.min_duration = 300\n"
                 "resnet50.Server.target_qps = 1000\n"
-                "resnet50.Server.target_latency = 100\n"
+                "resnet50.Server.target_latency = 15\n"
                 "resnet50.Server.min_duration = 1000\n"
-                "resnet50.*.min_query_count = 100\n" + extra_user_conf)
+                "resnet50.SingleStream.min_duration = 300\n"
+                "resnet50.MultiStream.min_duration = 300\n"
+                "resnet50.*.min_query_count = 100\n"
+                "# early stopping needs 662 queries; the official LoadGen generates them up front, so enough to last min_duration\n"
+                "resnet50.SingleStream.min_query_count = 700\n"
+                "resnet50.MultiStream.min_query_count = 700\n" + extra_user_conf)
     val_map = os.path.join(tmp, "val_map.txt")
     with open(val_map, "w") as f:
         for i in range(samples):
@@ -54,11 +59,11 @@ def write(tmp, addresses, loadgen_node, inference=None, mlperf_conf=None, scenar
                     "number_nic = 1\ndevice = sim backend\n\n")
     if accuracy is None:
         if inference:
-            accuracy = ("python3 {inference}/vision/classification_and_detection/tools/"
+            accuracy = (python + " {inference}/vision/classification_and_detection/tools/"
                         "accuracy-imagenet.py --mlperf-accuracy-file {accuracy_log} "
                         f"--imagenet-val-file {val_map} --dtype int32")
         else:
-            accuracy = (f"python3 {os.path.join(HERE, 'label_accuracy.py')} "
+            accuracy = (f"{python} {os.path.join(HERE, 'label_accuracy.py')} "
                         f"--mlperf-accuracy-file {{accuracy_log}} --imagenet-val-file {val_map}")
     cfg = os.path.join(tmp, "submission.ini")
     with open(cfg, "w") as f:
