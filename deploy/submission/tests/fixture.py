@@ -32,7 +32,7 @@ def write(tmp, addresses, loadgen_node, inference=None, mlperf_conf=None, scenar
     user_conf = os.path.join(tmp, "user.conf")
     with open(user_conf, "w") as f:
         f.write("# short runs for the test: a real submission keeps mlperf.conf's minimums\n"
-                "resnet50.Offline.target_qps = 200000\n"
+                "resnet50.Offline.target_qps = 500000\n"
                 "resnet50.Offline.min_duration = 300\n"
                 "resnet50.Server.target_qps = 1000\n"
                 "resnet50.Server.target_latency = 15\n"

@@ -123,10 +123,10 @@ def main():
             check(r.returncode == 0 and "kept" in r.stderr and " ..." not in r.stderr,
                   "a second run keeps every finished step")
 
-            # Resume after a kill: redo Server, kill it in the middle of its accuracy run.
+            # Resume after a kill: redo Server, kill it in the middle of its performance run.
             state_path = os.path.join(tmp, "work", "state.json")
             kept = json.load(open(state_path))["done"]["resnet50/Offline/performance"]["finished"]
-            marker = os.path.join(tmp, "work", "logs", "resnet50_Server_accuracy.log")
+            marker = os.path.join(tmp, "work", "logs", "resnet50_Server_performance.log")
             os.remove(marker)  # the step's log appears again when the step starts
             p = subprocess.Popen([sys.executable, SUBMIT, cfg, "--dry-run", "--redo",
                                   "resnet50/Server"], stdout=subprocess.DEVNULL,
@@ -137,12 +137,12 @@ def main():
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
             done = json.load(open(state_path))["done"]
-            check("resnet50/Server/performance" in done and "resnet50/Server/accuracy" not in done,
-                  "killed during Server accuracy: performance kept, accuracy not marked done")
+            check("resnet50/Server/accuracy" in done and "resnet50/Server/performance" not in done,
+                  "killed during Server performance: accuracy kept, performance not marked done")
             r = run(cfg, "--dry-run")
             done = json.load(open(state_path))["done"]
             check(r.returncode == 0, f"the resumed run exits 0 (got {r.returncode})")
-            check("resnet50/Server/accuracy" in done and "check" in done,
+            check("resnet50/Server/performance" in done and "check" in done,
                   "the resumed run finished every step")
             check(done["resnet50/Offline/performance"]["finished"] == kept,
                   "the resumed run did not redo the Offline performance run")
