@@ -13,8 +13,8 @@ config names an inference checkout, and skipped otherwise).
 
 Finished steps are kept: run it again after an interruption and it goes on where it stopped;
 --redo STEP (a step name or a prefix such as resnet50/Server, or 'all') does steps again.
-Exit status: 0 when every step ran (the checker's verdict is printed), 2 for a bad config or
-arguments, 3 when a step failed or a log was refused. The config format is in netsub/config.py
+Exit status: 0 when every step ran and the checker (when it ran) found no error, 1 when it found
+errors (printed), 2 for a bad config or arguments, 3 when a step failed or a log was refused. The config format is in netsub/config.py
 and README.md beside this file.
 """
 import argparse
@@ -90,7 +90,7 @@ def main():
     state.set_mode(want)
     tree.mark_not_for_submission(cfg, not a.submission)
     try:
-        runner.execute()
+        verdict = runner.execute()
     except StepFailed as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         print(f"{PROG}: finished steps are kept; fix the cause and run the same command again",
@@ -106,6 +106,9 @@ def main():
             return 3
     print(f"\n{PROG}: the tree is in {cfg.output}"
           + ("" if a.submission else " (DRY RUN: not for submission)"))
+    if verdict.startswith("exit ") and not verdict.startswith("exit 0"):
+        print(f"{PROG}: the submission checker found errors (listed above)", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -137,8 +137,9 @@ class Runner:
         prog = Progress(len(steps))
         for st in steps:
             name, fn, args = st[0], st[1], st[2:]
-            # The steps over the whole tree follow whatever changed below them.
-            if name in ("system", "truncate", "check") and self.ran_any:
+            # The system description and the checker are cheap and read files the user may have
+            # fixed (system_json, deployment): always again. Truncation follows any change.
+            if name in ("system", "check") or (name == "truncate" and self.ran_any):
                 self.state.forget(lambda s, n=name: s == n)
             if self.state.done(name):
                 prog.skip(name, f"done ({self.state.info(name).get('verdict', 'ok')}), kept")
@@ -151,7 +152,8 @@ class Runner:
                 raise StepFailed(f"step {name}: {e}") from None
             prog.end(verdict)
             self.state.mark(name, verdict=verdict)
-            self.ran_any = True
+            if name not in ("system", "truncate", "check"):
+                self.ran_any = True
         return self.state.info("check").get("verdict", "")
 
     # ---- per scenario -----------------------------------------------------------------------
@@ -243,7 +245,40 @@ class Runner:
             raise StepFailed(f"{script} exited {rc}:\n{self.tail(name)}")
         passes = [ln.strip() for ln in out.splitlines() if "pass" in ln.lower()]
         failed = [ln for ln in passes if ln.lower().endswith("false") or "FAIL" in ln]
+        if t == "TEST01":
+            self.test01_accuracy(name, b, s, sdir,
+                                 any("accuracy check pass: false" in ln.lower() for ln in failed))
         return ("FAILED: " + "; ".join(failed)) if failed else ("; ".join(passes[-3:]) or "done")
+
+    def accuracy_of(self, name, b, s, log, cwd, out):
+        """Runs the benchmark's accuracy command on |log|; its output goes to |out|."""
+        cmd = b.accuracy.format(inference=self.cfg.inference or "", accuracy_log=log, scenario=s)
+        with open(out, "w") as f:
+            r = subprocess.run(cmd, shell=True, cwd=cwd, stdout=f, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL)
+        if r.returncode != 0:
+            raise StepFailed(f"the accuracy command exited {r.returncode} on {log} (see {out})")
+
+    def test01_accuracy(self, name, b, s, sdir, mismatch):
+        """TEST01/accuracy/accuracy.txt: the score of the compliance run's sampled responses
+        (truncate_accuracy_log.py appends its hash there). When the accuracy log of the
+        compliance run differs from the accuracy run's (a non-deterministic SUT), the README's
+        part III: baseline_accuracy.txt from create_accuracy_baseline.sh's subset of the accuracy
+        run, and compliance_accuracy.txt, for the checker to compare."""
+        acc = os.path.join(sdir, "TEST01", "accuracy")
+        log = os.path.join(acc, "mlperf_log_accuracy.json")
+        cwd = self.work("verify", b.model, s, "TEST01")
+        self.accuracy_of(name, b, s, log, cwd, os.path.join(acc, "accuracy.txt"))
+        if not mismatch:
+            return
+        script = self.inference("compliance", "TEST01", "create_accuracy_baseline.sh")
+        full = os.path.join(self.work("runs", b.model, s, "accuracy"), "mlperf_log_accuracy.json")
+        r = subprocess.run(["bash", script, full, log], cwd=cwd, capture_output=True, text=True)
+        base = os.path.join(cwd, "mlperf_log_accuracy_baseline.json")
+        if r.returncode != 0 or not os.path.exists(base):
+            raise StepFailed(f"{script} failed: {r.stdout}{r.stderr}")
+        self.accuracy_of(name, b, s, base, cwd, os.path.join(acc, "baseline_accuracy.txt"))
+        shutil.copy2(os.path.join(acc, "accuracy.txt"), os.path.join(acc, "compliance_accuracy.txt"))
 
     def place_unverified(self, rundir, sdir, t):
         """Dry run without an inference checkout: the compliance folder with the run's logs, and
