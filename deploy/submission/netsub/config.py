@@ -29,6 +29,7 @@
                --mlperf-accuracy-file {accuracy_log} --imagenet-val-file val_map.txt --dtype int32
     compliance = TEST01, TEST04          ; default: what the rules require for the model
     tree_name = resnet                   ; default: the checker's name for the model
+    verify_flags.TEST06 = --dtype int64 -e 2   ; extra run_verification.py flags, per test
     measurements.input_data_types = int8 ; measurements.json fields (all five are required)
     measurements.retraining = no
     measurements.starting_weights_filename = resnet50_v1.onnx
@@ -107,6 +108,8 @@ class Benchmark:
                 raise ConfigError(f"[benchmark.{model}] compliance: '{t}' is not TEST01, TEST04 "
                                   "or TEST06")
         self.measurements = {k: sec.get("measurements." + k, "") for k in MEASUREMENT_FIELDS}
+        self.verify_flags = {t: shlex.split(sec.get("verify_flags." + t, ""))
+                             for t in ("TEST01", "TEST04", "TEST06")}
 
 
 class Config:

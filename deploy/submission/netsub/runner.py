@@ -236,7 +236,7 @@ class Runner:
             return self.place_unverified(rundir, sdir, t)
         script = self.inference("compliance", t, "run_verification.py")
         argv = [sys.executable, script, "-c", rundir, "-o", sdir]
-        argv += ["-s", s] if t == "TEST06" else ["-r", sdir]
+        argv += (["-s", s] if t == "TEST06" else ["-r", sdir]) + b.verify_flags.get(t, [])
         if os.path.isdir(os.path.join(sdir, t)):
             shutil.rmtree(os.path.join(sdir, t))
         rc = self.run(name, argv, self.work("verify", b.model, s, t))

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The submission runner end to end in --dry-run, on loopback with two sim sut-nodes: resnet50
-Offline and Server with TEST01 and TEST04. Checks the tree against the checker's layout rules
+Offline and Server with TEST01 and TEST04; then with a real model on an onnx node (the
+Fashion-MNIST CNN, Offline with TEST01; skipped without the onnx backend or the data set). Checks the tree against the checker's layout rules
 (the v6.x paths of tools/submission/submission_checker/constants.py, written out below; when
 MLPERF_INFERENCE_DIR names a checkout, its constants are read instead), that an interrupted run
 resumes (SIGKILL in the middle of a step: the finished steps are kept, the killed one is redone),
@@ -77,6 +78,60 @@ def layout():
 def run(cfg, *args, timeout=300):
     return subprocess.run([sys.executable, SUBMIT, cfg, *args], capture_output=True, text=True,
                           timeout=timeout)
+
+
+def onnx_part(lg, sut, tmp):
+    """A real model: one onnx node (the Fashion-MNIST CNN), 512 test images, Offline with TEST01.
+    Skipped (printed) when sut-node has no onnx backend or the data set package is missing."""
+    repo = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
+    model = os.path.join(repo, "sut-node/backends/onnx/models/fashion_mnist_cnn.onnx")
+    helptext = subprocess.run([sut, "--help"], capture_output=True, text=True).stdout
+    if "onnx" not in helptext.split("Backends built in:")[-1].split("\n")[0]:
+        print("skip: onnx part (this sut-node has no onnx backend)")
+        return
+    data = os.path.join(tmp, "fmnist")
+    r = subprocess.run([sys.executable, os.path.join(repo, "loadgen-node/tools/fmnist_to_npy.py"),
+                        "--split", "test", "--count", "512", "--model", model, "--out-dir", data],
+                       capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        print("skip: onnx part (no Fashion-MNIST data: " + (r.stderr.strip()[-200:]) + ")")
+        return
+    work = os.path.join(tmp, "onnx")
+    os.makedirs(work)
+    node = Node(sut, "onnx0", backend="onnx", logdir=work,
+                extra=["--backend-opt", f"model={model}", "--backend-opt", "output=argmax",
+                       "--threads", "1", "--max-batch", "64"])
+    try:
+        images = [f for f in os.listdir(data) if "images" in f][0]
+        labels = [f for f in os.listdir(data) if "labels" in f][0]
+        cfg = fixture.write(work, [node.address], lg, scenarios="Offline")
+        text = open(cfg).read().split("[benchmark.resnet50]")[0]
+        with open(os.path.join(work, "user.conf"), "a") as f:
+            f.write("fashion-mnist.Offline.target_qps = 2000\n"
+                    "fashion-mnist.Offline.min_duration = 300\n"
+                    "fashion-mnist.*.min_query_count = 1\n")
+        text += ("[benchmark.fashion-mnist]\nscenarios = Offline\ncompliance = TEST01\n"
+                 f"user_conf = {os.path.join(work, 'user.conf')}\n"
+                 f"qsl = --qsl-npy {os.path.join(data, images)}\n"
+                 f"accuracy = {sys.executable} {repo}/loadgen-node/tools/accuracy_classification.py"
+                 f" --log {{accuracy_log}} --labels {os.path.join(data, labels)}\n"
+                 + "".join(f"measurements.{k} = x\n" for k in
+                           ["input_data_types", "retraining", "starting_weights_filename",
+                            "weight_data_types", "weight_transformations"]))
+        with open(cfg, "w") as f:
+            f.write(text)
+        r = run(cfg, "--dry-run")
+        print(r.stderr[-1500:])
+        check(r.returncode == 0, f"onnx: submit.py --dry-run exits 0 (got {r.returncode})")
+        sdir = os.path.join(work, "out/network/TestOrg/results/loopback_2x_sim/fashion-mnist/Offline")
+        acc = open(os.path.join(sdir, "accuracy", "accuracy.txt")).read()
+        m = __import__("re").search(r"accuracy=([0-9.]+)%", acc)
+        check(m is not None and float(m.group(1)) > 80,
+              f"onnx: the CNN's top-1 in accuracy.txt ({acc.strip()[:60]})")
+        check(os.path.exists(os.path.join(sdir, "TEST01", "performance", "run_1",
+                                          "mlperf_log_detail.txt")), "onnx: TEST01 folder")
+    finally:
+        node.stop()
 
 
 def main():
@@ -157,6 +212,7 @@ def main():
         finally:
             for n in nodes:
                 n.stop()
+        onnx_part(lg, sut, tmp)
     print(f"{len(failures)} failed" if failures else "passed")
     return 1 if failures else 0
 
