@@ -758,7 +758,7 @@ int main(int argc, char **argv)
     for (i = 0; i < msgs.n; i++)
         cmn_log(msgs.m[i].is_error ? CMN_LOG_ERROR : CMN_LOG_WARN, "%s: %s", msgs.m[i].key,
                 msgs.m[i].text);
-    if (!o.mlperf_conf)
+    if (!o.mlperf_conf && !(o.loadgen && strcmp(o.loadgen, "official") == 0))
         cmn_log_warn("no --mlperf-conf: the TestSettings defaults apply (seeds 0 unless --set "
                      "gives them); not valid for a submission");
     o.log.msgs = &msgs;
