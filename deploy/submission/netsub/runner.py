@@ -6,6 +6,7 @@ the run's working folder and removed after) and the official run_verification.py
 the system description with the network fields and diagram (deploy/metadata/netmeta.py), the
 accuracy-log truncation, and the official submission checker.
 """
+import json
 import os
 import re
 import shlex
@@ -21,6 +22,9 @@ NETMETA = os.path.normpath(os.path.join(HERE, "..", "..", "metadata", "netmeta.p
 REPO = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
 
 
+GLOBAL_STEPS = ("readme", "system", "truncate", "check")
+
+
 class StepFailed(Exception):
     pass
 
@@ -33,7 +37,7 @@ class Runner:
         self.redo = list(redo)
         self.checker_flags = list(checker_flags)
         self.out = out
-        self.commands = {}  # (bench, scenario) -> command lines for the README
+        self.command = None  # what the running step ran, kept with it in the state
         self.ran_any = False
 
     # ---- helpers ----------------------------------------------------------------------------
@@ -95,9 +99,8 @@ class Runner:
         finally:
             if audit and os.path.exists(placed):
                 os.remove(placed)
-        self.commands.setdefault((bench.model, scenario), []).append(
-            (f"cp {audit} ./audit.config && " if audit else "") + shlex.join(argv)
-            + (" && rm audit.config" if audit else ""))
+        self.command = (f"cd {rundir}\n" + (f"cp {audit} audit.config\n" if audit else "")
+                        + shlex.join(argv) + ("\nrm audit.config" if audit else ""))
         if rc not in (0, 1) or not os.path.exists(os.path.join(rundir, "mlperf_log_detail.txt")):
             raise StepFailed(f"loadgen-node exited {rc}; its output (in {self.log_path(step)}):\n"
                              + self.tail(step))
@@ -122,8 +125,8 @@ class Runner:
                 for t in b.compliance:
                     steps += [(f"{k}/{t}/run", self.step_compliance_run, b, s, t),
                               (f"{k}/{t}/verify", self.step_compliance_verify, b, s, t)]
-        steps += [("system", self.step_system), ("truncate", self.step_truncate),
-                  ("check", self.step_check)]
+        steps += [("readme", self.step_readme), ("system", self.step_system),
+                  ("truncate", self.step_truncate), ("check", self.step_check)]
         return steps
 
     def execute(self):
@@ -139,20 +142,21 @@ class Runner:
             name, fn, args = st[0], st[1], st[2:]
             # The system description and the checker are cheap and read files the user may have
             # fixed (system_json, deployment): always again. Truncation follows any change.
-            if name in ("system", "check") or (name == "truncate" and self.ran_any):
+            if name in ("readme", "system", "check") or (name == "truncate" and self.ran_any):
                 self.state.forget(lambda s, n=name: s == n)
             if self.state.done(name):
                 prog.skip(name, f"done ({self.state.info(name).get('verdict', 'ok')}), kept")
                 continue
             prog.begin(name)
+            self.command = None
             try:
                 verdict = fn(name, *args)
             except StepFailed as e:
                 prog.end("FAILED")
                 raise StepFailed(f"step {name}: {e}") from None
             prog.end(verdict)
-            self.state.mark(name, verdict=verdict)
-            if name not in ("system", "truncate", "check"):
+            self.state.mark(name, verdict=verdict, command=self.command)
+            if name not in GLOBAL_STEPS:
                 self.ran_any = True
         return self.state.info("check").get("verdict", "")
 
@@ -177,7 +181,7 @@ class Runner:
             out = f.read().split("\n", 2)[2]  # drop the command and folder lines
         with open(os.path.join(rundir, "accuracy.txt"), "w") as f:
             f.write(out)
-        self.commands.setdefault((b.model, s), []).append(cmd + " > accuracy.txt")
+        self.command = f"cd {rundir}\n{cmd} > accuracy.txt"
         last = [ln for ln in out.splitlines() if ln.strip()]
         return last[-1][:80] if last else "no output"
 
@@ -194,8 +198,7 @@ class Runner:
                                      f"(--redo {b.model}/{s})")
         tree.place_performance(perf, sdir)
         tree.place_accuracy(acc, os.path.join(acc, "accuracy.txt"), sdir)
-        tree.write_measurements(self.cfg, b, s, sdir, self.commands.get((b.model, s), [
-            "(the runs were made by an earlier invocation; see the runner's logs)"]), self.dry_run)
+        tree.write_measurements(self.cfg, b, s, sdir, self.dry_run)
         return "placed"
 
     def audit_config(self, b, t):
@@ -236,9 +239,11 @@ class Runner:
             return self.place_unverified(rundir, sdir, t)
         script = self.inference("compliance", t, "run_verification.py")
         argv = [sys.executable, script, "-c", rundir, "-o", sdir]
+        self.command = None  # set below, once the flags are known
         argv += (["-s", s] if t == "TEST06" else ["-r", sdir]) + b.verify_flags.get(t, [])
         if os.path.isdir(os.path.join(sdir, t)):
             shutil.rmtree(os.path.join(sdir, t))
+        self.command = f"cd {self.work('verify', b.model, s, t)}\n{shlex.join(argv)}"
         rc = self.run(name, argv, self.work("verify", b.model, s, t))
         out = self.tail(name, 200)
         if rc != 0 or not os.path.isdir(os.path.join(sdir, t)):
@@ -300,17 +305,32 @@ class Runner:
         return "placed, not verified (no inference checkout)"
 
     # ---- once -------------------------------------------------------------------------------
+    def step_readme(self, name):
+        """Each scenario's README.md: how its logs were made, the commands as they ran."""
+        n = 0
+        for b in self.cfg.benchmarks:
+            for s in b.scenarios:
+                sdir = tree.scenario_dir(self.cfg, b, s)
+                if not os.path.isdir(sdir):
+                    continue
+                prefix = f"{b.model}/{s}/"
+                cmds = [(k, v["command"]) for k, v in self.state.data["done"].items()
+                        if k.startswith(prefix) and v.get("command")]
+                order = [st[0] for st in self.plan()]
+                cmds.sort(key=lambda kv: order.index(kv[0]) if kv[0] in order else 0)
+                tree.write_readme(self.cfg, b, s, sdir, cmds, self.dry_run)
+                n += 1
+        return f"{n} written"
+
     def step_system(self, name):
         c = self.cfg
         sysdir = os.path.join(c.root(), "systems")
         os.makedirs(sysdir, exist_ok=True)
         base = {}
         if c.system_json:
-            import json
             with open(c.system_json) as f:
                 base = json.load(f)
         merged = self.work("system-base.json")
-        import json
         with open(merged, "w") as f:
             json.dump(tree.system_json_fields(c, base), f, indent=4)
         out = os.path.join(sysdir, c.system + ".json")

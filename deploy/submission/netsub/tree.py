@@ -41,22 +41,26 @@ def place_accuracy(run_dir, accuracy_txt, sdir):
     shutil.copy2(accuracy_txt, os.path.join(dst, "accuracy.txt"))
 
 
-def write_measurements(cfg, bench, scenario, sdir, commands, dry_run):
+def write_measurements(cfg, bench, scenario, sdir, dry_run):
     os.makedirs(sdir, exist_ok=True)
     shutil.copy2(bench.user_conf, os.path.join(sdir, "user.conf"))
-    m = dict(bench.measurements)
     with open(os.path.join(sdir, "measurements.json"), "w") as f:
-        json.dump(m, f, indent=2)
+        json.dump(dict(bench.measurements), f, indent=2)
         f.write("\n")
+    write_readme(cfg, bench, scenario, sdir, [], dry_run)
+
+
+def write_readme(cfg, bench, scenario, sdir, commands, dry_run):
+    """commands: [(step, command text)] in the order they ran."""
     lines = [f"# {bench.model} {scenario} on {cfg.system}", "",
              "Run with the Network-division harness (loadgen-node over the QDL to sut-node "
              "daemons), by deploy/submission/submit.py. "
              + ("DRY RUN: loadgen-node's built-in scheduler wrote these logs; they are not "
                 "valid for a submission." if dry_run else
                 "The unaltered official LoadGen (loadgen-node --loadgen official) wrote the logs."),
-             "", "The commands, in order:", "", "```"]
-    lines += commands
-    lines += ["```", ""]
+             "", "The commands, step by step:", ""]
+    for step, cmd in commands:
+        lines += [f"{step}:", "", "```", cmd, "```", ""]
     with open(os.path.join(sdir, "README.md"), "w") as f:
         f.write("\n".join(lines))
 
