@@ -66,6 +66,10 @@ def main():
     state = State(cfg.work, want)
     runner = Runner(cfg, state, dry_run=not a.submission, redo=a.redo,
                     checker_flags=a.checker_flag)
+    bad = runner.unknown_redo()
+    if bad:
+        print(f"{PROG}: --redo {bad}: no such step or prefix (see --list)", file=sys.stderr)
+        return 2
     if a.list:
         for st in runner.plan():
             print(f"{'done ' if state.done(st[0]) else '     '} {st[0]}")
@@ -96,6 +100,10 @@ def main():
         print(f"{PROG}: finished steps are kept; fix the cause and run the same command again",
               file=sys.stderr)
         return 3
+    except KeyboardInterrupt:
+        print(f"\n{PROG}: interrupted; finished steps are kept, the same command resumes",
+              file=sys.stderr)
+        return 130
     if a.submission:
         problems = refuse_unofficial(cfg, state)
         if problems:

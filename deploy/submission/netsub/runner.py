@@ -129,12 +129,16 @@ class Runner:
                   ("truncate", self.step_truncate), ("check", self.step_check)]
         return steps
 
-    def execute(self):
-        steps = self.plan()
-        names = [s[0] for s in steps]
+    def unknown_redo(self):
+        """The first --redo that names no step, or None."""
+        names = [s[0] for s in self.plan()]
         for r in self.redo:
             if r != "all" and not any(n == r or n.startswith(r.rstrip("/") + "/") for n in names):
-                raise StepFailed(f"--redo {r}: no such step (steps: {', '.join(names)})")
+                return r
+        return None
+
+    def execute(self):
+        steps = self.plan()
         if self.redo:
             self.state.forget(self.wanted_again)
         prog = Progress(len(steps))
