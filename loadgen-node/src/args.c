@@ -151,6 +151,10 @@ static const opt_t options[] = {
     FN("wait-spin-us", "N", set_spin,
        "SingleStream/MultiStream: spin N us for a query's completion\n"
        "before sleeping (default 150)"),
+    STR("loadgen", "L", loadgen,
+        "builtin (default: this scheduler) or official: the unaltered\n"
+        "official LoadGen over the QDL (only in builds given\n"
+        "-DMLPERF_LOADGEN_ROOT; the one for official results)"),
     FN("log-level", "L", set_log_level, "error, warn, info (default) or debug"),
     FN("config", "FILE", set_config,
        "read options from FILE (key = value lines, keys as the long\n"

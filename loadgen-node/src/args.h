@@ -14,7 +14,7 @@
 #define LG_ARGS_MAX_NODES 64
 
 typedef struct {
-    const char *scenario, *mode, *model, *mlperf_conf, *audit, *outdir;
+    const char *scenario, *mode, *model, *mlperf_conf, *audit, *outdir, *loadgen;
     const char *user_conf[LG_ARGS_MAX_USER_CONFS];
     int n_user_conf;
     const char *sets[LG_ARGS_MAX_SETS];

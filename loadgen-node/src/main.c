@@ -9,6 +9,9 @@
 #ifdef LG_HAVE_QDL
 #    include "lg/sut_qdl.h"
 #endif
+#ifdef LG_HAVE_OFFICIAL
+#    include "official.h"
+#endif
 
 #include <errno.h>
 #include <inttypes.h>
@@ -82,8 +85,17 @@ static int open_qsl(const lg_args_t *o, lg_qsl_t **q, cmn_errbuf_t *eb)
     return rc;
 }
 
+/* --loadgen official: the official LoadGen runs the test over the QDL that open_qdl configures. */
+typedef struct {
+#ifdef LG_HAVE_OFFICIAL
+    lg_official_args_t args;
+    lg_qsl_t *qsl;
+#endif
+    int code;
+} official_call_t;
+
 #ifdef LG_HAVE_QDL
-static int open_qdl(const lg_args_t *o, lg_sut_t **sut, cmn_errbuf_t *eb)
+static int open_qdl(const lg_args_t *o, official_call_t *off, lg_sut_t **sut, cmn_errbuf_t *eb)
 {
     char *list = strdup(o->nodes), *tok, *save = NULL;
     const char *nodes[LG_ARGS_MAX_NODES];
@@ -132,6 +144,14 @@ static int open_qdl(const lg_args_t *o, lg_sut_t **sut, cmn_errbuf_t *eb)
     cfg.tls_cert_file = o->tls_cert;
     cfg.tls_key_file = o->tls_key;
     cfg.tls_server_name = o->tls_name;
+#    ifdef LG_HAVE_OFFICIAL
+    if (off) {
+        off->code = lg_official_run(&off->args, off->qsl, &cfg, &o->log, eb);
+        free(list);
+        return 0;
+    }
+#    endif
+    (void)off;
     rc = lg_sut_qdl_create(&cfg, sut, eb);
     free(list);
     return rc;
@@ -192,6 +212,49 @@ static int exit_code(const lg_args_t *o, const lg_result_t *res)
     return code;
 }
 
+/* --loadgen official (or a misspelt --loadgen): the official LoadGen runs the test over the QDL.
+ * Takes |qsl| and closes it. Returns the exit status. */
+static int run_official(const lg_args_t *o, const lg_test_settings_t *settings, int use_qdl,
+                        lg_qsl_t *qsl)
+{
+    official_call_t off = {.code = EXIT_USAGE};
+    cmn_errbuf_t eb = {{0}};
+
+    (void)settings;
+    (void)use_qdl;
+    if (strcmp(o->loadgen, "official") != 0)
+        snprintf(eb.msg, sizeof(eb.msg), "--loadgen: '%s' is not builtin or official", o->loadgen);
+#if defined(LG_HAVE_OFFICIAL) && defined(LG_HAVE_QDL)
+    else if (!use_qdl)
+        snprintf(eb.msg, sizeof(eb.msg), "--loadgen official needs --nodes (the QDL)");
+    else {
+        off.args = (lg_official_args_t){.model = o->model,
+                                        .scenario = o->scenario,
+                                        .mode = o->mode,
+                                        .mlperf_conf = o->mlperf_conf,
+                                        .user_conf = o->user_conf,
+                                        .n_user_conf = o->n_user_conf,
+                                        .sets = o->sets,
+                                        .n_sets = o->n_sets,
+                                        .parsed = settings,
+                                        .audit_config = o->audit};
+        off.qsl = qsl;
+        if (open_qdl(o, &off, NULL, &eb) < 0)
+            off.code = EXIT_USAGE;
+    }
+#else
+    else
+        snprintf(eb.msg, sizeof(eb.msg),
+                 "--loadgen official: this build has no official LoadGen; build and install "
+                 "it (loadgen/README_BUILD.md of mlcommons/inference) and configure with "
+                 "-DMLPERF_LOADGEN_ROOT=PREFIX (see qdl/mlperf/README.md)");
+#endif
+    if (off.code >= EXIT_USAGE)
+        fprintf(stderr, "loadgen-node: %s\n", eb.msg);
+    lg_qsl_close(qsl);
+    return off.code;
+}
+
 /* Opens the QSL, the output folder and the SUT, runs the test and closes them again. */
 static int run(lg_args_t *o, const lg_test_settings_t *settings)
 {
@@ -217,9 +280,11 @@ static int run(lg_args_t *o, const lg_test_settings_t *settings)
     rc = mkdir_p(o->outdir, &eb);
     if (rc < 0)
         goto fail;
+    if (o->loadgen && strcmp(o->loadgen, "builtin") != 0)
+        return run_official(o, settings, use_qdl, qsl);
 #ifdef LG_HAVE_QDL
     if (use_qdl)
-        rc = open_qdl(o, &sut, &eb);
+        rc = open_qdl(o, NULL, &sut, &eb);
     else
 #endif
         rc = lg_sut_null_create(&o->null, &sut, &eb);
@@ -276,7 +341,7 @@ int main(int argc, char **argv)
     for (i = 0; i < msgs.n; i++)
         cmn_log(msgs.m[i].is_error ? CMN_LOG_ERROR : CMN_LOG_WARN, "%s: %s", msgs.m[i].key,
                 msgs.m[i].text);
-    if (!o.mlperf_conf)
+    if (!o.mlperf_conf && !(o.loadgen && strcmp(o.loadgen, "official") == 0))
         cmn_log_warn("no --mlperf-conf: the TestSettings defaults apply (seeds 0 unless --set "
                      "gives them); not valid for a submission");
     o.log.msgs = &msgs;
