@@ -146,3 +146,13 @@ int qdl__ratelog(qdl_ratelog_t *rl, uint64_t now, uint64_t *suppressed)
     rl->suppressed = 0;
     return 1;
 }
+
+const char *qdl__more_like_this(uint64_t dropped)
+{
+    static _Thread_local char buf[64];
+
+    if (!dropped)
+        return "";
+    snprintf(buf, sizeof(buf), " (and %llu more like this)", (unsigned long long)dropped);
+    return buf;
+}

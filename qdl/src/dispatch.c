@@ -112,7 +112,7 @@ static unsigned part_codecs(const qdl_t *q, const qdl_pq_t *pq)
  */
 static int head_too_big(qdl_t *q, qdl_pq_t *pq)
 {
-    uint64_t need = pq->head->s.size + FRAME_OVERHEAD + SAMPLE_OVERHEAD, most = 0;
+    uint64_t need = pq->head->s.size + FRAME_OVERHEAD + SAMPLE_OVERHEAD, most = 0, dropped = 0;
     const qdl_node_t *biggest = NULL;
     size_t i;
 
@@ -125,10 +125,11 @@ static int head_too_big(qdl_t *q, qdl_pq_t *pq)
     }
     if (!biggest || need <= most)
         return 0;
-    cmn_log_error("qdl: a sample of %zu bytes needs a %llu-byte frame; node %s accepts frames of "
-                  "at most %llu bytes: sample failed",
-                  pq->head->s.size, (unsigned long long)need, qdl__node_label(biggest),
-                  (unsigned long long)most);
+    if (qdl__ratelog(&q->log_big, cmn_now_ns(), &dropped))
+        cmn_log_error("qdl: a sample of %zu bytes needs a %llu-byte frame; node %s accepts frames "
+                      "of at most %llu bytes: sample failed%s",
+                      pq->head->s.size, (unsigned long long)need, qdl__node_label(biggest),
+                      (unsigned long long)most, qdl__more_like_this(dropped));
     qdl__fail_chain(q, qdl__pending_take(q, pq, 1), CMN_ETOOBIG);
     return 1;
 }

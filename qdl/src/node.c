@@ -16,9 +16,10 @@
 #include <string.h>
 
 #define BACKOFF_MIN_MS 100u
-/* The progress deadline when none is configured: at least this, or a multiple of the slowest
- * completion the node has shown. */
+/* The progress deadline when none is configured: at least this (longer for a streaming backend,
+ * whose generations may run long), or a multiple of the slowest completion the node has shown. */
 #define PROGRESS_MIN_MS 10000u
+#define PROGRESS_MIN_STREAMING_MS 60000u
 #define PROGRESS_LATENCY_FACTOR 4u
 
 static void conn_connect(qdl_conn_t *qc);
@@ -267,8 +268,10 @@ static void record_node(qdl_t *q, qdl_node_t *nd, const Nsut__HelloAck *a, const
     nd->window = 65536;
     nd->weight = 1.0;
     nd->max_frame = q->cfg.max_frame_size;
+    nd->streaming = 0;
     if (!a->caps)
         return;
+    nd->streaming = a->caps->streaming;
     if (a->caps->max_inflight_samples)
         nd->window = a->caps->max_inflight_samples;
     if (a->caps->weight > 0)
@@ -636,7 +639,7 @@ static uint64_t progress_deadline_ns(const qdl_t *q, const qdl_node_t *nd)
 
     if (q->cfg.progress_timeout_ms)
         return q->cfg.progress_timeout_ms * 1000000u;
-    d = (uint64_t)PROGRESS_MIN_MS * 1000000u;
+    d = (uint64_t)(nd->streaming ? PROGRESS_MIN_STREAMING_MS : PROGRESS_MIN_MS) * 1000000u;
     if (nd->lat_max_ns * PROGRESS_LATENCY_FACTOR > d)
         d = nd->lat_max_ns * PROGRESS_LATENCY_FACTOR;
     return d;

@@ -99,6 +99,7 @@ struct qdl_node {
     uint64_t max_frame;  /* the smaller of ours and the node's advertised frame limit */
     uint64_t backoff_ms; /* reconnect delay; grows until the node completes work */
     int degraded;        /* missed a progress deadline: one sample at a time until it completes */
+    int streaming;       /* its backend streams (an LLM): a longer default progress deadline */
     uint64_t lat_max_ns; /* the slowest completion seen (send to result), for the deadline */
     uint64_t connects;   /* connection attempts so far */
     qdl_conn_t *conns;   /* its connections_per_node entries of qdl_t.conns */
@@ -166,7 +167,9 @@ struct qdl {
     qdl_response_t *resp;
     size_t resp_cap;
 
-    qdl_ratelog_t log_stray; /* results for ids not outstanding */
+    qdl_ratelog_t log_stray;  /* results for ids not outstanding */
+    qdl_ratelog_t log_decode; /* results that do not decode */
+    qdl_ratelog_t log_big;    /* samples larger than any node accepts */
 
     qdl_req_t *start_req;  /* qdl_create waiting for every node */
     qdl_req_t *name_req;   /* the Name() in progress */
@@ -208,6 +211,9 @@ void qdl__start_fail(qdl_t *q, int rc, const char *fmt, ...) __attribute__((form
 /* Rate-limited logging: returns 1 when this occurrence is to be logged (and then *suppressed
  * holds how many were dropped since the last logged one, reset to 0). */
 int qdl__ratelog(qdl_ratelog_t *rl, uint64_t now, uint64_t *suppressed);
+/* " (and 1234 more like this)" for a logged line after |dropped| suppressed ones, or "". The
+ * string is valid until the next call on this thread. */
+const char *qdl__more_like_this(uint64_t dropped);
 
 /* ---- pending.c ------------------------------------------------------------------------------ */
 

@@ -78,10 +78,13 @@ static void decode_one(qdl_t *q, qdl_node_t *nd, const Nsut__Result *r, const ui
     if (rc == 0)
         rc = cmpr_decompress((int)r->codec, wire, (size_t)r->wire_size, dst, (size_t)r->raw_size);
     if (rc < 0) {
+        uint64_t dropped = 0;
         out->status = rc;
         nd->st.samples_failed++;
-        cmn_log_error("qdl: node %s: result for id %llu does not decode (%s): sample failed",
-                      qdl__node_label(nd), (unsigned long long)r->id, cmn_strerror(rc));
+        if (qdl__ratelog(&q->log_decode, cmn_now_ns(), &dropped))
+            cmn_log_error("qdl: node %s: result for id %llu does not decode (%s): sample failed%s",
+                          qdl__node_label(nd), (unsigned long long)r->id, cmn_strerror(rc),
+                          qdl__more_like_this(dropped));
         return;
     }
     out->data = dst;
@@ -93,18 +96,11 @@ static void log_stray(qdl_t *q, const qdl_node_t *nd, int first_token, uint64_t 
 {
     uint64_t dropped = 0;
 
-    if (!qdl__ratelog(&q->log_stray, cmn_now_ns(), &dropped))
-        return;
-    if (dropped)
+    if (qdl__ratelog(&q->log_stray, cmn_now_ns(), &dropped))
         cmn_log_warn("qdl: node %s sent a %s for id %llu, which is not outstanding on that "
-                     "connection: dropped (and %llu more like this)",
+                     "connection: dropped%s",
                      qdl__node_label(nd), first_token ? "first token" : "result",
-                     (unsigned long long)id, (unsigned long long)dropped);
-    else
-        cmn_log_warn("qdl: node %s sent a %s for id %llu, which is not outstanding on that "
-                     "connection: dropped",
-                     qdl__node_label(nd), first_token ? "first token" : "result",
-                     (unsigned long long)id);
+                     (unsigned long long)id, qdl__more_like_this(dropped));
 }
 
 /* A sample the node rejected (it is stopping): back to the front of the queue for another. */

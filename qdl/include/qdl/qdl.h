@@ -81,7 +81,8 @@ typedef struct {
     const char *client_name;     /* shown in node logs; default "qdl@<host>:<pid>" */
     /* A node holding samples without completing any for this long is marked degraded: its
      * samples go to other nodes and it gets one sample at a time until it completes work.
-     * 0 (default): 10 s, or 4 x the slowest completion the node has shown if longer. */
+     * 0 (default): 10 s (60 s for a streaming backend), or 4 x the slowest completion
+     * the node has shown if longer. */
     uint64_t progress_timeout_ms;
     uint32_t max_dispatches; /* a sample sent this often without a result fails; default 3 */
 
