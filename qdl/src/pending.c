@@ -169,12 +169,10 @@ size_t qdl__pending_expire(qdl_t *q, uint64_t now, uint64_t timeout_ns, int stat
     /* One line per sweep, however many queries it fails (a Server run issues thousands a
      * second). */
     if (n_queries == 1)
-        cmn_log_error("qdl: %s for %llu ms: failing %zu samples of query %llu", what,
-                      (unsigned long long)(timeout_ns / 1000000u), n_samples, lo_id);
+        cmn_log_error("qdl: %s: failing %zu samples of query %llu", what, n_samples, lo_id);
     else if (n_queries > 1)
-        cmn_log_error("qdl: %s for %llu ms: failing %zu samples of the queries with ids %llu to "
-                      "%llu",
-                      what, (unsigned long long)(timeout_ns / 1000000u), n_samples, lo_id, hi_id);
+        cmn_log_error("qdl: %s: failing %zu samples of the queries with ids %llu to %llu", what,
+                      n_samples, lo_id, hi_id);
     return n_samples;
 }
 

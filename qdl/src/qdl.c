@@ -56,6 +56,7 @@ void qdl_config_init(qdl_config_t *cfg)
 static void expire_pending(qdl_t *q, uint64_t now)
 {
     const uint64_t timeout = q->cfg.fail_timeout_ms * 1000000u;
+    char what[160];
 
     if (qdl__ready_nodes(q) > 0) {
         q->no_node_since_ns = 0;
@@ -65,8 +66,10 @@ static void expire_pending(qdl_t *q, uint64_t now)
         q->no_node_since_ns = now;
     if (!q->pending_head)
         return;
+    snprintf(what, sizeof(what), "no healthy sut-node (all down, stuck or draining) for %llu ms",
+             (unsigned long long)((now - q->no_node_since_ns) / 1000000u));
     qdl__pending_expire(q, now, now - q->no_node_since_ns > timeout ? 0 : timeout, CMN_ENONODE,
-                        "no sut-node reachable");
+                        what);
 }
 
 static void on_tick(uv_timer_t *t)
