@@ -14,6 +14,7 @@
 #include "cmn/net.h"
 
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -475,8 +476,9 @@ START_TEST(parts_fit_the_nodes_frame_limit)
 }
 END_TEST
 
-static size_t big_failed;
-static int big_status;
+/* Written on the QDL thread, read by the test. */
+static atomic_size_t big_failed;
+static atomic_int big_status;
 
 static void on_big(void *user, const qdl_response_t *r, size_t n)
 {
@@ -502,14 +504,14 @@ START_TEST(a_sample_larger_than_the_node_accepts_fails_at_once)
     list[0] = addr_of(0, F.f[0].port);
     config(&cfg, list, 1);
     cfg.on_complete = on_big;
-    big_failed = 0;
+    atomic_store(&big_failed, 0);
     ck_assert_msg(qdl_create(&cfg, &q, err, sizeof(err)) == 0, "%s", err);
     ck_assert_int_eq(qdl_issue_query(q, &s, 1), 0);
     deadline = cmn_now_ns() + 5000000000ull;
-    while (!big_failed && cmn_now_ns() < deadline)
+    while (!atomic_load(&big_failed) && cmn_now_ns() < deadline)
         usleep(1000);
-    ck_assert_uint_eq(big_failed, 1);
-    ck_assert_int_eq(big_status, CMN_ETOOBIG);
+    ck_assert_uint_eq(atomic_load(&big_failed), 1);
+    ck_assert_int_eq(atomic_load(&big_status), CMN_ETOOBIG);
     qdl_destroy(q);
     uv_mutex_lock(&F.mu);
     ck_assert_uint_eq(F.f[0].queries, 0); /* never sent */
