@@ -39,7 +39,7 @@ static qdl_conn_t *node_conn(const qdl_t *q, qdl_node_t *nd)
     return best;
 }
 
-qdl_conn_t *qdl__pick(qdl_t *q, unsigned codecs)
+qdl_conn_t *qdl__pick(qdl_t *q, unsigned codecs, uint64_t min_frame)
 {
     qdl_conn_t *best = NULL;
     double best_score = 0;
@@ -53,7 +53,7 @@ qdl_conn_t *qdl__pick(qdl_t *q, unsigned codecs)
         qdl_conn_t *nc;
         double score;
 
-        if (codecs & ~nd->sample_codecs)
+        if ((codecs & ~nd->sample_codecs) || nd->max_frame < min_frame)
             continue;
         nc = node_conn(q, nd);
         if (!nc)
@@ -205,14 +205,11 @@ void qdl__dispatch(qdl_t *q)
 
         if (head_too_big(q, pq))
             continue;
-        qc = qdl__pick(q, part_codecs(q, pq));
+        /* A node with room, whose frame limit fits at least the head sample. */
+        qc = qdl__pick(q, part_codecs(q, pq), pq->head->s.size + FRAME_OVERHEAD + SAMPLE_OVERHEAD);
         if (!qc)
             return; /* no room anywhere: a result or a handshake makes dispatch due again */
         n = qdl__part_size(q, qc, pq, &bytes);
-        if (bytes + FRAME_OVERHEAD + SAMPLE_OVERHEAD * n > qc->node->max_frame) {
-            /* The head sample fits another ready node, not this one: wait for room there. */
-            return;
-        }
         rc = send_part(q, qc, pq, n, bytes);
         if (rc < 0)
             qdl__conn_close(qc, rc, "cannot queue a Query frame");

@@ -275,8 +275,9 @@ void qdl__stats_fill(const qdl_t *q, qdl_node_stats_t *out, size_t cap);
 
 /* ---- dispatch.c ----------------------------------------------------------------------------- */
 
-/* The connection the policy picks for a part with codec mask |codecs|, or NULL (no room). */
-qdl_conn_t *qdl__pick(qdl_t *q, unsigned codecs);
+/* The connection the policy picks for a part with codec mask |codecs| on a node that accepts
+ * frames of |min_frame| bytes, or NULL (no room). */
+qdl_conn_t *qdl__pick(qdl_t *q, unsigned codecs, uint64_t min_frame);
 /* How many of |pq|'s first samples the next part to |qc| carries (at least 1); *bytes their
  * payload. */
 size_t qdl__part_size(const qdl_t *q, const qdl_conn_t *qc, const qdl_pq_t *pq, uint64_t *bytes);

@@ -8,7 +8,7 @@ START_TEST(least_outstanding_picks_the_idlest_node)
     q->nodes[0].inflight = 5;
     q->nodes[1].inflight = 2;
     q->nodes[2].inflight = 9;
-    ck_assert_ptr_eq(qdl__pick(q, 1), &q->nodes[1].conns[0]);
+    ck_assert_ptr_eq(qdl__pick(q, 1, 0), &q->nodes[1].conns[0]);
     fx_free(q);
 }
 END_TEST
@@ -21,7 +21,7 @@ START_TEST(round_robin_rotates)
 
     q->cfg.policy = QDL_POLICY_ROUND_ROBIN;
     for (i = 0; i < 3; i++)
-        seen |= 1u << qdl__pick(q, 1)->node->index;
+        seen |= 1u << qdl__pick(q, 1, 0)->node->index;
     ck_assert_uint_eq(seen, 7);
     fx_free(q);
 }
@@ -36,7 +36,7 @@ START_TEST(weighted_divides_by_weight)
     q->nodes[0].weight = 4.0; /* 2.5 per unit */
     q->nodes[1].inflight = 3;
     q->nodes[1].weight = 1.0; /* 3 per unit */
-    ck_assert_ptr_eq(qdl__pick(q, 1), &q->nodes[0].conns[0]);
+    ck_assert_ptr_eq(qdl__pick(q, 1, 0), &q->nodes[0].conns[0]);
     fx_free(q);
 }
 END_TEST
@@ -50,11 +50,14 @@ START_TEST(full_draining_and_codec_filtered_nodes_are_skipped)
     q->nodes[1].conns[0].draining = 1;
     q->nodes[1].conns[1].draining = 1;
     q->nodes[2].sample_codecs = 1; /* no LZ4 */
-    ck_assert_ptr_null(qdl__pick(q, 2));
-    ck_assert_ptr_eq(qdl__pick(q, 1), &q->nodes[2].conns[0]);
+    ck_assert_ptr_null(qdl__pick(q, 2, 0));
+    ck_assert_ptr_eq(qdl__pick(q, 1, 0), &q->nodes[2].conns[0]);
     /* Within a node, its least loaded connection. */
     q->nodes[2].conns[0].n_inflight = 3;
-    ck_assert_ptr_eq(qdl__pick(q, 1), &q->nodes[2].conns[1]);
+    ck_assert_ptr_eq(qdl__pick(q, 1, 0), &q->nodes[2].conns[1]);
+    /* A node whose frame limit is below the part's smallest frame is skipped. */
+    q->nodes[2].max_frame = 1000;
+    ck_assert_ptr_null(qdl__pick(q, 1, 1001));
     fx_free(q);
 }
 END_TEST
@@ -66,11 +69,11 @@ START_TEST(degraded_nodes_get_one_sample_and_only_as_a_last_resort)
     q->nodes[0].degraded = 1;
     q->nodes[1].inflight = 50;
     q->nodes[1].conns[0].n_inflight = 50;
-    ck_assert_ptr_eq(qdl__pick(q, 1), &q->nodes[1].conns[0]);
+    ck_assert_ptr_eq(qdl__pick(q, 1, 0), &q->nodes[1].conns[0]);
     q->nodes[1].conns[0].n_inflight = 100; /* full */
-    ck_assert_ptr_eq(qdl__pick(q, 1), &q->nodes[0].conns[0]);
+    ck_assert_ptr_eq(qdl__pick(q, 1, 0), &q->nodes[0].conns[0]);
     q->nodes[0].conns[0].n_inflight = 1; /* its probe is out */
-    ck_assert_ptr_null(qdl__pick(q, 1));
+    ck_assert_ptr_null(qdl__pick(q, 1, 0));
     fx_free(q);
 }
 END_TEST
