@@ -342,6 +342,22 @@ static void single_stream(qdl_t *q, size_t n, int per_sample_ms)
     }
 }
 
+/* qdl_stats_write_json writes one JSON object that holds |needle|. */
+static void expect_stats_json(qdl_t *q, const char *needle)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(qdl_stats_write_json(q, f), 0);
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_msg(strncmp(buf, "{\"nodes\": [", 11) == 0, "%s", buf);
+    ck_assert_msg(strstr(buf, needle) != NULL, "no %s in %s", needle, buf);
+    ck_assert_msg(strstr(buf, "\"samples_sent\": ") != NULL, "%s", buf);
+    free(buf);
+}
+
 /* ---- stuck nodes ----------------------------------------------------------------------------- */
 
 START_TEST(server_with_one_stuck_node_of_three)
@@ -379,6 +395,7 @@ START_TEST(server_with_one_stuck_node_of_three)
     ck_assert_uint_gt(st[0].stalls, 0);
     ck_assert_uint_gt(st[0].redispatched, 0);
     ck_assert_uint_eq(st[0].samples_completed, 0);
+    expect_stats_json(q, "\"stalls\": 1");
     qdl_destroy(q);
     fakes_stop();
     ck_assert_int_eq(tn_stop(&n1, SIGTERM, 10000), 0);
@@ -438,6 +455,9 @@ START_TEST(single_stream_with_only_a_stuck_node_fails_clearly)
     single_stream(q, 10, 10000);
     printf("SingleStream, only a stuck node: 10 samples ended in %.2f s\n", seconds_since(t0));
     ck_assert_uint_eq(expect_once_or_failed(), 10);
+    uv_mutex_lock(&R.mu);
+    ck_assert_int_eq(R.status[0], CMN_ENONODE);
+    uv_mutex_unlock(&R.mu);
     qdl_destroy(q);
     fakes_stop();
     run_free();
