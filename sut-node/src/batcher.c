@@ -9,9 +9,10 @@
 #include <string.h>
 
 void sut__batcher_init(sut_batcher_t *bt, uv_loop_t *loop, const sut_batcher_config_t *cfg,
-                       const sut_be_t *be, sut_workers_t *workers)
+                       const sut_be_t *be, sut_workers_t *workers, sut_budget_t *budget)
 {
     memset(bt, 0, sizeof(*bt));
+    bt->budget = budget;
     bt->cfg = *cfg;
     bt->be = be;
     bt->workers = workers;
@@ -28,13 +29,22 @@ void sut__batcher_close(sut_batcher_t *bt)
 
 static void *input_alloc(sut_batcher_t *bt, size_t size)
 {
+    void *p;
+
+    if (sut__budget_take(bt->budget, size) < 0)
+        return NULL;
     if (bt->be->ops && bt->be->ops->alloc_input)
-        return bt->be->ops->alloc_input(bt->be->be, size);
-    return sut__malloc(size);
+        p = bt->be->ops->alloc_input(bt->be->be, size);
+    else
+        p = sut__malloc(size);
+    if (!p)
+        sut__budget_give(bt->budget, size);
+    return p;
 }
 
 static void input_free(sut_batcher_t *bt, void *p, size_t size)
 {
+    sut__budget_give(bt->budget, size);
     if (bt->be->ops && bt->be->ops->free_input)
         bt->be->ops->free_input(bt->be->be, p, size);
     else
@@ -52,16 +62,22 @@ static void batch_destroy(sut_batcher_t *bt, sut_nbatch_t *nb)
 
 void sut__batcher_free(sut_batcher_t *bt)
 {
-    sut_nbatch_t *nb;
-
     if (bt->open) {
         batch_destroy(bt, bt->open);
         bt->open = NULL;
     }
+    sut__batcher_trim(bt);
+}
+
+void sut__batcher_trim(sut_batcher_t *bt)
+{
+    sut_nbatch_t *nb;
+
     while ((nb = bt->free_list) != NULL) {
         bt->free_list = nb->next;
         batch_destroy(bt, nb);
     }
+    bt->n_free = 0;
 }
 
 static sut_nbatch_t *batch_new(sut_batcher_t *bt)
@@ -92,9 +108,10 @@ static sut_nbatch_t *batch_open(sut_batcher_t *bt, size_t bytes)
 {
     sut_nbatch_t *nb = bt->free_list;
 
-    if (nb)
+    if (nb) {
         bt->free_list = nb->next;
-    else if (!(nb = batch_new(bt)))
+        bt->n_free--;
+    } else if (!(nb = batch_new(bt)))
         return NULL;
     if (nb->input_cap < bytes) {
         if (nb->input)
@@ -104,6 +121,7 @@ static sut_nbatch_t *batch_open(sut_batcher_t *bt, size_t bytes)
         if (!nb->input) {
             nb->next = bt->free_list;
             bt->free_list = nb;
+            bt->n_free++;
             return NULL;
         }
     }
@@ -121,10 +139,17 @@ static sut_nbatch_t *batch_open(sut_batcher_t *bt, size_t bytes)
     return nb;
 }
 
+/* Keeps a batch for reuse, or frees it when enough are idle already: one per engine and one
+ * open is all a steady load needs, and a burst's extra batches give their memory back. */
 static void batch_recycle(sut_batcher_t *bt, sut_nbatch_t *nb)
 {
+    if (bt->n_free > bt->cfg.engines) {
+        batch_destroy(bt, nb);
+        return;
+    }
     nb->next = bt->free_list;
     bt->free_list = nb;
+    bt->n_free++;
 }
 
 static void dispatch(sut_batcher_t *bt, sut_nbatch_t *nb)
@@ -256,6 +281,13 @@ int sut__batcher_add(sut_batcher_t *bt, const sut_owner_t *ow, int codec, const 
     if (!nb) {
         uint64_t want = open_size(bt, raw_size);
         nb = batch_open(bt, (size_t)want);
+        if (!nb && sut__budget_used(bt->budget) + want > bt->budget->limit)
+            return cmn_errf(eb, CMN_EOVERLOAD,
+                            "a batch of %llu bytes does not fit the memory budget (%llu of %llu "
+                            "bytes in use)",
+                            (unsigned long long)want,
+                            (unsigned long long)sut__budget_used(bt->budget),
+                            (unsigned long long)bt->budget->limit);
         if (!nb)
             return cmn_errf(eb, UV_ENOMEM, "no memory for a batch of %llu bytes",
                             (unsigned long long)want);

@@ -12,6 +12,7 @@
 #ifndef SUT_BATCHER_H
 #define SUT_BATCHER_H
 
+#include "budget.h"
 #include "cmn/err.h"
 #include "types.h"
 #include "workers.h"
@@ -37,30 +38,34 @@ typedef struct {
     sut_batcher_config_t cfg;
     const sut_be_t *be; /* alloc_input / free_input */
     sut_workers_t *workers;
-    uv_timer_t timer; /* max_wait */
+    sut_budget_t *budget; /* charged with every batch input */
+    uv_timer_t timer;     /* max_wait */
     int timer_ready;
     sut_nbatch_t *open;
     sut_nbatch_t *free_list;
+    uint32_t n_free;
     uint32_t inflight; /* batches dispatched and not yet released */
     int draining;
     sut_batcher_stats_t st;
 } sut_batcher_t;
 
 void sut__batcher_init(sut_batcher_t *bt, uv_loop_t *loop, const sut_batcher_config_t *cfg,
-                       const sut_be_t *be, sut_workers_t *workers);
+                       const sut_be_t *be, sut_workers_t *workers, sut_budget_t *budget);
 /* Closes the timer (the loop must run to finish it). */
 void sut__batcher_close(sut_batcher_t *bt);
 /* Frees the idle batches; none may be in flight. */
 void sut__batcher_free(sut_batcher_t *bt);
+/* Gives the idle batches' memory back (when no peer is connected). */
+void sut__batcher_trim(sut_batcher_t *bt);
 
-/* Places one sample into the open batch, decoding it. Returns 0, UV_ENOMEM or CMN_EDECOMPRESS
- * with a reason in |eb|. */
+/* Places one sample into the open batch, decoding it. Returns 0, UV_ENOMEM, CMN_EOVERLOAD (the
+ * memory budget has no room for its batch) or CMN_EDECOMPRESS, with a reason in |eb|. */
 int sut__batcher_add(sut_batcher_t *bt, const sut_owner_t *ow, int codec, const uint8_t *wire,
                      uint64_t wire_size, uint64_t raw_size, cmn_errbuf_t *eb);
 
 /* Zero-copy receive: a batch of its own whose input is |bytes| long, into which a Query frame's
  * uncompressed payload is read straight from the socket. Add the frame's samples in payload order
- * and commit; commit without samples gives the batch back. NULL: out of memory. */
+ * and commit; commit without samples gives the batch back. NULL: out of memory or budget. */
 sut_nbatch_t *sut__batcher_sink_open(sut_batcher_t *bt, size_t bytes);
 void sut__batcher_sink_add(sut_nbatch_t *nb, const sut_owner_t *ow, size_t size);
 void sut__batcher_sink_commit(sut_batcher_t *bt, sut_nbatch_t *nb);

@@ -40,11 +40,23 @@ static const opt_doc_t options[] = {
     {"max-frame", "SIZE", "largest frame accepted after the handshake (default 256M)"},
     {"max-connections", "N", "connections accepted at once (default 256)"},
     {"max-conn-per-peer", "N", "connections from one peer address (default 64)"},
+    {"max-preauth", "N",
+     "connections still before their Hello, all peers together; more are refused before any TLS "
+     "work (default: half of --max-connections)"},
+    {"memory-budget", "SIZE",
+     "bytes all peers together can make the node hold: batch inputs, frames being received, "
+     "queued results (default: half of the machine's or cgroup's memory, at least 256M)"},
     {"max-inflight", "N",
      "samples in flight per connection before reading pauses; clients keep at most this "
      "many outstanding (default: 4 x engines x max batch, at least 64)"},
     {"handshake-timeout-ms", "MS", "close a connection without Hello after this (default 5000)"},
-    {"frame-timeout-ms", "MS", "close a connection stalled mid-frame after this (default 10000)"},
+    {"frame-timeout-ms", "MS",
+     "a frame must arrive whole within this plus its size at 1 MiB/s, from its first byte "
+     "(default 10000)"},
+    {"idle-timeout-ms", "MS",
+     "close a connection that sent no frame and has no work for this long (default 60000)"},
+    {"write-timeout-ms", "MS",
+     "close a connection that takes none of its queued results for this long (default 10000)"},
     {"drain-timeout-ms", "MS", "on SIGTERM, wait this long for work in flight (default 30000)"},
     {"heartbeat-ms", "MS",
      "send a Ping on a connection idle this long, so clients see the node alive "
@@ -147,6 +159,24 @@ static int apply(sut_opts_t *o, const char *name, const char *v, cmn_errbuf_t *e
                             "client; give at least 1");
     } else if (strcmp(name, "max-conn-per-peer") == 0) {
         rc = set_u32(v, &o->max_conn_per_peer);
+    } else if (strcmp(name, "max-preauth") == 0) {
+        rc = set_u32(v, &o->max_preauth);
+        if (rc == 0 && o->max_preauth == 0)
+            return cmn_errf(eb, CMN_ECONFIG,
+                            "--max-preauth 0: the node would refuse every "
+                            "client; give at least 1");
+    } else if (strcmp(name, "memory-budget") == 0) {
+        rc = cmn_parse_size(v, &o->memory_budget);
+        if (rc == 0 && o->memory_budget < (16u << 20))
+            return cmn_errf(eb, CMN_ECONFIG, "--memory-budget %s: at least 16M", v);
+    } else if (strcmp(name, "idle-timeout-ms") == 0) {
+        rc = cmn_parse_u64(v, &o->idle_timeout_ms);
+        if (rc == 0 && o->idle_timeout_ms == 0)
+            rc = CMN_ECONFIG;
+    } else if (strcmp(name, "write-timeout-ms") == 0) {
+        rc = cmn_parse_u64(v, &o->write_timeout_ms);
+        if (rc == 0 && o->write_timeout_ms == 0)
+            rc = CMN_ECONFIG;
     } else if (strcmp(name, "max-inflight") == 0) {
         rc = set_u32(v, &o->max_inflight);
         if (rc == 0 && o->max_inflight == 0)

@@ -5,6 +5,7 @@
 #include "cmn/log.h"
 #include "cmn/net.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,10 +58,22 @@ static void on_connection(uv_stream_t *server, int status)
     sut__sessions_accept(&n->sessions, server);
 }
 
+/* Memory goes back to the system when peers leave: the idle batches when none is connected, and
+ * whatever the allocator keeps free at the top of its heaps. */
+static void give_back_memory(sut_node_t *n)
+{
+    if (!sut__sessions_closed(&n->sessions))
+        return;
+    if (n->sessions.n == 0 && sut__batcher_idle(&n->batcher))
+        sut__batcher_trim(&n->batcher);
+    malloc_trim(0);
+}
+
 static void on_tick(uv_timer_t *t)
 {
     sut_node_t *n = t->data;
     sut__sessions_tick(&n->sessions, cmn_now_ns());
+    give_back_memory(n);
 }
 
 static void on_turn(uv_check_t *h)
@@ -78,13 +91,15 @@ void sut__node_log_stats(sut_node_t *n)
     cmn_log_info(
         "stats: %u connections open (%llu total), %llu queries, %llu samples (%llu "
         "failed, %llu rejected), %llu batches, %llu bytes in, %llu bytes out, decode "
-        "%.3f s, infer %.3f s, encode %.3f s, %llu errors",
+        "%.3f s, infer %.3f s, encode %.3f s, %llu errors, memory %llu of %llu bytes (peak %llu)",
         st.connections_open, (unsigned long long)st.connections_total,
         (unsigned long long)st.queries, (unsigned long long)st.samples,
         (unsigned long long)st.samples_failed, (unsigned long long)n->sessions.st.samples_rejected,
         (unsigned long long)st.batches, (unsigned long long)st.bytes_in,
         (unsigned long long)st.bytes_out, (double)st.decode_ns / 1e9, (double)st.infer_ns / 1e9,
-        (double)st.encode_ns / 1e9, (unsigned long long)st.errors);
+        (double)st.encode_ns / 1e9, (unsigned long long)st.errors,
+        (unsigned long long)sut__budget_used(&n->budget), (unsigned long long)n->budget.limit,
+        (unsigned long long)atomic_load(&n->budget.peak));
 }
 
 static void close_handle(uv_handle_t *h)
@@ -189,6 +204,11 @@ static int size_node(sut_node_t *n, cmn_errbuf_t *eb)
         uint64_t w = (uint64_t)n->engines * n->max_batch * 4u;
         n->opt.max_inflight = (uint32_t)(w < 64 ? 64 : w > 65536 ? 65536 : w);
     }
+    if (!n->opt.max_preauth)
+        n->opt.max_preauth = n->opt.max_connections / 2 ? n->opt.max_connections / 2 : 1;
+    if (!n->opt.memory_budget)
+        n->opt.memory_budget = sut__budget_default();
+    sut__budget_init(&n->budget, n->opt.memory_budget);
     return 0;
 }
 
@@ -204,7 +224,7 @@ static void init_parts(sut_node_t *n)
     bc.max_wait_us = n->opt.max_wait_us;
     bc.engines = n->engines;
     bc.inline_run = (n->be.info.flags & SUT_BACKEND_F_INLINE) != 0;
-    sut__batcher_init(&n->batcher, n->loop, &bc, &n->be, &n->workers);
+    sut__batcher_init(&n->batcher, n->loop, &bc, &n->be, &n->workers, &n->budget);
 
     memset(&env, 0, sizeof(env));
     env.opt = &n->opt;
@@ -215,6 +235,7 @@ static void init_parts(sut_node_t *n)
     env.bt = &n->batcher;
     env.workers = &n->workers;
     env.pool = n->pool;
+    env.budget = &n->budget;
     env.tls = n->tls;
     sut__sessions_init(&n->sessions, n->loop, &env);
 }
@@ -234,7 +255,9 @@ int sut__node_init(sut_node_t *n, uv_loop_t *loop, const sut_opts_t *opt, cmn_er
         return cmn_errf(eb, rc, "completion queue: %s", cmn_strerror(rc));
     n->done_q.data = n;
     init_handles(n, loop);
-    n->pool = cmn_pool_new(256u << 20);
+    /* Idle result buffers kept per size class: enough for steady traffic, little enough that a
+     * burst's buffers go back to the system. */
+    n->pool = cmn_pool_new(32u << 20);
     if (!n->pool)
         return cmn_errf(eb, UV_ENOMEM, "buffer pool: out of memory");
     if (o->tls_cert || o->tls_key || o->tls_ca || o->tls_allow) {
@@ -249,7 +272,7 @@ int sut__node_init(sut_node_t *n, uv_loop_t *loop, const sut_opts_t *opt, cmn_er
     if (rc < 0)
         return rc;
     init_parts(n);
-    rc = sut__workers_init(&n->workers, &n->be, &n->done_q, n->pool, n->engines, eb);
+    rc = sut__workers_init(&n->workers, &n->be, &n->done_q, n->pool, &n->budget, n->engines, eb);
     if (rc < 0)
         return rc;
     uv_timer_start(&n->tick, on_tick, TICK_MS, TICK_MS);

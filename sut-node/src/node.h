@@ -9,6 +9,7 @@
 
 #include "backend.h"
 #include "batcher.h"
+#include "budget.h"
 #include "cmn/err.h"
 #include "cmn/pool.h"
 #include "cmn/tls.h"
@@ -34,6 +35,7 @@ typedef struct {
     uint32_t max_batch;
     uint32_t engines;
     cmn_pool_t *pool;
+    sut_budget_t budget;
     cmn_tls_ctx_t *tls; /* NULL: plaintext */
     sut_workers_t workers;
     sut_batcher_t batcher;

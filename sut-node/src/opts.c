@@ -20,6 +20,8 @@ void sut__opts_defaults(sut_opts_t *o)
     o->max_inflight = 0; /* sized from the engines and batch in sut__node_init */
     o->handshake_timeout_ms = 5000;
     o->frame_timeout_ms = 10000;
+    o->idle_timeout_ms = 60000;
+    o->write_timeout_ms = 10000;
     o->drain_timeout_ms = 30000;
     o->heartbeat_ms = 1000;
 }

@@ -5,6 +5,7 @@
 #include "alloc.h"
 #include "cmn/clock.h"
 #include "cmn/log.h"
+#include "cmn/net.h"
 #include "cmpr/cmpr.h"
 
 #include <stdio.h>
@@ -16,6 +17,24 @@ static const int supported_codecs[] = {CMPR_NONE, CMPR_LZ4};
 
 /* Frames below this payload size are cheaper to copy than to give a batch of their own. */
 #define SINK_MIN_PAYLOAD (64u * 1024u)
+
+/* A frame must arrive whole within --frame-timeout-ms plus its size at this rate. */
+#define FRAME_MIN_RATE (1u << 20) /* bytes per second */
+
+/* The metadata of one Sample is under 48 bytes: the metadata limit follows the in-flight limit,
+ * so a Query's metadata is refused by its header before protobuf-c unpacks it. */
+#define META_PER_SAMPLE 64u
+#define META_BASE 4096u
+
+static cmn_msg_limits_t msg_limits(const sut_sessions_env_t *env)
+{
+    cmn_msg_limits_t lim = cmn_msg_limits_default();
+
+    lim.max_sample_size = env->opt->max_frame;
+    if (env->opt->max_inflight < lim.max_samples)
+        lim.max_samples = env->opt->max_inflight;
+    return lim;
+}
 
 /* ---- lifetime and errors --------------------------------------------------------------------- */
 
@@ -64,17 +83,20 @@ static void session_send(sut_session_t *s, unsigned type, const ProtobufCMessage
 /* ---- results to frames ----------------------------------------------------------------------- */
 
 typedef struct {
-    cmn_pool_t *pool;
+    const sut_sessions_env_t *env;
     size_t cnt;
     sut_rec_t *recs[];
 } sent_frame_t;
 
-static void free_records(cmn_pool_t *pool, sut_rec_t **recs, size_t cnt)
+/* Records go back to the pool and their bytes to the budget. */
+static void free_records(const sut_sessions_env_t *env, sut_rec_t **recs, size_t cnt)
 {
     size_t i;
     for (i = 0; i < cnt; i++) {
-        cmn_pool_put(pool, recs[i]->data);
-        cmn_pool_put(pool, recs[i]);
+        if (recs[i]->charge)
+            sut__budget_give(env->budget, recs[i]->charge);
+        cmn_pool_put(env->pool, recs[i]->data);
+        cmn_pool_put(env->pool, recs[i]);
     }
 }
 
@@ -83,7 +105,7 @@ static void on_frame_sent(void *arg, int status)
     sent_frame_t *f = arg;
 
     (void)status;
-    free_records(f->pool, f->recs, f->cnt);
+    free_records(f->env, f->recs, f->cnt);
     free(f);
 }
 
@@ -104,7 +126,7 @@ static size_t frame_span(const sut_session_t *s, sut_rec_t **recs, size_t start,
 /* One Response or FirstToken frame of |k| records; takes ownership of them. */
 static int send_frame(sut_session_t *s, unsigned type, sut_rec_t **recs, size_t k)
 {
-    cmn_pool_t *pool = s->ss->env.pool;
+    const sut_sessions_env_t *env = &s->ss->env;
     sent_frame_t *f = sut__malloc(sizeof(*f) + k * sizeof(f->recs[0]));
     Nsut__Result *res = sut__calloc(k, sizeof(*res));
     Nsut__Result **rp = sut__calloc(k, sizeof(*rp));
@@ -116,7 +138,7 @@ static int send_frame(sut_session_t *s, unsigned type, sut_rec_t **recs, size_t 
 
     if (!f || !res || !rp || !iov)
         goto fail;
-    f->pool = pool;
+    f->env = env;
     f->cnt = k;
     for (i = 0; i < k; i++) {
         sut_rec_t *r = recs[i];
@@ -149,7 +171,7 @@ fail:
     free(res);
     free(rp);
     free(iov);
-    free_records(pool, recs, k);
+    free_records(env, recs, k);
     return rc;
 }
 
@@ -165,7 +187,7 @@ static void send_records(sut_session_t *s, unsigned type, sut_rec_t **recs, size
 
         start += k;
         if (rc == UV_ENOMEM) {
-            free_records(s->ss->env.pool, recs + start, cnt - start);
+            free_records(&s->ss->env, recs + start, cnt - start);
             protocol_error(s, rc, NSUT__ERROR_CODE__ERROR_INTERNAL,
                            "out of memory for a result frame");
             return;
@@ -205,6 +227,32 @@ static int pend_push(sut_rec_t ***arr, size_t *cnt, size_t *cap, sut_rec_t *r)
     return 0;
 }
 
+/* Reading follows the two limits a peer can hit: samples in flight, and results it does not take
+ * (the write backlog above its high-water mark). While it reads nothing new, nothing new is queued
+ * for it; write_timeout_ms later it is dropped if it still took nothing. */
+static void update_reading(sut_session_t *s)
+{
+    int congested = cmn_conn_congested(&s->conn);
+
+    if (congested && !s->congested_ns) {
+        s->congested_ns = cmn_now_ns();
+        s->congested_out = s->conn.bytes_out;
+    } else if (!congested) {
+        s->congested_ns = 0;
+    }
+    if (s->conn.closing || s->refused)
+        return;
+    if (congested || s->inflight >= s->ss->env.opt->max_inflight)
+        cmn_conn_read_pause(&s->conn);
+    else if (s->conn.read_paused)
+        cmn_conn_read_resume(&s->conn);
+}
+
+static void on_drain(cmn_conn_t *c)
+{
+    update_reading(c->data);
+}
+
 void sut__sessions_take(sut_sessions_t *ss, sut_rec_t *rec)
 {
     sut_session_t *s = rec->s;
@@ -219,12 +267,12 @@ void sut__sessions_take(sut_sessions_t *ss, sut_rec_t *rec)
             ss->st.samples_failed++;
     }
     if (s->dead) {
-        free_records(ss->env.pool, &rec, 1);
+        free_records(&ss->env, &rec, 1);
     } else {
         rc = is_result ? pend_push(&s->pend_res, &s->n_res, &s->cap_res, rec)
                        : pend_push(&s->pend_tok, &s->n_tok, &s->cap_tok, rec);
         if (rc < 0) {
-            free_records(ss->env.pool, &rec, 1);
+            free_records(&ss->env, &rec, 1);
             protocol_error(s, rc, NSUT__ERROR_CODE__ERROR_INTERNAL,
                            "out of memory for queued results");
         }
@@ -248,8 +296,7 @@ void sut__sessions_flush(sut_sessions_t *ss)
         s->touched = 0;
         if (!s->dead) {
             flush_results(s);
-            if (s->conn.read_paused && s->inflight < ss->env.opt->max_inflight)
-                cmn_conn_read_resume(&s->conn);
+            update_reading(s);
         }
         session_release(s);
     }
@@ -339,8 +386,14 @@ static void handle_hello(sut_session_t *s, const Nsut__Hello *h)
     ack.caps = &caps;
     session_send(s, CMN_MSG_HELLO_ACK, &ack.base);
     lim.max_frame = env->opt->max_frame;
+    if ((uint64_t)META_BASE + (uint64_t)META_PER_SAMPLE * env->opt->max_inflight < lim.max_meta)
+        lim.max_meta = META_BASE + META_PER_SAMPLE * env->opt->max_inflight;
     cmn_conn_set_limits(&s->conn, &lim);
     s->ready = 1;
+    if (s->preauth) {
+        s->preauth = 0;
+        s->ss->n_preauth--;
+    }
     cmn_log_info("%s: handshake done (client '%s', result codec %s)", s->conn.peer,
                  cmn_sanitize(h->client_name ? h->client_name : "",
                               h->client_name ? strlen(h->client_name) : 0, client, sizeof(client)),
@@ -370,23 +423,44 @@ static uint8_t *session_sink(void *arg, const cmn_frame_header_t *h, const uint8
 {
     sut_session_t *s = arg;
     sut_sessions_t *ss = s->ss;
-    cmn_msg_limits_t lim = cmn_msg_limits_default();
+    cmn_msg_limits_t lim = msg_limits(&ss->env);
     ProtobufCMessage *m = NULL;
     cmn_frame_t f;
+    char why[200];
 
-    if (h->type != CMN_MSG_QUERY || !s->ready || ss->draining || s->sink || s->sink_q)
+    if (h->type == CMN_MSG_QUERY && s->ready && !ss->draining && !s->sink && !s->sink_q) {
+        f.hdr = *h;
+        f.meta = meta;
+        f.payload = NULL;
+        if (cmn_msg_unpack(&f, &lim, NULL, &m, NULL) == 0) {
+            s->sink_q = m;
+            if (sink_fits(&ss->env, (const Nsut__Query *)m))
+                s->sink = sut__batcher_sink_open(ss->env.bt, h->payload_len);
+            if (s->sink)
+                return s->sink->input; /* charged to the budget as the batch's input */
+        }
+    }
+    /* The payload goes into the connection's frame buffer: the budget holds it until the frame
+     * is handled or the connection closes. */
+    if (sut__budget_take(ss->env.budget, h->payload_len) < 0) {
+        snprintf(why, sizeof(why),
+                 "a frame of %u payload bytes does not fit the node's memory budget (%llu of %llu "
+                 "bytes in use)",
+                 h->payload_len, (unsigned long long)sut__budget_used(ss->env.budget),
+                 (unsigned long long)ss->env.budget->limit);
+        protocol_error(s, CMN_EOVERLOAD, NSUT__ERROR_CODE__ERROR_OVERLOAD, why);
         return NULL;
-    f.hdr = *h;
-    f.meta = meta;
-    f.payload = NULL;
-    lim.max_sample_size = ss->env.opt->max_frame;
-    if (cmn_msg_unpack(&f, &lim, NULL, &m, NULL) < 0)
-        return NULL;
-    s->sink_q = m;
-    if (!sink_fits(&ss->env, (const Nsut__Query *)m))
-        return NULL;
-    s->sink = sut__batcher_sink_open(ss->env.bt, h->payload_len);
-    return s->sink ? s->sink->input : NULL;
+    }
+    s->frame_charge = h->payload_len;
+    return NULL;
+}
+
+static void release_frame_charge(sut_session_t *s)
+{
+    if (s->frame_charge) {
+        sut__budget_give(s->ss->env.budget, s->frame_charge);
+        s->frame_charge = 0;
+    }
 }
 
 /* Checks one sample's codec, sizes and id before it is admitted. Returns 0, or a negative code
@@ -428,6 +502,28 @@ static int admit_sample(sut_session_t *s, const Nsut__Sample *sm)
     return 0;
 }
 
+/* The decoded bytes one Query may ask for: LZ4 samples each within the per-sample ratio can still
+ * add up to far more than the frame; a quarter of the budget, and never less than a frame. */
+static int decoded_too_large(sut_session_t *s, const Nsut__Query *q)
+{
+    const sut_sessions_env_t *env = &s->ss->env;
+    uint64_t limit = env->budget->limit / 4, sum = 0;
+    char why[200];
+    size_t i;
+
+    if (limit < env->opt->max_frame)
+        limit = env->opt->max_frame;
+    for (i = 0; i < q->n_samples; i++)
+        sum += q->samples[i]->raw_size;
+    if (sum <= limit)
+        return 0;
+    snprintf(why, sizeof(why),
+             "a Query of %zu samples decodes to %llu bytes, over the limit of %llu", q->n_samples,
+             (unsigned long long)sum, (unsigned long long)limit);
+    protocol_error(s, CMN_ETOOBIG, NSUT__ERROR_CODE__ERROR_TOO_LARGE, why);
+    return 1;
+}
+
 static void handle_query(sut_session_t *s, const Nsut__Query *q, const uint8_t *payload,
                          sut_nbatch_t *sink)
 {
@@ -438,6 +534,8 @@ static void handle_query(sut_session_t *s, const Nsut__Query *q, const uint8_t *
     int rc;
 
     ss->st.queries++;
+    if (decoded_too_large(s, q))
+        return;
     for (i = 0; i < q->n_samples; i++) {
         const Nsut__Sample *sm = q->samples[i];
         const uint8_t *wire = p;
@@ -446,7 +544,11 @@ static void handle_query(sut_session_t *s, const Nsut__Query *q, const uint8_t *
         p += sm->wire_size;
         if (admit_sample(s, sm) < 0)
             break;
-        if (ss->draining) {
+        if (ss->draining || s->inflight >= ss->env.opt->max_inflight) {
+            /* Draining, or past the in-flight limit inside one frame: the QDL sends it
+             * elsewhere, and one huge Query cannot hold the batcher from other clients. */
+            if (!ss->draining)
+                cmn_idmap_del(&s->ids, sm->id);
             reject_sample(s, sm->id);
             continue;
         }
@@ -459,6 +561,15 @@ static void handle_query(sut_session_t *s, const Nsut__Query *q, const uint8_t *
         }
         rc = sut__batcher_add(ss->env.bt, &ow, (int)sm->codec, wire, sm->wire_size, sm->raw_size,
                               &eb);
+        if (rc == CMN_EOVERLOAD) {
+            /* The memory budget is spent (on other peers' samples, most likely): this sample
+             * goes elsewhere rather than the connection being dropped. */
+            s->refs--;
+            s->inflight--;
+            cmn_idmap_del(&s->ids, sm->id);
+            reject_sample(s, sm->id);
+            continue;
+        }
         if (rc < 0) {
             s->refs--;
             s->inflight--;
@@ -472,9 +583,8 @@ static void handle_query(sut_session_t *s, const Nsut__Query *q, const uint8_t *
         ss->st.samples++;
     }
     if (s->n_res)
-        flush_results(s); /* samples rejected while draining */
-    if (s->inflight >= ss->env.opt->max_inflight)
-        cmn_conn_read_pause(&s->conn);
+        flush_results(s); /* rejected samples */
+    update_reading(s);
 }
 
 void sut__sessions_stats(sut_sessions_t *ss, Nsut__Stats *st)
@@ -570,7 +680,7 @@ static void on_frame(cmn_conn_t *c, const cmn_frame_t *f)
 {
     sut_session_t *s = c->data;
     sut_sessions_t *ss = s->ss;
-    cmn_msg_limits_t lim = cmn_msg_limits_default();
+    cmn_msg_limits_t lim = msg_limits(&ss->env);
     ProtobufCMessage *pre = s->sink_q; /* unpacked by session_sink for this very frame (malloc) */
     ProtobufCMessage *m = pre;
     sut_nbatch_t *sink = s->sink && f->payload == s->sink->input ? s->sink : NULL;
@@ -580,9 +690,9 @@ static void on_frame(cmn_conn_t *c, const cmn_frame_t *f)
 
     s->sink_q = NULL;
     s->sink = NULL;
+    s->last_frame_ns = cmn_now_ns();
     ss->st.bytes_in += CMN_FRAME_HEADER_SIZE + f->hdr.meta_len + f->hdr.payload_len;
     if (!m) {
-        lim.max_sample_size = ss->env.opt->max_frame;
         rc = cmn_msg_unpack(f, &lim, &ss->arena.pb, &m, &eb);
         if (rc < 0) {
             snprintf(why, sizeof(why), "bad %s frame: %s", cmn_msg_type_name(f->hdr.type), eb.msg);
@@ -605,6 +715,7 @@ out:
      * frame) it goes back unused. */
     if (sink)
         sut__batcher_sink_commit(ss->env.bt, sink);
+    release_frame_charge(s);
     if (pre) {
         cmn_msg_free(pre, NULL);
     } else {
@@ -673,6 +784,12 @@ static void on_session_close(cmn_conn_t *c, int reason)
         cmn_msg_free(s->sink_q, NULL);
         s->sink_q = NULL;
     }
+    release_frame_charge(s);
+    if (s->preauth)
+        ss->n_preauth--;
+    if (s->refused)
+        ss->n_refused--;
+    ss->closed = 1;
     unlink_session(ss, s);
     cmn_log_info("%s: connection closed (%s)%s", c->peer,
                  reason == CMN_ECLOSED ? "peer closed" : cmn_strerror(reason),
@@ -708,33 +825,65 @@ static void on_spare_closed(uv_handle_t *h)
         refuse(ss, server);
 }
 
-/* Limits on connections, checked once the connection is accepted and counted. */
-static void check_admission(sut_sessions_t *ss, sut_session_t *s)
+/* Admission: the limits on connections, checked before any TLS work. Returns NULL or why the
+ * connection is refused. */
+static const char *admission(sut_sessions_t *ss, sut_session_t *s, char *why, size_t cap)
 {
     const sut_opts_t *o = ss->env.opt;
     sut_session_t *it;
     uint32_t same_peer = 0;
-    char why[160];
 
     for (it = ss->head; it; it = it->next)
-        same_peer += it != s && strcmp(it->peer_ip, s->peer_ip) == 0;
-    if (ss->n > o->max_connections) {
-        snprintf(why, sizeof(why), "over the limit of %u connections", o->max_connections);
-        protocol_error(s, CMN_EOVERLOAD, NSUT__ERROR_CODE__ERROR_OVERLOAD, why);
-    } else if (same_peer >= o->max_conn_per_peer) {
-        snprintf(why, sizeof(why), "over the limit of %u connections from %s", o->max_conn_per_peer,
+        same_peer += it != s && !it->refused && strcmp(it->peer_ip, s->peer_ip) == 0;
+    if (ss->n - ss->n_refused > o->max_connections)
+        snprintf(why, cap, "over the limit of %u connections", o->max_connections);
+    else if (ss->n_preauth >= o->max_preauth)
+        snprintf(why, cap, "over the limit of %u connections before their Hello", o->max_preauth);
+    else if (same_peer >= o->max_conn_per_peer)
+        snprintf(why, cap, "over the limit of %u connections from %s", o->max_conn_per_peer,
                  s->peer_ip);
-        protocol_error(s, CMN_EOVERLOAD, NSUT__ERROR_CODE__ERROR_OVERLOAD, why);
+    else
+        return NULL;
+    return why;
+}
+
+static void peer_ip(sut_session_t *s)
+{
+    struct sockaddr_storage sa;
+    int len = sizeof(sa);
+    char *colon;
+
+    snprintf(s->peer_ip, sizeof(s->peer_ip), "?");
+    if (uv_tcp_getpeername(&s->conn.tcp, (struct sockaddr *)&sa, &len) != 0)
+        return;
+    cmn_addr_format((struct sockaddr *)&sa, s->peer_ip, sizeof(s->peer_ip));
+    colon = strrchr(s->peer_ip, ':');
+    if (colon)
+        *colon = '\0';
+}
+
+/* Over a limit: a plaintext peer gets an Error frame saying which; a TLS peer is closed before
+ * any TLS work (an Error frame would need a TLS session first). */
+static void refuse_session(sut_sessions_t *ss, sut_session_t *s, const char *why)
+{
+    s->refused = 1;
+    ss->n_refused++;
+    if (ss->env.tls || cmn_conn_start(&s->conn) < 0) {
+        ss->st.errors++;
+        cmn_log_warn("%s: connection refused: %s", s->peer_ip, why);
+        cmn_conn_close(&s->conn, CMN_EOVERLOAD);
+        return;
     }
+    protocol_error(s, CMN_EOVERLOAD, NSUT__ERROR_CODE__ERROR_OVERLOAD, why);
 }
 
 void sut__sessions_accept(sut_sessions_t *ss, uv_stream_t *server)
 {
-    static const cmn_conn_callbacks_t cb = {on_frame, on_decode_error, on_session_close, NULL};
+    static const cmn_conn_callbacks_t cb = {on_frame, on_decode_error, on_session_close, on_drain};
     cmn_frame_limits_t pre = cmn_frame_limits_preauth();
-    cmn_conn_options_t copt = cmn_conn_options_default();
     sut_session_t *s = sut__calloc(1, sizeof(*s));
-    char *colon;
+    const char *refusal;
+    char why[160];
     int rc;
 
     if (!s) {
@@ -742,7 +891,7 @@ void sut__sessions_accept(sut_sessions_t *ss, uv_stream_t *server)
         refuse(ss, server);
         return;
     }
-    rc = cmn_conn_init(ss->loop, &s->conn, &cb, &copt, &pre);
+    rc = cmn_conn_init(ss->loop, &s->conn, &cb, &ss->conn_opt, &pre);
     if (rc < 0) {
         cmn_log_error("accept: connection set-up failed: %s; connection refused", cmn_strerror(rc));
         free(s);
@@ -755,33 +904,106 @@ void sut__sessions_accept(sut_sessions_t *ss, uv_stream_t *server)
     s->refs = 1;
     s->conn.data = s;
     cmn_idmap_init(&s->ids);
-    s->accepted_ns = s->progress_ns = cmn_now_ns();
+    s->accepted_ns = s->last_frame_ns = cmn_now_ns();
     link_session(ss, s);
     rc = uv_accept(server, (uv_stream_t *)&s->conn.tcp);
-    if (rc == 0 && ss->env.tls && (rc = cmn_conn_use_tls(&s->conn, ss->env.tls, NULL)) < 0)
-        cmn_log_error("accept: TLS set-up failed: %s; connection closed", cmn_strerror(rc));
-    else if (rc == 0 && (rc = cmn_conn_start(&s->conn)) < 0)
+    if (rc < 0) {
         cmn_log_error("accept: %s", cmn_strerror(rc));
-    else if (rc < 0)
+        cmn_conn_close(&s->conn, rc);
+        return;
+    }
+    peer_ip(s);
+    refusal = admission(ss, s, why, sizeof(why));
+    if (refusal) {
+        refuse_session(ss, s, refusal);
+        return;
+    }
+    s->preauth = 1;
+    ss->n_preauth++;
+    if (ss->env.tls && (rc = cmn_conn_use_tls(&s->conn, ss->env.tls, NULL)) < 0)
+        cmn_log_error("accept: TLS set-up failed: %s; connection closed", cmn_strerror(rc));
+    else if ((rc = cmn_conn_start(&s->conn)) < 0)
         cmn_log_error("accept: %s", cmn_strerror(rc));
     if (rc < 0) {
         cmn_conn_close(&s->conn, rc);
         return;
     }
     cmn_frame_decoder_set_sink(&s->conn.dec, session_sink, s, SINK_MIN_PAYLOAD);
-    snprintf(s->peer_ip, sizeof(s->peer_ip), "%s", s->conn.peer);
-    colon = strrchr(s->peer_ip, ':');
-    if (colon)
-        *colon = '\0';
     ss->st.connections_total++;
     cmn_log_debug("%s: connected (%u open)", s->conn.peer, ss->n);
-    check_admission(ss, s);
+}
+
+/* A frame must be whole within frame_timeout_ms plus its size at FRAME_MIN_RATE, counted from the
+ * tick that first saw it partial: progress does not reset it, so a byte now and then does not
+ * keep a frame (and its buffer) alive. */
+static int frame_overdue(sut_session_t *s, uint64_t now, char *why, size_t cap)
+{
+    const sut_opts_t *o = s->ss->env.opt;
+    uint64_t size, allowed_ms;
+
+    if (!cmn_frame_decoder_partial(&s->conn.dec) || s->conn.frames_in != s->frame_frames ||
+        !s->frame_start_ns) {
+        s->frame_start_ns = cmn_frame_decoder_partial(&s->conn.dec) ? now : 0;
+        s->frame_frames = s->conn.frames_in;
+        s->frame_bytes_in = s->conn.bytes_in;
+        return 0;
+    }
+    size = (uint64_t)s->conn.dec.hdr.meta_len + s->conn.dec.hdr.payload_len;
+    allowed_ms = o->frame_timeout_ms + size * 1000u / FRAME_MIN_RATE;
+    if (now - s->frame_start_ns <= allowed_ms * 1000000u)
+        return 0;
+    snprintf(why, cap, "a frame half received: %llu bytes not whole after %llu ms (%llu received)",
+             (unsigned long long)size, (unsigned long long)allowed_ms,
+             (unsigned long long)(s->conn.bytes_in - s->frame_bytes_in));
+    return 1;
+}
+
+/* Heartbeat: the client judges a node alive by any frame from it, and a node that has paused
+ * reading (in-flight limit) or whose socket is full of queries cannot answer its Pings in time; so
+ * it sends one of its own on a connection that heard nothing lately. */
+static void heartbeat(sut_session_t *s, uint64_t now)
+{
+    if (s->conn.frames_out != s->hb_frames) {
+        s->hb_frames = s->conn.frames_out;
+        s->hb_ns = now;
+    } else if (now - s->hb_ns >= s->ss->env.opt->heartbeat_ms * 1000000u) {
+        Nsut__Ping hb = NSUT__PING__INIT;
+        hb.seq = ++s->hb_seq;
+        hb.sent_ns = now;
+        session_send(s, CMN_MSG_PING, &hb.base);
+        s->hb_frames = s->conn.frames_out;
+        s->hb_ns = now;
+    }
+}
+
+/* A peer whose results back up and who takes none of them for write_timeout_ms is dropped at once
+ * (an Error frame would only queue behind them). Returns 1 when it was. */
+static int write_overdue(sut_session_t *s, uint64_t now)
+{
+    const sut_opts_t *o = s->ss->env.opt;
+
+    update_reading(s);
+    if (!s->congested_ns)
+        return 0;
+    if (s->conn.bytes_out != s->congested_out) { /* it takes them, slowly */
+        s->congested_ns = now;
+        s->congested_out = s->conn.bytes_out;
+        return 0;
+    }
+    if (now - s->congested_ns <= o->write_timeout_ms * 1000000u)
+        return 0;
+    s->ss->st.errors++;
+    cmn_log_warn("%s: took none of its %zu bytes of queued results for %llu ms; dropping the "
+                 "connection",
+                 s->conn.peer, cmn_conn_backlog(&s->conn), (unsigned long long)o->write_timeout_ms);
+    cmn_conn_close(&s->conn, CMN_ETIMEOUT);
+    return 1;
 }
 
 static void tick_session(sut_sessions_t *ss, sut_session_t *s, uint64_t now)
 {
     const sut_opts_t *o = ss->env.opt;
-    char why[160];
+    char why[200];
 
     if (!s->ready && now - s->accepted_ns > o->handshake_timeout_ms * 1000000u) {
         snprintf(why, sizeof(why), "no Hello within %llu ms",
@@ -789,30 +1011,27 @@ static void tick_session(sut_sessions_t *ss, sut_session_t *s, uint64_t now)
         protocol_error(s, CMN_ETIMEOUT, NSUT__ERROR_CODE__ERROR_TIMEOUT, why);
         return;
     }
-    /* Heartbeat: the client judges a node alive by any frame from it, and a node that has paused
-     * reading (in-flight limit) or whose socket is full of queries cannot answer its Pings in
-     * time; so it sends one of its own on a connection that heard nothing lately. */
-    if (s->ready && o->heartbeat_ms) {
-        if (s->conn.frames_out != s->hb_frames) {
-            s->hb_frames = s->conn.frames_out;
-            s->hb_ns = now;
-        } else if (now - s->hb_ns >= o->heartbeat_ms * 1000000u) {
-            Nsut__Ping hb = NSUT__PING__INIT;
-            hb.seq = ++s->hb_seq;
-            hb.sent_ns = now;
-            session_send(s, CMN_MSG_PING, &hb.base);
-            s->hb_frames = s->conn.frames_out;
-            s->hb_ns = now;
-        }
+    if (write_overdue(s, now))
+        return;
+    if (s->ready && o->heartbeat_ms)
+        heartbeat(s, now);
+    if (frame_overdue(s, now, why, sizeof(why))) {
+        protocol_error(s, CMN_ETIMEOUT, NSUT__ERROR_CODE__ERROR_TIMEOUT, why);
+        return;
     }
-    if (!cmn_frame_decoder_partial(&s->conn.dec) || s->conn.bytes_in != s->progress_bytes) {
-        s->progress_bytes = s->conn.bytes_in;
-        s->progress_ns = now;
-    } else if (now - s->progress_ns > o->frame_timeout_ms * 1000000u) {
-        snprintf(why, sizeof(why), "a frame half received and no byte for %llu ms",
-                 (unsigned long long)o->frame_timeout_ms);
+    if (s->ready && s->inflight == 0 && !s->frame_start_ns &&
+        now - s->last_frame_ns > o->idle_timeout_ms * 1000000u) {
+        snprintf(why, sizeof(why), "no frame and no work for %llu ms",
+                 (unsigned long long)o->idle_timeout_ms);
         protocol_error(s, CMN_ETIMEOUT, NSUT__ERROR_CODE__ERROR_TIMEOUT, why);
     }
+}
+
+int sut__sessions_closed(sut_sessions_t *ss)
+{
+    int c = ss->closed;
+    ss->closed = 0;
+    return c;
 }
 
 void sut__sessions_tick(sut_sessions_t *ss, uint64_t now_ns)
@@ -853,6 +1072,18 @@ void sut__sessions_init(sut_sessions_t *ss, uv_loop_t *loop, const sut_sessions_
     ss->loop = loop;
     ss->started_ns = cmn_now_ns();
     cmn_arena_init(&ss->arena, 64u * 1024u);
+    /* Results one peer may leave queued: its share of a quarter of the budget, 256 KiB to 16 MiB
+     * (the default). Above it the peer's reading pauses. */
+    ss->conn_opt = cmn_conn_options_default();
+    {
+        uint64_t share =
+            env->budget->limit / 4 / (env->opt->max_connections ? env->opt->max_connections : 1);
+        if (share < (256u << 10))
+            share = 256u << 10;
+        if (share < ss->conn_opt.write_high_water)
+            ss->conn_opt.write_high_water = (size_t)share;
+        ss->conn_opt.write_low_water = ss->conn_opt.write_high_water / 4;
+    }
 }
 
 void sut__sessions_free(sut_sessions_t *ss)

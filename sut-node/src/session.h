@@ -13,6 +13,7 @@
 #define SUT_SESSION_H
 
 #include "batcher.h"
+#include "budget.h"
 #include "cmn/arena.h"
 #include "cmn/conn.h"
 #include "cmn/idmap.h"
@@ -35,10 +36,17 @@ struct sut_session {
     unsigned sample_codecs; /* bit per accepted codec */
     int result_codec;
     uint64_t result_max_frame;
+    int refused; /* over an admission limit: only its Error frame and close are left */
+    int preauth; /* counted in the pre-authentication budget (before its Hello) */
     uint64_t accepted_ns;
-    uint64_t progress_bytes; /* conn.bytes_in at the last tick */
-    uint64_t progress_ns;
-    uint64_t hb_frames; /* conn.frames_out when the heartbeat clock last restarted */
+    uint64_t last_frame_ns;  /* idle deadline */
+    uint64_t frame_start_ns; /* the first byte of the frame being received, or 0 */
+    uint64_t frame_bytes_in; /* conn.bytes_in when it was first seen */
+    uint64_t frame_frames;   /* conn.frames_in then */
+    uint64_t congested_ns;   /* its results backed up above the high-water mark since, or 0 */
+    uint64_t congested_out;  /* conn.bytes_out then */
+    uint64_t frame_charge;   /* budget held by the frame being received */
+    uint64_t hb_frames;      /* conn.frames_out when the heartbeat clock last restarted */
     uint64_t hb_ns;
     uint64_t hb_seq;
     char peer_ip[64];
@@ -62,6 +70,7 @@ typedef struct {
     sut_batcher_t *bt;
     sut_workers_t *workers; /* for its counters */
     cmn_pool_t *pool;
+    sut_budget_t *budget;
     struct cmn_tls_ctx *tls; /* NULL: plaintext */
 } sut_sessions_env_t;
 
@@ -79,8 +88,12 @@ struct sut_sessions {
     cmn_arena_t arena; /* unpacking of received metadata */
     sut_session_t *head;
     uint32_t n;
+    uint32_t n_preauth; /* sessions before their Hello, refused ones excluded */
+    uint32_t n_refused;
+    int closed;             /* a session closed since sut__sessions_closed() was last asked */
     sut_session_t *touched; /* sessions with records queued this pass */
     int draining;
+    cmn_conn_options_t conn_opt; /* write high-water mark sized from the budget */
     /* refusing a connection that could not get a session: accepted here and closed */
     uv_tcp_t spare;
     int spare_busy;
@@ -92,7 +105,9 @@ void sut__sessions_init(sut_sessions_t *ss, uv_loop_t *loop, const sut_sessions_
 void sut__sessions_free(sut_sessions_t *ss);
 /* Accepts one connection from |server| (whatever fails, the listener keeps accepting). */
 void sut__sessions_accept(sut_sessions_t *ss, uv_stream_t *server);
-/* Deadlines (handshake, stalled frame) and heartbeats. */
+/* Whether a session closed since the last call (the node then gives memory back). */
+int sut__sessions_closed(sut_sessions_t *ss);
+/* Deadlines (handshake, whole frame, idle, results not taken) and heartbeats. */
 void sut__sessions_tick(sut_sessions_t *ss, uint64_t now_ns);
 /* Queues a result or first-token record on its session (or drops it when the session is gone). */
 void sut__sessions_take(sut_sessions_t *ss, sut_rec_t *rec);

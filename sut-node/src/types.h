@@ -37,9 +37,13 @@ typedef struct {
     uint64_t max_frame;
     uint32_t max_connections;
     uint32_t max_conn_per_peer;
-    uint32_t max_inflight; /* samples per connection before reading pauses; 0: sized at init */
+    uint32_t max_preauth;   /* connections before their Hello, all peers together; 0: sized */
+    uint64_t memory_budget; /* bytes peers can make the node hold; 0: sized from the machine */
+    uint32_t max_inflight;  /* samples per connection before reading pauses; 0: sized at init */
     uint64_t handshake_timeout_ms;
-    uint64_t frame_timeout_ms;
+    uint64_t frame_timeout_ms; /* a frame whole within this + its size at 1 MiB/s */
+    uint64_t idle_timeout_ms;  /* a handshaken connection with no frame and no work this long */
+    uint64_t write_timeout_ms; /* a peer that takes none of its results this long */
     uint64_t drain_timeout_ms;
     uint64_t heartbeat_ms; /* a Ping to a client that heard nothing from us this long */
     uint64_t seed;
@@ -82,7 +86,8 @@ typedef struct {
     uint64_t raw_size;
     uint64_t wire_size;
     int64_t n_tokens;
-    uint8_t *data; /* pool buffer with wire_size bytes, or NULL */
+    uint8_t *data;   /* pool buffer with wire_size bytes, or NULL */
+    uint64_t charge; /* bytes of the memory budget it holds until sent */
 } sut_rec_t;
 
 /* Who a sample in a batch belongs to; opaque to the batcher and the workers. */

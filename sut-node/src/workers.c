@@ -65,7 +65,19 @@ static sut_rec_t *make_record(sut_workers_t *w, int kind, const sut_owner_t *ow,
     }
     rec->status = NSUT__STATUS__STATUS_OK;
     rec->raw_size = rec->wire_size = r->size;
-    if (r->size > 0 && record_data(w->pool, w, rec, ow->result_codec, r) < 0) {
+    if (r->size == 0)
+        return rec;
+    /* A peer that does not take its results must not make the node hold more than the budget:
+     * past it the sample is answered REJECTED (the QDL runs it elsewhere). */
+    if (sut__budget_take(w->budget, r->size) < 0) {
+        rec->status = NSUT__STATUS__STATUS_REJECTED;
+        rec->raw_size = rec->wire_size = 0;
+        return rec;
+    }
+    rec->charge = r->size;
+    if (record_data(w->pool, w, rec, ow->result_codec, r) < 0) {
+        sut__budget_give(w->budget, rec->charge);
+        rec->charge = 0;
         rec->status = NSUT__STATUS__STATUS_BACKEND_ERROR;
         rec->raw_size = rec->wire_size = 0;
     }
@@ -181,7 +193,7 @@ static void worker_main(void *arg)
 }
 
 int sut__workers_init(sut_workers_t *w, const sut_be_t *be, cmn_xq_t *done_q, cmn_pool_t *pool,
-                      uint32_t n_threads, cmn_errbuf_t *eb)
+                      sut_budget_t *budget, uint32_t n_threads, cmn_errbuf_t *eb)
 {
     uint32_t i;
     int rc;
@@ -190,6 +202,7 @@ int sut__workers_init(sut_workers_t *w, const sut_be_t *be, cmn_xq_t *done_q, cm
     w->be = be;
     w->done_q = done_q;
     w->pool = pool;
+    w->budget = budget;
     atomic_init(&w->encode_ns, 0);
     rc = uv_mutex_init(&w->mu);
     if (rc < 0)

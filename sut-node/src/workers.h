@@ -12,6 +12,7 @@
 #ifndef SUT_WORKERS_H
 #define SUT_WORKERS_H
 
+#include "budget.h"
 #include "cmn/err.h"
 #include "cmn/pool.h"
 #include "types.h"
@@ -22,8 +23,9 @@ typedef struct {
     const sut_be_t *be;
     cmn_xq_t *done_q;
     cmn_pool_t *pool;
-    int inline_run; /* the backend runs on the loop thread */
-    uv_mutex_t mu;  /* guards head, tail, stop */
+    sut_budget_t *budget; /* charged with every result's buffer until it is sent */
+    int inline_run;       /* the backend runs on the loop thread */
+    uv_mutex_t mu;        /* guards head, tail, stop */
     uv_cond_t cv;
     sut_nbatch_t *head, *tail;
     int stop;
@@ -36,7 +38,7 @@ typedef struct {
 /* Starts |n_threads| threads (none for an inline backend). Returns 0 or a negative code with a
  * reason in |eb|; sut__workers_shutdown() undoes a partial start. */
 int sut__workers_init(sut_workers_t *w, const sut_be_t *be, cmn_xq_t *done_q, cmn_pool_t *pool,
-                      uint32_t n_threads, cmn_errbuf_t *eb);
+                      sut_budget_t *budget, uint32_t n_threads, cmn_errbuf_t *eb);
 /* Hands a formed batch to the backend. */
 void sut__workers_submit(sut_workers_t *w, sut_nbatch_t *nb);
 /* Stops and joins the threads; batches still queued are not run. */

@@ -64,6 +64,7 @@ typedef struct {
     sut_be_t be;
     sut_workers_t w;
     sut_batcher_t bt;
+    sut_budget_t budget;
     size_t results;
 } fixture_t;
 
@@ -106,7 +107,8 @@ static void setup(uint32_t max_batch, uint32_t preferred, uint64_t max_wait_us, 
     F.be.ops = &rb_ops;
     F.be.info.name = "record";
     F.be.info.flags = SUT_BACKEND_F_INLINE;
-    ck_assert_int_eq(sut__workers_init(&F.w, &F.be, &F.q, F.pool, 0, &eb), 0);
+    sut__budget_init(&F.budget, 64u << 20);
+    ck_assert_int_eq(sut__workers_init(&F.w, &F.be, &F.q, F.pool, &F.budget, 0, &eb), 0);
     memset(&cfg, 0, sizeof(cfg));
     cfg.max_batch = max_batch;
     cfg.preferred_batch = preferred;
@@ -114,7 +116,7 @@ static void setup(uint32_t max_batch, uint32_t preferred, uint64_t max_wait_us, 
     cfg.max_wait_us = max_wait_us;
     cfg.engines = 1;
     cfg.inline_run = !busy_model;
-    sut__batcher_init(&F.bt, &F.loop, &cfg, &F.be, &F.w);
+    sut__batcher_init(&F.bt, &F.loop, &cfg, &F.be, &F.w, &F.budget);
 }
 
 static void teardown(void)
