@@ -254,13 +254,21 @@ void sut__batcher_kick(sut_batcher_t *bt)
 }
 
 /* Room for a full batch of samples of this size within the batch byte limit; a single sample
- * larger than the limit gets a batch of its own. */
+ * larger than the limit gets a batch of its own (which the budget may still refuse). */
 static uint64_t open_size(const sut_batcher_t *bt, uint64_t raw_size)
 {
     uint64_t want = raw_size * bt->cfg.max_batch;
+    uint64_t used = sut__budget_used(bt->budget), room = bt->budget->limit / 2;
 
     if (want > bt->cfg.max_batch_bytes)
         want = bt->cfg.max_batch_bytes;
+    /* And within what the memory budget has left: at most half of it for one batch, so that other
+     * batches and results still fit. */
+    room = used < bt->budget->limit
+               ? (bt->budget->limit - used < room ? bt->budget->limit - used : room)
+               : 0;
+    if (want > room)
+        want = room;
     if (want < raw_size)
         want = raw_size;
     return want ? want : 64;
