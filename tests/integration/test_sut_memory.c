@@ -91,7 +91,11 @@ static long settled_rss(pid_t pid)
 /* Waits up to 15 s for RSS within 10 % of |idle|; returns the last reading. */
 static long rss_back(pid_t pid, long idle)
 {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    uint64_t end = cmn_now_ns(); /* not waited for: see finish() */
+#else
     uint64_t end = cmn_now_ns() + 15000000000ull;
+#endif
     long r = rss_kb(pid);
 
     while (r > idle + idle / 10 && cmn_now_ns() < end) {
@@ -120,10 +124,22 @@ static void finish(tn_proc_t *p, const char *attack, long idle, long peak, long 
     back = rss_back(p->pid, idle);
     printf("%s: idle %ld KiB, peak %ld KiB (budget %ld KiB), after %ld KiB\n", attack, idle, peak,
            budget_kb, back);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    /* A sanitizer's runtime (shadow memory, quarantine) is not the node's: bound the growth. */
+    ck_assert_msg(peak - idle <= budget_kb, "%s: RSS grew %ld KiB, over the budget of %ld KiB",
+                  attack, peak - idle, budget_kb);
+#else
     ck_assert_msg(peak <= budget_kb, "%s: RSS %ld KiB, over the budget of %ld KiB", attack, peak,
                   budget_kb);
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    /* Its allocator quarantines freed memory instead of returning it: glibc's behaviour, which
+     * the node relies on (malloc_trim), is checked by the plain build. */
+    printf("%s: RSS after the attack not checked under a sanitizer\n", attack);
+#else
     ck_assert_msg(back <= idle + idle / 10, "%s: RSS %ld KiB after the attack, idle %ld KiB",
                   attack, back, idle);
+#endif
     ck_assert_int_eq(tn_stop(p, SIGTERM, 10000), 0);
     tn_cleanup(p);
 }
