@@ -155,8 +155,11 @@ static void batch_recycle(sut_batcher_t *bt, sut_nbatch_t *nb)
 static void dispatch(sut_batcher_t *bt, sut_nbatch_t *nb)
 {
     nb->b.input_size = nb->used;
+    nb->dispatch_ns = cmn_now_ns();
     bt->inflight++;
     bt->st.batches++;
+    bt->st.size_hist[sut__batch_bucket(nb->b.n)]++;
+    bt->st.size_sum += nb->b.n;
     sut__workers_submit(bt->workers, nb);
 }
 
@@ -320,6 +323,8 @@ void sut__batcher_release(sut_batcher_t *bt, sut_nbatch_t *nb)
 {
     if (nb->done_ns > nb->start_ns)
         bt->st.infer_ns += nb->done_ns - nb->start_ns;
+    if (nb->start_ns > nb->dispatch_ns)
+        bt->st.queue_ns += nb->start_ns - nb->dispatch_ns;
     bt->inflight--;
     batch_recycle(bt, nb);
 }

@@ -4,6 +4,7 @@
 #include "backend.h"
 #include "node.h"
 #include "opts.h"
+#include "statsclient.h"
 
 #include "cmn/conf.h"
 #include "cmn/log.h"
@@ -63,6 +64,10 @@ static const opt_doc_t options[] = {
      "while it is busy (default 1000; 0 disables; keep it under the QDL's ping timeout)"},
     {"seed", "N", "seed for backends with randomness (sim) (default 0)"},
     {"port-file", "FILE", "write the bound port here once listening (for scripts using port 0)"},
+    {"metrics-listen", "ADDR:PORT",
+     "serve Prometheus metrics over HTTP at http://ADDR:PORT/metrics (default: none)"},
+    {"stats", "HOST:PORT",
+     "print the counters of the node running at HOST:PORT (plaintext) and exit"},
     {"tls-cert", "FILE", "serve TLS 1.3 with this certificate (PEM); plaintext when absent"},
     {"tls-key", "FILE", "private key of --tls-cert"},
     {"tls-ca", "FILE", "require client certificates signed by this CA (mutual TLS)"},
@@ -195,6 +200,10 @@ static int apply(sut_opts_t *o, const char *name, const char *v, cmn_errbuf_t *e
         rc = cmn_parse_u64(v, &o->heartbeat_ms);
     } else if (strcmp(name, "seed") == 0) {
         rc = cmn_parse_u64(v, &o->seed);
+    } else if (strcmp(name, "metrics-listen") == 0) {
+        o->metrics_listen = v;
+    } else if (strcmp(name, "stats") == 0) {
+        o->stats = v;
     } else if (strcmp(name, "port-file") == 0) {
         o->port_file = v;
     } else if (strcmp(name, "tls-cert") == 0) {
@@ -324,6 +333,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "sut-node: %s\n", eb.msg);
         sut__opts_free(&opt);
         return 2;
+    }
+    if (opt.stats) {
+        rc = sut__stats_query(opt.stats, 5000);
+        sut__opts_free(&opt);
+        return rc;
     }
     if (opt.n_listen == 0)
         opt.listen[opt.n_listen++] = "0.0.0.0:7000";

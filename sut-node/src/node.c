@@ -71,11 +71,49 @@ static void give_back_memory(sut_node_t *n)
     malloc_trim(0);
 }
 
+static void publish_metrics(sut_node_t *n)
+{
+    Nsut__Stats st = NSUT__STATS__INIT;
+    sut_metrics_values_t v;
+    const sut_batcher_stats_t *bs = &n->batcher.st;
+    const sut_sessions_stats_t *ss = &n->sessions.st;
+
+    if (!n->metrics)
+        return;
+    sut__sessions_stats(&n->sessions, &st);
+    memset(&v, 0, sizeof(v));
+    v.queries = st.queries;
+    v.samples = st.samples;
+    v.batches = st.batches;
+    v.bytes_in = st.bytes_in;
+    v.bytes_out = st.bytes_out;
+    v.decode_ns = st.decode_ns;
+    v.queue_ns = bs->queue_ns;
+    v.infer_ns = st.infer_ns;
+    v.encode_ns = st.encode_ns;
+    v.errors = st.errors;
+    v.samples_failed = st.samples_failed;
+    v.samples_rejected = ss->samples_rejected;
+    v.connections_total = st.connections_total;
+    v.connections_open = st.connections_open;
+    v.inflight_samples = st.inflight_samples;
+    v.memory_used = sut__budget_used(&n->budget);
+    v.memory_peak = atomic_load(&n->budget.peak);
+    v.memory_limit = n->budget.limit;
+    v.memory_budget = n->budget.budget;
+    memcpy(v.h.batch_size, bs->size_hist, sizeof(v.h.batch_size));
+    v.h.batch_size_sum = bs->size_sum;
+    memcpy(v.h.latency, ss->latency_hist, sizeof(v.h.latency));
+    v.h.latency_sum_s = (double)ss->latency_sum_ns / 1e9;
+    sut__metrics_publish(n->metrics, &v);
+}
+
 static void on_tick(uv_timer_t *t)
 {
     sut_node_t *n = t->data;
     sut__sessions_tick(&n->sessions, cmn_now_ns());
     give_back_memory(n);
+    publish_metrics(n);
 }
 
 static void on_turn(uv_check_t *h)
@@ -287,6 +325,8 @@ int sut__node_init(sut_node_t *n, uv_loop_t *loop, const sut_opts_t *opt, cmn_er
 
 void sut__node_free(sut_node_t *n)
 {
+    sut__metrics_stop(n->metrics);
+    n->metrics = NULL;
     sut__workers_shutdown(&n->workers);
     sut__batcher_free(&n->batcher);
     sut__backend_unload(&n->be);
@@ -356,6 +396,14 @@ int sut__node_listen(sut_node_t *n, cmn_errbuf_t *eb)
             snprintf(host, sizeof(host), "localhost");
         host[sizeof(host) - 1] = '\0';
         snprintf(n->name, sizeof(n->name), "%s:%d", host, first_port);
+    }
+    if (n->opt.metrics_listen) {
+        rc = sut__metrics_start(&n->metrics, n->opt.metrics_listen, n->name, &port, eb);
+        if (rc < 0)
+            return rc;
+        cmn_log_info("metrics on port %d (--metrics-listen %s), path /metrics", port,
+                     n->opt.metrics_listen);
+        publish_metrics(n);
     }
     if (n->opt.port_file && (rc = write_port_file(n->opt.port_file, first_port, eb)) < 0)
         return rc;

@@ -13,6 +13,7 @@
 #include "cmn/err.h"
 #include "cmn/pool.h"
 #include "cmn/tls.h"
+#include "metrics.h"
 #include "session.h"
 #include "types.h"
 #include "workers.h"
@@ -36,7 +37,8 @@ typedef struct {
     uint32_t engines;
     cmn_pool_t *pool;
     sut_budget_t budget;
-    cmn_tls_ctx_t *tls; /* NULL: plaintext */
+    cmn_tls_ctx_t *tls;     /* NULL: plaintext */
+    sut_metrics_t *metrics; /* NULL: no --metrics-listen */
     sut_workers_t workers;
     sut_batcher_t batcher;
     sut_sessions_t sessions;

@@ -265,6 +265,11 @@ void sut__sessions_take(sut_sessions_t *ss, sut_rec_t *rec)
         s->inflight--;
         if (rec->status == NSUT__STATUS__STATUS_BACKEND_ERROR)
             ss->st.samples_failed++;
+        if (rec->arrival_ns) {
+            uint64_t lat = cmn_now_ns() - rec->arrival_ns;
+            ss->st.latency_hist[sut__latency_bucket(lat)]++;
+            ss->st.latency_sum_ns += lat;
+        }
     }
     if (s->dead) {
         free_records(&ss->env, &rec, 1);
@@ -529,6 +534,7 @@ static void handle_query(sut_session_t *s, const Nsut__Query *q, const uint8_t *
 {
     sut_sessions_t *ss = s->ss;
     const uint8_t *p = payload;
+    uint64_t arrival = s->last_frame_ns;
     cmn_errbuf_t eb;
     size_t i;
     int rc;
@@ -539,7 +545,7 @@ static void handle_query(sut_session_t *s, const Nsut__Query *q, const uint8_t *
     for (i = 0; i < q->n_samples; i++) {
         const Nsut__Sample *sm = q->samples[i];
         const uint8_t *wire = p;
-        sut_owner_t ow = {s, sm->id, s->result_codec};
+        sut_owner_t ow = {s, sm->id, s->result_codec, arrival};
 
         p += sm->wire_size;
         if (admit_sample(s, sm) < 0)

@@ -48,6 +48,8 @@ typedef struct {
     uint64_t heartbeat_ms; /* a Ping to a client that heard nothing from us this long */
     uint64_t seed;
     const char *port_file;
+    const char *metrics_listen; /* ADDR:PORT for Prometheus metrics, or NULL */
+    const char *stats;          /* --stats HOST:PORT: query that node and exit */
     const char *config_file;
     /* TLS (NULL cert: plaintext) */
     const char *tls_cert;
@@ -86,15 +88,17 @@ typedef struct {
     uint64_t raw_size;
     uint64_t wire_size;
     int64_t n_tokens;
-    uint8_t *data;   /* pool buffer with wire_size bytes, or NULL */
-    uint64_t charge; /* bytes of the memory budget it holds until sent */
+    uint8_t *data;       /* pool buffer with wire_size bytes, or NULL */
+    uint64_t charge;     /* bytes of the memory budget it holds until sent */
+    uint64_t arrival_ns; /* the sample's Query frame was received */
 } sut_rec_t;
 
 /* Who a sample in a batch belongs to; opaque to the batcher and the workers. */
 typedef struct {
     sut_session_t *s;
     uint64_t wire_id;
-    int result_codec; /* the session's negotiated result codec */
+    int result_codec;    /* the session's negotiated result codec */
+    uint64_t arrival_ns; /* its Query frame was received */
 } sut_owner_t;
 
 /* The node's view of a batch (formed by batcher.c, run by workers.c): the backend sees only |b|. */
@@ -111,6 +115,7 @@ struct sut_nbatch {
     size_t used;
     atomic_size_t remaining; /* samples not yet completed (any thread) */
     uint64_t first_ns;       /* arrival of the first sample */
+    uint64_t dispatch_ns;    /* handed to the workers */
     uint64_t start_ns;       /* the backend started it (after any queue wait) */
     uint64_t done_ns;        /* its last sample completed */
     sut_nbatch_t *next;      /* work queue / free list */
