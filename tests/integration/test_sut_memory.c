@@ -178,7 +178,7 @@ START_TEST(no_read)
                           "--backend-opt",
                           "output_size=65536",
                           "--memory-budget",
-                          "64M",
+                          "128M",
                           "--write-timeout-ms",
                           "1500",
                           NULL};
@@ -214,7 +214,7 @@ START_TEST(no_read)
     tn_close(evil);
     free(evil);
     ck_assert_msg(peak - idle >= 16 * 1024, "the results did not queue up (peak %ld KiB)", peak);
-    finish(&p, "no_read", idle, peak, 64 * 1024);
+    finish(&p, "no_read", idle, peak, 128 * 1024);
 }
 END_TEST
 
@@ -222,7 +222,7 @@ END_TEST
 
 START_TEST(lz4_bomb)
 {
-    const char *args[] = {"--backend", "digest", "--memory-budget", "64M", "--max-frame",
+    const char *args[] = {"--backend", "digest", "--memory-budget", "128M", "--max-frame",
                           "4M",        NULL};
     enum { CONNS = 4, FRAMES = 10, PER = 8, RAW = 1 << 20 };
     uint8_t *raw = calloc(1, RAW), *wire = malloc(RAW);
@@ -276,7 +276,7 @@ START_TEST(lz4_bomb)
     cmpr_ctx_free(ctx);
     free(raw);
     free(wire);
-    finish(&p, "lz4_bomb", idle, peak, 64 * 1024);
+    finish(&p, "lz4_bomb", idle, peak, 128 * 1024);
 }
 END_TEST
 
