@@ -129,6 +129,26 @@ static size_t on_write(char *p, size_t size, size_t nmemb, void *ud)
     return n;
 }
 
+static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
+{
+    oai_http_req_t *r = ud;
+    size_t n = size * nmemb;
+
+    if (n >= 5 && memcmp(p, "HTTP/", 5) == 0) { /* a status line: a new response begins */
+        r->http_code = 0;
+        return n;
+    }
+    if (r->http_code == 0)
+        curl_easy_getinfo(((easy_t *)r->easy)->e, CURLINFO_RESPONSE_CODE, &r->http_code);
+    if (r->http_code >= 200 && r->http_code <= 299) {
+        size_t len = n;
+        while (len && (p[len - 1] == '\n' || p[len - 1] == '\r'))
+            len--;
+        r->on_header(r, p, len);
+    }
+    return n;
+}
+
 static int start(oai_http_t *h, oai_http_req_t *r, char *msg, size_t msglen)
 {
     easy_t *x = easy_get(h);
@@ -167,6 +187,10 @@ static int start(oai_http_t *h, oai_http_req_t *r, char *msg, size_t msglen)
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
     curl_easy_setopt(e, CURLOPT_PRIVATE, r);
+    if (r->on_header) {
+        curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+        curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
+    }
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);

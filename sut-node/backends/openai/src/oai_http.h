@@ -37,6 +37,8 @@ struct oai_http_req {
     /* status: 0, or OAI_HTTP_E*; msg says what failed (curl's reason, or the server's status
      * and the start of its error body). */
     void (*on_done)(oai_http_req_t *r, int status, const char *msg);
+    /* Optional: each response header line (without its CRLF) of a 2xx response. */
+    void (*on_header)(oai_http_req_t *r, const char *line, size_t n);
     void *ctx;
 
     /* Private to oai_http.c. */
