@@ -22,6 +22,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 TICK = os.sysconf("SC_CLK_TCK")
+CHILDREN = []  # killed on the way out, whatever happens
 
 
 def cpu_s(pid):
@@ -41,9 +42,12 @@ def wait_port(path, timeout=10):
 def source(b, tmp, tag, a):
     pf = os.path.join(tmp, f"{tag}.port")
     log = os.path.join(tmp, f"{tag}.log")
+    if os.path.exists(pf):  # a previous run's
+        os.unlink(pf)
     p = subprocess.Popen([os.path.join(b, "bench", "sse_source"), "--port-file", pf,
                           "--ttft-us", str(a.ttft_ms * 1000), "--tpot-us", str(a.tpot_ms * 1000)],
                          stdout=open(log, "w"))
+    CHILDREN.append(p)
     p.log = log
     return p, wait_port(pf)
 
@@ -67,6 +71,8 @@ def one_run(a, b, tmp, qsl):
                         str(a.duration_s), "--max-tokens", str(a.tokens), "--prompt-tokens", "64"],
                        capture_output=True, text=True, timeout=a.duration_s * 4 + 60)
     stop_source(src)
+    if r.returncode != 0:
+        sys.exit(f"llm_direct failed ({r.returncode}):\n{r.stderr[-2000:]}")
     d = dict(l.split("=") for l in r.stdout.split())
     direct_ttft = float(d["ttft_p50_us"])
 
@@ -81,7 +87,8 @@ def one_run(a, b, tmp, qsl):
                                                        "libsut_backend_openai.so"),
                              "--backend-opt", f"url=http://127.0.0.1:{port}",
                              "--backend-opt", f"max_tokens={a.tokens}",
-                             "--backend-opt", "max_concurrency=512", "--max-batch", "32"])
+                             "--backend-opt", "max_concurrency=128", "--max-batch", "32"])
+    CHILDREN.append(node)
     nport = wait_port(pf)
     out = os.path.join(tmp, "lg")
     c0, t0 = cpu_s(node.pid), time.monotonic()
@@ -140,6 +147,10 @@ def main():
               f"{med['node_ttft_us'] / 1000:.2f} ms vs {med['direct_ttft_us'] / 1000:.2f} ms direct:"
               f" {med['ratio']:.3f}x (target <= 1.05) |")
     finally:
+        for p in CHILDREN:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
