@@ -12,6 +12,8 @@ packages=(
     build-essential cmake pkg-config clang clang-format
     # libraries
     libuv1-dev libprotobuf-c-dev protobuf-c-compiler liblz4-dev libssl-dev libxxhash-dev
+    # the /metrics endpoint (libmicrohttpd) and the Prometheus server that scrapes it in tests
+    libmicrohttpd-dev prometheus
     # unit tests
     check libsubunit-dev
     # the onnx backend: oneDNN, the ONNX schema, the ONNX conformance test vectors
