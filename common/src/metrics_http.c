@@ -3,6 +3,7 @@
 #include "cmn/log.h"
 #include "cmn/net.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <stdarg.h>
@@ -14,6 +15,7 @@ struct cmn_metrics_http {
     struct MHD_Daemon *d;
     cmn_metrics_t *m;
     int port;
+    char addr[64]; /* the bound address, "127.0.0.1:9400" */
 };
 
 __attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -91,12 +93,12 @@ int cmn_metrics_http_start(cmn_metrics_t *m, const char *addr, cmn_metrics_http_
     if (ss.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     errno = 0;
-    h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR,
-                            (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
-                            (unsigned)CMN_METRICS_HTTP_MAX_CONN, MHD_OPTION_CONNECTION_TIMEOUT,
-                            (unsigned)CMN_METRICS_HTTP_TIMEOUT_S,
-                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024,
-                            MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_END);
+    /* The logger first: options before it would log through MHD's own stderr logger. */
+    h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER,
+                            on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)CMN_METRICS_HTTP_MAX_CONN,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CMN_METRICS_HTTP_TIMEOUT_S,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024, MHD_OPTION_END);
     if (!h->d) {
         int e = errno ? errno : EADDRNOTAVAIL;
         free(h);
@@ -104,6 +106,11 @@ int cmn_metrics_http_start(cmn_metrics_t *m, const char *addr, cmn_metrics_http_
     }
     info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
     h->port = info ? info->port : cmn_addr_port((struct sockaddr *)&ss);
+    if (ss.ss_family == AF_INET)
+        ((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)h->port);
+    else
+        ((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)h->port);
+    cmn_addr_format((struct sockaddr *)&ss, h->addr, sizeof(h->addr));
     *out = h;
     return 0;
 }
@@ -111,6 +118,11 @@ int cmn_metrics_http_start(cmn_metrics_t *m, const char *addr, cmn_metrics_http_
 int cmn_metrics_http_port(const cmn_metrics_http_t *h)
 {
     return h->port;
+}
+
+const char *cmn_metrics_http_addr(const cmn_metrics_http_t *h)
+{
+    return h->addr;
 }
 
 void cmn_metrics_http_stop(cmn_metrics_http_t *h)

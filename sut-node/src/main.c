@@ -63,6 +63,8 @@ static const opt_doc_t options[] = {
      "while it is busy (default 1000; 0 disables; keep it under the QDL's ping timeout)"},
     {"seed", "N", "seed for backends with randomness (sim) (default 0)"},
     {"port-file", "FILE", "write the bound port here once listening (for scripts using port 0)"},
+    {"metrics-listen", "ADDR:PORT",
+     "serve Prometheus metrics at http://ADDR:PORT/metrics (port 0: a free one, logged)"},
     {"tls-cert", "FILE", "serve TLS 1.3 with this certificate (PEM); plaintext when absent"},
     {"tls-key", "FILE", "private key of --tls-cert"},
     {"tls-ca", "FILE", "require client certificates signed by this CA (mutual TLS)"},
@@ -197,6 +199,8 @@ static int apply(sut_opts_t *o, const char *name, const char *v, cmn_errbuf_t *e
         rc = cmn_parse_u64(v, &o->seed);
     } else if (strcmp(name, "port-file") == 0) {
         o->port_file = v;
+    } else if (strcmp(name, "metrics-listen") == 0) {
+        o->metrics_listen = v;
     } else if (strcmp(name, "tls-cert") == 0) {
         o->tls_cert = v;
     } else if (strcmp(name, "tls-key") == 0) {

@@ -34,8 +34,9 @@ static void on_records(cmn_xq_t *q, cmn_xq_node_t *list)
         sut_qhdr_t *h = (sut_qhdr_t *)list;
         list = list->next;
         if (h->kind == SUT_REC_BATCH_DONE) {
-            sut__batcher_release(
-                &n->batcher, (sut_nbatch_t *)(void *)((char *)h - offsetof(sut_nbatch_t, done)));
+            sut_nbatch_t *nb = (sut_nbatch_t *)(void *)((char *)h - offsetof(sut_nbatch_t, done));
+            sut__metrics_batch(n->metrics, nb);
+            sut__batcher_release(&n->batcher, nb);
             freed_engine = 1;
         } else {
             sut__sessions_take(&n->sessions, (sut_rec_t *)h);
@@ -124,6 +125,7 @@ void sut__node_stop(sut_node_t *n)
     close_handle((uv_handle_t *)&n->sig_int);
     close_handle((uv_handle_t *)&n->sig_hup);
     sut__batcher_close(&n->batcher);
+    sut__metrics_stop(n->metrics);
     cmn_xq_close(&n->done_q, NULL);
 }
 
@@ -285,6 +287,8 @@ int sut__node_init(sut_node_t *n, uv_loop_t *loop, const sut_opts_t *opt, cmn_er
 
 void sut__node_free(sut_node_t *n)
 {
+    sut__metrics_free(n->metrics);
+    n->metrics = NULL;
     sut__workers_shutdown(&n->workers);
     sut__batcher_free(&n->batcher);
     sut__backend_unload(&n->be);
@@ -334,6 +338,22 @@ static int listen_one(sut_node_t *n, size_t i, int *port, cmn_errbuf_t *eb)
     return 0;
 }
 
+static int start_metrics(sut_node_t *n, cmn_errbuf_t *eb)
+{
+    sut_metrics_env_t env;
+
+    memset(&env, 0, sizeof(env));
+    env.listen = n->opt.metrics_listen;
+    env.name = n->name;
+    env.backend = n->be.info.name;
+    env.max_batch = n->max_batch;
+    env.sessions = &n->sessions;
+    env.batcher = &n->batcher;
+    env.workers = &n->workers;
+    env.budget = &n->budget;
+    return sut__metrics_start(&n->metrics, n->loop, &env, eb);
+}
+
 int sut__node_listen(sut_node_t *n, cmn_errbuf_t *eb)
 {
     size_t i;
@@ -357,5 +377,7 @@ int sut__node_listen(sut_node_t *n, cmn_errbuf_t *eb)
     }
     if (n->opt.port_file && (rc = write_port_file(n->opt.port_file, first_port, eb)) < 0)
         return rc;
+    if (n->opt.metrics_listen)
+        return start_metrics(n, eb);
     return 0;
 }

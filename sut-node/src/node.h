@@ -13,6 +13,7 @@
 #include "cmn/err.h"
 #include "cmn/pool.h"
 #include "cmn/tls.h"
+#include "metrics.h"
 #include "session.h"
 #include "types.h"
 #include "workers.h"
@@ -40,6 +41,7 @@ typedef struct {
     sut_workers_t workers;
     sut_batcher_t batcher;
     sut_sessions_t sessions;
+    sut_metrics_t *metrics; /* --metrics-listen, else NULL */
     int draining;
     int stopping;
     int exit_code;

@@ -48,6 +48,7 @@ typedef struct {
     uint64_t heartbeat_ms; /* a Ping to a client that heard nothing from us this long */
     uint64_t seed;
     const char *port_file;
+    const char *metrics_listen; /* serve Prometheus metrics here (metrics.c); NULL: none */
     const char *config_file;
     /* TLS (NULL cert: plaintext) */
     const char *tls_cert;
@@ -94,7 +95,8 @@ typedef struct {
 typedef struct {
     sut_session_t *s;
     uint64_t wire_id;
-    int result_codec; /* the session's negotiated result codec */
+    int result_codec;    /* the session's negotiated result codec */
+    uint64_t arrived_ns; /* its Query frame was received (for the node's latency metric) */
 } sut_owner_t;
 
 /* The node's view of a batch (formed by batcher.c, run by workers.c): the backend sees only |b|. */

@@ -30,6 +30,9 @@ int cmn_metrics_http_start(cmn_metrics_t *m, const char *addr, cmn_metrics_http_
 /* The port it listens on (the one the system chose when |addr| said 0). */
 int cmn_metrics_http_port(const cmn_metrics_http_t *h);
 
+/* The address it listens on, with that port: "127.0.0.1:41234" (valid until stop). */
+const char *cmn_metrics_http_addr(const cmn_metrics_http_t *h);
+
 /* Stops listening, ends the server's thread and frees |h|. NULL is a no-op. */
 void cmn_metrics_http_stop(cmn_metrics_http_t *h);
 

@@ -382,6 +382,8 @@ START_TEST(http_serves_metrics)
     ck_assert_int_eq(cmn_metrics_http_start(m, "127.0.0.1:0", &h, &eb), 0);
     port = cmn_metrics_http_port(h);
     ck_assert_int_gt(port, 0);
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", port);
+    ck_assert_str_eq(cmn_metrics_http_addr(h), addr);
 
     http_get(port, "GET /metrics HTTP/1.0\r\n\r\n", buf, sizeof(buf));
     ck_assert_msg(strncmp(buf, "HTTP/1.0 200", 12) == 0 || strncmp(buf, "HTTP/1.1 200", 12) == 0,
