@@ -4,6 +4,7 @@
 #include "backend.h"
 #include "node.h"
 #include "opts.h"
+#include "statsq.h"
 
 #include "cmn/conf.h"
 #include "cmn/log.h"
@@ -15,6 +16,8 @@
 #include <string.h>
 
 #define SUT_VERSION "0.1.0"
+/* --stats waits this long for the whole exchange. */
+#define STATS_TIMEOUT_MS 5000
 
 typedef struct {
     const char *name;
@@ -71,6 +74,8 @@ static const opt_doc_t options[] = {
     {"tls-allow", "NAMES", "comma-separated client certificate names allowed (with --tls-ca)"},
     {"log-level", "LEVEL", "error, warn, info or debug (default info)"},
     {"config", "FILE", "read options from FILE (key = value lines, keys as the long options)"},
+    {"stats", "HOST:PORT",
+     "ask the running node at HOST:PORT for its counters (StatsRequest), print them and exit"},
     {"version", NULL, "print the version and exit"},
     {"help", NULL, "print this help and exit"},
 };
@@ -249,6 +254,18 @@ static const opt_doc_t *find_option(const char *name)
     return NULL;
 }
 
+/* --stats: the counters of a running node on stdout; 0, or 1 with the reason on stderr. */
+static int stats_main(const char *addr)
+{
+    cmn_errbuf_t eb = {{0}};
+
+    if (sut__stats_query(addr, STATS_TIMEOUT_MS, stdout, &eb) < 0) {
+        fprintf(stderr, "sut-node: --stats: %s\n", eb.msg);
+        return 1;
+    }
+    return 0;
+}
+
 /* Two passes: --config first (the file sets defaults), then the command line over it. */
 static int parse_args(int argc, char **argv, sut_opts_t *o, cmn_errbuf_t *eb)
 {
@@ -279,6 +296,10 @@ static int parse_args(int argc, char **argv, sut_opts_t *o, cmn_errbuf_t *eb)
                 if (i + 1 >= argc)
                     return cmn_errf(eb, CMN_ECONFIG, "--%s needs a value (%s)", name, d->arg);
                 val = argv[++i];
+            }
+            if (pass == 0 && strcmp(name, "stats") == 0) {
+                sut__opts_free(o);
+                exit(stats_main(val));
             }
             if (!d->arg) {
                 if (pass == 0 && strcmp(name, "help") == 0) {

@@ -7,7 +7,8 @@ series with the value the run's own records give.
 
 sut: a sut-node with --metrics-listen 127.0.0.1:0 is scraped while loadgen-node sends it a short
 Server run; sut_node_samples_total and the node's latency histogram count must equal the samples
-the QDL sent (nodes.json), and the batch-size histogram must count every batch.
+the QDL sent (nodes.json), and the batch-size histogram must count every batch; `sut-node --stats`
+must print the same sample count.
 
 loadgen: loadgen-node with --metrics-listen on a free loopback port (Prometheus applies a new
 file_sd target only every 5 s, longer than the run, so the port is chosen first) is scraped during
@@ -220,6 +221,13 @@ def run_sut(a, tmp, prom, procs):
     expect_eq(prom, 'sut_node_batch_size_bucket{le="+Inf"}', batches)
     expect_eq(prom, "sut_node_connections", 0)
     expect_eq(prom, "sut_node_inflight_samples", 0)
+    # sut-node --stats asks the same node over the protocol (StatsRequest): the same count.
+    out = subprocess.run([a.sut_node, "--stats", f"127.0.0.1:{port}"], capture_output=True,
+                         text=True, timeout=30)
+    stats = dict(line.split(" ", 1) for line in out.stdout.splitlines())
+    if out.returncode != 0 or int(stats.get("samples", -1)) != sent:
+        raise SystemExit(f"FAIL: sut-node --stats: rc {out.returncode}, {out.stdout} {out.stderr}")
+    print(f"ok: sut-node --stats samples = {sent}")
     info = prom.query("sut_node_info")
     if not info or info[0]["metric"].get("backend") != "sim":
         raise SystemExit(f"FAIL: sut_node_info: {info}")
