@@ -155,6 +155,7 @@ static void batch_recycle(sut_batcher_t *bt, sut_nbatch_t *nb)
 static void dispatch(sut_batcher_t *bt, sut_nbatch_t *nb)
 {
     nb->b.input_size = nb->used;
+    nb->dispatch_ns = cmn_now_ns();
     bt->inflight++;
     bt->st.batches++;
     sut__workers_submit(bt->workers, nb);
@@ -254,13 +255,21 @@ void sut__batcher_kick(sut_batcher_t *bt)
 }
 
 /* Room for a full batch of samples of this size within the batch byte limit; a single sample
- * larger than the limit gets a batch of its own. */
+ * larger than the limit gets a batch of its own (which the budget may still refuse). */
 static uint64_t open_size(const sut_batcher_t *bt, uint64_t raw_size)
 {
     uint64_t want = raw_size * bt->cfg.max_batch;
+    uint64_t used = sut__budget_used(bt->budget), room = bt->budget->limit / 2;
 
     if (want > bt->cfg.max_batch_bytes)
         want = bt->cfg.max_batch_bytes;
+    /* And within what the memory budget has left: at most half of it for one batch, so that other
+     * batches and results still fit. */
+    room = used < bt->budget->limit
+               ? (bt->budget->limit - used < room ? bt->budget->limit - used : room)
+               : 0;
+    if (want > room)
+        want = room;
     if (want < raw_size)
         want = raw_size;
     return want ? want : 64;
@@ -312,6 +321,8 @@ void sut__batcher_release(sut_batcher_t *bt, sut_nbatch_t *nb)
 {
     if (nb->done_ns > nb->start_ns)
         bt->st.infer_ns += nb->done_ns - nb->start_ns;
+    if (nb->start_ns > nb->dispatch_ns)
+        bt->st.queue_ns += nb->start_ns - nb->dispatch_ns;
     bt->inflight--;
     batch_recycle(bt, nb);
 }

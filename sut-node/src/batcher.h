@@ -32,6 +32,7 @@ typedef struct {
     uint64_t batches;
     uint64_t decode_ns; /* sample decompression */
     uint64_t infer_ns;  /* from the backend starting a batch to its last completion */
+    uint64_t queue_ns;  /* from dispatch to the backend starting it */
 } sut_batcher_stats_t;
 
 typedef struct {

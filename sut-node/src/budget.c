@@ -5,9 +5,10 @@
 
 #include <uv.h>
 
-void sut__budget_init(sut_budget_t *b, uint64_t limit)
+void sut__budget_init(sut_budget_t *b, uint64_t budget)
 {
-    b->limit = limit;
+    b->budget = budget;
+    b->limit = budget / 4 * 3;
     atomic_init(&b->used, 0);
     atomic_init(&b->peak, 0);
     atomic_init(&b->refused, 0);

@@ -68,14 +68,15 @@ static const opt_doc_t options[] = {
     {"port-file", "FILE", "write the bound port here once listening (for scripts using port 0)"},
     {"metrics-listen", "ADDR:PORT",
      "serve Prometheus metrics at http://ADDR:PORT/metrics (port 0: a free one, logged)"},
+    {"stats", "HOST:PORT",
+     "ask the running node at HOST:PORT for its counters (StatsRequest, plaintext), print them "
+     "and exit"},
     {"tls-cert", "FILE", "serve TLS 1.3 with this certificate (PEM); plaintext when absent"},
     {"tls-key", "FILE", "private key of --tls-cert"},
     {"tls-ca", "FILE", "require client certificates signed by this CA (mutual TLS)"},
     {"tls-allow", "NAMES", "comma-separated client certificate names allowed (with --tls-ca)"},
     {"log-level", "LEVEL", "error, warn, info or debug (default info)"},
     {"config", "FILE", "read options from FILE (key = value lines, keys as the long options)"},
-    {"stats", "HOST:PORT",
-     "ask the running node at HOST:PORT for its counters (StatsRequest), print them and exit"},
     {"version", NULL, "print the version and exit"},
     {"help", NULL, "print this help and exit"},
 };
@@ -202,10 +203,10 @@ static int apply(sut_opts_t *o, const char *name, const char *v, cmn_errbuf_t *e
         rc = cmn_parse_u64(v, &o->heartbeat_ms);
     } else if (strcmp(name, "seed") == 0) {
         rc = cmn_parse_u64(v, &o->seed);
-    } else if (strcmp(name, "port-file") == 0) {
-        o->port_file = v;
     } else if (strcmp(name, "metrics-listen") == 0) {
         o->metrics_listen = v;
+    } else if (strcmp(name, "port-file") == 0) {
+        o->port_file = v;
     } else if (strcmp(name, "tls-cert") == 0) {
         o->tls_cert = v;
     } else if (strcmp(name, "tls-key") == 0) {

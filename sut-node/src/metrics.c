@@ -35,6 +35,7 @@ enum {
     C_BYTES_IN,
     C_BYTES_OUT,
     C_DECODE,
+    C_QUEUE,
     C_INFER,
     C_ENCODE,
     C_ERRORS,
@@ -42,6 +43,7 @@ enum {
     G_CONNECTIONS,
     G_INFLIGHT,
     G_MEM_BUDGET,
+    G_MEM_LIMIT,
     G_MEM_USED,
     G_MEM_PEAK,
     G_RSS,
@@ -76,6 +78,9 @@ static const snap_desc_t snap_descs[N_SNAP] = {
                      CMN_METRIC_COUNTER, 0},
     [C_DECODE] = {"sut_node_decode_seconds_total",
                   "Time spent decompressing samples into batch inputs.", CMN_METRIC_COUNTER, NS},
+    [C_QUEUE] = {"sut_node_queue_wait_seconds_total",
+                 "Time batches waited between dispatch and the backend starting them, summed.",
+                 CMN_METRIC_COUNTER, NS},
     [C_INFER] = {"sut_node_infer_seconds_total",
                  "Time from the backend starting a batch to its last completion, summed.",
                  CMN_METRIC_COUNTER, NS},
@@ -90,11 +95,13 @@ static const snap_desc_t snap_descs[N_SNAP] = {
     [G_CONNECTIONS] = {"sut_node_connections", "Connections open.", CMN_METRIC_GAUGE, 0},
     [G_INFLIGHT] = {"sut_node_inflight_samples",
                     "Samples received and not yet answered, all connections.", CMN_METRIC_GAUGE, 0},
-    [G_MEM_BUDGET] = {"sut_node_memory_budget_bytes",
-                      "The memory budget: bytes all peers together can make the node hold.",
+    [G_MEM_BUDGET] = {"sut_node_memory_budget_bytes", "The memory budget (--memory-budget).",
                       CMN_METRIC_GAUGE, 0},
+    [G_MEM_LIMIT] = {"sut_node_memory_limit_bytes",
+                     "The part of the budget all peers together can make the node hold.",
+                     CMN_METRIC_GAUGE, 0},
     [G_MEM_USED] = {"sut_node_memory_used_bytes",
-                    "Bytes of the memory budget in use (batch inputs, frames, queued results).",
+                    "Bytes peers make the node hold now (batch inputs, frames, queued results).",
                     CMN_METRIC_GAUGE, 0},
     [G_MEM_PEAK] = {"sut_node_memory_peak_bytes", "Most bytes of the memory budget ever in use.",
                     CMN_METRIC_GAUGE, 0},
@@ -150,13 +157,15 @@ static void take_snapshot(sut_metrics_t *m)
     cmn_series_set(s[C_BYTES_IN], (int64_t)st.bytes_in);
     cmn_series_set(s[C_BYTES_OUT], (int64_t)st.bytes_out);
     cmn_series_set(s[C_DECODE], (int64_t)st.decode_ns);
+    cmn_series_set(s[C_QUEUE], (int64_t)m->env.batcher->st.queue_ns);
     cmn_series_set(s[C_INFER], (int64_t)st.infer_ns);
     cmn_series_set(s[C_ENCODE], (int64_t)st.encode_ns);
     cmn_series_set(s[C_ERRORS], (int64_t)st.errors);
     cmn_series_set(s[C_MEM_REFUSED], (int64_t)atomic_load(&b->refused));
     cmn_series_set(s[G_CONNECTIONS], (int64_t)st.connections_open);
     cmn_series_set(s[G_INFLIGHT], (int64_t)st.inflight_samples);
-    cmn_series_set(s[G_MEM_BUDGET], (int64_t)b->limit);
+    cmn_series_set(s[G_MEM_BUDGET], (int64_t)b->budget);
+    cmn_series_set(s[G_MEM_LIMIT], (int64_t)b->limit);
     cmn_series_set(s[G_MEM_USED], (int64_t)sut__budget_used(b));
     cmn_series_set(s[G_MEM_PEAK], (int64_t)atomic_load(&b->peak));
     cmn_series_set(s[G_RSS], (int64_t)resident_bytes());
@@ -343,7 +352,7 @@ void sut__metrics_batch(sut_metrics_t *m, const sut_nbatch_t *nb)
     if (nb->done_ns >= nb->start_ns)
         cmn_series_observe(m->infer, nb->done_ns - nb->start_ns);
     for (size_t i = 0; i < nb->b.n; i++) {
-        uint64_t arrived = nb->owners[i].arrived_ns;
+        uint64_t arrived = nb->owners[i].arrival_ns;
         if (arrived && nb->done_ns >= arrived)
             cmn_series_observe(m->latency, nb->done_ns - arrived);
     }

@@ -59,14 +59,16 @@ static void on_connection(uv_stream_t *server, int status)
     sut__sessions_accept(&n->sessions, server);
 }
 
-/* Memory goes back to the system when peers leave: the idle batches when none is connected, and
- * whatever the allocator keeps free at the top of its heaps. */
+/* Memory goes back to the system when peers leave: the idle batches and pooled result buffers
+ * when none is connected, and whatever the allocator keeps free in its heaps. */
 static void give_back_memory(sut_node_t *n)
 {
     if (!sut__sessions_closed(&n->sessions))
         return;
-    if (n->sessions.n == 0 && sut__batcher_idle(&n->batcher))
+    if (n->sessions.n == 0 && sut__batcher_idle(&n->batcher)) {
         sut__batcher_trim(&n->batcher);
+        cmn_pool_trim(n->pool);
+    }
     malloc_trim(0);
 }
 

@@ -37,11 +37,11 @@ typedef struct {
     uint32_t engines;
     cmn_pool_t *pool;
     sut_budget_t budget;
-    cmn_tls_ctx_t *tls; /* NULL: plaintext */
+    cmn_tls_ctx_t *tls;     /* NULL: plaintext */
+    sut_metrics_t *metrics; /* NULL: no --metrics-listen */
     sut_workers_t workers;
     sut_batcher_t batcher;
     sut_sessions_t sessions;
-    sut_metrics_t *metrics; /* --metrics-listen, else NULL */
     int draining;
     int stopping;
     int exit_code;

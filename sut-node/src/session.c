@@ -529,7 +529,7 @@ static void handle_query(sut_session_t *s, const Nsut__Query *q, const uint8_t *
 {
     sut_sessions_t *ss = s->ss;
     const uint8_t *p = payload;
-    const uint64_t arrived = cmn_now_ns();
+    uint64_t arrival = s->last_frame_ns;
     cmn_errbuf_t eb;
     size_t i;
     int rc;
@@ -540,7 +540,7 @@ static void handle_query(sut_session_t *s, const Nsut__Query *q, const uint8_t *
     for (i = 0; i < q->n_samples; i++) {
         const Nsut__Sample *sm = q->samples[i];
         const uint8_t *wire = p;
-        sut_owner_t ow = {s, sm->id, s->result_codec, arrived};
+        sut_owner_t ow = {s, sm->id, s->result_codec, arrival};
 
         p += sm->wire_size;
         if (admit_sample(s, sm) < 0)

@@ -48,7 +48,7 @@ typedef struct {
     uint64_t heartbeat_ms; /* a Ping to a client that heard nothing from us this long */
     uint64_t seed;
     const char *port_file;
-    const char *metrics_listen; /* serve Prometheus metrics here (metrics.c); NULL: none */
+    const char *metrics_listen; /* ADDR:PORT for Prometheus metrics, or NULL */
     const char *config_file;
     /* TLS (NULL cert: plaintext) */
     const char *tls_cert;
@@ -96,7 +96,7 @@ typedef struct {
     sut_session_t *s;
     uint64_t wire_id;
     int result_codec;    /* the session's negotiated result codec */
-    uint64_t arrived_ns; /* its Query frame was received (for the node's latency metric) */
+    uint64_t arrival_ns; /* its Query frame was received (the node's latency metric) */
 } sut_owner_t;
 
 /* The node's view of a batch (formed by batcher.c, run by workers.c): the backend sees only |b|. */
@@ -113,6 +113,7 @@ struct sut_nbatch {
     size_t used;
     atomic_size_t remaining; /* samples not yet completed (any thread) */
     uint64_t first_ns;       /* arrival of the first sample */
+    uint64_t dispatch_ns;    /* handed to the workers */
     uint64_t start_ns;       /* the backend started it (after any queue wait) */
     uint64_t done_ns;        /* its last sample completed */
     sut_nbatch_t *next;      /* work queue / free list */
