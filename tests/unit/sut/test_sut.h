@@ -12,5 +12,6 @@ TCase *tc_batch_alloc_fail(void);
 TCase *tc_session_results(void);
 TCase *tc_session_alloc_fail(void);
 TCase *tc_accept_tls_fail(void);
+TCase *tc_budget(void);
 
 #endif
