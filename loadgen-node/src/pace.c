@@ -5,7 +5,7 @@
  * even for a deadline already passed. So the thread measures that cost at the start of each
  * series (lg__pace_init: 32 sleeps of 1 us, the 90th percentile of how late they woke) and keeps
  * measuring it on every sleep during the run (the 90th percentile of the last 64). It never
- * sleeps when less than that cost plus --spin-us remains before the deadline: it spins instead,
+ * sleeps when less than that cost plus --spin-us remains before the deadline: it spins instead
  * (yielding while more than 10 us remain, a pause instruction after). A host with more runnable
  * threads than cores preempts a spinner for whole time slices; when spins are seen preempted the
  * thread sleeps instead for a while (judge_contention). The CPU the spin takes is counted (shown in
