@@ -274,6 +274,17 @@ def run_loadgen(a, tmp, prom, procs):
     print(f"ok: loadgen_node_rtt_min_seconds = {rtt}")
 
 
+def stop_all(procs):
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mode", choices=("sut", "loadgen"), required=True)
@@ -294,17 +305,20 @@ def main():
             print(open(prom.log, errors="replace").read()[-2000:])
             return 77
         (run_sut if a.mode == "sut" else run_loadgen)(a, tmp, prom, procs)
+        stop_all(procs)
+        for p in procs:
+            if p.returncode not in (0, 1):
+                raise SystemExit(f"FAIL: {p.args[0]} ended with {p.returncode}")
+        for name in ("sut.log", "lg.log"):
+            text = open(os.path.join(tmp, name), errors="replace").read()
+            if "Sanitizer" in text or "runtime error:" in text:
+                raise SystemExit(f"FAIL: a sanitizer report in {name}")
+        if procs[0].returncode != 0:
+            raise SystemExit(f"FAIL: sut-node exited {procs[0].returncode} on SIGTERM")
         ok = True
         return 0
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(15)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+        stop_all(procs)
         prom.stop()
         if ok:
             shutil.rmtree(tmp, ignore_errors=True)
