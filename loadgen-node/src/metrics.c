@@ -87,7 +87,8 @@ static void on_collect(void *arg)
     cmn_series_set(m->issued, (int64_t)issued);
     cmn_series_set(m->completed, (int64_t)completed);
     cmn_series_set(m->failed, (int64_t)failed);
-    cmn_series_set(m->inflight, (int64_t)(issued - completed));
+    /* A completion can land before its issue() call has returned and been counted. */
+    cmn_series_set(m->inflight, issued > completed ? (int64_t)(issued - completed) : 0);
     n = qdl_stats(lg_sut_qdl_handle(m->sut), m->st, MAX_NODES);
     for (int i = 0; i < n && i < MAX_NODES; i++) {
         const qdl_node_stats_t *s = &m->st[i];
