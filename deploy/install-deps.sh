@@ -12,6 +12,8 @@ packages=(
     build-essential cmake pkg-config clang clang-format
     # libraries
     libuv1-dev libprotobuf-c-dev protobuf-c-compiler liblz4-dev libssl-dev libxxhash-dev
+    # the /metrics endpoint (libmicrohttpd) and the Prometheus server that scrapes it in tests
+    libmicrohttpd-dev prometheus
     # unit tests
     check libsubunit-dev
     # the onnx backend: oneDNN, the ONNX schema, the ONNX conformance test vectors
@@ -27,8 +29,6 @@ packages=(
     # deployment tooling: the Kubernetes manifest check, systemd-analyze for the unit, lspci for
     # NIC models in the submission metadata
     python3-yaml systemd pciutils
-    # metrics: sut-node's Prometheus endpoint, and the real server that scrapes it in the tests
-    libmicrohttpd-dev prometheus
 )
 if [[ "${1:-}" == "--bench" ]]; then
     packages+=(python3-torch python3-torchvision python3-onnx iperf3 hyperfine)

@@ -24,6 +24,8 @@ typedef struct {
     int have_synth;
     const char *sut, *nodes, *policy, *result_codec;
     const char *tls_ca, *tls_cert, *tls_key, *tls_name;
+    const char *metrics_listen; /* --metrics-listen (QDL runs) */
+    uint64_t metrics_linger_ms;
     uint64_t connections;
     lg_null_config_t null;
     lg_log_settings_t log;

@@ -158,8 +158,6 @@ static void dispatch(sut_batcher_t *bt, sut_nbatch_t *nb)
     nb->dispatch_ns = cmn_now_ns();
     bt->inflight++;
     bt->st.batches++;
-    bt->st.size_hist[sut__batch_bucket(nb->b.n)]++;
-    bt->st.size_sum += nb->b.n;
     sut__workers_submit(bt->workers, nb);
 }
 

@@ -13,7 +13,6 @@
 #define SUT_BATCHER_H
 
 #include "budget.h"
-#include "metrics.h"
 #include "cmn/err.h"
 #include "types.h"
 #include "workers.h"
@@ -34,8 +33,6 @@ typedef struct {
     uint64_t decode_ns; /* sample decompression */
     uint64_t infer_ns;  /* from the backend starting a batch to its last completion */
     uint64_t queue_ns;  /* from dispatch to the backend starting it */
-    uint64_t size_hist[SUT_BATCH_BUCKETS + 1];
-    uint64_t size_sum;
 } sut_batcher_stats_t;
 
 typedef struct {

@@ -4,7 +4,7 @@
 #include "backend.h"
 #include "node.h"
 #include "opts.h"
-#include "statsclient.h"
+#include "statsq.h"
 
 #include "cmn/conf.h"
 #include "cmn/log.h"
@@ -16,6 +16,8 @@
 #include <string.h>
 
 #define SUT_VERSION "0.1.0"
+/* --stats waits this long for the whole exchange. */
+#define STATS_TIMEOUT_MS 5000
 
 typedef struct {
     const char *name;
@@ -65,9 +67,10 @@ static const opt_doc_t options[] = {
     {"seed", "N", "seed for backends with randomness (sim) (default 0)"},
     {"port-file", "FILE", "write the bound port here once listening (for scripts using port 0)"},
     {"metrics-listen", "ADDR:PORT",
-     "serve Prometheus metrics over HTTP at http://ADDR:PORT/metrics (default: none)"},
+     "serve Prometheus metrics at http://ADDR:PORT/metrics (port 0: a free one, logged)"},
     {"stats", "HOST:PORT",
-     "print the counters of the node running at HOST:PORT (plaintext) and exit"},
+     "ask the running node at HOST:PORT for its counters (StatsRequest, plaintext), print them "
+     "and exit"},
     {"tls-cert", "FILE", "serve TLS 1.3 with this certificate (PEM); plaintext when absent"},
     {"tls-key", "FILE", "private key of --tls-cert"},
     {"tls-ca", "FILE", "require client certificates signed by this CA (mutual TLS)"},
@@ -202,8 +205,6 @@ static int apply(sut_opts_t *o, const char *name, const char *v, cmn_errbuf_t *e
         rc = cmn_parse_u64(v, &o->seed);
     } else if (strcmp(name, "metrics-listen") == 0) {
         o->metrics_listen = v;
-    } else if (strcmp(name, "stats") == 0) {
-        o->stats = v;
     } else if (strcmp(name, "port-file") == 0) {
         o->port_file = v;
     } else if (strcmp(name, "tls-cert") == 0) {
@@ -254,6 +255,18 @@ static const opt_doc_t *find_option(const char *name)
     return NULL;
 }
 
+/* --stats: the counters of a running node on stdout; 0, or 1 with the reason on stderr. */
+static int stats_main(const char *addr)
+{
+    cmn_errbuf_t eb = {{0}};
+
+    if (sut__stats_query(addr, STATS_TIMEOUT_MS, stdout, &eb) < 0) {
+        fprintf(stderr, "sut-node: --stats: %s\n", eb.msg);
+        return 1;
+    }
+    return 0;
+}
+
 /* Two passes: --config first (the file sets defaults), then the command line over it. */
 static int parse_args(int argc, char **argv, sut_opts_t *o, cmn_errbuf_t *eb)
 {
@@ -284,6 +297,10 @@ static int parse_args(int argc, char **argv, sut_opts_t *o, cmn_errbuf_t *eb)
                 if (i + 1 >= argc)
                     return cmn_errf(eb, CMN_ECONFIG, "--%s needs a value (%s)", name, d->arg);
                 val = argv[++i];
+            }
+            if (pass == 0 && strcmp(name, "stats") == 0) {
+                sut__opts_free(o);
+                exit(stats_main(val));
             }
             if (!d->arg) {
                 if (pass == 0 && strcmp(name, "help") == 0) {
@@ -333,11 +350,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "sut-node: %s\n", eb.msg);
         sut__opts_free(&opt);
         return 2;
-    }
-    if (opt.stats) {
-        rc = sut__stats_query(opt.stats, 5000);
-        sut__opts_free(&opt);
-        return rc;
     }
     if (opt.n_listen == 0)
         opt.listen[opt.n_listen++] = "0.0.0.0:7000";

@@ -1,53 +1,56 @@
-/* Prometheus metrics over HTTP (libmicrohttpd, on its own thread): GET /metrics returns the text
- * exposition format. The loop thread publishes a snapshot of the node's counters every tick
- * (sut__metrics_publish); a scrape reads the latest one under a mutex, so it never touches loop
- * state. Values are therefore up to one tick (250 ms) old. */
+/* The node's Prometheus metrics (--metrics-listen): what the node knows, served at /metrics by
+ * cmn/metrics_http.h on a thread of its own.
+ *
+ * Counters the sessions, the batcher, the workers and the budget already keep are read on the loop
+ * thread when a scrape asks (the scrape waits for one loop turn, at most SUT_METRICS_SNAPSHOT_MS,
+ * and serves the last values when the loop is busy longer), so their owners change nothing. What
+ * no counter holds — the distributions — is observed per completed batch (sut__metrics_batch).
+ *
+ * Lifecycle: sut__metrics_start after the node's parts exist (loop thread), sut__metrics_stop
+ * with the node's other handles (ends the HTTP thread, closes the async handle), sut__metrics_free
+ * after the loop ends. Calls flow down: node.c calls this file; this file reads the sessions,
+ * the batcher, the workers and the budget, and none of them calls it. Threads: the loop thread,
+ * except the collect callback, which runs on the HTTP thread and only waits. */
 #ifndef SUT_METRICS_H
 #define SUT_METRICS_H
 
+#include "batcher.h"
+#include "budget.h"
 #include "cmn/err.h"
+#include "session.h"
+#include "types.h"
+#include "workers.h"
 
-#include <stdint.h>
 #include <uv.h>
 
-/* Upper bounds of the histogram buckets (+Inf is implicit). */
-#define SUT_BATCH_BUCKETS 11   /* 1, 2, 4, ... 1024 samples */
-#define SUT_LATENCY_BUCKETS 14 /* 100 us ... 10 s */
-
-extern const double sut__latency_bounds_s[SUT_LATENCY_BUCKETS];
-
-/* Cumulative counts per bucket (+Inf last), the sum and the count: Prometheus' histogram. */
-typedef struct {
-    uint64_t batch_size[SUT_BATCH_BUCKETS + 1];
-    uint64_t batch_size_sum;
-    uint64_t latency[SUT_LATENCY_BUCKETS + 1];
-    double latency_sum_s;
-} sut_histograms_t;
-
-typedef struct {
-    uint64_t queries, samples, batches;
-    uint64_t bytes_in, bytes_out;
-    uint64_t decode_ns, queue_ns, infer_ns, encode_ns;
-    uint64_t errors, samples_failed, samples_rejected;
-    uint64_t connections_total;
-    uint32_t connections_open;
-    uint32_t inflight_samples;
-    uint64_t memory_used, memory_peak, memory_limit, memory_budget;
-    sut_histograms_t h;
-} sut_metrics_values_t;
-
-/* Bucket index for a batch of |n| samples and for a latency of |ns|. */
-unsigned sut__batch_bucket(uint64_t n);
-unsigned sut__latency_bucket(uint64_t ns);
+#define SUT_METRICS_SNAPSHOT_MS 1000
 
 typedef struct sut_metrics sut_metrics_t;
 
-/* Serves /metrics on |addr| (ADDR:PORT, port 0 for any). Returns 0 or a negative code with a
- * reason in |eb|; *port gets the bound port. */
-int sut__metrics_start(sut_metrics_t **out, const char *addr, const char *node_name, int *port,
+/* What the metrics read, fixed at start. */
+typedef struct {
+    const char *listen; /* --metrics-listen */
+    const char *name;   /* node name */
+    const char *backend;
+    uint32_t max_batch;
+    sut_sessions_t *sessions;
+    sut_batcher_t *batcher;
+    sut_workers_t *workers;
+    sut_budget_t *budget;
+} sut_metrics_env_t;
+
+/* Registers the metrics and listens. Returns 0 or a negative code with a reason in |eb| (the
+ * address, and why it cannot be served). Logs the bound address. */
+int sut__metrics_start(sut_metrics_t **out, uv_loop_t *loop, const sut_metrics_env_t *env,
                        cmn_errbuf_t *eb);
-/* Replaces the snapshot scrapes read (loop thread). */
-void sut__metrics_publish(sut_metrics_t *m, const sut_metrics_values_t *v);
+/* The port the endpoint listens on. */
+int sut__metrics_port(const sut_metrics_t *m);
+/* A batch came back from the workers (before the batcher reuses it): batch size, batch wait,
+ * infer time, and each sample's time in the node. NULL |m| is a no-op. */
+void sut__metrics_batch(sut_metrics_t *m, const sut_nbatch_t *nb);
+/* Stops serving and closes the loop handle. NULL is a no-op. */
 void sut__metrics_stop(sut_metrics_t *m);
+/* After the loop has ended. NULL is a no-op. */
+void sut__metrics_free(sut_metrics_t *m);
 
 #endif

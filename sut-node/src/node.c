@@ -34,8 +34,9 @@ static void on_records(cmn_xq_t *q, cmn_xq_node_t *list)
         sut_qhdr_t *h = (sut_qhdr_t *)list;
         list = list->next;
         if (h->kind == SUT_REC_BATCH_DONE) {
-            sut__batcher_release(
-                &n->batcher, (sut_nbatch_t *)(void *)((char *)h - offsetof(sut_nbatch_t, done)));
+            sut_nbatch_t *nb = (sut_nbatch_t *)(void *)((char *)h - offsetof(sut_nbatch_t, done));
+            sut__metrics_batch(n->metrics, nb);
+            sut__batcher_release(&n->batcher, nb);
             freed_engine = 1;
         } else {
             sut__sessions_take(&n->sessions, (sut_rec_t *)h);
@@ -71,49 +72,11 @@ static void give_back_memory(sut_node_t *n)
     malloc_trim(0);
 }
 
-static void publish_metrics(sut_node_t *n)
-{
-    Nsut__Stats st = NSUT__STATS__INIT;
-    sut_metrics_values_t v;
-    const sut_batcher_stats_t *bs = &n->batcher.st;
-    const sut_sessions_stats_t *ss = &n->sessions.st;
-
-    if (!n->metrics)
-        return;
-    sut__sessions_stats(&n->sessions, &st);
-    memset(&v, 0, sizeof(v));
-    v.queries = st.queries;
-    v.samples = st.samples;
-    v.batches = st.batches;
-    v.bytes_in = st.bytes_in;
-    v.bytes_out = st.bytes_out;
-    v.decode_ns = st.decode_ns;
-    v.queue_ns = bs->queue_ns;
-    v.infer_ns = st.infer_ns;
-    v.encode_ns = st.encode_ns;
-    v.errors = st.errors;
-    v.samples_failed = st.samples_failed;
-    v.samples_rejected = ss->samples_rejected;
-    v.connections_total = st.connections_total;
-    v.connections_open = st.connections_open;
-    v.inflight_samples = st.inflight_samples;
-    v.memory_used = sut__budget_used(&n->budget);
-    v.memory_peak = atomic_load(&n->budget.peak);
-    v.memory_limit = n->budget.limit;
-    v.memory_budget = n->budget.budget;
-    memcpy(v.h.batch_size, bs->size_hist, sizeof(v.h.batch_size));
-    v.h.batch_size_sum = bs->size_sum;
-    memcpy(v.h.latency, ss->latency_hist, sizeof(v.h.latency));
-    v.h.latency_sum_s = (double)ss->latency_sum_ns / 1e9;
-    sut__metrics_publish(n->metrics, &v);
-}
-
 static void on_tick(uv_timer_t *t)
 {
     sut_node_t *n = t->data;
     sut__sessions_tick(&n->sessions, cmn_now_ns());
     give_back_memory(n);
-    publish_metrics(n);
 }
 
 static void on_turn(uv_check_t *h)
@@ -164,6 +127,7 @@ void sut__node_stop(sut_node_t *n)
     close_handle((uv_handle_t *)&n->sig_int);
     close_handle((uv_handle_t *)&n->sig_hup);
     sut__batcher_close(&n->batcher);
+    sut__metrics_stop(n->metrics);
     cmn_xq_close(&n->done_q, NULL);
 }
 
@@ -325,7 +289,7 @@ int sut__node_init(sut_node_t *n, uv_loop_t *loop, const sut_opts_t *opt, cmn_er
 
 void sut__node_free(sut_node_t *n)
 {
-    sut__metrics_stop(n->metrics);
+    sut__metrics_free(n->metrics);
     n->metrics = NULL;
     sut__workers_shutdown(&n->workers);
     sut__batcher_free(&n->batcher);
@@ -376,6 +340,22 @@ static int listen_one(sut_node_t *n, size_t i, int *port, cmn_errbuf_t *eb)
     return 0;
 }
 
+static int start_metrics(sut_node_t *n, cmn_errbuf_t *eb)
+{
+    sut_metrics_env_t env;
+
+    memset(&env, 0, sizeof(env));
+    env.listen = n->opt.metrics_listen;
+    env.name = n->name;
+    env.backend = n->be.info.name;
+    env.max_batch = n->max_batch;
+    env.sessions = &n->sessions;
+    env.batcher = &n->batcher;
+    env.workers = &n->workers;
+    env.budget = &n->budget;
+    return sut__metrics_start(&n->metrics, n->loop, &env, eb);
+}
+
 int sut__node_listen(sut_node_t *n, cmn_errbuf_t *eb)
 {
     size_t i;
@@ -397,15 +377,9 @@ int sut__node_listen(sut_node_t *n, cmn_errbuf_t *eb)
         host[sizeof(host) - 1] = '\0';
         snprintf(n->name, sizeof(n->name), "%s:%d", host, first_port);
     }
-    if (n->opt.metrics_listen) {
-        rc = sut__metrics_start(&n->metrics, n->opt.metrics_listen, n->name, &port, eb);
-        if (rc < 0)
-            return rc;
-        cmn_log_info("metrics on port %d (--metrics-listen %s), path /metrics", port,
-                     n->opt.metrics_listen);
-        publish_metrics(n);
-    }
     if (n->opt.port_file && (rc = write_port_file(n->opt.port_file, first_port, eb)) < 0)
         return rc;
+    if (n->opt.metrics_listen)
+        return start_metrics(n, eb);
     return 0;
 }

@@ -265,11 +265,6 @@ void sut__sessions_take(sut_sessions_t *ss, sut_rec_t *rec)
         s->inflight--;
         if (rec->status == NSUT__STATUS__STATUS_BACKEND_ERROR)
             ss->st.samples_failed++;
-        if (rec->arrival_ns) {
-            uint64_t lat = cmn_now_ns() - rec->arrival_ns;
-            ss->st.latency_hist[sut__latency_bucket(lat)]++;
-            ss->st.latency_sum_ns += lat;
-        }
     }
     if (s->dead) {
         free_records(&ss->env, &rec, 1);

@@ -14,7 +14,6 @@
 
 #include "batcher.h"
 #include "budget.h"
-#include "metrics.h"
 #include "cmn/arena.h"
 #include "cmn/conn.h"
 #include "cmn/idmap.h"
@@ -80,8 +79,6 @@ typedef struct {
     uint64_t queries, samples;
     uint64_t bytes_in, bytes_out;
     uint64_t errors, samples_failed, samples_rejected;
-    uint64_t latency_hist[SUT_LATENCY_BUCKETS + 1]; /* in-node latency of answered samples */
-    uint64_t latency_sum_ns;
 } sut_sessions_stats_t;
 
 struct sut_sessions {

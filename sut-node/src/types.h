@@ -49,7 +49,6 @@ typedef struct {
     uint64_t seed;
     const char *port_file;
     const char *metrics_listen; /* ADDR:PORT for Prometheus metrics, or NULL */
-    const char *stats;          /* --stats HOST:PORT: query that node and exit */
     const char *config_file;
     /* TLS (NULL cert: plaintext) */
     const char *tls_cert;
@@ -88,9 +87,8 @@ typedef struct {
     uint64_t raw_size;
     uint64_t wire_size;
     int64_t n_tokens;
-    uint8_t *data;       /* pool buffer with wire_size bytes, or NULL */
-    uint64_t charge;     /* bytes of the memory budget it holds until sent */
-    uint64_t arrival_ns; /* the sample's Query frame was received */
+    uint8_t *data;   /* pool buffer with wire_size bytes, or NULL */
+    uint64_t charge; /* bytes of the memory budget it holds until sent */
 } sut_rec_t;
 
 /* Who a sample in a batch belongs to; opaque to the batcher and the workers. */
@@ -98,7 +96,7 @@ typedef struct {
     sut_session_t *s;
     uint64_t wire_id;
     int result_codec;    /* the session's negotiated result codec */
-    uint64_t arrival_ns; /* its Query frame was received */
+    uint64_t arrival_ns; /* its Query frame was received (the node's latency metric) */
 } sut_owner_t;
 
 /* The node's view of a batch (formed by batcher.c, run by workers.c): the backend sees only |b|. */

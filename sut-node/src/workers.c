@@ -57,7 +57,6 @@ static sut_rec_t *make_record(sut_workers_t *w, int kind, const sut_owner_t *ow,
     rec->h.kind = kind;
     rec->s = ow->s;
     rec->wire_id = ow->wire_id;
-    rec->arrival_ns = ow->arrival_ns;
     rec->n_tokens = r->n_tokens;
     rec->codec = CMPR_NONE;
     if (r->status < 0) {

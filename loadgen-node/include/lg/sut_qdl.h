@@ -20,6 +20,10 @@ void lg_sut_qdl_destroy(lg_sut_t *sut);
 /* The QDL behind the adapter, e.g. for qdl_stats_print(). */
 qdl_t *lg_sut_qdl_handle(lg_sut_t *sut);
 
+/* Samples handed to the QDL, and their completions (failed: those with a negative status), since
+ * the adapter was created, all series together. Thread-safe (relaxed atomics). */
+void lg_sut_qdl_counts(lg_sut_t *sut, uint64_t *issued, uint64_t *completed, uint64_t *failed);
+
 /* Writes the QDL's per-node counters to |path| as a JSON array (one object per node: name,
  * address, up, samples sent/completed/failed, redispatched, errors, reconnects, bytes, ping
  * round trips). 0 or a negative code with the path and reason in |eb|. */

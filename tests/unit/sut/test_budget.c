@@ -1,9 +1,8 @@
-/* The memory budget's accounting and the metrics' histogram buckets. */
+/* The memory budget's accounting. (Histogram buckets are cmn_metrics', tested in common.) */
 #include "test_sut.h"
 
 #include "budget.h"
 #include "cmn/err.h"
-#include "metrics.h"
 
 START_TEST(budget_accounting)
 {
@@ -25,24 +24,9 @@ START_TEST(budget_accounting)
 }
 END_TEST
 
-START_TEST(metric_buckets)
-{
-    ck_assert_uint_eq(sut__batch_bucket(1), 0);
-    ck_assert_uint_eq(sut__batch_bucket(2), 1);
-    ck_assert_uint_eq(sut__batch_bucket(3), 2);
-    ck_assert_uint_eq(sut__batch_bucket(1024), 10);
-    ck_assert_uint_eq(sut__batch_bucket(1025), SUT_BATCH_BUCKETS); /* +Inf */
-    ck_assert_uint_eq(sut__latency_bucket(50000), 0);              /* 50 us <= 100 us */
-    ck_assert_uint_eq(sut__latency_bucket(100000), 0);             /* the bound is inclusive */
-    ck_assert_uint_eq(sut__latency_bucket(1000001), 4);            /* just over 1 ms: <= 2.5 ms */
-    ck_assert_uint_eq(sut__latency_bucket(20000000000ull), SUT_LATENCY_BUCKETS);
-}
-END_TEST
-
 TCase *tc_budget(void)
 {
     TCase *tc = tcase_create("budget");
     tcase_add_test(tc, budget_accounting);
-    tcase_add_test(tc, metric_buckets);
     return tc;
 }
