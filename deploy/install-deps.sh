@@ -12,6 +12,8 @@ packages=(
     build-essential cmake pkg-config clang clang-format
     # libraries
     libuv1-dev libprotobuf-c-dev protobuf-c-compiler liblz4-dev libssl-dev
+    # the ucx:// transport (RDMA, shared memory, TCP) and ucx_info to see what a host offers
+    libucx-dev ucx-utils
     # unit tests
     check libsubunit-dev
     # the onnx backend: oneDNN, the ONNX schema, the ONNX conformance test vectors
