@@ -11,7 +11,7 @@ packages=(
     # toolchain and build
     build-essential cmake pkg-config clang clang-format
     # libraries
-    libuv1-dev libprotobuf-c-dev protobuf-c-compiler liblz4-dev libssl-dev
+    libuv1-dev libprotobuf-c-dev protobuf-c-compiler liblz4-dev libssl-dev libxxhash-dev
     # the ucx:// transport (RDMA, shared memory, TCP) and ucx_info to see what a host offers
     libucx-dev ucx-utils
     # unit tests

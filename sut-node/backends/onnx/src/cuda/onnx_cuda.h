@@ -1,13 +1,13 @@
 /* onnx_cuda.h: the CUDA engine of the onnx backend, as a table of functions.
  *
- * The engine is its own shared library, libsut_onnx_cuda.so (onnx_cuda.c, onnx_cuda_kernels.cu),
- * built only where CMake finds the CUDA toolkit and cuDNN, and loaded with dlopen by the onnx
- * backend only when a model is loaded with device=cuda. So sut-node and the backend plugin
- * carry no link-time dependency on CUDA: the same binaries run on CPU-only hosts, and a host
- * whose CUDA libraries are missing gets a load error naming them, not a daemon that does not
- * start. The library exports one symbol, onnx_cuda_api() (ONNX_CUDA_ENTRY_SYMBOL).
+ * The engine is its own shared library, libsut_onnx_cuda.so (onnx_cuda_engine.c,
+ * onnx_cuda_kernels.cu), built only where CMake finds the CUDA toolkit and cuDNN, and loaded with
+ * dlopen by the onnx backend only when a model is loaded with device=cuda. So sut-node and the
+ * backend plugin carry no link-time dependency on CUDA: the same binaries run on CPU-only hosts,
+ * and a host whose CUDA libraries are missing gets a load error naming them, not a daemon that does
+ * not start. The library exports one symbol, onnx_cuda_api() (ONNX_CUDA_ENTRY_SYMBOL).
  *
- * It runs the plans of onnx_cuplan.h, which the backend builds on the host: weights uploaded
+ * It runs the plans of onnx_cuda_plan.h, which the backend builds on the host: weights uploaded
  * once into a constant pool in device memory; per CUDA stream (a "slot") an activation arena,
  * a cuDNN workspace, a cuDNN and a cuBLAS handle and a pinned result buffer. run() takes a free
  * slot, so up to |streams| batches are in flight at once, each on its own stream: the copy of
@@ -20,7 +20,7 @@
 #ifndef ONNX_CUDA_H
 #define ONNX_CUDA_H
 
-#include "onnx_cuplan.h"
+#include "onnx_cuda_plan.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -39,7 +39,7 @@ typedef struct {
     int find_algo;    /* 1: benchmark the convolution algorithms at load; 0: heuristics */
     int debug_sync;   /* synchronise after every step, to name the one that fails */
     size_t max_batch; /* the largest batch run() gets (sizes the result buffers) */
-    const void *pool; /* the constant pool, filled by onnx_cuprog_fill_pool() */
+    const void *pool; /* the constant pool, filled by onnx_cuda_program_fill_pool() */
 } onnx_cuda_opts_t;
 
 typedef struct {
@@ -51,7 +51,7 @@ typedef struct {
     int (*probe)(int device, char *desc, size_t len, cmn_errbuf_t *eb);
 
     /* Uploads the weights and prepares every plan of |prog| (which must outlive the engine). */
-    int (*create)(const onnx_cuprog_t *prog, const onnx_cuda_opts_t *o, onnx_cuda_t **out,
+    int (*create)(const onnx_cuda_program_t *prog, const onnx_cuda_opts_t *o, onnx_cuda_t **out,
                   cmn_errbuf_t *eb);
     void (*destroy)(onnx_cuda_t *x);
 

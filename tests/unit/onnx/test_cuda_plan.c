@@ -1,13 +1,13 @@
-/* The CUDA engine's plans, on any machine: the steps and placement that onnx_cuplan.c computes
+/* The CUDA engine's plans, on any machine: the steps and placement that onnx_cuda_plan.c computes
  * for small models and the Fashion-MNIST model, checked structurally (which cuDNN, cuBLAS or
  * kernel step each node becomes, in place or not) and numerically: the plan run by the CPU
- * emulator (cuemu.h) against the oneDNN engine through the ABI. The ONNX node vectors run through
- * the same emulator in test_node.c (cuplan_nodes). */
-#include "cuemu.h"
+ * emulator (cuda_emu.h) against the oneDNN engine through the ABI. The ONNX node vectors run
+ * through the same emulator in test_node.c (cuda_plan_nodes). */
+#include "cuda_emu.h"
 #include "test_onnx.h"
 #include "onnx_arena.h"
 #include "onnx_backend.h"
-#include "onnx_cuplan.h"
+#include "onnx_cuda_plan.h"
 #include "onnx_graph.h"
 
 #include <stdio.h>
@@ -19,7 +19,7 @@
 
 typedef struct {
     onnx_graph_t *g;
-    onnx_cuprog_t *prog;
+    onnx_cuda_program_t *prog;
 } prog_t;
 
 /* The graph of |model| planned for batches 1, 2, 4, ... |max_batch| (1 when not batched). */
@@ -34,17 +34,17 @@ static void plan_open(prog_t *p, const char *model, size_t max_batch)
     for (s = 1; s < max_batch; s *= 2)
         batches[n++] = s;
     batches[n++] = max_batch;
-    ck_assert_msg(onnx_cuprog_build(p->g, batches, n, &p->prog, &eb) == 0, "%s", eb.msg);
-    cuemu_check_plans(p->prog);
+    ck_assert_msg(onnx_cuda_program_build(p->g, batches, n, &p->prog, &eb) == 0, "%s", eb.msg);
+    cuda_emu_check_plans(p->prog);
 }
 
 static void plan_close(prog_t *p)
 {
-    onnx_cuprog_free(p->prog);
+    onnx_cuda_program_free(p->prog);
     onnx_graph_free(p->g);
 }
 
-static int count_steps(const cup_plan_t *pl, cup_kind_t k)
+static int count_steps(const onnx_cuda_plan_t *pl, onnx_cuda_step_kind_t k)
 {
     int i, n = 0;
     for (i = 0; i < pl->n_steps; i++)
@@ -52,13 +52,14 @@ static int count_steps(const cup_plan_t *pl, cup_kind_t k)
     return n;
 }
 
-static const cup_step_t *nth_step(const cup_plan_t *pl, cup_kind_t k, int nth)
+static const onnx_cuda_step_t *nth_step(const onnx_cuda_plan_t *pl, onnx_cuda_step_kind_t k,
+                                        int nth)
 {
     int i;
     for (i = 0; i < pl->n_steps; i++)
         if (pl->steps[i].kind == k && nth-- == 0)
             return &pl->steps[i];
-    ck_abort_msg("no %s step number %d", onnx_cup_kind_name(k), nth);
+    ck_abort_msg("no %s step number %d", onnx_cuda_step_name(k), nth);
     return NULL;
 }
 
@@ -83,7 +84,7 @@ static void emu_vs_cpu(const prog_t *p, const char *model, size_t n, float atol,
         size_t b = sizes[r];
         ck_assert_int_eq(tb_run(&t, x, b, want, out), 0);
         memset(got, 0, b * out);
-        cuemu_run(p->prog, b, x, got);
+        cuda_emu_run(p->prog, b, x, got);
         for (i = 0; i < g->n_outputs; i++) {
             const onnx_value_t *v = &g->values[g->outputs[i]];
             size_t s;
@@ -121,8 +122,8 @@ START_TEST(test_residual_fused)
     static const int64_t dx[] = {-1, C, H, W}, dw[] = {C, C, 3, 3}, dc[] = {C};
     static const int64_t pads[] = {1, 1, 1, 1};
     float w1[C * C * 9], b1[C], bn[4 * C], w2[C * C * 9];
-    const cup_plan_t *pl;
-    const cup_conv_t *c1, *c2;
+    const onnx_cuda_plan_t *pl;
+    const onnx_cuda_conv_step_t *c1, *c2;
     Onnx__NodeProto *nd;
     mb_t *m = mb_new(13);
     prog_t p;
@@ -157,15 +158,16 @@ START_TEST(test_residual_fused)
     pl = &p.prog->plans[p.prog->n_plans - 1];
     ck_assert_uint_eq(pl->batch, 4);
     ck_assert_int_eq(pl->n_steps, 3); /* relu, conv, conv: no copy */
-    ck_assert_int_eq(count_steps(pl, CUP_RELU), 1);
-    ck_assert_int_eq(count_steps(pl, CUP_CONV), 2);
-    c1 = &nth_step(pl, CUP_CONV, 0)->u.conv;
-    c2 = &nth_step(pl, CUP_CONV, 1)->u.conv;
+    ck_assert_int_eq(count_steps(pl, ONNX_CUDA_STEP_RELU), 1);
+    ck_assert_int_eq(count_steps(pl, ONNX_CUDA_STEP_CONV), 2);
+    c1 = &nth_step(pl, ONNX_CUDA_STEP_CONV, 0)->u.conv;
+    c2 = &nth_step(pl, ONNX_CUDA_STEP_CONV, 1)->u.conv;
     ck_assert(c1->fused && c1->relu && !c1->sum && c1->b >= 0 && c1->z < 0);
     ck_assert(c2->fused && c2->relu && c2->sum);
     ck_assert_int_ge(c2->b, 0); /* the bias that folding BN gave it */
-    ck_assert_int_eq(pl->t[c2->z].root, pl->t[nth_step(pl, CUP_RELU, 0)->u.relu.y].root); /* r0 */
-    ck_assert_int_ne(pl->t[c2->y].root, pl->t[c2->z].root);
+    ck_assert_int_eq(pl->t[c2->z].slot.root,
+                     pl->t[nth_step(pl, ONNX_CUDA_STEP_RELU, 0)->u.relu.y].slot.root); /* r0 */
+    ck_assert_int_ne(pl->t[c2->y].slot.root, pl->t[c2->z].slot.root);
     ck_assert_int_eq(c1->nsp, 2);
     ck_assert_int_eq(c1->pad[0], 1);
     ck_assert_int_eq(c1->xdims[0], 4);
@@ -184,8 +186,8 @@ START_TEST(test_residual_in_place)
     static const int64_t dx[] = {-1, C, H, W}, dw[] = {C, C, 3, 3}, db[] = {C};
     static const int64_t pads[] = {1, 1, 1, 1};
     float w[C * C * 9], b[C];
-    const cup_plan_t *pl;
-    const cup_conv_t *c;
+    const onnx_cuda_plan_t *pl;
+    const onnx_cuda_conv_step_t *c;
     Onnx__NodeProto *nd;
     mb_t *m = mb_new(13);
     prog_t p;
@@ -205,11 +207,12 @@ START_TEST(test_residual_in_place)
     path = mb_write(m);
     plan_open(&p, path, 4);
     pl = &p.prog->plans[2];
-    ck_assert_int_eq(count_steps(pl, CUP_COPY), 0);
-    c = &nth_step(pl, CUP_CONV, 0)->u.conv;
+    ck_assert_int_eq(count_steps(pl, ONNX_CUDA_STEP_COPY), 0);
+    c = &nth_step(pl, ONNX_CUDA_STEP_CONV, 0)->u.conv;
     ck_assert(c->sum && !c->fused && !c->relu && c->b >= 0);
     ck_assert_int_eq(c->z, c->y);
-    ck_assert_int_eq(pl->t[c->y].root, pl->t[nth_step(pl, CUP_RELU, 0)->u.relu.y].root);
+    ck_assert_int_eq(pl->t[c->y].slot.root,
+                     pl->t[nth_step(pl, ONNX_CUDA_STEP_RELU, 0)->u.relu.y].slot.root);
     emu_vs_cpu(&p, path, 4, 1e-5f, 1e-5f);
     plan_close(&p);
     finish(path);
@@ -223,8 +226,8 @@ START_TEST(test_residual_copy)
     enum { C = 4, H = 5, W = 5 };
     static const int64_t dx[] = {-1, C, H, W}, dw[] = {C, C, 1, 1};
     float w[C * C];
-    const cup_plan_t *pl;
-    const cup_step_t *cp, *cv;
+    const onnx_cuda_plan_t *pl;
+    const onnx_cuda_step_t *cp, *cv;
     mb_t *m = mb_new(13);
     prog_t p;
     char *path;
@@ -241,15 +244,15 @@ START_TEST(test_residual_copy)
     path = mb_write(m);
     plan_open(&p, path, 4);
     pl = &p.prog->plans[0];
-    cp = nth_step(pl, CUP_COPY, 0);
-    cv = nth_step(pl, CUP_CONV, 0);
+    cp = nth_step(pl, ONNX_CUDA_STEP_COPY, 0);
+    cv = nth_step(pl, ONNX_CUDA_STEP_CONV, 0);
     ck_assert(cp < cv);
     ck_assert(!cv->u.conv.fused && cv->u.conv.sum && !cv->u.conv.relu);
     ck_assert_int_lt(cv->u.conv.b, 0);
     ck_assert_int_eq(cv->u.conv.z, cv->u.conv.y);
-    ck_assert_int_eq(pl->t[cp->u.copy.y].root, pl->t[cv->u.conv.y].root);
-    ck_assert_int_ne(pl->t[cp->u.copy.x].root, pl->t[cv->u.conv.y].root);
-    ck_assert_int_eq(count_steps(pl, CUP_BINARY), 1);
+    ck_assert_int_eq(pl->t[cp->u.copy.y].slot.root, pl->t[cv->u.conv.y].slot.root);
+    ck_assert_int_ne(pl->t[cp->u.copy.x].slot.root, pl->t[cv->u.conv.y].slot.root);
+    ck_assert_int_eq(count_steps(pl, ONNX_CUDA_STEP_BINARY), 1);
     emu_vs_cpu(&p, path, 3, 1e-5f, 1e-5f);
     plan_close(&p);
     finish(path);
@@ -263,8 +266,8 @@ START_TEST(test_asymmetric_and_1d)
     static const int64_t dx[] = {-1, 3, 7, 6}, dw[] = {5, 3, 2, 2}, pads[] = {0, 1, 1, 0};
     static const int64_t dx1[] = {-1, 2, 9}, dw1[] = {4, 2, 3}, pads1[] = {2, 1}, dil1[] = {2};
     float w[5 * 3 * 4], w1[4 * 2 * 3];
-    const cup_plan_t *pl;
-    const cup_step_t *pd, *cv;
+    const onnx_cuda_plan_t *pl;
+    const onnx_cuda_step_t *pd, *cv;
     Onnx__NodeProto *nd;
     mb_t *m = mb_new(13);
     prog_t p;
@@ -279,8 +282,8 @@ START_TEST(test_asymmetric_and_1d)
     path = mb_write(m);
     plan_open(&p, path, 2);
     pl = &p.prog->plans[1];
-    pd = nth_step(pl, CUP_PAD, 0);
-    cv = nth_step(pl, CUP_CONV, 0);
+    pd = nth_step(pl, ONNX_CUDA_STEP_PAD, 0);
+    cv = nth_step(pl, ONNX_CUDA_STEP_CONV, 0);
     ck_assert(pd < cv);
     ck_assert_int_eq(pd->u.pad.k.out[2], 8); /* 7 + 0 + 1 */
     ck_assert_int_eq(pd->u.pad.k.out[3], 7);
@@ -299,7 +302,7 @@ START_TEST(test_asymmetric_and_1d)
     mb_attr_ints(m, nd, "pads", 4, pads);
     path = mb_write(m);
     plan_open(&p, path, 2);
-    ck_assert_int_eq(count_steps(&p.prog->plans[0], CUP_PAD), 1);
+    ck_assert_int_eq(count_steps(&p.prog->plans[0], ONNX_CUDA_STEP_PAD), 1);
     emu_vs_cpu(&p, path, 2, 1e-5f, 1e-5f);
     plan_close(&p);
     finish(path);
@@ -315,8 +318,8 @@ START_TEST(test_asymmetric_and_1d)
     path = mb_write(m);
     plan_open(&p, path, 2);
     pl = &p.prog->plans[0];
-    cv = nth_step(pl, CUP_CONV, 0);
-    ck_assert_int_eq(count_steps(pl, CUP_PAD), 1);
+    cv = nth_step(pl, ONNX_CUDA_STEP_CONV, 0);
+    ck_assert_int_eq(count_steps(pl, ONNX_CUDA_STEP_PAD), 1);
     ck_assert_int_eq(cv->u.conv.nsp, 2);
     ck_assert_int_eq(cv->u.conv.xdims[2], 1);
     ck_assert_int_eq(cv->u.conv.wdims[2], 1);
@@ -336,7 +339,7 @@ START_TEST(test_grouped_and_3d)
     static const int64_t dil[] = {2, 1}, st[] = {1, 2}, pads[] = {1, 2, 1, 2};
     static const int64_t dx3[] = {-1, 2, 5, 4, 6}, dw3[] = {3, 2, 2, 3, 2}, db3[] = {3};
     float w[4 * 3 * 9], b[4], w3[3 * 2 * 12], b3[3];
-    const cup_conv_t *c;
+    const onnx_cuda_conv_step_t *c;
     Onnx__NodeProto *nd;
     mb_t *m = mb_new(13);
     prog_t p;
@@ -356,7 +359,7 @@ START_TEST(test_grouped_and_3d)
     mb_node(m, "Relu", "relu", "c", "y");
     path = mb_write(m);
     plan_open(&p, path, 4);
-    c = &nth_step(&p.prog->plans[0], CUP_CONV, 0)->u.conv;
+    c = &nth_step(&p.prog->plans[0], ONNX_CUDA_STEP_CONV, 0)->u.conv;
     ck_assert_int_eq(c->groups, 2);
     ck_assert(c->fused && c->relu);
     ck_assert_int_eq(c->dil[0], 2);
@@ -375,7 +378,7 @@ START_TEST(test_grouped_and_3d)
     nd = mb_node(m, "Conv", "c3d", "x,w,b", "y");
     path = mb_write(m);
     plan_open(&p, path, 2);
-    c = &nth_step(&p.prog->plans[0], CUP_CONV, 0)->u.conv;
+    c = &nth_step(&p.prog->plans[0], ONNX_CUDA_STEP_CONV, 0)->u.conv;
     ck_assert_int_eq(c->nsp, 3);
     ck_assert(!c->fused && c->b >= 0);
     emu_vs_cpu(&p, path, 2, 1e-5f, 1e-5f);
@@ -391,8 +394,8 @@ START_TEST(test_matmul_batches)
     static const int64_t da[] = {2, 1, 3, 4}, db[] = {1, 5, 4, 6};
     static const int64_t dx[] = {-1, 3, 4}, dw[] = {4, 5};
     float a[24], b[120], w[20];
-    const cup_plan_t *pl;
-    const cup_gemm_t *g;
+    const onnx_cuda_plan_t *pl;
+    const onnx_cuda_gemm_step_t *g;
     mb_t *m = mb_new(13);
     prog_t p;
     char *path;
@@ -406,8 +409,8 @@ START_TEST(test_matmul_batches)
     path = mb_write(m);
     plan_open(&p, path, 1);
     pl = &p.prog->plans[0];
-    ck_assert_int_eq(count_steps(pl, CUP_GEMM), 2);
-    g = &nth_step(pl, CUP_GEMM, 1)->u.gemm;
+    ck_assert_int_eq(count_steps(pl, ONNX_CUDA_STEP_GEMM), 2);
+    g = &nth_step(pl, ONNX_CUDA_STEP_GEMM, 1)->u.gemm;
     ck_assert_int_eq(g->count, 5);
     ck_assert_int_eq(g->stride_a, 24); /* the model's B moves on, */
     ck_assert_int_eq(g->stride_b, 0);  /* its A is shared by the 5 */
@@ -425,8 +428,8 @@ START_TEST(test_matmul_batches)
     mb_node(m, "MatMul", "mm", "x,w", "y");
     path = mb_write(m);
     plan_open(&p, path, 4);
-    g = &nth_step(&p.prog->plans[2], CUP_GEMM, 0)->u.gemm;
-    ck_assert_int_eq(count_steps(&p.prog->plans[2], CUP_GEMM), 1);
+    g = &nth_step(&p.prog->plans[2], ONNX_CUDA_STEP_GEMM, 0)->u.gemm;
+    ck_assert_int_eq(count_steps(&p.prog->plans[2], ONNX_CUDA_STEP_GEMM), 1);
     ck_assert_int_eq(g->count, 1);
     ck_assert_int_eq(g->n, 4 * 3); /* 4 samples of 3 rows */
     ck_assert_int_eq(g->m, 5);
@@ -442,8 +445,8 @@ START_TEST(test_gemm_sum_bias)
 {
     static const int64_t dx[] = {-1, 8}, dw[] = {8, 8}, dw2[] = {8, 8}, dc[] = {8};
     float w[64], w2[64], c[8];
-    const cup_plan_t *pl;
-    const cup_step_t *bc, *gm, *re;
+    const onnx_cuda_plan_t *pl;
+    const onnx_cuda_step_t *bc, *gm, *re;
     Onnx__NodeProto *nd;
     mb_t *m = mb_new(13);
     prog_t p;
@@ -469,17 +472,18 @@ START_TEST(test_gemm_sum_bias)
     path = mb_write(m);
     plan_open(&p, path, 4);
     pl = &p.prog->plans[2];
-    ck_assert_int_eq(count_steps(pl, CUP_COPY), 0);
-    bc = nth_step(pl, CUP_BCAST, 0);
-    gm = nth_step(pl, CUP_GEMM, 1);
-    re = nth_step(pl, CUP_RELU, 2);
+    ck_assert_int_eq(count_steps(pl, ONNX_CUDA_STEP_COPY), 0);
+    bc = nth_step(pl, ONNX_CUDA_STEP_BCAST, 0);
+    gm = nth_step(pl, ONNX_CUDA_STEP_GEMM, 1);
+    re = nth_step(pl, ONNX_CUDA_STEP_RELU, 2);
     ck_assert(bc < gm && gm < re);
     ck_assert(bc->u.bcast.k.accumulate);
     ck_assert(bc->u.bcast.k.scale == 2.0f);
     ck_assert_int_eq(bc->u.bcast.k.sx[0], 0);
     ck_assert(gm->u.gemm.beta == 1.0f && gm->u.gemm.alpha == 0.5f);
     ck_assert(gm->u.gemm.trans_a && !gm->u.gemm.trans_b);
-    ck_assert_int_eq(pl->t[gm->u.gemm.c].root, pl->t[nth_step(pl, CUP_RELU, 0)->u.relu.y].root);
+    ck_assert_int_eq(pl->t[gm->u.gemm.c].slot.root,
+                     pl->t[nth_step(pl, ONNX_CUDA_STEP_RELU, 0)->u.relu.y].slot.root);
     emu_vs_cpu(&p, path, 4, 1e-5f, 1e-5f);
     plan_close(&p);
     finish(path);
@@ -521,7 +525,8 @@ START_TEST(test_pool_paths)
         }
         path = mb_write(m);
         plan_open(&p, path, 2);
-        ck_assert_msg(nth_step(&p.prog->plans[0], CUP_POOL, 0)->u.pool.cudnn == cases[i].cudnn,
+        ck_assert_msg(nth_step(&p.prog->plans[0], ONNX_CUDA_STEP_POOL, 0)->u.pool.cudnn ==
+                          cases[i].cudnn,
                       "case %zu (%s)", i, cases[i].op);
         emu_vs_cpu(&p, path, 2, 1e-5f, 1e-5f);
         plan_close(&p);
@@ -536,7 +541,7 @@ END_TEST
 START_TEST(test_fmnist_plan)
 {
     const char *model = MODEL_DIR "/fashion_mnist_cnn.onnx";
-    const cup_plan_t *pl;
+    const onnx_cuda_plan_t *pl;
     size_t total = 0;
     prog_t p;
     int i;
@@ -544,17 +549,17 @@ START_TEST(test_fmnist_plan)
     plan_open(&p, model, MAX_B);
     ck_assert_uint_eq(p.prog->n_plans, 4); /* 1, 2, 4, 8 */
     pl = &p.prog->plans[3];
-    ck_assert_int_eq(count_steps(pl, CUP_CAST), 1);
-    ck_assert_int_eq(count_steps(pl, CUP_CONV), 3);
-    ck_assert_int_eq(count_steps(pl, CUP_GEMM), 2);
-    ck_assert_int_eq(count_steps(pl, CUP_COPY), 0);
-    ck_assert_int_eq(count_steps(pl, CUP_BATCHNORM), 0); /* folded */
-    ck_assert(nth_step(pl, CUP_CAST, 0)->u.cast.k.scale < 0.01f);
+    ck_assert_int_eq(count_steps(pl, ONNX_CUDA_STEP_CAST), 1);
+    ck_assert_int_eq(count_steps(pl, ONNX_CUDA_STEP_CONV), 3);
+    ck_assert_int_eq(count_steps(pl, ONNX_CUDA_STEP_GEMM), 2);
+    ck_assert_int_eq(count_steps(pl, ONNX_CUDA_STEP_COPY), 0);
+    ck_assert_int_eq(count_steps(pl, ONNX_CUDA_STEP_BATCHNORM), 0); /* folded */
+    ck_assert(nth_step(pl, ONNX_CUDA_STEP_CAST, 0)->u.cast.k.scale < 0.01f);
     for (i = 0; i < 3; i++)
-        ck_assert(nth_step(pl, CUP_CONV, i)->u.conv.fused);
+        ck_assert(nth_step(pl, ONNX_CUDA_STEP_CONV, i)->u.conv.fused);
     for (i = 0; i < pl->n_t; i++)
-        if (pl->t[i].root == i && pl->t[i].mem == CUP_MEM_ARENA)
-            total += pl->t[i].bytes;
+        if (pl->t[i].slot.root == i && pl->t[i].slot.store == ONNX_STORE_ARENA)
+            total += pl->t[i].slot.bytes;
     ck_assert_uint_lt(pl->arena_size, total);
     ck_assert_uint_eq(p.prog->arena_size, pl->arena_size);
     ck_assert_uint_gt(p.prog->pool_size, 200000 * 4); /* the weights, uploaded once */
@@ -570,7 +575,7 @@ START_TEST(test_plan_errors)
     float *b = calloc(5000 * 4, sizeof(float));
     cmn_errbuf_t eb;
     onnx_graph_t *g;
-    onnx_cuprog_t *prog;
+    onnx_cuda_program_t *prog;
     size_t one = 1;
     mb_t *m = mb_new(13);
     char *path;
@@ -582,7 +587,7 @@ START_TEST(test_plan_errors)
     mb_node(m, "MatMul", "wide", "a,b", "y");
     path = mb_write(m);
     ck_assert_int_eq(onnx_graph_load(path, &g, &eb), 0);
-    ck_assert_int_eq(onnx_cuprog_build(g, &one, 1, &prog, &eb), CMN_EBACKEND);
+    ck_assert_int_eq(onnx_cuda_program_build(g, &one, 1, &prog, &eb), CMN_EBACKEND);
     ck_assert_msg(strstr(eb.msg, "node \"wide\" (MatMul)") && strstr(eb.msg, "separate products"),
                   "%s", eb.msg);
     onnx_graph_free(g);
@@ -639,7 +644,7 @@ END_TEST
 START_TEST(test_resnet50_plan)
 {
     const char *model = getenv("ONNX_RESNET50");
-    const cup_plan_t *pl;
+    const onnx_cuda_plan_t *pl;
     size_t total = 0;
     int i, fused_sums = 0;
     prog_t p;
@@ -648,30 +653,31 @@ START_TEST(test_resnet50_plan)
     plan_open(&p, model, 8);
     pl = &p.prog->plans[p.prog->n_plans - 1];
     ck_assert_uint_eq(pl->batch, 8);
-    ck_assert_int_eq(count_steps(pl, CUP_CONV), 53);
-    ck_assert_int_eq(count_steps(pl, CUP_POOL), 2);
-    ck_assert_int_eq(count_steps(pl, CUP_GEMM), 1);
-    ck_assert_int_eq(count_steps(pl, CUP_COPY), 0);
-    ck_assert_int_eq(count_steps(pl, CUP_BATCHNORM), 0);
-    ck_assert_int_eq(count_steps(pl, CUP_BINARY), 0);
-    ck_assert_int_eq(count_steps(pl, CUP_RELU), 0);
-    ck_assert_int_eq(count_steps(pl, CUP_BCAST), 1); /* the fully connected layer's bias */
+    ck_assert_int_eq(count_steps(pl, ONNX_CUDA_STEP_CONV), 53);
+    ck_assert_int_eq(count_steps(pl, ONNX_CUDA_STEP_POOL), 2);
+    ck_assert_int_eq(count_steps(pl, ONNX_CUDA_STEP_GEMM), 1);
+    ck_assert_int_eq(count_steps(pl, ONNX_CUDA_STEP_COPY), 0);
+    ck_assert_int_eq(count_steps(pl, ONNX_CUDA_STEP_BATCHNORM), 0);
+    ck_assert_int_eq(count_steps(pl, ONNX_CUDA_STEP_BINARY), 0);
+    ck_assert_int_eq(count_steps(pl, ONNX_CUDA_STEP_RELU), 0);
+    ck_assert_int_eq(count_steps(pl, ONNX_CUDA_STEP_BCAST),
+                     1); /* the fully connected layer's bias */
     ck_assert_int_eq(pl->n_steps, 57);
     for (i = 0; i < 53; i++) {
-        const cup_conv_t *c = &nth_step(pl, CUP_CONV, i)->u.conv;
+        const onnx_cuda_conv_step_t *c = &nth_step(pl, ONNX_CUDA_STEP_CONV, i)->u.conv;
         ck_assert_int_ge(c->b, 0);
         if (c->sum) {
             ck_assert(c->fused && c->relu);
-            ck_assert_int_ne(pl->t[c->z].root, pl->t[c->y].root);
+            ck_assert_int_ne(pl->t[c->z].slot.root, pl->t[c->y].slot.root);
             fused_sums++;
         }
     }
     ck_assert_int_eq(fused_sums, 16);
-    ck_assert(!nth_step(pl, CUP_POOL, 0)->u.pool.cudnn); /* max pooling with padding */
-    ck_assert(nth_step(pl, CUP_POOL, 1)->u.pool.cudnn);  /* global average */
+    ck_assert(!nth_step(pl, ONNX_CUDA_STEP_POOL, 0)->u.pool.cudnn); /* max pooling with padding */
+    ck_assert(nth_step(pl, ONNX_CUDA_STEP_POOL, 1)->u.pool.cudnn);  /* global average */
     for (i = 0; i < pl->n_t; i++)
-        if (pl->t[i].root == i && pl->t[i].mem == CUP_MEM_ARENA)
-            total += pl->t[i].bytes;
+        if (pl->t[i].slot.root == i && pl->t[i].slot.store == ONNX_STORE_ARENA)
+            total += pl->t[i].slot.bytes;
     ck_assert_uint_lt(pl->arena_size * 4, total);
     printf("ResNet-50 plan, batch 8: %d steps, arena %zu MB (%zu MB of tensors), weights %zu MB\n",
            pl->n_steps, pl->arena_size >> 20, total >> 20, p.prog->pool_size >> 20);
@@ -682,17 +688,17 @@ START_TEST(test_resnet50_plan)
 }
 END_TEST
 
-TCase *tcase_cuplan_resnet50(void)
+TCase *tcase_cuda_plan_resnet50(void)
 {
-    TCase *tc = tcase_create("cuplan_resnet50");
+    TCase *tc = tcase_create("cuda_plan_resnet50");
     tcase_set_timeout(tc, getenv("ONNX_RESNET50_EMU") ? 1200 : 120);
     tcase_add_test(tc, test_resnet50_plan);
     return tc;
 }
 
-TCase *tcase_cuplan(void)
+TCase *tcase_cuda_plan(void)
 {
-    TCase *tc = tcase_create("cuplan");
+    TCase *tc = tcase_create("cuda_plan");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_arena_place);
     tcase_add_test(tc, test_residual_fused);

@@ -1,5 +1,5 @@
-/* The CPU emulation of CUDA-engine plans: see cuemu.h. */
-#include "cuemu.h"
+/* The CPU emulation of CUDA-engine plans: see cuda_emu.h. */
+#include "cuda_emu.h"
 
 #include <check.h>
 #include <math.h>
@@ -8,32 +8,32 @@
 #include <string.h>
 
 typedef struct {
-    const onnx_cuprog_t *p;
-    const cup_plan_t *pl;
+    const onnx_cuda_program_t *p;
+    const onnx_cuda_plan_t *pl;
     uint8_t *arena, *pool;
 } emu_t;
 
 static void *tp(const emu_t *e, int t)
 {
-    const cup_tensor_t *x = &e->pl->t[t];
+    const onnx_cuda_tensor_t *x = &e->pl->t[t];
     ck_assert_int_ge(t, 0);
     ck_assert_int_lt(t, e->pl->n_t);
-    if (x->mem == CUP_MEM_CONST) {
-        ck_assert_uint_le(x->offset + x->bytes, e->p->pool_size);
-        return e->pool + x->offset;
+    if (x->slot.store == ONNX_STORE_CONST) {
+        ck_assert_uint_le(x->slot.offset + x->slot.bytes, e->p->pool_size);
+        return e->pool + x->slot.offset;
     }
-    ck_assert_uint_le(x->offset + x->bytes, e->p->arena_size);
-    return e->arena + x->offset;
+    ck_assert_uint_le(x->slot.offset + x->slot.bytes, e->p->arena_size);
+    return e->arena + x->slot.offset;
 }
 
-static int64_t numel(const cup_tensor_t *t)
+static int64_t numel(const onnx_cuda_tensor_t *t)
 {
-    return (int64_t)(t->bytes / onnx_dtype_size(t->dtype));
+    return (int64_t)(t->slot.bytes / onnx_dtype_size(t->dtype));
 }
 
 /* cudnnConvolutionForward / cudnnConvolutionBiasActivationForward in CUDNN_CROSS_CORRELATION
  * mode, NCHW (or NCDHW) fully packed. */
-static void run_conv(const emu_t *e, const cup_conv_t *c)
+static void run_conv(const emu_t *e, const onnx_cuda_conv_step_t *c)
 {
     const float *x = tp(e, c->x), *w = tp(e, c->w), *b = c->b >= 0 ? tp(e, c->b) : NULL;
     const float *z = c->z >= 0 ? tp(e, c->z) : NULL;
@@ -51,7 +51,7 @@ static void run_conv(const emu_t *e, const cup_conv_t *c)
     if (c->fused)
         ck_assert_msg(b != NULL, "a fused convolution needs a bias");
     if (c->fused && c->sum)
-        ck_assert_msg(e->pl->t[c->z].root != e->pl->t[c->y].root,
+        ck_assert_msg(e->pl->t[c->z].slot.root != e->pl->t[c->y].slot.root,
                       "a fused convolution must not read its addend from its output");
     if (c->sum && !c->fused)
         ck_assert_msg(z == y, "an unfused residual sum must find its addend in the output");
@@ -113,15 +113,15 @@ static void run_conv(const emu_t *e, const cup_conv_t *c)
 }
 
 /* cudnnPoolingForward (MAX, AVERAGE_COUNT_INCLUDE/EXCLUDE_PADDING) or the pooling kernel: both
- * compute cuk_pool_one; for the cuDNN path the plan must be within what cuDNN can express. */
-static void run_pool(const emu_t *e, const cup_pool_t *p)
+ * compute onnx_cuda_pool_at; for the cuDNN path the plan must be within what cuDNN can express. */
+static void run_pool(const emu_t *e, const onnx_cuda_pool_step_t *p)
 {
     const void *x = tp(e, p->x);
     void *y = tp(e, p->y);
     int64_t i;
     int s;
     if (p->cudnn) {
-        ck_assert_int_eq(p->k.dtype, CUK_F32);
+        ck_assert_int_eq(p->k.dtype, ONNX_CUDA_F32);
         for (s = 0; s < p->k.nsp; s++) {
             ck_assert_int_eq(p->k.d[s], 1);
             ck_assert_int_eq(p->k.out[s],
@@ -132,12 +132,12 @@ static void run_pool(const emu_t *e, const cup_pool_t *p)
     }
     ck_assert_int_eq(p->k.count, numel(&e->pl->t[p->y]));
     for (i = 0; i < p->k.count; i++)
-        cuk_store(y, p->k.dtype, i, cuk_pool_one(&p->k, x, i));
+        onnx_cuda_store(y, p->k.dtype, i, onnx_cuda_pool_at(&p->k, x, i));
 }
 
 /* cudnnSoftmaxForward, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL on [outer, axis,
  * inner, 1]. */
-static void run_softmax(const emu_t *e, const cup_softmax_t *s)
+static void run_softmax(const emu_t *e, const onnx_cuda_softmax_step_t *s)
 {
     const float *x = tp(e, s->x);
     float *y = tp(e, s->y);
@@ -159,7 +159,7 @@ static void run_softmax(const emu_t *e, const cup_softmax_t *s)
 }
 
 /* cublasSgemmStridedBatched, column-major: C = alpha op(A) op(B) + beta C. */
-static void run_gemm(const emu_t *e, const cup_gemm_t *g)
+static void run_gemm(const emu_t *e, const onnx_cuda_gemm_step_t *g)
 {
     const float *a = tp(e, g->a), *b = tp(e, g->b);
     float *c = tp(e, g->c);
@@ -198,80 +198,81 @@ static void run_gemm(const emu_t *e, const cup_gemm_t *g)
     }
 }
 
-static void run_step(const emu_t *e, const cup_step_t *s)
+static void run_step(const emu_t *e, const onnx_cuda_step_t *s)
 {
     int64_t i;
     switch (s->kind) {
-    case CUP_CONV:
+    case ONNX_CUDA_STEP_CONV:
         run_conv(e, &s->u.conv);
         break;
-    case CUP_POOL:
+    case ONNX_CUDA_STEP_POOL:
         run_pool(e, &s->u.pool);
         break;
-    case CUP_SOFTMAX:
+    case ONNX_CUDA_STEP_SOFTMAX:
         run_softmax(e, &s->u.softmax);
         break;
-    case CUP_GEMM:
+    case ONNX_CUDA_STEP_GEMM:
         run_gemm(e, &s->u.gemm);
         break;
-    case CUP_COPY:
-        ck_assert_uint_le(s->u.copy.bytes, e->pl->t[s->u.copy.x].bytes);
-        ck_assert_uint_le(s->u.copy.bytes, e->pl->t[s->u.copy.y].bytes);
+    case ONNX_CUDA_STEP_COPY:
+        ck_assert_uint_le(s->u.copy.bytes, e->pl->t[s->u.copy.x].slot.bytes);
+        ck_assert_uint_le(s->u.copy.bytes, e->pl->t[s->u.copy.y].slot.bytes);
         memmove(tp(e, s->u.copy.y), tp(e, s->u.copy.x), s->u.copy.bytes);
         break;
-    case CUP_BCAST: {
+    case ONNX_CUDA_STEP_BCAST: {
         const float *x = tp(e, s->u.bcast.x);
         float *y = tp(e, s->u.bcast.y);
         ck_assert_int_eq(s->u.bcast.k.count, numel(&e->pl->t[s->u.bcast.y]));
         for (i = 0; i < s->u.bcast.k.count; i++)
-            y[i] = cuk_bcast_one(&s->u.bcast.k, x, y, i);
+            y[i] = onnx_cuda_bcast_at(&s->u.bcast.k, x, y, i);
         break;
     }
-    case CUP_PAD: {
+    case ONNX_CUDA_STEP_PAD: {
         const float *x = tp(e, s->u.pad.x);
         float *y = tp(e, s->u.pad.y);
         ck_assert_int_eq(s->u.pad.k.count, numel(&e->pl->t[s->u.pad.y]));
         for (i = 0; i < s->u.pad.k.count; i++) {
-            int64_t src = cuk_pad_src(&s->u.pad.k, i);
+            int64_t src = onnx_cuda_pad_source(&s->u.pad.k, i);
             y[i] = src < 0 ? 0.0f : x[src];
         }
         break;
     }
-    case CUP_BINARY: {
+    case ONNX_CUDA_STEP_BINARY: {
         const float *a = tp(e, s->u.binary.a), *b = tp(e, s->u.binary.b);
         float *y = tp(e, s->u.binary.y);
         ck_assert_int_eq(s->u.binary.k.count, numel(&e->pl->t[s->u.binary.y]));
         for (i = 0; i < s->u.binary.k.count; i++)
-            y[i] = cuk_binary_one(&s->u.binary.k, a, b, i);
+            y[i] = onnx_cuda_binary_at(&s->u.binary.k, a, b, i);
         break;
     }
-    case CUP_RELU: {
+    case ONNX_CUDA_STEP_RELU: {
         const float *x = tp(e, s->u.relu.x);
         float *y = tp(e, s->u.relu.y);
         for (i = 0; i < s->u.relu.count; i++)
-            y[i] = cuk_relu(x[i]);
+            y[i] = onnx_cuda_relu(x[i]);
         break;
     }
-    case CUP_BATCHNORM: {
-        const cup_bn_t *b = &s->u.bn;
+    case ONNX_CUDA_STEP_BATCHNORM: {
+        const onnx_cuda_batchnorm_step_t *b = &s->u.bn;
         const float *x = tp(e, b->x);
         float *y = tp(e, b->y);
         for (i = 0; i < b->k.count; i++)
-            y[i] = cuk_bn_one(&b->k, x, tp(e, b->scale), tp(e, b->shift), tp(e, b->mean),
-                              tp(e, b->var), i);
+            y[i] = onnx_cuda_batchnorm_at(&b->k, x, tp(e, b->scale), tp(e, b->shift),
+                                          tp(e, b->mean), tp(e, b->var), i);
         break;
     }
-    case CUP_CAST: {
+    case ONNX_CUDA_STEP_CAST: {
         const void *x = tp(e, s->u.cast.x);
         void *y = tp(e, s->u.cast.y);
         for (i = 0; i < s->u.cast.k.count; i++)
-            cuk_store(y, s->u.cast.k.to, i, cuk_load(x, s->u.cast.k.from, i) * s->u.cast.k.scale);
+            onnx_cuda_store(y, s->u.cast.k.to, i,
+                            onnx_cuda_load(x, s->u.cast.k.from, i) * s->u.cast.k.scale);
         break;
     }
     }
 }
 
-void cuemu_run(const onnx_cuprog_t *p, size_t n, const void *input, void *output)
+void cuda_emu_run(const onnx_cuda_program_t *p, size_t n, const void *input, void *output)
 {
     const onnx_graph_t *g = p->g;
     emu_t e;
@@ -279,21 +280,21 @@ void cuemu_run(const onnx_cuprog_t *p, size_t n, const void *input, void *output
     int k;
 
     e.p = p;
-    e.pl = onnx_cuprog_plan(p, n);
+    e.pl = onnx_cuda_program_plan(p, n);
     ck_assert_ptr_nonnull(e.pl);
     e.arena = malloc(p->arena_size + 1);
     e.pool = malloc(p->pool_size + 1);
     ck_assert(e.arena && e.pool);
     memset(e.arena, 0xff, p->arena_size); /* NaN floats: unfilled storage poisons the results */
-    onnx_cuprog_fill_pool(p, e.pool);
+    onnx_cuda_program_fill_pool(p, e.pool);
     /* The device stages each input contiguously, the padding samples zeroed. */
     for (k = 0; k < g->n_inputs; k++) {
-        const cup_tensor_t *t = &e.pl->t[e.pl->in_t[k]];
-        ck_assert_uint_eq(t->bytes, e.pl->batch * p->in_size[k]);
+        const onnx_cuda_tensor_t *t = &e.pl->t[e.pl->in_t[k]];
+        ck_assert_uint_eq(t->slot.bytes, e.pl->batch * p->in_size[k]);
         for (s = 0; s < n; s++)
-            memcpy(e.arena + t->offset + s * p->in_size[k],
+            memcpy(e.arena + t->slot.offset + s * p->in_size[k],
                    (const uint8_t *)input + s * g->input_size + p->in_off[k], p->in_size[k]);
-        memset(e.arena + t->offset + n * p->in_size[k], 0, (e.pl->batch - n) * p->in_size[k]);
+        memset(e.arena + t->slot.offset + n * p->in_size[k], 0, (e.pl->batch - n) * p->in_size[k]);
     }
     for (k = 0; k < e.pl->n_steps; k++)
         run_step(&e, &e.pl->steps[k]);
@@ -307,41 +308,43 @@ void cuemu_run(const onnx_cuprog_t *p, size_t n, const void *input, void *output
     free(e.pool);
 }
 
-void cuemu_check_plans(const onnx_cuprog_t *p)
+void cuda_emu_check_plans(const onnx_cuda_program_t *p)
 {
     size_t i;
     int a, b;
     for (i = 0; i < p->n_plans; i++) {
-        const cup_plan_t *pl = &p->plans[i];
+        const onnx_cuda_plan_t *pl = &p->plans[i];
         ck_assert_uint_le(pl->arena_size, p->arena_size);
         for (a = 0; a < pl->n_t; a++) {
-            const cup_tensor_t *t = &pl->t[a];
-            const cup_tensor_t *r = &pl->t[t->root];
-            ck_assert_int_eq(r->root, t->root);
-            ck_assert_int_eq(t->mem, r->mem);
-            ck_assert_uint_eq(t->offset, r->offset);
-            ck_assert_uint_le(t->bytes, r->bytes);
-            ck_assert_uint_eq(t->offset % CUP_ALIGN, 0);
-            if (t->mem == CUP_MEM_CONST) {
+            const onnx_cuda_tensor_t *t = &pl->t[a];
+            const onnx_cuda_tensor_t *r = &pl->t[t->slot.root];
+            ck_assert_int_eq(r->slot.root, t->slot.root);
+            ck_assert_int_eq(t->slot.store, r->slot.store);
+            ck_assert_uint_eq(t->slot.offset, r->slot.offset);
+            ck_assert_uint_le(t->slot.bytes, r->slot.bytes);
+            ck_assert_uint_eq(t->slot.offset % ONNX_CUDA_ALIGN, 0);
+            if (t->slot.store == ONNX_STORE_CONST) {
                 ck_assert_int_ge(t->konst, 0);
-                ck_assert_uint_le(t->offset + t->bytes, p->pool_size);
+                ck_assert_uint_le(t->slot.offset + t->slot.bytes, p->pool_size);
                 continue;
             }
-            if (t->root != a || r->first > r->last)
+            if (t->slot.root != a || r->slot.first > r->slot.last)
                 continue;
-            ck_assert_uint_le(t->offset + t->bytes, pl->arena_size);
+            ck_assert_uint_le(t->slot.offset + t->slot.bytes, pl->arena_size);
             for (b = 0; b < a; b++) {
-                const cup_tensor_t *o = &pl->t[b];
-                if (o->root != b || o->mem != CUP_MEM_ARENA || o->first > o->last)
+                const onnx_cuda_tensor_t *o = &pl->t[b];
+                if (o->slot.root != b || o->slot.store != ONNX_STORE_ARENA ||
+                    o->slot.first > o->slot.last)
                     continue;
-                if (o->last < t->first || t->last < o->first)
+                if (o->slot.last < t->slot.first || t->slot.last < o->slot.first)
                     continue;
-                ck_assert_msg(t->offset + t->bytes <= o->offset ||
-                                  o->offset + o->bytes <= t->offset,
+                ck_assert_msg(t->slot.offset + t->slot.bytes <= o->slot.offset ||
+                                  o->slot.offset + o->slot.bytes <= t->slot.offset,
                               "plan %zu: tensors %d [%zu, +%zu) and %d [%zu, +%zu) overlap while "
                               "both live (steps %d..%d and %d..%d)",
-                              pl->batch, a, t->offset, t->bytes, b, o->offset, o->bytes, t->first,
-                              t->last, o->first, o->last);
+                              pl->batch, a, t->slot.offset, t->slot.bytes, b, o->slot.offset,
+                              o->slot.bytes, t->slot.first, t->slot.last, o->slot.first,
+                              o->slot.last);
             }
         }
     }

@@ -1,4 +1,4 @@
-/* onnx_cukern.h: the per-element arithmetic of the CUDA engine's own kernels, shared by the
+/* onnx_cuda_arith.h: the per-element arithmetic of the CUDA engine's own kernels, shared by the
  * device code (onnx_cuda_kernels.cu, compiled by nvcc) and the host (the plan's CPU emulator in
  * the tests), so that the index and window arithmetic a GPU runs is tested on every machine.
  *
@@ -7,47 +7,47 @@
  * onnx.TensorProto.DataType (1 float, 2 uint8, 3 int8, 6 int32), like onnx_dtype_t.
  *
  * Each kernel parameter block is passed to the device by value, so it has a fixed size. */
-#ifndef ONNX_CUKERN_H
-#define ONNX_CUKERN_H
+#ifndef ONNX_CUDA_ARITH_H
+#define ONNX_CUDA_ARITH_H
 
 #include <math.h>
 #include <stdint.h>
 
 #ifdef __CUDACC__
-#    define CUK_FN static __host__ __device__ inline
+#    define ONNX_CUDA_FN static __host__ __device__ inline
 #else
-#    define CUK_FN static inline
+#    define ONNX_CUDA_FN static inline
 #endif
 
-#define CUK_MAX_RANK 8
-#define CUK_MAX_SPATIAL 3
+#define ONNX_CUDA_MAX_RANK 8
+#define ONNX_CUDA_MAX_SPATIAL 3
 
-enum { CUK_F32 = 1, CUK_U8 = 2, CUK_I8 = 3, CUK_I32 = 6 };
-enum { CUK_ADD = 0, CUK_SUB = 1, CUK_MUL = 2, CUK_DIV = 3 };
+enum { ONNX_CUDA_F32 = 1, ONNX_CUDA_U8 = 2, ONNX_CUDA_I8 = 3, ONNX_CUDA_I32 = 6 };
+enum { ONNX_CUDA_ADD = 0, ONNX_CUDA_SUB = 1, ONNX_CUDA_MUL = 2, ONNX_CUDA_DIV = 3 };
 
 /* y[i] = relu?(a[ia] op b[ib]) over the output's row-major index i; a stride of 0 broadcasts. */
 typedef struct {
     int rank, op, relu;
     int64_t count;
-    int64_t dims[CUK_MAX_RANK];
-    int64_t sa[CUK_MAX_RANK], sb[CUK_MAX_RANK];
-} cuk_binary_t;
+    int64_t dims[ONNX_CUDA_MAX_RANK];
+    int64_t sa[ONNX_CUDA_MAX_RANK], sb[ONNX_CUDA_MAX_RANK];
+} onnx_cuda_binary_args_t;
 
 /* y[i] = (accumulate ? y[i] : 0) + scale * x[ix]: Gemm's C broadcast into its output. */
 typedef struct {
     int rank, accumulate;
     float scale;
     int64_t count;
-    int64_t dims[CUK_MAX_RANK];
-    int64_t sx[CUK_MAX_RANK];
-} cuk_bcast_t;
+    int64_t dims[ONNX_CUDA_MAX_RANK];
+    int64_t sx[ONNX_CUDA_MAX_RANK];
+} onnx_cuda_bcast_args_t;
 
 /* Zero padding of a row-major tensor: y has dims out, x dims in, x sits at offset pl. */
 typedef struct {
     int rank;
     int64_t count; /* of y */
-    int64_t in[CUK_MAX_RANK], out[CUK_MAX_RANK], pl[CUK_MAX_RANK];
-} cuk_pad_t;
+    int64_t in[ONNX_CUDA_MAX_RANK], out[ONNX_CUDA_MAX_RANK], pl[ONNX_CUDA_MAX_RANK];
+} onnx_cuda_pad_args_t;
 
 /* Max or average pooling over 1 to 3 spatial dims of [planes, spatial...] row-major data. The
  * window of output o starts at o * stride - pad_l and has kernel positions dil apart; positions
@@ -56,31 +56,32 @@ typedef struct {
 typedef struct {
     int nsp, max, include_pad, dtype;
     int64_t count; /* output elements */
-    int64_t in[CUK_MAX_SPATIAL], out[CUK_MAX_SPATIAL];
-    int64_t k[CUK_MAX_SPATIAL], s[CUK_MAX_SPATIAL], d[CUK_MAX_SPATIAL], pl[CUK_MAX_SPATIAL];
-} cuk_pool_t;
+    int64_t in[ONNX_CUDA_MAX_SPATIAL], out[ONNX_CUDA_MAX_SPATIAL];
+    int64_t k[ONNX_CUDA_MAX_SPATIAL], s[ONNX_CUDA_MAX_SPATIAL], d[ONNX_CUDA_MAX_SPATIAL],
+        pl[ONNX_CUDA_MAX_SPATIAL];
+} onnx_cuda_pool_args_t;
 
 /* Inference batch normalisation over dim 1 of [N, C, inner...]. */
 typedef struct {
     int64_t count, channels, inner;
     float epsilon;
-} cuk_bn_t;
+} onnx_cuda_batchnorm_args_t;
 
 /* y = x * scale converted to another element type (Cast with a folded scale). */
 typedef struct {
     int from, to;
     float scale;
     int64_t count;
-} cuk_cast_t;
+} onnx_cuda_cast_args_t;
 
-CUK_FN float cuk_load(const void *p, int dtype, int64_t i)
+ONNX_CUDA_FN float onnx_cuda_load(const void *p, int dtype, int64_t i)
 {
     switch (dtype) {
-    case CUK_U8:
+    case ONNX_CUDA_U8:
         return (float)((const uint8_t *)p)[i];
-    case CUK_I8:
+    case ONNX_CUDA_I8:
         return (float)((const int8_t *)p)[i];
-    case CUK_I32:
+    case ONNX_CUDA_I32:
         return (float)((const int32_t *)p)[i];
     default:
         return ((const float *)p)[i];
@@ -89,16 +90,16 @@ CUK_FN float cuk_load(const void *p, int dtype, int64_t i)
 
 /* Stores |v|, which is exact for every integer type here (the loader allows only casts that
  * widen integers and pooling, which picks one of its inputs). */
-CUK_FN void cuk_store(void *p, int dtype, int64_t i, float v)
+ONNX_CUDA_FN void onnx_cuda_store(void *p, int dtype, int64_t i, float v)
 {
     switch (dtype) {
-    case CUK_U8:
+    case ONNX_CUDA_U8:
         ((uint8_t *)p)[i] = (uint8_t)v;
         break;
-    case CUK_I8:
+    case ONNX_CUDA_I8:
         ((int8_t *)p)[i] = (int8_t)v;
         break;
-    case CUK_I32:
+    case ONNX_CUDA_I32:
         ((int32_t *)p)[i] = (int32_t)v;
         break;
     default:
@@ -108,7 +109,7 @@ CUK_FN void cuk_store(void *p, int dtype, int64_t i, float v)
 }
 
 /* The offset that strides |st| give to row-major index |i| of a tensor of |dims|. */
-CUK_FN int64_t cuk_offset(int rank, const int64_t *dims, const int64_t *st, int64_t i)
+ONNX_CUDA_FN int64_t onnx_cuda_offset(int rank, const int64_t *dims, const int64_t *st, int64_t i)
 {
     int64_t off = 0;
     int k;
@@ -119,40 +120,42 @@ CUK_FN int64_t cuk_offset(int rank, const int64_t *dims, const int64_t *st, int6
     return off;
 }
 
-CUK_FN float cuk_binary_op(int op, float a, float b)
+ONNX_CUDA_FN float onnx_cuda_binary_op(int op, float a, float b)
 {
     switch (op) {
-    case CUK_SUB:
+    case ONNX_CUDA_SUB:
         return a - b;
-    case CUK_MUL:
+    case ONNX_CUDA_MUL:
         return a * b;
-    case CUK_DIV:
+    case ONNX_CUDA_DIV:
         return a / b;
     default:
         return a + b;
     }
 }
 
-CUK_FN float cuk_relu(float v)
+ONNX_CUDA_FN float onnx_cuda_relu(float v)
 {
     return v > 0.0f ? v : 0.0f;
 }
 
-CUK_FN float cuk_binary_one(const cuk_binary_t *p, const float *a, const float *b, int64_t i)
+ONNX_CUDA_FN float onnx_cuda_binary_at(const onnx_cuda_binary_args_t *p, const float *a,
+                                       const float *b, int64_t i)
 {
-    float v = cuk_binary_op(p->op, a[cuk_offset(p->rank, p->dims, p->sa, i)],
-                            b[cuk_offset(p->rank, p->dims, p->sb, i)]);
-    return p->relu ? cuk_relu(v) : v;
+    float v = onnx_cuda_binary_op(p->op, a[onnx_cuda_offset(p->rank, p->dims, p->sa, i)],
+                                  b[onnx_cuda_offset(p->rank, p->dims, p->sb, i)]);
+    return p->relu ? onnx_cuda_relu(v) : v;
 }
 
-CUK_FN float cuk_bcast_one(const cuk_bcast_t *p, const float *x, const float *y, int64_t i)
+ONNX_CUDA_FN float onnx_cuda_bcast_at(const onnx_cuda_bcast_args_t *p, const float *x,
+                                      const float *y, int64_t i)
 {
-    float v = p->scale * x[cuk_offset(p->rank, p->dims, p->sx, i)];
+    float v = p->scale * x[onnx_cuda_offset(p->rank, p->dims, p->sx, i)];
     return p->accumulate ? y[i] + v : v;
 }
 
 /* Where output element |i| of a padding reads from, or -1 for a zero. */
-CUK_FN int64_t cuk_pad_src(const cuk_pad_t *p, int64_t i)
+ONNX_CUDA_FN int64_t onnx_cuda_pad_source(const onnx_cuda_pad_args_t *p, int64_t i)
 {
     int64_t src = 0, mul = 1;
     int k;
@@ -167,9 +170,9 @@ CUK_FN int64_t cuk_pad_src(const cuk_pad_t *p, int64_t i)
     return src;
 }
 
-CUK_FN float cuk_pool_one(const cuk_pool_t *p, const void *x, int64_t i)
+ONNX_CUDA_FN float onnx_cuda_pool_at(const onnx_cuda_pool_args_t *p, const void *x, int64_t i)
 {
-    int64_t o[CUK_MAX_SPATIAL], plane, in_size = 1, window = 1, w, rem = i, cnt = 0;
+    int64_t o[ONNX_CUDA_MAX_SPATIAL], plane, in_size = 1, window = 1, w, rem = i, cnt = 0;
     float acc = p->max ? -INFINITY : 0.0f;
     int s;
 
@@ -194,7 +197,7 @@ CUK_FN float cuk_pool_one(const cuk_pool_t *p, const void *x, int64_t i)
         if (!inside)
             continue;
         {
-            float v = cuk_load(x, p->dtype, plane * in_size + off);
+            float v = onnx_cuda_load(x, p->dtype, plane * in_size + off);
             if (p->max)
                 acc = v > acc ? v : acc;
             else
@@ -209,8 +212,9 @@ CUK_FN float cuk_pool_one(const cuk_pool_t *p, const void *x, int64_t i)
     return cnt ? acc / (float)cnt : 0.0f;
 }
 
-CUK_FN float cuk_bn_one(const cuk_bn_t *p, const float *x, const float *scale, const float *shift,
-                        const float *mean, const float *var, int64_t i)
+ONNX_CUDA_FN float onnx_cuda_batchnorm_at(const onnx_cuda_batchnorm_args_t *p, const float *x,
+                                          const float *scale, const float *shift, const float *mean,
+                                          const float *var, int64_t i)
 {
     int64_t c = (i / p->inner) % p->channels;
     return (x[i] - mean[c]) * (scale[c] / sqrtf(var[c] + p->epsilon)) + shift[c];

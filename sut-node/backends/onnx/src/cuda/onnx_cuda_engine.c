@@ -1,4 +1,4 @@
-/* The CUDA engine: runs onnx_cuplan.h plans with cuDNN, cuBLAS and the kernels of
+/* The CUDA engine: runs onnx_cuda_plan.h plans with cuDNN, cuBLAS and the kernels of
  * onnx_cuda_kernels.cu. See onnx_cuda.h for the contract; this file is the thin layer that turns
  * each planned step into its library call.
  *
@@ -32,7 +32,7 @@ typedef struct {
     cudnnPoolingDescriptor_t pool;
     cudnnConvolutionFwdAlgo_t algo;
     size_t ws; /* workspace bytes its algorithm needs */
-} dstep_t;
+} prepared_step_t;
 
 typedef struct {
     cudaStream_t stream;
@@ -42,14 +42,14 @@ typedef struct {
     void *ws;          /* device: cuDNN workspace */
     uint8_t *host_out; /* pinned: the results of the batch in flight */
     int busy;
-} slot_t;
+} stream_slot_t;
 
 struct onnx_cuda {
-    const onnx_cuprog_t *prog;
+    const onnx_cuda_program_t *prog;
     onnx_cuda_opts_t o;
-    uint8_t *pool;    /* device: the constants */
-    dstep_t **dsteps; /* per plan, per step */
-    slot_t *slots;
+    uint8_t *pool;            /* device: the constants */
+    prepared_step_t **dsteps; /* per plan, per step */
+    stream_slot_t *slots;
     int n_slots;
     size_t ws_size, out_bytes, mem;
     pthread_mutex_t mu;
@@ -204,7 +204,7 @@ static cudnnStatus_t tensor_desc(cudnnTensorDescriptor_t *t, int nd, const int *
     return cudnnSetTensorNdDescriptor(*t, CUDNN_DATA_FLOAT, nd, d, s);
 }
 
-static void free_dstep(dstep_t *d)
+static void free_dstep(prepared_step_t *d)
 {
     if (d->x)
         cudnnDestroyTensorDescriptor(d->x);
@@ -222,19 +222,19 @@ static void free_dstep(dstep_t *d)
         cudnnDestroyPoolingDescriptor(d->pool);
 }
 
-static void *tptr(const onnx_cuda_t *x, const slot_t *s, const cup_plan_t *pl, int t)
+static void *tptr(const onnx_cuda_t *x, const stream_slot_t *s, const onnx_cuda_plan_t *pl, int t)
 {
-    const cup_tensor_t *v = &pl->t[t];
-    return (v->mem == CUP_MEM_CONST ? x->pool : s->arena) + v->offset;
+    const onnx_cuda_tensor_t *v = &pl->t[t];
+    return (v->slot.store == ONNX_STORE_CONST ? x->pool : s->arena) + v->slot.offset;
 }
 
 /* Chooses the convolution algorithm: timed on the real buffers (find) or cuDNN's heuristics,
  * within the workspace limit. */
-static int conv_algo(onnx_cuda_t *x, const cup_plan_t *pl, const cup_conv_t *c, dstep_t *d,
-                     void *ws, const char *where, cmn_errbuf_t *eb)
+static int conv_algo(onnx_cuda_t *x, const onnx_cuda_plan_t *pl, const onnx_cuda_conv_step_t *c,
+                     prepared_step_t *d, void *ws, const char *where, cmn_errbuf_t *eb)
 {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    const slot_t *s = &x->slots[0];
+    const stream_slot_t *s = &x->slots[0];
     int dev = x->o.device, got = 0, i;
 
     if (x->o.find_algo)
@@ -262,8 +262,8 @@ static int conv_algo(onnx_cuda_t *x, const cup_plan_t *pl, const cup_conv_t *c, 
     return 0;
 }
 
-static int prep_conv(onnx_cuda_t *x, const cup_plan_t *pl, const cup_conv_t *c, dstep_t *d,
-                     void *ws, const char *where, cmn_errbuf_t *eb)
+static int prep_conv(onnx_cuda_t *x, const onnx_cuda_plan_t *pl, const onnx_cuda_conv_step_t *c,
+                     prepared_step_t *d, void *ws, const char *where, cmn_errbuf_t *eb)
 {
     int dev = x->o.device, nd = c->nsp + 2, bd[5] = {1, 1, 1, 1, 1}, od[5], i;
 
@@ -294,10 +294,10 @@ static int prep_conv(onnx_cuda_t *x, const cup_plan_t *pl, const cup_conv_t *c, 
     return conv_algo(x, pl, c, d, ws, where, eb);
 }
 
-static int prep_pool(onnx_cuda_t *x, const cup_plan_t *pl, const cup_pool_t *p, dstep_t *d,
-                     const char *where, cmn_errbuf_t *eb)
+static int prep_pool(onnx_cuda_t *x, const onnx_cuda_plan_t *pl, const onnx_cuda_pool_step_t *p,
+                     prepared_step_t *d, const char *where, cmn_errbuf_t *eb)
 {
-    const cup_tensor_t *t = &pl->t[p->x];
+    const onnx_cuda_tensor_t *t = &pl->t[p->x];
     int dev = x->o.device, nsp = p->k.nsp < 2 ? 2 : p->k.nsp, off = nsp - p->k.nsp;
     int xd[5], yd[5], od[5], win[3], pad[3], str[3], s;
     cudnnPoolingMode_t mode = p->k.max           ? CUDNN_POOLING_MAX
@@ -329,8 +329,8 @@ static int prep_pool(onnx_cuda_t *x, const cup_plan_t *pl, const cup_pool_t *p, 
     return 0;
 }
 
-static int prep_softmax(onnx_cuda_t *x, const cup_softmax_t *sm, dstep_t *d, const char *where,
-                        cmn_errbuf_t *eb)
+static int prep_softmax(onnx_cuda_t *x, const onnx_cuda_softmax_step_t *sm, prepared_step_t *d,
+                        const char *where, cmn_errbuf_t *eb)
 {
     int dev = x->o.device, dims[4];
     dims[0] = sm->outer;
@@ -342,17 +342,19 @@ static int prep_softmax(onnx_cuda_t *x, const cup_softmax_t *sm, dstep_t *d, con
 }
 
 /* "step 3 of 57 (conv, node "conv1"): " */
-static void step_where(const onnx_cuda_t *x, const cup_plan_t *pl, int i, char *buf, size_t len)
+static void step_where(const onnx_cuda_t *x, const onnx_cuda_plan_t *pl, int i, char *buf,
+                       size_t len)
 {
-    const cup_step_t *s = &pl->steps[i];
+    const onnx_cuda_step_t *s = &pl->steps[i];
     const onnx_graph_t *g = x->prog->g;
     snprintf(buf, len, "batch %zu, step %d of %d (%s, node \"%s\"): ", pl->batch, i + 1,
-             pl->n_steps, onnx_cup_kind_name(s->kind), s->node >= 0 ? g->nodes[s->node].name : "?");
+             pl->n_steps, onnx_cuda_step_name(s->kind),
+             s->node >= 0 ? g->nodes[s->node].name : "?");
 }
 
 /* ---- create, destroy ------------------------------------------------------------------------- */
 
-static int make_slot(onnx_cuda_t *x, slot_t *s, cmn_errbuf_t *eb)
+static int make_slot(onnx_cuda_t *x, stream_slot_t *s, cmn_errbuf_t *eb)
 {
     const char *where = "";
     int dev = x->o.device;
@@ -373,7 +375,7 @@ static int make_slot(onnx_cuda_t *x, slot_t *s, cmn_errbuf_t *eb)
     return 0;
 }
 
-static void free_slot(slot_t *s)
+static void free_slot(stream_slot_t *s)
 {
     if (s->stream)
         cudaStreamSynchronize(s->stream);
@@ -415,8 +417,8 @@ static void cuda_destroy(onnx_cuda_t *x)
     free(x);
 }
 
-static int cuda_create(const onnx_cuprog_t *prog, const onnx_cuda_opts_t *o, onnx_cuda_t **out,
-                       cmn_errbuf_t *eb)
+static int cuda_create(const onnx_cuda_program_t *prog, const onnx_cuda_opts_t *o,
+                       onnx_cuda_t **out, cmn_errbuf_t *eb)
 {
     const char *where = "";
     char desc[512], swhere[160];
@@ -474,21 +476,21 @@ static int cuda_create(const onnx_cuprog_t *prog, const onnx_cuda_opts_t *o, onn
     if (o->find_algo && o->workspace)
         TRYCU(cudaMalloc(&search_ws, o->workspace));
     for (i = 0; i < prog->n_plans; i++) {
-        const cup_plan_t *pl = &prog->plans[i];
-        x->dsteps[i] = calloc((size_t)pl->n_steps + 1, sizeof(dstep_t));
+        const onnx_cuda_plan_t *pl = &prog->plans[i];
+        x->dsteps[i] = calloc((size_t)pl->n_steps + 1, sizeof(prepared_step_t));
         if (!x->dsteps[i]) {
             rc = errf(eb, -ENOMEM, "out of memory");
             goto fail;
         }
         for (k = 0; k < pl->n_steps; k++) {
-            const cup_step_t *s = &pl->steps[k];
-            dstep_t *d = &x->dsteps[i][k];
+            const onnx_cuda_step_t *s = &pl->steps[k];
+            prepared_step_t *d = &x->dsteps[i][k];
             step_where(x, pl, k, swhere, sizeof(swhere));
-            if (s->kind == CUP_CONV)
+            if (s->kind == ONNX_CUDA_STEP_CONV)
                 TRY(prep_conv(x, pl, &s->u.conv, d, search_ws, swhere, eb));
-            else if (s->kind == CUP_POOL)
+            else if (s->kind == ONNX_CUDA_STEP_POOL)
                 TRY(prep_pool(x, pl, &s->u.pool, d, swhere, eb));
-            else if (s->kind == CUP_SOFTMAX)
+            else if (s->kind == ONNX_CUDA_STEP_SOFTMAX)
                 TRY(prep_softmax(x, &s->u.softmax, d, swhere, eb));
         }
     }
@@ -519,15 +521,16 @@ static int kern(cmn_errbuf_t *eb, int dev, int e, const char *name, const char *
     return cuda_fail(eb, dev, (cudaError_t)e, name, where);
 }
 
-static int exec_step(onnx_cuda_t *x, slot_t *sl, const cup_plan_t *pl, const dstep_t *d,
-                     const cup_step_t *s, const char *where, cmn_errbuf_t *eb)
+static int exec_step(onnx_cuda_t *x, stream_slot_t *sl, const onnx_cuda_plan_t *pl,
+                     const prepared_step_t *d, const onnx_cuda_step_t *s, const char *where,
+                     cmn_errbuf_t *eb)
 {
     static const float one = 1.0f, zero = 0.0f;
     int dev = x->o.device;
 #define P(t) tptr(x, sl, pl, (t))
     switch (s->kind) {
-    case CUP_CONV: {
-        const cup_conv_t *c = &s->u.conv;
+    case ONNX_CUDA_STEP_CONV: {
+        const onnx_cuda_conv_step_t *c = &s->u.conv;
         const float beta = c->sum ? 1.0f : 0.0f;
         if (c->fused) {
             /* y = relu(conv(x) + alpha2 * z + b); the plan never lets z share y's storage */
@@ -542,21 +545,21 @@ static int exec_step(onnx_cuda_t *x, slot_t *sl, const cup_plan_t *pl, const dst
             DNN(cudnnAddTensor(sl->dnn, &one, d->b, P(c->b), &one, d->y, P(c->y)));
         return 0;
     }
-    case CUP_POOL:
+    case ONNX_CUDA_STEP_POOL:
         if (s->u.pool.cudnn) {
             DNN(cudnnPoolingForward(sl->dnn, d->pool, &one, d->x, P(s->u.pool.x), &zero, d->y,
                                     P(s->u.pool.y)));
             return 0;
         }
         return kern(eb, dev,
-                    onnx_cuk_pool(sl->stream, &s->u.pool.k, P(s->u.pool.x), P(s->u.pool.y)),
-                    "onnx_cuk_pool", where);
-    case CUP_SOFTMAX:
+                    onnx_cuda_launch_pool(sl->stream, &s->u.pool.k, P(s->u.pool.x), P(s->u.pool.y)),
+                    "onnx_cuda_launch_pool", where);
+    case ONNX_CUDA_STEP_SOFTMAX:
         DNN(cudnnSoftmaxForward(sl->dnn, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL, &one,
                                 d->x, P(s->u.softmax.x), &zero, d->x, P(s->u.softmax.y)));
         return 0;
-    case CUP_GEMM: {
-        const cup_gemm_t *g = &s->u.gemm;
+    case ONNX_CUDA_STEP_GEMM: {
+        const onnx_cuda_gemm_step_t *g = &s->u.gemm;
         const float *a = (const float *)P(g->a) + g->a_off, *b = (const float *)P(g->b) + g->b_off;
         float *c = (float *)P(g->c) + g->c_off;
         cublasOperation_t ta = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -570,46 +573,50 @@ static int exec_step(onnx_cuda_t *x, slot_t *sl, const cup_plan_t *pl, const dst
                                            g->stride_c, g->count));
         return 0;
     }
-    case CUP_COPY:
+    case ONNX_CUDA_STEP_COPY:
         if (P(s->u.copy.x) != P(s->u.copy.y))
             CU(cudaMemcpyAsync(P(s->u.copy.y), P(s->u.copy.x), s->u.copy.bytes,
                                cudaMemcpyDeviceToDevice, sl->stream));
         return 0;
-    case CUP_BCAST:
+    case ONNX_CUDA_STEP_BCAST:
+        return kern(
+            eb, dev,
+            onnx_cuda_launch_bcast(sl->stream, &s->u.bcast.k, P(s->u.bcast.x), P(s->u.bcast.y)),
+            "onnx_cuda_launch_bcast", where);
+    case ONNX_CUDA_STEP_PAD:
         return kern(eb, dev,
-                    onnx_cuk_bcast(sl->stream, &s->u.bcast.k, P(s->u.bcast.x), P(s->u.bcast.y)),
-                    "onnx_cuk_bcast", where);
-    case CUP_PAD:
-        return kern(eb, dev, onnx_cuk_pad(sl->stream, &s->u.pad.k, P(s->u.pad.x), P(s->u.pad.y)),
-                    "onnx_cuk_pad", where);
-    case CUP_BINARY:
+                    onnx_cuda_launch_pad(sl->stream, &s->u.pad.k, P(s->u.pad.x), P(s->u.pad.y)),
+                    "onnx_cuda_launch_pad", where);
+    case ONNX_CUDA_STEP_BINARY:
         return kern(eb, dev,
-                    onnx_cuk_binary(sl->stream, &s->u.binary.k, P(s->u.binary.a), P(s->u.binary.b),
-                                    P(s->u.binary.y)),
-                    "onnx_cuk_binary", where);
-    case CUP_RELU:
+                    onnx_cuda_launch_binary(sl->stream, &s->u.binary.k, P(s->u.binary.a),
+                                            P(s->u.binary.b), P(s->u.binary.y)),
+                    "onnx_cuda_launch_binary", where);
+    case ONNX_CUDA_STEP_RELU:
+        return kern(
+            eb, dev,
+            onnx_cuda_launch_relu(sl->stream, s->u.relu.count, P(s->u.relu.x), P(s->u.relu.y)),
+            "onnx_cuda_launch_relu", where);
+    case ONNX_CUDA_STEP_BATCHNORM:
         return kern(eb, dev,
-                    onnx_cuk_relu(sl->stream, s->u.relu.count, P(s->u.relu.x), P(s->u.relu.y)),
-                    "onnx_cuk_relu", where);
-    case CUP_BATCHNORM:
+                    onnx_cuda_launch_batchnorm(sl->stream, &s->u.bn.k, P(s->u.bn.x),
+                                               P(s->u.bn.scale), P(s->u.bn.shift), P(s->u.bn.mean),
+                                               P(s->u.bn.var), P(s->u.bn.y)),
+                    "onnx_cuda_launch_batchnorm", where);
+    case ONNX_CUDA_STEP_CAST:
         return kern(eb, dev,
-                    onnx_cuk_bn(sl->stream, &s->u.bn.k, P(s->u.bn.x), P(s->u.bn.scale),
-                                P(s->u.bn.shift), P(s->u.bn.mean), P(s->u.bn.var), P(s->u.bn.y)),
-                    "onnx_cuk_bn", where);
-    case CUP_CAST:
-        return kern(eb, dev,
-                    onnx_cuk_cast(sl->stream, &s->u.cast.k, P(s->u.cast.x), P(s->u.cast.y)),
-                    "onnx_cuk_cast", where);
+                    onnx_cuda_launch_cast(sl->stream, &s->u.cast.k, P(s->u.cast.x), P(s->u.cast.y)),
+                    "onnx_cuda_launch_cast", where);
     }
 #undef P
     return errf(eb, CMN_EBACKEND, "cuda:%d: %sunknown step", dev, where);
 }
 
 /* Everything for one batch on slot |sl|: inputs in, steps, results out, then the wait. */
-static int run_on(onnx_cuda_t *x, slot_t *sl, const cup_plan_t *pl, const dstep_t *ds, size_t n,
-                  const void *input, cmn_errbuf_t *eb)
+static int run_on(onnx_cuda_t *x, stream_slot_t *sl, const onnx_cuda_plan_t *pl,
+                  const prepared_step_t *ds, size_t n, const void *input, cmn_errbuf_t *eb)
 {
-    const onnx_cuprog_t *p = x->prog;
+    const onnx_cuda_program_t *p = x->prog;
     const onnx_graph_t *g = p->g;
     const char *where = "";
     char swhere[160];
@@ -618,7 +625,7 @@ static int run_on(onnx_cuda_t *x, slot_t *sl, const cup_plan_t *pl, const dstep_
     CU(cudaSetDevice(dev));
     cudaGetLastError(); /* an earlier failed call on this thread must not be blamed on this run */
     for (k = 0; k < g->n_inputs; k++) {
-        uint8_t *dst = sl->arena + pl->t[pl->in_t[k]].offset;
+        uint8_t *dst = sl->arena + pl->t[pl->in_t[k]].slot.offset;
         size_t sz = p->in_size[k];
         where = "copying the input to the device: ";
         if (g->n_inputs == 1)
@@ -663,8 +670,8 @@ static int run_on(onnx_cuda_t *x, slot_t *sl, const cup_plan_t *pl, const dstep_
 static int cuda_run(onnx_cuda_t *x, size_t n, const void *input, const void **output, int *slot,
                     cmn_errbuf_t *eb)
 {
-    const onnx_cuprog_t *p = x->prog;
-    const cup_plan_t *pl = NULL;
+    const onnx_cuda_program_t *p = x->prog;
+    const onnx_cuda_plan_t *pl = NULL;
     size_t i;
     int k, rc;
     cudaError_t e;

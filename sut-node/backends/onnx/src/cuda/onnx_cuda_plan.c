@@ -1,73 +1,31 @@
-/* The CUDA engine's plans, built on the host (see onnx_cuplan.h). Vocabulary as in onnx_dnnl.c:
- * a tensor is a value as one plan stores it; a view (Reshape, Identity, an in-place sum) shares
- * its root's storage. Unlike oneDNN's, every layout here is plain row-major, so views never need
- * a reorder. */
-#include "onnx_cuplan.h"
+/* The CUDA engine's plans, built on the host (see onnx_cuda_plan.h). Vocabulary as in
+ * onnx_lower.h: a tensor is a value as one plan stores it; a view (Reshape, Identity, an
+ * in-place sum) shares its root's storage. Unlike oneDNN's, every layout here is plain row-major,
+ * so views never need a reorder. */
+#include "onnx_cuda_plan.h"
 
-#include "onnx_arena.h"
+#include "onnx_lower.h"
 
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* Builder state for one program; the per-plan parts are reset for each plan. */
 typedef struct {
-    onnx_cuprog_t *p;
+    onnx_cuda_program_t *p;
     const onnx_graph_t *g;
-    cup_plan_t *pl;
-    int *val_t;    /* IR value -> its tensor in the current plan, or -1 */
+    onnx_cuda_plan_t *pl;
     int *const_of; /* IR value -> its entry in p->consts, or -1 (shared by every plan) */
-    int *last_use; /* IR value -> the last live node that reads it, or -1 */
-    const onnx_node_t *cur;
-    cmn_errbuf_t *eb;
-} bx_t;
+    onnx_lower_t lw;
+} plan_builder_t;
 
-static int fail(bx_t *x, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(bx_t *x, int rc, const char *fmt, ...)
-{
-    size_t off = 0;
-    va_list ap;
-    if (!x->eb)
-        return rc;
-    if (x->cur)
-        off = (size_t)snprintf(x->eb->msg, sizeof(x->eb->msg), "node \"%s\" (%s): ", x->cur->name,
-                               x->cur->op_type);
-    va_start(ap, fmt);
-    if (off < sizeof(x->eb->msg))
-        vsnprintf(x->eb->msg + off, sizeof(x->eb->msg) - off, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
-static int64_t prod(const int64_t *d, int n)
-{
-    int64_t r = 1;
-    int i;
-    for (i = 0; i < n; i++)
-        r *= d[i];
-    return r;
-}
-
-/* A value's dims in a plan of |batch| samples; rank-0 values become [1]. */
-static int vdims(const onnx_graph_t *g, int v, size_t batch, int64_t *d)
-{
-    const onnx_value_t *val = &g->values[v];
-    int i;
-    d[0] = 1;
-    if (val->rank <= 0)
-        return 1;
-    for (i = 0; i < val->rank; i++)
-        d[i] = val->dims[i];
-    if (val->batched)
-        d[0] *= (int64_t)batch;
-    return val->rank;
-}
+#define fail(x, ...) onnx_lower_fail(&(x)->lw, __VA_ARGS__)
+/* A value's dims in this plan. */
+#define vdims(x, v, d) onnx_lower_dims(&(x)->lw, (v), (d))
 
 /* cuDNN and cuBLAS take dimensions, counts and leading dimensions as int. */
-static int check_int(bx_t *x, int64_t v, const char *what)
+static int check_int(plan_builder_t *x, int64_t v, const char *what)
 {
     if (v < 0 || v > INT_MAX)
         return fail(x, CMN_EBACKEND, "%s of %lld is over the int range of cuDNN and cuBLAS", what,
@@ -77,51 +35,52 @@ static int check_int(bx_t *x, int64_t v, const char *what)
 
 /* ---- tensors and steps ----------------------------------------------------------------------- */
 
-static int new_t(bx_t *x, int mem, onnx_dtype_t dt, int rank, const int64_t *dims)
+/* The lowering's array may move with every new tensor: the plan follows it. Returns |i|. */
+static int synced(plan_builder_t *x, int i)
 {
-    cup_plan_t *pl = x->pl;
-    cup_tensor_t *t;
-    if (pl->n_t == pl->cap_t) {
-        int cap = pl->cap_t ? pl->cap_t * 2 : 64;
-        cup_tensor_t *n = realloc(pl->t, (size_t)cap * sizeof(*n));
-        if (!n)
-            return fail(x, -ENOMEM, "out of memory");
-        pl->t = n;
-        pl->cap_t = cap;
-    }
-    t = &pl->t[pl->n_t];
-    memset(t, 0, sizeof(*t));
-    t->root = pl->n_t;
-    t->mem = mem;
-    t->input = -1;
-    t->konst = -1;
-    t->dtype = dt;
-    t->rank = rank;
-    memcpy(t->dims, dims, (size_t)rank * sizeof(int64_t));
-    t->bytes = (size_t)prod(dims, rank) * onnx_dtype_size(dt);
-    t->first = INT_MAX;
-    t->last = -1;
-    return pl->n_t++;
-}
-
-/* Another view of |of|'s storage with new dims (the same number of elements or fewer). */
-static int alias_t(bx_t *x, int of, int rank, const int64_t *dims)
-{
-    int root = x->pl->t[of].root, mem = x->pl->t[of].mem, i;
-    onnx_dtype_t dt = x->pl->t[of].dtype;
-    if ((i = new_t(x, mem, dt, rank, dims)) < 0)
-        return i;
-    x->pl->t[i].root = root;
-    x->pl->t[i].konst = x->pl->t[root].konst;
+    x->pl->t = x->lw.t;
+    x->pl->n_t = x->lw.n_t;
     return i;
 }
 
-static int add_const(bx_t *x, int value, size_t bytes)
+static void set_shape(onnx_cuda_tensor_t *t, onnx_dtype_t dt, int rank, const int64_t *dims)
 {
-    onnx_cuprog_t *p = x->p;
+    t->dtype = dt;
+    t->rank = rank;
+    memcpy(t->dims, dims, (size_t)rank * sizeof(int64_t));
+}
+
+static int new_t(plan_builder_t *x, onnx_store_t store, onnx_dtype_t dt, int rank,
+                 const int64_t *dims)
+{
+    int i =
+        onnx_lower_new(&x->lw, store, (size_t)onnx_dims_numel(dims, rank) * onnx_dtype_size(dt));
+    if (i < 0)
+        return i;
+    synced(x, i);
+    x->pl->t[i].konst = -1;
+    set_shape(&x->pl->t[i], dt, rank, dims);
+    return i;
+}
+
+/* Another view of |of|'s storage with new dims (the same number of elements or fewer). */
+static int alias_t(plan_builder_t *x, int of, int rank, const int64_t *dims)
+{
+    onnx_dtype_t dt = x->pl->t[of].dtype;
+    int i = onnx_lower_alias(&x->lw, of, (size_t)onnx_dims_numel(dims, rank) * onnx_dtype_size(dt));
+    if (i < 0)
+        return i;
+    synced(x, i);
+    set_shape(&x->pl->t[i], dt, rank, dims);
+    return i;
+}
+
+static int add_const(plan_builder_t *x, int value, size_t bytes)
+{
+    onnx_cuda_program_t *p = x->p;
     if (p->n_consts == p->cap_consts) {
         int cap = p->cap_consts ? p->cap_consts * 2 : 32;
-        cup_const_t *n = realloc(p->consts, (size_t)cap * sizeof(*n));
+        onnx_cuda_const_t *n = realloc(p->consts, (size_t)cap * sizeof(*n));
         if (!n)
             return fail(x, -ENOMEM, "out of memory");
         p->consts = n;
@@ -133,33 +92,14 @@ static int add_const(bx_t *x, int value, size_t bytes)
     return p->n_consts++;
 }
 
-/* The tensor of IR value |v| in this plan; a constant enters the pool the first time a plan
- * reads it. */
-static int get_t(bx_t *x, int v)
+/* The tensor of IR value |v| in this plan (lower_constant() for a constant). */
+static int get_t(plan_builder_t *x, int v)
 {
-    const onnx_value_t *val = &x->g->values[v];
-    int64_t d[ONNX_MAX_RANK];
-    int c, t, rank;
-
-    if (x->val_t[v] >= 0)
-        return x->val_t[v];
-    if (!val->data)
-        return fail(x, CMN_EBACKEND, "value \"%s\" is computed by no node", val->name);
-    rank = vdims(x->g, v, x->pl->batch, d);
-    if ((c = x->const_of[v]) < 0) {
-        if ((c = add_const(x, v, (size_t)prod(d, rank) * onnx_dtype_size(val->dtype))) < 0)
-            return c;
-        x->const_of[v] = c;
-    }
-    if ((t = new_t(x, CUP_MEM_CONST, val->dtype, rank, d)) < 0)
-        return t;
-    x->pl->t[t].konst = c;
-    x->val_t[v] = t;
-    return t;
+    return synced(x, onnx_lower_get(&x->lw, v));
 }
 
 /* |n| floats of zeros in the pool (a bias for a fused convolution without one). */
-static int zeros_t(bx_t *x, int64_t n)
+static int zeros_t(plan_builder_t *x, int64_t n)
 {
     size_t bytes = (size_t)n * sizeof(float);
     int c, t;
@@ -168,19 +108,19 @@ static int zeros_t(bx_t *x, int64_t n)
             break;
     if (c == x->p->n_consts && (c = add_const(x, -1, bytes)) < 0)
         return c;
-    if ((t = new_t(x, CUP_MEM_CONST, ONNX_DT_FLOAT, 1, &n)) < 0)
+    if ((t = new_t(x, ONNX_STORE_CONST, ONNX_DT_FLOAT, 1, &n)) < 0)
         return t;
     x->pl->t[t].konst = c;
     return t;
 }
 
-static cup_step_t *add_step(bx_t *x, cup_kind_t kind)
+static onnx_cuda_step_t *add_step(plan_builder_t *x, onnx_cuda_step_kind_t kind)
 {
-    cup_plan_t *pl = x->pl;
-    cup_step_t *s;
+    onnx_cuda_plan_t *pl = x->pl;
+    onnx_cuda_step_t *s;
     if (pl->n_steps == pl->cap_steps) {
         int cap = pl->cap_steps ? pl->cap_steps * 2 : 64;
-        cup_step_t *n = realloc(pl->steps, (size_t)cap * sizeof(*n));
+        onnx_cuda_step_t *n = realloc(pl->steps, (size_t)cap * sizeof(*n));
         if (!n) {
             fail(x, -ENOMEM, "out of memory");
             return NULL;
@@ -191,48 +131,24 @@ static cup_step_t *add_step(bx_t *x, cup_kind_t kind)
     s = &pl->steps[pl->n_steps++];
     memset(s, 0, sizeof(*s));
     s->kind = kind;
-    s->node = x->cur ? (int)(x->cur - x->g->nodes) : -1;
+    s->node = x->lw.cur ? (int)(x->lw.cur - x->g->nodes) : -1;
     return s;
 }
 
-static int add_copy(bx_t *x, int src, int dst)
+static int add_copy(plan_builder_t *x, int src, int dst)
 {
-    cup_step_t *s = add_step(x, CUP_COPY);
+    onnx_cuda_step_t *s = add_step(x, ONNX_CUDA_STEP_COPY);
     if (!s)
         return -ENOMEM;
     s->u.copy.x = src;
     s->u.copy.y = dst;
-    s->u.copy.bytes = x->pl->t[dst].bytes;
+    s->u.copy.bytes = x->pl->t[dst].slot.bytes;
     return 0;
-}
-
-/* Whether the storage of tensor |t| may be overwritten by node |n|: it is an activation (not a
- * staged input or a constant), no graph output lives there, no value stored there is read after
- * |n|, and |n| does not read it as an input. */
-static int storage_dies_at(const bx_t *x, int t, const onnx_node_t *n)
-{
-    const onnx_graph_t *g = x->g;
-    const cup_plan_t *pl = x->pl;
-    int root = pl->t[t].root, at = (int)(n - g->nodes), v, j;
-
-    if (pl->t[root].mem != CUP_MEM_ARENA || pl->t[root].input >= 0)
-        return 0;
-    for (v = 0; v < g->n_values; v++) {
-        int vt = x->val_t[v];
-        if (vt < 0 || pl->t[vt].root != root)
-            continue;
-        if (g->values[v].output || x->last_use[v] > at)
-            return 0;
-        for (j = 0; j < n->n_in; j++)
-            if (n->in[j] == v)
-                return 0;
-    }
-    return 1;
 }
 
 /* The post-ops of |n| as the engine runs them: an optional residual sum first, then ReLU (any
  * number of them is one). Other orders do not come out of onnx_opt.c; refuse them anyway. */
-static int posts(bx_t *x, const onnx_node_t *n, int allow_sum, int *sum, int *relu)
+static int posts(plan_builder_t *x, const onnx_node_t *n, int allow_sum, int *sum, int *relu)
 {
     int k;
     *sum = -1;
@@ -258,20 +174,20 @@ static int posts(bx_t *x, const onnx_node_t *n, int allow_sum, int *sum, int *re
  * Otherwise (the fused convolution, which reads the addend as its own operand z): always a new
  * tensor, the addend read where it is. cuDNN does not promise that z may alias y, and an algorithm
  * that writes y before it reads z would lose the addend; the extra arena space is cheap. */
-static int sum_dst(bx_t *x, const onnx_node_t *n, int sum, int rank, const int64_t *d, int in_place,
-                   int *z)
+static int sum_dst(plan_builder_t *x, const onnx_node_t *n, int sum, int rank, const int64_t *d,
+                   int in_place, int *z)
 {
     int zt, y, rc;
     if ((zt = get_t(x, sum)) < 0)
         return zt;
-    if (in_place && storage_dies_at(x, zt, n) && x->pl->t[zt].dtype == ONNX_DT_FLOAT &&
-        x->pl->t[zt].bytes == (size_t)prod(d, rank) * sizeof(float)) {
+    if (in_place && onnx_lower_dies_at(&x->lw, zt, n) && x->pl->t[zt].dtype == ONNX_DT_FLOAT &&
+        x->pl->t[zt].slot.bytes == (size_t)onnx_dims_numel(d, rank) * sizeof(float)) {
         if ((y = alias_t(x, zt, rank, d)) < 0)
             return y;
         *z = y;
         return y;
     }
-    if ((y = new_t(x, CUP_MEM_ARENA, ONNX_DT_FLOAT, rank, d)) < 0)
+    if ((y = new_t(x, ONNX_STORE_ARENA, ONNX_DT_FLOAT, rank, d)) < 0)
         return y;
     if (in_place) {
         if ((rc = add_copy(x, zt, y)) < 0)
@@ -283,31 +199,30 @@ static int sum_dst(bx_t *x, const onnx_node_t *n, int sum, int rank, const int64
     return y;
 }
 
-static int add_relu(bx_t *x, int t)
+static int add_relu(plan_builder_t *x, int t)
 {
-    cup_step_t *s = add_step(x, CUP_RELU);
+    onnx_cuda_step_t *s = add_step(x, ONNX_CUDA_STEP_RELU);
     if (!s)
         return -ENOMEM;
     s->u.relu.x = t;
     s->u.relu.y = t;
-    s->u.relu.count = (int64_t)(x->pl->t[t].bytes / sizeof(float));
+    s->u.relu.count = (int64_t)(x->pl->t[t].slot.bytes / sizeof(float));
     return 0;
 }
 
 /* ---- one emitter per op ---------------------------------------------------------------------- */
 
-static int emit_conv(bx_t *x, const onnx_node_t *n)
+static int emit_conv(plan_builder_t *x, const onnx_node_t *n)
 {
-    const onnx_graph_t *g = x->g;
     int64_t xd[ONNX_MAX_RANK], wd[ONNX_MAX_RANK], yd[ONNX_MAX_RANK];
     int64_t pad[ONNX_MAX_SPATIAL];
     int rank, nsp = n->n_spatial, s, i, xt, wt = -1, bt = -1, yt, zt = -1, sum, relu, rc, asym = 0;
-    cup_step_t *st;
-    cup_conv_t *c;
+    onnx_cuda_step_t *st;
+    onnx_cuda_conv_step_t *c;
 
-    rank = vdims(g, n->in[0], x->pl->batch, xd);
-    vdims(g, n->in[1], x->pl->batch, wd);
-    vdims(g, n->out, x->pl->batch, yd);
+    rank = vdims(x, n->in[0], xd);
+    vdims(x, n->in[1], wd);
+    vdims(x, n->out, yd);
     if ((rc = posts(x, n, 1, &sum, &relu)) < 0)
         return rc;
     if ((xt = get_t(x, n->in[0])) < 0 || (wt = get_t(x, n->in[1])) < 0)
@@ -324,14 +239,14 @@ static int emit_conv(bx_t *x, const onnx_node_t *n)
         memcpy(pd, xd, sizeof(pd));
         for (s = 0; s < nsp; s++)
             pd[2 + s] += n->pad_l[s] + n->pad_r[s];
-        if ((xp = new_t(x, CUP_MEM_ARENA, ONNX_DT_FLOAT, rank, pd)) < 0)
+        if ((xp = new_t(x, ONNX_STORE_ARENA, ONNX_DT_FLOAT, rank, pd)) < 0)
             return xp;
-        if (!(st = add_step(x, CUP_PAD)))
+        if (!(st = add_step(x, ONNX_CUDA_STEP_PAD)))
             return -ENOMEM;
         st->u.pad.x = xt;
         st->u.pad.y = xp;
         st->u.pad.k.rank = rank;
-        st->u.pad.k.count = prod(pd, rank);
+        st->u.pad.k.count = onnx_dims_numel(pd, rank);
         for (i = 0; i < rank; i++) {
             st->u.pad.k.in[i] = xd[i];
             st->u.pad.k.out[i] = pd[i];
@@ -349,11 +264,11 @@ static int emit_conv(bx_t *x, const onnx_node_t *n)
     if (sum >= 0) {
         if ((yt = sum_dst(x, n, sum, rank, yd, !relu, &zt)) < 0)
             return yt;
-    } else if ((yt = new_t(x, CUP_MEM_ARENA, ONNX_DT_FLOAT, rank, yd)) < 0) {
+    } else if ((yt = new_t(x, ONNX_STORE_ARENA, ONNX_DT_FLOAT, rank, yd)) < 0) {
         return yt;
     }
 
-    if (!(st = add_step(x, CUP_CONV)))
+    if (!(st = add_step(x, ONNX_CUDA_STEP_CONV)))
         return -ENOMEM;
     c = &st->u.conv;
     c->x = xt;
@@ -388,28 +303,27 @@ static int emit_conv(bx_t *x, const onnx_node_t *n)
         c->stride[s] = m < 0 ? 1 : (int)n->stride[m];
         c->dil[s] = m < 0 ? 1 : (int)n->dilation[m];
     }
-    if ((rc = check_int(x, prod(xd, rank), "an element count")) < 0 ||
-        (rc = check_int(x, prod(yd, rank), "an element count")) < 0)
+    if ((rc = check_int(x, onnx_dims_numel(xd, rank), "an element count")) < 0 ||
+        (rc = check_int(x, onnx_dims_numel(yd, rank), "an element count")) < 0)
         return rc;
-    x->val_t[n->out] = yt;
+    onnx_lower_set_value(&x->lw, n->out, yt);
     return 0;
 }
 
-static int emit_pool(bx_t *x, const onnx_node_t *n)
+static int emit_pool(plan_builder_t *x, const onnx_node_t *n)
 {
-    const onnx_graph_t *g = x->g;
     int64_t xd[ONNX_MAX_RANK], yd[ONNX_MAX_RANK];
     int rank, s, xt, yt, sym = 1, nodil = 1, nopad = 1, rc, global = n->op == ONNX_OP_GLOBALAVGPOOL;
-    cup_step_t *st;
-    cup_pool_t *p;
+    onnx_cuda_step_t *st;
+    onnx_cuda_pool_step_t *p;
 
-    rank = vdims(g, n->in[0], x->pl->batch, xd);
-    vdims(g, n->out, x->pl->batch, yd);
+    rank = vdims(x, n->in[0], xd);
+    vdims(x, n->out, yd);
     if ((xt = get_t(x, n->in[0])) < 0)
         return xt;
-    if ((yt = new_t(x, CUP_MEM_ARENA, x->pl->t[xt].dtype, rank, yd)) < 0)
+    if ((yt = new_t(x, ONNX_STORE_ARENA, x->pl->t[xt].dtype, rank, yd)) < 0)
         return yt;
-    if (!(st = add_step(x, CUP_POOL)))
+    if (!(st = add_step(x, ONNX_CUDA_STEP_POOL)))
         return -ENOMEM;
     p = &st->u.pool;
     p->x = xt;
@@ -418,7 +332,7 @@ static int emit_pool(bx_t *x, const onnx_node_t *n)
     p->k.max = n->op == ONNX_OP_MAXPOOL;
     p->k.include_pad = n->op == ONNX_OP_AVGPOOL && n->count_include_pad;
     p->k.dtype = (int)x->pl->t[xt].dtype;
-    p->k.count = prod(yd, rank);
+    p->k.count = onnx_dims_numel(yd, rank);
     for (s = 0; s < rank - 2; s++) {
         int64_t pl = global ? 0 : n->pad_l[s], pr = global ? 0 : n->pad_r[s];
         p->k.in[s] = xd[2 + s];
@@ -441,24 +355,24 @@ static int emit_pool(bx_t *x, const onnx_node_t *n)
         return rc;
     /* cuDNN pads symmetrically and has no dilation; how its max pooling treats padding is not
      * specified, so padded max pooling (and everything else) runs on the kernel. */
-    p->cudnn = p->k.dtype == CUK_F32 && sym && nodil && (!p->k.max || nopad);
-    x->val_t[n->out] = yt;
+    p->cudnn = p->k.dtype == ONNX_CUDA_F32 && sym && nodil && (!p->k.max || nopad);
+    onnx_lower_set_value(&x->lw, n->out, yt);
     return 0;
 }
 
-static int emit_softmax(bx_t *x, const onnx_node_t *n)
+static int emit_softmax(plan_builder_t *x, const onnx_node_t *n)
 {
     int64_t d[ONNX_MAX_RANK], outer, ax, inner;
-    int rank = vdims(x->g, n->in[0], x->pl->batch, d), xt, yt, rc;
-    cup_step_t *st;
+    int rank = vdims(x, n->in[0], d), xt, yt, rc;
+    onnx_cuda_step_t *st;
 
-    outer = prod(d, n->axis);
+    outer = onnx_dims_numel(d, n->axis);
     if (n->softmax_2d) {
-        ax = prod(d + n->axis, rank - n->axis);
+        ax = onnx_dims_numel(d + n->axis, rank - n->axis);
         inner = 1;
     } else {
         ax = d[n->axis];
-        inner = prod(d + n->axis + 1, rank - n->axis - 1);
+        inner = onnx_dims_numel(d + n->axis + 1, rank - n->axis - 1);
     }
     if ((rc = check_int(x, outer, "a dimension")) < 0 ||
         (rc = check_int(x, ax, "a dimension")) < 0 ||
@@ -467,16 +381,16 @@ static int emit_softmax(bx_t *x, const onnx_node_t *n)
         return rc;
     if ((xt = get_t(x, n->in[0])) < 0)
         return xt;
-    if ((yt = new_t(x, CUP_MEM_ARENA, ONNX_DT_FLOAT, rank, d)) < 0)
+    if ((yt = new_t(x, ONNX_STORE_ARENA, ONNX_DT_FLOAT, rank, d)) < 0)
         return yt;
-    if (!(st = add_step(x, CUP_SOFTMAX)))
+    if (!(st = add_step(x, ONNX_CUDA_STEP_SOFTMAX)))
         return -ENOMEM;
     st->u.softmax.x = xt;
     st->u.softmax.y = yt;
     st->u.softmax.outer = (int)outer;
     st->u.softmax.axis = (int)ax;
     st->u.softmax.inner = (int)inner;
-    x->val_t[n->out] = yt;
+    onnx_lower_set_value(&x->lw, n->out, yt);
     return 0;
 }
 
@@ -491,23 +405,23 @@ static void bcast_strides(int rank, const int64_t *al, const int64_t *out, int64
     }
 }
 
-static int emit_binary(bx_t *x, const onnx_node_t *n)
+static int emit_binary(plan_builder_t *x, const onnx_node_t *n)
 {
     const onnx_graph_t *g = x->g;
     int64_t od[ONNX_MAX_RANK], d[2][ONNX_MAX_RANK], al[ONNX_MAX_RANK];
-    int nd, r, k, i, t[2], yt, sum, relu, rc;
-    cup_step_t *st;
-    cuk_binary_t *b;
+    int nd, r, k, t[2], yt, sum, relu, rc;
+    onnx_cuda_step_t *st;
+    onnx_cuda_binary_args_t *b;
 
     if ((rc = posts(x, n, 0, &sum, &relu)) < 0)
         return rc;
-    nd = vdims(g, n->out, x->pl->batch, od);
+    nd = vdims(x, n->out, od);
     for (k = 0; k < 2; k++)
         if ((t[k] = get_t(x, n->in[k])) < 0)
             return t[k];
-    if ((yt = new_t(x, CUP_MEM_ARENA, ONNX_DT_FLOAT, nd, od)) < 0)
+    if ((yt = new_t(x, ONNX_STORE_ARENA, ONNX_DT_FLOAT, nd, od)) < 0)
         return yt;
-    if (!(st = add_step(x, CUP_BINARY)))
+    if (!(st = add_step(x, ONNX_CUDA_STEP_BINARY)))
         return -ENOMEM;
     b = &st->u.binary.k;
     st->u.binary.a = t[0];
@@ -515,53 +429,52 @@ static int emit_binary(bx_t *x, const onnx_node_t *n)
     st->u.binary.y = yt;
     b->rank = nd;
     b->relu = relu;
-    b->count = prod(od, nd);
-    b->op = n->op == ONNX_OP_ADD   ? CUK_ADD
-            : n->op == ONNX_OP_SUB ? CUK_SUB
-            : n->op == ONNX_OP_MUL ? CUK_MUL
-                                   : CUK_DIV;
+    b->count = onnx_dims_numel(od, nd);
+    b->op = n->op == ONNX_OP_ADD   ? ONNX_CUDA_ADD
+            : n->op == ONNX_OP_SUB ? ONNX_CUDA_SUB
+            : n->op == ONNX_OP_MUL ? ONNX_CUDA_MUL
+                                   : ONNX_CUDA_DIV;
     memcpy(b->dims, od, (size_t)nd * sizeof(int64_t));
     for (k = 0; k < 2; k++) {
-        r = vdims(g, n->in[k], x->pl->batch, d[k]);
+        r = vdims(x, n->in[k], d[k]);
         if (g->values[n->in[k]].rank == 0)
             r = 0;
-        for (i = 0; i < nd; i++)
-            al[i] = i < nd - r ? 1 : d[k][i - (nd - r)];
+        onnx_lower_align(d[k], r, nd, al);
         bcast_strides(nd, al, od, k ? b->sb : b->sa);
     }
-    x->val_t[n->out] = yt;
+    onnx_lower_set_value(&x->lw, n->out, yt);
     return 0;
 }
 
-static int emit_relu(bx_t *x, const onnx_node_t *n)
+static int emit_relu(plan_builder_t *x, const onnx_node_t *n)
 {
     int64_t d[ONNX_MAX_RANK];
-    int rank = vdims(x->g, n->out, x->pl->batch, d), xt, yt;
-    cup_step_t *st;
+    int rank = vdims(x, n->out, d), xt, yt;
+    onnx_cuda_step_t *st;
     if ((xt = get_t(x, n->in[0])) < 0)
         return xt;
-    if ((yt = new_t(x, CUP_MEM_ARENA, ONNX_DT_FLOAT, rank, d)) < 0)
+    if ((yt = new_t(x, ONNX_STORE_ARENA, ONNX_DT_FLOAT, rank, d)) < 0)
         return yt;
-    if (!(st = add_step(x, CUP_RELU)))
+    if (!(st = add_step(x, ONNX_CUDA_STEP_RELU)))
         return -ENOMEM;
     st->u.relu.x = xt;
     st->u.relu.y = yt;
-    st->u.relu.count = prod(d, rank);
-    x->val_t[n->out] = yt;
+    st->u.relu.count = onnx_dims_numel(d, rank);
+    onnx_lower_set_value(&x->lw, n->out, yt);
     return 0;
 }
 
-static int emit_batchnorm(bx_t *x, const onnx_node_t *n)
+static int emit_batchnorm(plan_builder_t *x, const onnx_node_t *n)
 {
     int64_t d[ONNX_MAX_RANK];
-    int rank = vdims(x->g, n->in[0], x->pl->batch, d), t[5], yt, k;
-    cup_step_t *st;
+    int rank = vdims(x, n->in[0], d), t[5], yt, k;
+    onnx_cuda_step_t *st;
     for (k = 0; k < 5; k++)
         if ((t[k] = get_t(x, n->in[k])) < 0)
             return t[k];
-    if ((yt = new_t(x, CUP_MEM_ARENA, ONNX_DT_FLOAT, rank, d)) < 0)
+    if ((yt = new_t(x, ONNX_STORE_ARENA, ONNX_DT_FLOAT, rank, d)) < 0)
         return yt;
-    if (!(st = add_step(x, CUP_BATCHNORM)))
+    if (!(st = add_step(x, ONNX_CUDA_STEP_BATCHNORM)))
         return -ENOMEM;
     st->u.bn.x = t[0];
     st->u.bn.scale = t[1];
@@ -569,27 +482,27 @@ static int emit_batchnorm(bx_t *x, const onnx_node_t *n)
     st->u.bn.mean = t[3];
     st->u.bn.var = t[4];
     st->u.bn.y = yt;
-    st->u.bn.k.count = prod(d, rank);
+    st->u.bn.k.count = onnx_dims_numel(d, rank);
     st->u.bn.k.channels = d[1];
-    st->u.bn.k.inner = prod(d + 2, rank - 2);
+    st->u.bn.k.inner = onnx_dims_numel(d + 2, rank - 2);
     st->u.bn.k.epsilon = n->epsilon;
-    x->val_t[n->out] = yt;
+    onnx_lower_set_value(&x->lw, n->out, yt);
     return 0;
 }
 
 /* Gemm: Y = alpha * A' B' + beta * C (+ a residual sum), then ReLU. */
-static int emit_gemm(bx_t *x, const onnx_node_t *n)
+static int emit_gemm(plan_builder_t *x, const onnx_node_t *n)
 {
     const onnx_graph_t *g = x->g;
     int64_t ad[ONNX_MAX_RANK], od[ONNX_MAX_RANK], m, nn, k;
     int at, bt = -1, yt, zt = -1, sum, relu, rc, has_c;
-    cup_step_t *st;
-    cup_gemm_t *gm;
+    onnx_cuda_step_t *st;
+    onnx_cuda_gemm_step_t *gm;
 
     if ((rc = posts(x, n, 1, &sum, &relu)) < 0)
         return rc;
-    vdims(g, n->in[0], x->pl->batch, ad);
-    vdims(g, n->out, x->pl->batch, od);
+    vdims(x, n->in[0], ad);
+    vdims(x, n->out, od);
     m = od[0];
     nn = od[1];
     k = n->trans_a ? ad[0] : ad[1];
@@ -601,7 +514,7 @@ static int emit_gemm(bx_t *x, const onnx_node_t *n)
     if (sum >= 0) {
         if ((yt = sum_dst(x, n, sum, 2, od, 1, &zt)) < 0)
             return yt;
-    } else if ((yt = new_t(x, CUP_MEM_ARENA, ONNX_DT_FLOAT, 2, od)) < 0) {
+    } else if ((yt = new_t(x, ONNX_STORE_ARENA, ONNX_DT_FLOAT, 2, od)) < 0) {
         return yt;
     }
     has_c = n->n_in > 2 && n->in[2] >= 0 && n->beta != 0.0f;
@@ -614,7 +527,7 @@ static int emit_gemm(bx_t *x, const onnx_node_t *n)
             return ct;
         if (cv->batched)
             c0 = x->pl->t[ct].dims[0];
-        if (!(st = add_step(x, CUP_BCAST)))
+        if (!(st = add_step(x, ONNX_CUDA_STEP_BCAST)))
             return -ENOMEM;
         st->u.bcast.x = ct;
         st->u.bcast.y = yt;
@@ -627,7 +540,7 @@ static int emit_gemm(bx_t *x, const onnx_node_t *n)
         st->u.bcast.k.sx[0] = c0 == 1 ? 0 : c1;
         st->u.bcast.k.sx[1] = c1 == 1 ? 0 : 1;
     }
-    if (!(st = add_step(x, CUP_GEMM)))
+    if (!(st = add_step(x, ONNX_CUDA_STEP_GEMM)))
         return -ENOMEM;
     gm = &st->u.gemm;
     /* Row-major Y[M,N] = A'[M,K] B'[K,N] is column-major Y^T = B'^T A'^T: cuBLAS's A is the
@@ -649,7 +562,7 @@ static int emit_gemm(bx_t *x, const onnx_node_t *n)
     (void)zt;
     if (relu && (rc = add_relu(x, yt)) < 0)
         return rc;
-    x->val_t[n->out] = yt;
+    onnx_lower_set_value(&x->lw, n->out, yt);
     return 0;
 }
 
@@ -657,35 +570,17 @@ static int emit_gemm(bx_t *x, const onnx_node_t *n)
 
 /* MatMul with numpy semantics: vectors gain a unit dim, batch dims broadcast. The batch dims
  * run as strided batches where the operands allow it, else as several of them. */
-static int emit_matmul(bx_t *x, const onnx_node_t *n)
+static int emit_matmul(plan_builder_t *x, const onnx_node_t *n)
 {
-    const onnx_graph_t *g = x->g;
-    int64_t d[2][ONNX_MAX_RANK], al[2][ONNX_MAX_RANK], ob[ONNX_MAX_RANK], od[ONNX_MAX_RANK];
+    int64_t al[2][ONNX_MAX_RANK], ob[ONNX_MAX_RANK], od[ONNX_MAX_RANK];
     int64_t m, kk, nn, inner = 1, outer = 1, o, mat[2], stride[2], bst[2][ONNX_MAX_RANK];
-    int r[2], rank, nb, split, k, i, t[2], yt, zt = -1, sum, relu, rc, on;
-    cup_step_t *st;
+    int rank, nb, split, k, i, t[2], yt, zt = -1, sum, relu, rc, on;
+    onnx_cuda_step_t *st;
 
     if ((rc = posts(x, n, 1, &sum, &relu)) < 0)
         return rc;
-    for (k = 0; k < 2; k++) {
-        r[k] = vdims(g, n->in[k], x->pl->batch, d[k]);
-        if (g->values[n->in[k]].rank == 1) {
-            if (k == 0) {
-                d[0][1] = d[0][0];
-                d[0][0] = 1;
-            } else {
-                d[1][1] = 1;
-            }
-            r[k] = 2;
-        }
-    }
-    rank = r[0] > r[1] ? r[0] : r[1];
+    rank = onnx_lower_matmul_dims(&x->lw, n, al[0], al[1], ob);
     nb = rank - 2;
-    for (k = 0; k < 2; k++)
-        for (i = 0; i < rank; i++)
-            al[k][i] = i < rank - r[k] ? 1 : d[k][i - (rank - r[k])];
-    for (i = 0; i < nb; i++)
-        ob[i] = al[0][i] > al[1][i] ? al[0][i] : al[1][i];
     m = al[0][rank - 2];
     kk = al[0][rank - 1];
     nn = al[1][rank - 1];
@@ -717,8 +612,8 @@ static int emit_matmul(bx_t *x, const onnx_node_t *n)
         if (ok)
             break;
     }
-    inner = prod(ob + split, nb - split);
-    outer = prod(ob, split);
+    inner = onnx_dims_numel(ob + split, nb - split);
+    outer = onnx_dims_numel(ob, split);
     if (outer > MAX_GEMM_STEPS)
         return fail(x, CMN_EBACKEND,
                     "batch dimensions that broadcast into %lld separate products "
@@ -734,27 +629,27 @@ static int emit_matmul(bx_t *x, const onnx_node_t *n)
     if ((rc = check_int(x, inner, "a batch count")) < 0)
         return rc;
 
-    on = vdims(g, n->out, x->pl->batch, od);
+    on = vdims(x, n->out, od);
     for (k = 0; k < 2; k++)
         if ((t[k] = get_t(x, n->in[k])) < 0)
             return t[k];
     if (sum >= 0) {
         if ((yt = sum_dst(x, n, sum, on, od, 1, &zt)) < 0)
             return yt;
-    } else if ((yt = new_t(x, CUP_MEM_ARENA, ONNX_DT_FLOAT, on, od)) < 0) {
+    } else if ((yt = new_t(x, ONNX_STORE_ARENA, ONNX_DT_FLOAT, on, od)) < 0) {
         return yt;
     }
     (void)zt;
     for (o = 0; o < outer; o++) {
         int64_t off[2] = {0, 0}, rem = o;
-        cup_gemm_t *gm;
+        onnx_cuda_gemm_step_t *gm;
         for (i = split - 1; i >= 0; i--) {
             int64_t idx = rem % ob[i];
             rem /= ob[i];
             for (k = 0; k < 2; k++)
                 off[k] += idx * bst[k][i];
         }
-        if (!(st = add_step(x, CUP_GEMM)))
+        if (!(st = add_step(x, ONNX_CUDA_STEP_GEMM)))
             return -ENOMEM;
         gm = &st->u.gemm;
         gm->a = t[1];
@@ -785,46 +680,46 @@ static int emit_matmul(bx_t *x, const onnx_node_t *n)
     }
     if (relu && (rc = add_relu(x, yt)) < 0)
         return rc;
-    x->val_t[n->out] = yt;
+    onnx_lower_set_value(&x->lw, n->out, yt);
     return 0;
 }
 
-static int emit_view(bx_t *x, const onnx_node_t *n)
+static int emit_view(plan_builder_t *x, const onnx_node_t *n)
 {
     int64_t d[ONNX_MAX_RANK];
-    int rank = vdims(x->g, n->out, x->pl->batch, d), xt, yt;
+    int rank = vdims(x, n->out, d), xt, yt;
     if ((xt = get_t(x, n->in[0])) < 0)
         return xt;
     if ((yt = alias_t(x, xt, rank, d)) < 0)
         return yt;
-    x->val_t[n->out] = yt;
+    onnx_lower_set_value(&x->lw, n->out, yt);
     return 0;
 }
 
-static int emit_cast(bx_t *x, const onnx_node_t *n)
+static int emit_cast(plan_builder_t *x, const onnx_node_t *n)
 {
     int64_t d[ONNX_MAX_RANK];
-    int rank = vdims(x->g, n->out, x->pl->batch, d), xt, yt;
-    cup_step_t *st;
+    int rank = vdims(x, n->out, d), xt, yt;
+    onnx_cuda_step_t *st;
     if ((xt = get_t(x, n->in[0])) < 0)
         return xt;
     if (x->pl->t[xt].dtype == n->to && n->scale == 1.0f)
         return emit_view(x, n);
-    if ((yt = new_t(x, CUP_MEM_ARENA, n->to, rank, d)) < 0)
+    if ((yt = new_t(x, ONNX_STORE_ARENA, n->to, rank, d)) < 0)
         return yt;
-    if (!(st = add_step(x, CUP_CAST)))
+    if (!(st = add_step(x, ONNX_CUDA_STEP_CAST)))
         return -ENOMEM;
     st->u.cast.x = xt;
     st->u.cast.y = yt;
     st->u.cast.k.from = (int)x->pl->t[xt].dtype;
     st->u.cast.k.to = (int)n->to;
     st->u.cast.k.scale = n->scale;
-    st->u.cast.k.count = prod(d, rank);
-    x->val_t[n->out] = yt;
+    st->u.cast.k.count = onnx_dims_numel(d, rank);
+    onnx_lower_set_value(&x->lw, n->out, yt);
     return 0;
 }
 
-static int emit_node(bx_t *x, const onnx_node_t *n)
+static int emit_node(plan_builder_t *x, const onnx_node_t *n)
 {
     int sum, relu, rc;
     switch (n->op) {
@@ -870,11 +765,11 @@ static int emit_node(bx_t *x, const onnx_node_t *n)
 
 /* ---- lifetimes and placement ----------------------------------------------------------------- */
 
-int onnx_cup_step_tensors(const cup_step_t *s, int *t)
+int onnx_cuda_step_tensors(const onnx_cuda_step_t *s, int *t)
 {
     int n = 0;
     switch (s->kind) {
-    case CUP_CONV:
+    case ONNX_CUDA_STEP_CONV:
         t[n++] = s->u.conv.x;
         t[n++] = s->u.conv.w;
         t[n++] = s->u.conv.y;
@@ -883,41 +778,41 @@ int onnx_cup_step_tensors(const cup_step_t *s, int *t)
         if (s->u.conv.z >= 0)
             t[n++] = s->u.conv.z;
         break;
-    case CUP_POOL:
+    case ONNX_CUDA_STEP_POOL:
         t[n++] = s->u.pool.x;
         t[n++] = s->u.pool.y;
         break;
-    case CUP_SOFTMAX:
+    case ONNX_CUDA_STEP_SOFTMAX:
         t[n++] = s->u.softmax.x;
         t[n++] = s->u.softmax.y;
         break;
-    case CUP_GEMM:
+    case ONNX_CUDA_STEP_GEMM:
         t[n++] = s->u.gemm.a;
         t[n++] = s->u.gemm.b;
         t[n++] = s->u.gemm.c;
         break;
-    case CUP_COPY:
+    case ONNX_CUDA_STEP_COPY:
         t[n++] = s->u.copy.x;
         t[n++] = s->u.copy.y;
         break;
-    case CUP_BCAST:
+    case ONNX_CUDA_STEP_BCAST:
         t[n++] = s->u.bcast.x;
         t[n++] = s->u.bcast.y;
         break;
-    case CUP_PAD:
+    case ONNX_CUDA_STEP_PAD:
         t[n++] = s->u.pad.x;
         t[n++] = s->u.pad.y;
         break;
-    case CUP_BINARY:
+    case ONNX_CUDA_STEP_BINARY:
         t[n++] = s->u.binary.a;
         t[n++] = s->u.binary.b;
         t[n++] = s->u.binary.y;
         break;
-    case CUP_RELU:
+    case ONNX_CUDA_STEP_RELU:
         t[n++] = s->u.relu.x;
         t[n++] = s->u.relu.y;
         break;
-    case CUP_BATCHNORM:
+    case ONNX_CUDA_STEP_BATCHNORM:
         t[n++] = s->u.bn.x;
         t[n++] = s->u.bn.scale;
         t[n++] = s->u.bn.shift;
@@ -925,7 +820,7 @@ int onnx_cup_step_tensors(const cup_step_t *s, int *t)
         t[n++] = s->u.bn.var;
         t[n++] = s->u.bn.y;
         break;
-    case CUP_CAST:
+    case ONNX_CUDA_STEP_CAST:
         t[n++] = s->u.cast.x;
         t[n++] = s->u.cast.y;
         break;
@@ -933,106 +828,92 @@ int onnx_cup_step_tensors(const cup_step_t *s, int *t)
     return n;
 }
 
-/* Places the arena roots (onnx_arena_place). */
-static int place_roots(bx_t *x)
-{
-    cup_plan_t *pl = x->pl;
-    onnx_span_t *s;
-    int n = 0, i;
+/* ---- the engine's part of the lowering (onnx_lower_ops_t) --------------------------------------
+ */
 
-    s = malloc((size_t)pl->n_t * sizeof(*s) + 1);
-    if (!s)
-        return fail(x, -ENOMEM, "out of memory");
-    for (i = 0; i < pl->n_t; i++) {
-        cup_tensor_t *t = &pl->t[i];
-        if (t->root == i && t->mem == CUP_MEM_ARENA && t->first <= t->last)
-            s[n++] = (onnx_span_t){.size = (t->bytes + CUP_ALIGN - 1) / CUP_ALIGN * CUP_ALIGN,
-                                   .first = t->first,
-                                   .last = t->last,
-                                   .id = i};
-    }
-    onnx_arena_place(s, n, &pl->arena_size);
-    for (i = 0; i < n; i++)
-        pl->t[s[i].id].offset = s[i].offset;
-    free(s);
-    return 0;
-}
-
-static int build_plan(bx_t *x)
+static int lower_input(void *ctx, int i)
 {
-    const onnx_graph_t *g = x->g;
-    cup_plan_t *pl = x->pl;
+    plan_builder_t *x = ctx;
     int64_t d[ONNX_MAX_RANK];
-    int i, k, rc, rank, ts[8];
+    int v = x->g->inputs[i], rank = vdims(x, v, d);
+    return new_t(x, ONNX_STORE_ARENA, x->g->values[v].dtype, rank, d);
+}
 
-    pl->in_t = calloc((size_t)g->n_inputs + 1, sizeof(int));
-    pl->out_t = calloc((size_t)g->n_outputs + 1, sizeof(int));
-    if (!pl->in_t || !pl->out_t)
-        return fail(x, -ENOMEM, "out of memory");
-    for (i = 0; i < g->n_values; i++)
-        x->val_t[i] = -1;
-    for (i = 0; i < g->n_inputs; i++) {
-        int v = g->inputs[i], t;
-        rank = vdims(g, v, pl->batch, d);
-        if ((t = new_t(x, CUP_MEM_ARENA, g->values[v].dtype, rank, d)) < 0)
-            return t;
-        pl->t[t].input = i;
-        pl->in_t[i] = t;
-        x->val_t[v] = t;
+/* A constant enters the pool the first time a plan reads it. */
+static int lower_constant(void *ctx, int v)
+{
+    plan_builder_t *x = ctx;
+    const onnx_value_t *val = &x->g->values[v];
+    int64_t d[ONNX_MAX_RANK];
+    int c, t, rank = vdims(x, v, d);
+
+    if ((c = x->const_of[v]) < 0) {
+        if ((c = add_const(x, v, (size_t)onnx_dims_numel(d, rank) * onnx_dtype_size(val->dtype))) <
+            0)
+            return c;
+        x->const_of[v] = c;
     }
-    for (i = 0; i < g->n_nodes; i++) {
-        if (g->nodes[i].dead)
-            continue;
-        x->cur = &g->nodes[i];
-        if ((rc = emit_node(x, x->cur)) < 0)
-            return rc;
-    }
-    x->cur = NULL;
-    for (i = 0; i < g->n_outputs; i++) {
-        int t = get_t(x, g->outputs[i]);
-        if (t < 0)
-            return t;
-        if (pl->t[t].bytes != pl->batch * x->p->out_size[i])
-            return fail(x, CMN_EBACKEND,
-                        "graph output \"%s\" has %zu bytes in a batch of %zu, "
-                        "not %zu per sample",
-                        g->values[g->outputs[i]].name, pl->t[t].bytes, pl->batch,
-                        x->p->out_size[i]);
-        pl->out_t[i] = t;
-    }
-    /* Lifetimes: the inputs are written (by the copy from the host) before the first step, the
-     * outputs read (by the copy back) after the last. */
-    for (i = 0; i < pl->n_steps; i++) {
-        int n = onnx_cup_step_tensors(&pl->steps[i], ts);
-        for (k = 0; k < n; k++) {
-            cup_tensor_t *r = &pl->t[pl->t[ts[k]].root];
-            if (i < r->first)
-                r->first = i;
-            if (i > r->last)
-                r->last = i;
-        }
-    }
-    for (i = 0; i < g->n_inputs; i++) {
-        cup_tensor_t *r = &pl->t[pl->in_t[i]];
-        r->first = 0;
-        if (r->last < 0)
-            r->last = 0;
-    }
-    for (i = 0; i < g->n_outputs; i++) {
-        cup_tensor_t *r = &pl->t[pl->t[pl->out_t[i]].root];
-        if (r->first > pl->n_steps)
-            r->first = pl->n_steps;
-        r->last = pl->n_steps;
-    }
-    if ((rc = place_roots(x)) < 0)
+    if ((t = new_t(x, ONNX_STORE_CONST, val->dtype, rank, d)) < 0)
+        return t;
+    x->pl->t[t].konst = c;
+    return t;
+}
+
+static int lower_node(void *ctx, const onnx_node_t *n)
+{
+    return emit_node(ctx, n);
+}
+
+static int lower_output(void *ctx, int i)
+{
+    plan_builder_t *x = ctx;
+    const onnx_cuda_plan_t *pl = x->pl;
+    int t = get_t(x, x->g->outputs[i]);
+    if (t < 0)
+        return t;
+    if (pl->t[t].slot.bytes != pl->batch * x->p->out_size[i])
+        return fail(x, CMN_EBACKEND,
+                    "graph output \"%s\" has %zu bytes in a batch of %zu, not %zu per sample",
+                    x->g->values[x->g->outputs[i]].name, pl->t[t].slot.bytes, pl->batch,
+                    x->p->out_size[i]);
+    return t;
+}
+
+static int lower_n_steps(void *ctx)
+{
+    return ((plan_builder_t *)ctx)->pl->n_steps;
+}
+
+static int lower_step_tensors(void *ctx, int s, int *t)
+{
+    return onnx_cuda_step_tensors(&((plan_builder_t *)ctx)->pl->steps[s], t);
+}
+
+static const onnx_lower_ops_t lower_ops = {
+    .input = lower_input,
+    .constant = lower_constant,
+    .node = lower_node,
+    .output = lower_output,
+    .n_steps = lower_n_steps,
+    .step_tensors = lower_step_tensors,
+};
+
+static int build_plan(plan_builder_t *x)
+{
+    onnx_cuda_plan_t *pl = x->pl;
+    int rc;
+    if ((rc = onnx_lower_plan(&x->lw, pl->batch)) < 0) {
+        pl->t = NULL; /* the lowering's, freed with it */
+        pl->n_t = 0;
         return rc;
-    for (i = 0; i < pl->n_t; i++)
-        if (pl->t[i].root != i)
-            pl->t[i].offset = pl->t[pl->t[i].root].offset;
+    }
+    pl->n_t = x->lw.n_t;
+    pl->arena_size = x->lw.arena_size;
+    pl->t = onnx_lower_take(&x->lw, &pl->in_t, &pl->out_t);
     return 0;
 }
 
-static void free_plan(cup_plan_t *pl)
+static void free_plan(onnx_cuda_plan_t *pl)
 {
     free(pl->t);
     free(pl->steps);
@@ -1042,16 +923,15 @@ static void free_plan(cup_plan_t *pl)
 
 /* ---- public API ------------------------------------------------------------------------------ */
 
-int onnx_cuprog_build(const onnx_graph_t *g, const size_t *batches, size_t n_batches,
-                      onnx_cuprog_t **out, cmn_errbuf_t *eb)
+int onnx_cuda_program_build(const onnx_graph_t *g, const size_t *batches, size_t n_batches,
+                            onnx_cuda_program_t **out, cmn_errbuf_t *eb)
 {
-    onnx_cuprog_t *p;
-    bx_t x;
+    onnx_cuda_program_t *p;
+    plan_builder_t x;
     size_t i, off;
-    int k, j, rc;
+    int k, rc;
 
     memset(&x, 0, sizeof(x));
-    x.eb = eb;
     x.g = g;
     p = calloc(1, sizeof(*p));
     if (!p)
@@ -1063,39 +943,18 @@ int onnx_cuprog_build(const onnx_graph_t *g, const size_t *batches, size_t n_bat
     p->in_size = calloc((size_t)g->n_inputs + 1, sizeof(size_t));
     p->out_off = calloc((size_t)g->n_outputs + 1, sizeof(size_t));
     p->out_size = calloc((size_t)g->n_outputs + 1, sizeof(size_t));
-    x.val_t = malloc((size_t)g->n_values * sizeof(int) + 1);
     x.const_of = malloc((size_t)g->n_values * sizeof(int) + 1);
-    x.last_use = malloc((size_t)g->n_values * sizeof(int) + 1);
-    if (!p->plans || !p->in_off || !p->in_size || !p->out_off || !p->out_size || !x.val_t ||
-        !x.const_of || !x.last_use) {
+    if (!p->plans || !p->in_off || !p->in_size || !p->out_off || !p->out_size || !x.const_of) {
         rc = cmn_errf(eb, -ENOMEM, "out of memory");
         goto fail;
     }
+    if ((rc = onnx_lower_init(&x.lw, g, &lower_ops, &x, sizeof(onnx_cuda_tensor_t), ONNX_CUDA_ALIGN,
+                              eb)) < 0)
+        goto fail;
     for (k = 0; k < g->n_values; k++)
-        x.const_of[k] = x.last_use[k] = -1;
-    for (k = 0; k < g->n_nodes; k++) {
-        const onnx_node_t *n = &g->nodes[k];
-        if (n->dead)
-            continue;
-        for (j = 0; j < n->n_in; j++)
-            if (n->in[j] >= 0)
-                x.last_use[n->in[j]] = k;
-        for (j = 0; j < n->n_post; j++)
-            if (n->post[j].kind == ONNX_POST_SUM)
-                x.last_use[n->post[j].value] = k;
-    }
-    for (off = 0, k = 0; k < g->n_inputs; k++) {
-        const onnx_value_t *v = &g->values[g->inputs[k]];
-        p->in_off[k] = off;
-        p->in_size[k] = onnx_value_numel(v) * onnx_dtype_size(v->dtype);
-        off += p->in_size[k];
-    }
-    for (off = 0, k = 0; k < g->n_outputs; k++) {
-        const onnx_value_t *v = &g->values[g->outputs[k]];
-        p->out_off[k] = off;
-        p->out_size[k] = onnx_value_numel(v) * onnx_dtype_size(v->dtype);
-        off += p->out_size[k];
-    }
+        x.const_of[k] = -1;
+    onnx_lower_sample_layout(g, 0, p->in_off, p->in_size);
+    onnx_lower_sample_layout(g, 1, p->out_off, p->out_size);
     for (i = 0; i < n_batches; i++) {
         x.pl = &p->plans[i];
         x.pl->batch = batches[i];
@@ -1107,30 +966,28 @@ int onnx_cuprog_build(const onnx_graph_t *g, const size_t *batches, size_t n_bat
     }
     for (off = 0, k = 0; k < p->n_consts; k++) {
         p->consts[k].offset = off;
-        off += (p->consts[k].bytes + CUP_ALIGN - 1) / CUP_ALIGN * CUP_ALIGN;
+        off += (p->consts[k].bytes + ONNX_CUDA_ALIGN - 1) / ONNX_CUDA_ALIGN * ONNX_CUDA_ALIGN;
     }
     p->pool_size = off;
     for (i = 0; i < p->n_plans; i++)
         for (k = 0; k < p->plans[i].n_t; k++) {
-            cup_tensor_t *t = &p->plans[i].t[k];
-            if (t->mem == CUP_MEM_CONST)
-                t->offset = p->consts[t->konst].offset;
+            onnx_cuda_tensor_t *t = &p->plans[i].t[k];
+            if (t->slot.store == ONNX_STORE_CONST)
+                t->slot.offset = p->consts[t->konst].offset;
         }
-    free(x.val_t);
+    onnx_lower_fini(&x.lw);
     free(x.const_of);
-    free(x.last_use);
     *out = p;
     return 0;
 
 fail:
-    free(x.val_t);
+    onnx_lower_fini(&x.lw);
     free(x.const_of);
-    free(x.last_use);
-    onnx_cuprog_free(p);
+    onnx_cuda_program_free(p);
     return rc;
 }
 
-void onnx_cuprog_free(onnx_cuprog_t *p)
+void onnx_cuda_program_free(onnx_cuda_program_t *p)
 {
     size_t i;
     if (!p)
@@ -1146,7 +1003,7 @@ void onnx_cuprog_free(onnx_cuprog_t *p)
     free(p);
 }
 
-const cup_plan_t *onnx_cuprog_plan(const onnx_cuprog_t *p, size_t n)
+const onnx_cuda_plan_t *onnx_cuda_program_plan(const onnx_cuda_program_t *p, size_t n)
 {
     size_t i;
     if (n == 0)
@@ -1157,7 +1014,7 @@ const cup_plan_t *onnx_cuprog_plan(const onnx_cuprog_t *p, size_t n)
     return NULL;
 }
 
-void onnx_cuprog_fill_pool(const onnx_cuprog_t *p, void *pool)
+void onnx_cuda_program_fill_pool(const onnx_cuda_program_t *p, void *pool)
 {
     int k;
     memset(pool, 0, p->pool_size);
