@@ -102,6 +102,7 @@ typedef struct {
 } tx_t;
 
 static void ucx_progress(cmn_ucx_t *u);
+static void on_idle(uv_idle_t *h);
 static void report_errors(cmn_ucx_t *u);
 
 /* ---- Worker and loop ------------------------------------------------------------------- */
@@ -149,13 +150,16 @@ static void unref(cmn_ucx_t *u)
     maybe_destroy(u);
 }
 
-/* Runs UCX until it has nothing to do, then arms the event fd so the loop may sleep on it. */
+/* Runs UCX until it has nothing to do, then arms the event fd so the loop may sleep on it. The
+ * work per call is bounded (a worker can stay busy, e.g. with a dead shared-memory peer): when
+ * the bound is hit, the idle handle keeps the loop turning and calls again. */
 static void ucx_progress(cmn_ucx_t *u)
 {
     ucs_status_t st;
+    int round, n;
 
-    for (;;) {
-        while (ucp_worker_progress(u->worker) != 0) {
+    for (round = 0; round < 16; round++) {
+        for (n = 0; n < 1024 && ucp_worker_progress(u->worker) != 0; n++) {
         }
         if (u->err_due) {
             report_errors(u);
@@ -163,14 +167,19 @@ static void ucx_progress(cmn_ucx_t *u)
         }
         if (u->busy_poll || u->closing == 2)
             return;
+        if (n == 1024)
+            continue;
         st = ucp_worker_arm(u->worker);
-        if (st == UCS_OK)
-            return;
-        if (st != UCS_ERR_BUSY) {
-            cmn_log_warn("ucx: cannot arm the worker's event fd: %s", ucs_status_string(st));
+        if (st == UCS_OK) {
+            uv_idle_stop(&u->idle);
             return;
         }
+        if (st != UCS_ERR_BUSY) {
+            cmn_log_warn("ucx: cannot arm the worker's event fd: %s", ucs_status_string(st));
+            break;
+        }
     }
+    uv_idle_start(&u->idle, on_idle);
 }
 
 static void on_poll(uv_poll_t *h, int status, int events)
@@ -215,7 +224,11 @@ int cmn_ucx_open(uv_loop_t *loop, const cmn_ucx_options_t *opt, cmn_ucx_t **out,
     if (!u)
         return cmn_errf(eb, UV_ENOMEM, "ucx: out of memory");
     u->loop = loop;
-    u->busy_poll = opt && opt->busy_poll;
+    /* Without options, NSUT_UCX_BUSY_POLL=1 asks for busy polling (programs that take no
+     * UCX options of their own, e.g. the QDL and sut-node). */
+    u->busy_poll =
+        opt ? opt->busy_poll
+            : getenv("NSUT_UCX_BUSY_POLL") && strcmp(getenv("NSUT_UCX_BUSY_POLL"), "1") == 0;
     st = ucp_config_read(NULL, NULL, &config);
     if (st != UCS_OK) {
         free(u);

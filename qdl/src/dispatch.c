@@ -978,7 +978,10 @@ static void conn_connect(qdl_conn_t *qc)
     qc->state_ns = cmn_now_ns();
     qc->ping_sent_ns = 0;
     qc->draining = 0;
-    rc = cmn_conn_connect(&qc->c, (struct sockaddr *)&qc->node->addr, on_connected);
+    if (qc->node->transport == CMN_TRANSPORT_UCX)
+        rc = cmn_conn_connect_ucx(&qc->c, q->ucx, (struct sockaddr *)&qc->node->addr, on_connected);
+    else
+        rc = cmn_conn_connect(&qc->c, (struct sockaddr *)&qc->node->addr, on_connected);
     if (rc < 0) {
         char why[160];
         snprintf(why, sizeof(why), "cannot connect: %s", cmn_strerror(rc));
@@ -1056,7 +1059,9 @@ int qdl__nodes_init(qdl_t *q, char *err, size_t errlen)
         snprintf(nd->address, sizeof(nd->address), "%s", q->cfg.nodes[i]);
         /* "host:port" or "[v6]:port": the host part, for TLS name checks. */
         {
-            const char *a = nd->address, *end = strrchr(a, ':');
+            const char *a =
+                strstr(nd->address, "://") ? strstr(nd->address, "://") + 3 : nd->address;
+            const char *end = strrchr(a, ':');
             size_t hl;
             if (*a == '[') {
                 a++;
@@ -1068,7 +1073,11 @@ int qdl__nodes_init(qdl_t *q, char *err, size_t errlen)
             memcpy(nd->host, a, hl);
             nd->host[hl] = '\0';
         }
-        rc = cmn_addr_parse(q->cfg.nodes[i], &nd->addr, &eb);
+        rc = cmn_endpoint_parse(q->cfg.nodes[i], &nd->transport, &nd->addr, &eb);
+        if (rc == 0 && nd->transport == CMN_TRANSPORT_UCX && q->tls)
+            rc = cmn_errf(&eb, CMN_ECONFIG, "sut-node %s: TLS runs on tcp:// only", nd->address);
+        if (rc == 0 && nd->transport == CMN_TRANSPORT_UCX && !q->ucx)
+            rc = cmn_ucx_open(&q->loop, NULL, &q->ucx, &eb);
         if (rc < 0) {
             if (err)
                 snprintf(err, errlen, "%s", eb.msg);

@@ -78,6 +78,8 @@ static void close_loop_handles(qdl_t *q)
 {
     uv_close((uv_handle_t *)&q->tick, NULL);
     cmn_xq_close(&q->reqs, NULL);
+    cmn_ucx_close(q->ucx); /* once its last connection has closed */
+    q->ucx = NULL;
 }
 
 static void handle_req(qdl_t *q, qdl_req_t *r)

@@ -16,6 +16,8 @@
 #include "cmn/msg.h"
 #include "cmn/pool.h"
 #include "cmn/tls.h"
+#include "cmn/net.h"
+#include "cmn/ucx.h"
 #include "cmn/xq.h"
 
 #include <stdint.h>
@@ -74,6 +76,7 @@ struct qdl_node {
     unsigned index;
     char address[64];
     struct sockaddr_storage addr;
+    cmn_transport_t transport; /* tcp:// or ucx:// */
     char name[256];
     char host[64]; /* the address's host part: the name its TLS certificate must carry */
     int named;     /* name known from a HelloAck */
@@ -126,6 +129,7 @@ struct qdl {
     cmn_pool_t *pool;
     cmn_arena_t arena;
     cmn_tls_ctx_t *tls; /* NULL: plaintext */
+    cmn_ucx_t *ucx;     /* the ucx:// transport, when a node address names it */
     qdl_node_t *nodes;
     size_t n_nodes;
     char client_name[128];

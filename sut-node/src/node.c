@@ -448,10 +448,10 @@ static void on_session_close(cmn_conn_t *c, int reason)
         node_check_drained(n);
 }
 
-static void on_connection(uv_stream_t *server, int status)
+/* A new session from a tcp:// |server| or a ucx:// connection request |in|. */
+static void session_accept(sut_node_t *n, uv_stream_t *server, cmn_ucx_incoming_t *in)
 {
     static const cmn_conn_callbacks_t cb = {on_frame, on_decode_error, on_session_close, NULL};
-    sut_node_t *n = server->data;
     cmn_frame_limits_t pre = cmn_frame_limits_preauth();
     cmn_conn_options_t copt = cmn_conn_options_default();
     sut_session_t *s, *it;
@@ -459,10 +459,6 @@ static void on_connection(uv_stream_t *server, int status)
     char *colon;
     int rc;
 
-    if (status < 0) {
-        cmn_log_error("accept: %s", cmn_strerror(status));
-        return;
-    }
     s = calloc(1, sizeof(*s));
     if (!s || cmn_conn_init(n->loop, &s->conn, &cb, &copt, &pre) < 0) {
         cmn_log_error("out of memory for a connection");
@@ -480,8 +476,8 @@ static void on_connection(uv_stream_t *server, int status)
     cmn_idmap_init(&s->ids);
     s->accepted_ns = s->progress_ns = cmn_now_ns();
     cmn_frame_decoder_set_sink(&s->conn.dec, session_sink, s, SINK_MIN_PAYLOAD);
-    if ((rc = uv_accept(server, (uv_stream_t *)&s->conn.tcp)) < 0 ||
-        (rc = cmn_conn_start(&s->conn)) < 0) {
+    rc = in ? cmn_conn_accept_ucx(&s->conn, in) : uv_accept(server, (uv_stream_t *)&s->conn.tcp);
+    if (rc < 0 || (rc = cmn_conn_start(&s->conn)) < 0) {
         cmn_log_error("accept: %s", cmn_strerror(rc));
         n->n_sessions++; /* balanced in on_session_close */
         s->next = n->sessions;
@@ -513,6 +509,32 @@ static void on_connection(uv_stream_t *server, int status)
         snprintf(why, sizeof(why), "over the limit of %u connections from %s",
                  n->opt.max_conn_per_peer, s->peer_ip);
         sut__session_protocol_error(s, CMN_EOVERLOAD, NSUT__ERROR_CODE__ERROR_OVERLOAD, why);
+    }
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    if (status < 0) {
+        cmn_log_error("accept: %s", cmn_strerror(status));
+        return;
+    }
+    session_accept(server->data, server, NULL);
+}
+
+static void on_ucx_connection(cmn_ucx_listener_t *l, cmn_ucx_incoming_t *in, void *arg)
+{
+    (void)l;
+    session_accept(arg, NULL, in);
+}
+
+/* ucx:// listeners go with the tcp:// ones (stop, drain). */
+static void close_ucx_listeners(sut_node_t *n)
+{
+    size_t i;
+
+    for (i = 0; i < SUT_MAX_LISTEN; i++) {
+        cmn_ucx_listener_close(n->ucx_listeners[i]);
+        n->ucx_listeners[i] = NULL;
     }
 }
 
@@ -597,6 +619,9 @@ void sut__node_stop(sut_node_t *n)
     n->stopping = 1;
     for (i = 0; i < n->n_listeners; i++)
         close_handle((uv_handle_t *)&n->listeners[i]);
+    close_ucx_listeners(n);
+    cmn_ucx_close(n->ucx); /* once its last session has closed */
+    n->ucx = NULL;
     close_handle((uv_handle_t *)&n->tick);
     close_handle((uv_handle_t *)&n->batch_timer);
     close_handle((uv_handle_t *)&n->batch_check);
@@ -647,6 +672,7 @@ void sut__node_drain(sut_node_t *n, const char *why)
         cmn_log_info("%s: stop accepting, finishing the samples in flight", why ? why : "shutdown");
         for (i = 0; i < n->n_listeners; i++)
             close_handle((uv_handle_t *)&n->listeners[i]);
+        close_ucx_listeners(n);
         sut__batcher_flush(n);
         n->drain_timer.data = n;
         uv_timer_start(&n->drain_timer, on_drain_timeout, n->opt.drain_timeout_ms, 0);
@@ -763,12 +789,30 @@ int sut__node_listen(sut_node_t *n, cmn_errbuf_t *eb)
         struct sockaddr_storage ss;
         int len = sizeof(ss);
 
-        rc = cmn_addr_parse(n->opt.listen[i], &ss, eb);
+        cmn_transport_t t;
+
+        rc = cmn_endpoint_parse(n->opt.listen[i], &t, &ss, eb);
         if (rc < 0)
             return rc;
         uv_tcp_init(n->loop, &n->listeners[i]);
         n->listeners[i].data = n;
         n->n_listeners = i + 1;
+        if (t == CMN_TRANSPORT_UCX) {
+            if (n->tls)
+                return cmn_errf(eb, CMN_ECONFIG, "%s: TLS runs on tcp:// only", n->opt.listen[i]);
+            if (!n->ucx && (rc = cmn_ucx_open(n->loop, NULL, &n->ucx, eb)) < 0)
+                return rc;
+            rc = cmn_ucx_listen(n->ucx, (struct sockaddr *)&ss, on_ucx_connection, n,
+                                &n->ucx_listeners[i], eb);
+            if (rc < 0)
+                return rc;
+            cmn_addr_format((struct sockaddr *)&ss, addr, sizeof(addr));
+            if (first_port < 0)
+                first_port = cmn_ucx_listener_port(n->ucx_listeners[i]);
+            cmn_log_info("listening on ucx://%s (port %d)", addr,
+                         cmn_ucx_listener_port(n->ucx_listeners[i]));
+            continue;
+        }
         rc = uv_tcp_bind(&n->listeners[i], (struct sockaddr *)&ss, 0);
         if (rc == 0)
             rc = uv_listen((uv_stream_t *)&n->listeners[i], 511, on_connection);

@@ -14,6 +14,7 @@
 #include "cmn/msg.h"
 #include "cmn/pool.h"
 #include "cmn/tls.h"
+#include "cmn/ucx.h"
 #include "cmn/xq.h"
 #include "sut/sut_backend.h"
 
@@ -152,6 +153,8 @@ struct sut_node {
     uv_loop_t *loop;
     char name[256];
     uv_tcp_t listeners[SUT_MAX_LISTEN];
+    cmn_ucx_t *ucx; /* the ucx:// transport, when a listen address names it */
+    cmn_ucx_listener_t *ucx_listeners[SUT_MAX_LISTEN];
     size_t n_listeners;
     int listening;
     uv_signal_t sig_term, sig_int, sig_hup;

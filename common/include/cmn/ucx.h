@@ -34,7 +34,8 @@ typedef struct {
     int busy_poll; /* progress on every loop turn instead of sleeping on the event fd */
 } cmn_ucx_options_t;
 
-/* Opens UCX on |loop| (UCX_* environment variables apply). Returns 0, or CMN_ECONFIG with the
+/* Opens UCX on |loop| (UCX_* environment variables apply; |opt| NULL: defaults, busy polling
+ * when the environment has NSUT_UCX_BUSY_POLL=1). Returns 0, or CMN_ECONFIG with the
  * reason in |eb| (no usable transport, UCX refused to start). */
 int cmn_ucx_open(uv_loop_t *loop, const cmn_ucx_options_t *opt, cmn_ucx_t **out, cmn_errbuf_t *eb);
 
