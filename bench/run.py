@@ -484,10 +484,11 @@ def t1_tls(env, t):
 
 # ucx:// next to tcp://: the B1-B3 rows again with sut-node listening on ucx:// and the QDL
 # connecting over UCX, with UCX's TCP transport (Ut) and its shared-memory transports (Us; UCX
-# 1.13 needs UCX_MM_ERROR_HANDLING=y for them on a client-server endpoint).
+# 1.13 needs UCX_MM_ERROR_HANDLING=y for them and they do not wake the event fd, so both sides
+# busy-poll: see common/README.md).
 UCX_VARIANTS = (
     ("Ut", "ucx tcp", {"UCX_TLS": "tcp"}),
-    ("Us", "ucx shm", {"UCX_TLS": "sm,tcp", "UCX_MM_ERROR_HANDLING": "y"}),
+    ("Us", "ucx shm", {"UCX_TLS": "sm,tcp", "UCX_MM_ERROR_HANDLING": "y", "NSUT_UCX_BUSY_POLL": "1"}),
 )
 
 
