@@ -86,6 +86,7 @@ struct cmn__ucx_ep {
     int broken;     /* no frame is delivered any more */
     int failed;     /* UCX reported the endpoint broken: nothing can be sent either */
     int err_reason; /* failure to report once UCX's progress call has returned */
+    int fetching;   /* inside ucp_am_recv_data_nbx: its callback must not deliver */
     int closing;
     int ep_released;
 };
@@ -602,14 +603,14 @@ int cmn__ucx_connect(cmn_ucx_t *u, cmn_conn_t *c, const struct sockaddr *addr,
         UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     rp.cb.send = on_connect_flushed;
     rp.user_data = e;
+    e->inflight++; /* before the call: its callback may run inside it */
     req = ucp_ep_flush_nbx(e->ep, &rp);
     if (UCS_PTR_IS_ERR(req)) {
         /* Reported through the error handler or the caller's close. */
+        e->inflight--;
         e->connecting = 0;
         return CMN_ECLOSED;
     }
-    e->inflight++;
-    ucx_progress(u);
     return 0;
 }
 
@@ -701,7 +702,8 @@ static void on_rndv_done(void *req, ucs_status_t st, size_t length, void *user_d
     e->inflight--;
     if (st == UCS_OK) {
         r->state = RX_READY;
-        cmn__ucx_deliver(e->c);
+        if (!e->fetching)
+            cmn__ucx_deliver(e->c);
     } else if (!e->closing && !e->broken) {
         e->broken = 1;
         snprintf(e->c->last_error, sizeof(e->c->last_error), "UCX receive from %s: %s", e->c->peer,
@@ -746,18 +748,20 @@ static int rndv_start(ep_t *e, rx_t *r)
     rp.cb.recv_am = on_rndv_done;
     rp.user_data = r;
     r->held = NULL; /* the descriptor now belongs to the receive */
+    r->state = RX_RNDV_BUSY;
+    e->inflight++; /* before the call: its callback may run inside it */
+    e->fetching = 1;
     req = ucp_am_recv_data_nbx(e->u->worker, desc, dst, len, &rp);
+    e->fetching = 0;
+    if (UCS_PTR_IS_ERR(req) || req == NULL)
+        e->inflight--;
     if (UCS_PTR_IS_ERR(req)) {
         snprintf(c->last_error, sizeof(c->last_error), "UCX receive from %s: %s", c->peer,
                  ucs_status_string(UCS_PTR_STATUS(req)));
         return CMN_ECLOSED;
     }
-    if (req == NULL) {
+    if (req == NULL)
         r->state = RX_READY;
-        return 0;
-    }
-    r->state = RX_RNDV_BUSY;
-    e->inflight++;
     return 0;
 }
 
@@ -922,7 +926,7 @@ int cmn__ucx_send(cmn_conn_t *c, unsigned type, const ProtobufCMessage *meta,
     ep_t *e = c->ucx;
     ucp_request_param_t rp;
     ucs_status_ptr_t req;
-    size_t hsize, i, nseg = 0, hlen;
+    size_t hsize, i, nseg = 0, hlen, bytes;
     uint64_t plen = 0;
     const void *buf = NULL;
     size_t count = 0;
@@ -993,15 +997,20 @@ int cmn__ucx_send(cmn_conn_t *c, unsigned type, const ProtobufCMessage *meta,
         buf = t->gather;
         count = off;
     }
+    /* Accounted before the call: UCX may complete the send (on_sent frees |t|) inside it. */
+    bytes = t->bytes;
+    e->inflight++;
+    c->bytes_writing += bytes;
     req = ucp_am_send_nbx(e->ep, AM_FRAME, t->head, hlen, buf, count, &rp);
     if (UCS_PTR_IS_ERR(req)) {
+        e->inflight--;
+        c->bytes_writing -= bytes;
+        free(t->gather);
         free(t);
         snprintf(c->last_error, sizeof(c->last_error), "UCX send to %s: %s", c->peer,
                  ucs_status_string(UCS_PTR_STATUS(req)));
         return CMN_ECLOSED;
     }
-    e->inflight++;
-    c->bytes_writing += t->bytes;
     c->frames_out++;
     if (c->bytes_writing > c->opt.write_high_water)
         c->above_high_water = 1;
@@ -1039,12 +1048,12 @@ void cmn__ucx_shutdown(cmn_conn_t *c)
         UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
     rp.cb.send = on_shutdown_flushed;
     rp.user_data = e;
+    e->inflight++; /* before the call: its callback may run inside it */
     req = ucp_ep_flush_nbx(e->ep, &rp);
     if (UCS_PTR_IS_ERR(req)) {
+        e->inflight--;
         e->hooks->end(c, c->close_reason);
-        return;
     }
-    e->inflight++;
 }
 
 static void on_ep_closed(void *req, ucs_status_t st, void *user_data)
