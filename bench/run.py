@@ -486,9 +486,12 @@ def t1_tls(env, t):
 # connecting over UCX, with UCX's TCP transport (Ut) and its shared-memory transports (Us; UCX
 # 1.13 needs UCX_MM_ERROR_HANDLING=y for them and they do not wake the event fd, so both sides
 # busy-poll: see common/README.md).
+# B3 over shared memory is left out: its SingleStream run hangs (both sides spinning, no query
+# completes), a defect of the ucx:// path not yet understood (common/README.md).
 UCX_VARIANTS = (
-    ("Ut", "ucx tcp", {"UCX_TLS": "tcp"}),
-    ("Us", "ucx shm", {"UCX_TLS": "sm,tcp", "UCX_MM_ERROR_HANDLING": "y", "NSUT_UCX_BUSY_POLL": "1"}),
+    ("Ut", "ucx tcp", {"UCX_TLS": "tcp"}, ("B1", "B2", "B3")),
+    ("Us", "ucx shm", {"UCX_TLS": "sm,tcp", "UCX_MM_ERROR_HANDLING": "y", "NSUT_UCX_BUSY_POLL": "1"},
+     ("B1", "B2")),
 )
 
 
@@ -503,12 +506,12 @@ class Tagged:
 
 
 def b_ucx(env, t, ref):
-    for tag, label, extra in UCX_VARIANTS:
+    for tag, label, extra, rows in UCX_VARIANTS:
         saved = dict(os.environ)
         os.environ.update(extra, NSUT_BENCH_SCHEME="ucx://")  # sut-node and loadgen-node inherit it
         try:
-            for fn in (b1_server, b2_offline, b3_singlestream):
-                fn(env, Tagged(t, tag, label), ref)
+            for key in rows:
+                ROWS[key](env, Tagged(t, tag, label), ref)
         finally:
             os.environ.clear()
             os.environ.update(saved)
