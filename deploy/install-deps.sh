@@ -25,6 +25,8 @@ packages=(
     # deployment tooling: the Kubernetes manifest check, systemd-analyze for the unit, lspci for
     # NIC models in the submission metadata
     python3-yaml systemd pciutils
+    # metrics: sut-node's Prometheus endpoint, and the real server that scrapes it in the tests
+    libmicrohttpd-dev prometheus
 )
 if [[ "${1:-}" == "--bench" ]]; then
     packages+=(python3-torch python3-torchvision python3-onnx iperf3 hyperfine)
