@@ -1,6 +1,7 @@
 # Every dependency is a Debian package; deploy/install-deps.sh installs them.
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(LIBUV REQUIRED IMPORTED_TARGET libuv>=1.44)
+pkg_check_modules(UCX REQUIRED IMPORTED_TARGET ucx>=1.13)
 pkg_check_modules(PROTOBUFC REQUIRED IMPORTED_TARGET libprotobuf-c>=1.4)
 pkg_check_modules(LZ4 REQUIRED IMPORTED_TARGET liblz4>=1.9)
 # XXH3, the sample digest (common/src/digest.c uses its header inline)

@@ -14,6 +14,8 @@ packages=(
     libuv1-dev libprotobuf-c-dev protobuf-c-compiler liblz4-dev libssl-dev libxxhash-dev
     # the /metrics endpoint (libmicrohttpd) and the Prometheus server that scrapes it in tests
     libmicrohttpd-dev prometheus
+    # the ucx:// transport (RDMA, shared memory, TCP) and ucx_info to see what a host offers
+    libucx-dev ucx-utils
     # unit tests
     check libsubunit-dev
     # the onnx backend: oneDNN, the ONNX schema, the ONNX conformance test vectors

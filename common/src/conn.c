@@ -3,6 +3,7 @@
 #include "cmn/log.h"
 #include "cmn/net.h"
 #include "tls_internal.h"
+#include "ucx_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -314,7 +315,15 @@ static void flush_now(cmn_conn_t *c)
 
 static void on_flush_check(uv_check_t *h)
 {
-    flush_now(h->data);
+    cmn_conn_t *c = h->data;
+
+    if (c->ucx) {
+        /* UCX sends at once; the check hands over frames held while reading was paused. */
+        flush_stop(c);
+        cmn__ucx_deliver(c);
+        return;
+    }
+    flush_now(c);
 }
 
 static void on_flush_idle(uv_idle_t *h)
@@ -324,9 +333,9 @@ static void on_flush_idle(uv_idle_t *h)
     (void)h;
 }
 
-static void on_handle_closed(uv_handle_t *h)
+/* One of the connection's handles (or its UCX endpoint) is released; the last one frees. */
+static void handle_done(cmn_conn_t *c)
 {
-    cmn_conn_t *c = h->data;
     cmn_wbatch_t *b;
 
     if (--c->handles_open > 0)
@@ -343,6 +352,18 @@ static void on_handle_closed(uv_handle_t *h)
     if (c->cb.on_close)
         c->cb.on_close(c, c->close_reason);
 }
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    handle_done(h->data);
+}
+
+static void ucx_end(cmn_conn_t *c, int reason)
+{
+    cmn_conn_close(c, reason);
+}
+
+static const cmn__ucx_hooks_t ucx_hooks = {ucx_end, handle_done};
 
 int cmn_conn_init(uv_loop_t *loop, cmn_conn_t *c, const cmn_conn_callbacks_t *cb,
                   const cmn_conn_options_t *opt, const cmn_frame_limits_t *limits)
@@ -394,6 +415,39 @@ int cmn_conn_connect(cmn_conn_t *c, const struct sockaddr *addr,
     c->connect_cb = cb;
     c->connect_req.data = c;
     return uv_tcp_connect(&c->connect_req, &c->tcp, addr, on_connect);
+}
+
+int cmn_conn_connect_ucx(cmn_conn_t *c, struct cmn_ucx *u, const struct sockaddr *addr,
+                         void (*cb)(cmn_conn_t *c, int status))
+{
+    if (c->tls) {
+        cmn_log_error("%s: TLS runs on tcp:// only, not over UCX", c->peer);
+        return CMN_ECONFIG;
+    }
+    if (c->closing || c->ucx)
+        return CMN_ECLOSED;
+    cmn_addr_format(addr, c->peer, sizeof(c->peer));
+    c->connect_cb = cb;
+    return cmn__ucx_connect(u, c, addr, &ucx_hooks);
+}
+
+int cmn_conn_accept_ucx(cmn_conn_t *c, struct cmn_ucx_incoming *in)
+{
+    if (c->tls) {
+        cmn_log_error("TLS runs on tcp:// only, not over UCX");
+        return CMN_ECONFIG;
+    }
+    if (c->closing || c->ucx)
+        return CMN_ECLOSED;
+    return cmn__ucx_accept(in, c, &ucx_hooks);
+}
+
+void cmn_conn_describe(const cmn_conn_t *c, char *buf, size_t len)
+{
+    if (c->ucx)
+        cmn__ucx_describe(c, buf, len);
+    else
+        snprintf(buf, len, "%s", c->tls ? "tls" : "tcp");
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -534,6 +588,12 @@ int cmn_conn_start(cmn_conn_t *c)
     struct sockaddr_storage ss;
     int len = sizeof(ss), rc;
 
+    if (c->ucx) {
+        c->reading = 1;
+        c->read_paused = 0;
+        flush_arm(c); /* frames that came before the start */
+        return 0;
+    }
     if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0)
         cmn_addr_format((struct sockaddr *)&ss, c->peer, sizeof(c->peer));
     /* Nagle plus delayed ACKs stalls request/response traffic by tens of ms; frames are already
@@ -591,6 +651,8 @@ int cmn_conn_send(cmn_conn_t *c, unsigned type, const ProtobufCMessage *meta,
 
     if (c->closing)
         return CMN_ECLOSED;
+    if (c->ucx)
+        return cmn__ucx_send(c, type, meta, payload, n_payload, cb, arg);
     for (i = 0; i < n_payload; i++)
         plen += payload[i].iov_len;
     if (!c->cur) {
@@ -637,7 +699,8 @@ int cmn_conn_send(cmn_conn_t *c, unsigned type, const ProtobufCMessage *meta,
 void cmn_conn_read_pause(cmn_conn_t *c)
 {
     if (c->reading && !c->read_paused) {
-        uv_read_stop((uv_stream_t *)&c->tcp);
+        if (!c->ucx)
+            uv_read_stop((uv_stream_t *)&c->tcp);
         c->read_paused = 1;
     }
 }
@@ -646,6 +709,10 @@ void cmn_conn_read_resume(cmn_conn_t *c)
 {
     if (c->reading && c->read_paused && !c->closing) {
         c->read_paused = 0;
+        if (c->ucx) {
+            flush_arm(c);
+            return;
+        }
         if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0)
             cmn_conn_close(c, CMN_ECLOSED);
     }
@@ -676,6 +743,10 @@ void cmn_conn_close(cmn_conn_t *c, int reason)
         batch_free(b);
     }
     c->tls_tail = NULL;
+    if (c->ucx) {
+        c->handles_open++; /* released by a later handle_done */
+        cmn__ucx_close(c);
+    }
     /* Writes already handed to libuv complete with UV_ECANCELED before the close callback. */
     uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
     uv_close((uv_handle_t *)&c->flush_check, on_handle_closed);
@@ -716,6 +787,13 @@ void cmn_conn_shutdown(cmn_conn_t *c, int reason)
         return;
     c->closing = 1;
     c->close_reason = reason;
+    if (c->ucx) {
+        c->reading = 0;
+        flush_stop(c);
+        uv_timer_start(&c->shutdown_timer, on_shutdown_timeout, c->opt.shutdown_timeout_ms, 0);
+        cmn__ucx_shutdown(c); /* closes once the peer has everything sent */
+        return;
+    }
     if (c->reading) {
         uv_read_stop((uv_stream_t *)&c->tcp);
         c->reading = 0;

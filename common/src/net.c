@@ -104,3 +104,27 @@ int cmn_addr_port(const struct sockaddr *sa)
     }
     return -1;
 }
+
+int cmn_endpoint_parse(const char *s, cmn_transport_t *t, struct sockaddr_storage *out,
+                       cmn_errbuf_t *eb)
+{
+    const char *sep = s ? strstr(s, "://") : NULL;
+
+    *t = CMN_TRANSPORT_TCP;
+    if (!sep)
+        return cmn_addr_parse(s, out, eb);
+    if (sep - s == 3 && strncmp(s, "tcp", 3) == 0)
+        *t = CMN_TRANSPORT_TCP;
+    else if (sep - s == 3 && strncmp(s, "ucx", 3) == 0)
+        *t = CMN_TRANSPORT_UCX;
+    else
+        return cmn_errf(eb, CMN_ECONFIG,
+                        "address '%s': unknown transport '%.*s' (expected tcp:// or ucx://)", s,
+                        (int)(sep - s), s);
+    return cmn_addr_parse(sep + 3, out, eb);
+}
+
+const char *cmn_transport_name(cmn_transport_t t)
+{
+    return t == CMN_TRANSPORT_UCX ? "ucx" : "tcp";
+}

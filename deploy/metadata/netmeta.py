@@ -38,6 +38,7 @@ Deployment config (INI; every key optional unless marked):
     network_rate = 100Gb/s           ; else from ethtool's Speed or the tc rate of an emulated link
     protocol = TCP/IPv4              ; else TCP over the address family of the node addresses
     tls = no                         ; yes: TLS 1.3 is part of the protocol stack
+    ucx_tls = rc,sm                  ; ucx:// nodes: the UCX_TLS the runs use (else "UCX's choice")
     topology = switch                ; switch or point-to-point
     switch = Arista 7060CX-32S       ; the switch model (with topology = switch)
     connections_per_node = 1         ; loadgen-node --connections (default 1)
@@ -51,7 +52,7 @@ Deployment config (INI; every key optional unless marked):
     loadgen_node = /usr/local/bin/loadgen-node
 
     [sut.NAME]                       ; one per SUT node (NAME as given to sut-node --name)
-    address = 10.0.0.2:7000          ; required
+    address = 10.0.0.2:7000          ; required; ucx://10.0.0.2:7000 for the UCX transport
     ssh = root@gpu01 | netns = NAME | local = yes
     interface, nic, number_nic       ; as for [loadgen]
     sut_node = /usr/local/bin/sut-node
@@ -227,6 +228,9 @@ def probe_host(host, sec, peer_addr, own_addr, binary):
     libuv = host.run(["dpkg-query", "-W", "-f", "${Version}", "libuv1"])
     if libuv:
         facts["libuv_version"] = libuv.strip()
+    ucx = host.run(["dpkg-query", "-W", "-f", "${Version}", "libucx0"])
+    if ucx:
+        facts["ucx_version"] = ucx.strip()
     if binary:
         v = host.run([binary, "--version"])
         if v:
@@ -249,6 +253,9 @@ def probe_host(host, sec, peer_addr, own_addr, binary):
 
 def split_hostport(s):
     s = s.strip()
+    for scheme in ("tcp://", "ucx://"):
+        if s.startswith(scheme):
+            s = s[len(scheme):]
     m = re.match(r"^\[(.+)\]:(\d+)$", s) or re.match(r"^([^:]+):(\d+)$", s)
     if not m:
         raise ConfigError(f"address '{s}' is not HOST:PORT or [V6]:PORT")
@@ -274,7 +281,8 @@ def load_config(path):
         if "address" not in sec:
             raise ConfigError(f"{path}: [{s}] has no address = HOST:PORT")
         host, port = split_hostport(sec["address"])
-        suts.append({"name": s[4:], "sec": sec, "host": host, "port": port})
+        transport = "ucx" if sec["address"].strip().startswith("ucx://") else "tcp"
+        suts.append({"name": s[4:], "sec": sec, "host": host, "port": port, "transport": transport})
     if not suts:
         raise ConfigError(f"{path}: no [sut.NAME] section")
     cpn = dep.get("connections_per_node", "1")
@@ -497,13 +505,25 @@ def number_nic_of(sec, facts):
     return len(ifs) if ifs else todo("number of NICs used for the benchmark traffic (set number_nic = ...)")
 
 
-def stack_of(facts, role):
+def ucx_transports(dep):
+    """What UCX was told to use: the UCX_TLS a deployment names (ucx_tls = ...), else UCX's choice."""
+    tls = dep.get("ucx_tls", "").strip()
+    return f"UCX_TLS={tls}" if tls else "transports chosen by UCX at run time (UCX_TLS unset)"
+
+
+def stack_of(facts, role, transport="tcp", dep=None):
     kernel = facts.get("kernel")
     if not kernel:
         return todo(f"network software stack of the {role} (kernel version unknown: host not probed)")
-    parts = [f"Linux {kernel} kernel TCP/IP stack, BSD sockets"]
-    if facts.get("libuv_version"):
-        parts[0] += f" through libuv {facts['libuv_version']}"
+    if transport == "ucx":
+        parts = [f"UCX {facts.get('ucx_version', '(version unknown)')} (ucp active messages, "
+                 f"rendezvous for large payloads; {ucx_transports(dep or {})}) on Linux {kernel}"]
+        if facts.get("libuv_version"):
+            parts[0] += f", progress through libuv {facts['libuv_version']}"
+    else:
+        parts = [f"Linux {kernel} kernel TCP/IP stack, BSD sockets"]
+        if facts.get("libuv_version"):
+            parts[0] += f" through libuv {facts['libuv_version']}"
     if facts.get("harness_version"):
         parts.append(facts["harness_version"])
     if facts.get("os"):
@@ -583,7 +603,9 @@ def build_fields(dep, lg, suts, facts):
 
     f["nic_loadgen"] = nic_of(lg, facts["loadgen"])
     f["number_nic_loadgen"] = number_nic_of(lg, facts["loadgen"])
-    f["net_software_stack_loadgen"] = stack_of(facts["loadgen"], "LoadGen host")
+    transports = sorted(set(s.get("transport", "tcp") for s in suts))
+    lg_transport = "ucx" if transports == ["ucx"] else "tcp"
+    f["net_software_stack_loadgen"] = stack_of(facts["loadgen"], "LoadGen host", lg_transport, dep)
 
     # Layers 3 and 4.
     if dep.get("protocol"):
@@ -599,6 +621,11 @@ def build_fields(dep, lg, suts, facts):
     tls = dep.get("tls", "no").strip().lower() in ("1", "yes", "true")
     if is_todo(proto):
         f["network_protocol"] = proto
+    elif transports == ["ucx"]:
+        f["network_protocol"] = (f"UCX ({ucx_transports(dep)}; RDMA on InfiniBand/RoCE where UCX "
+                                 f"finds it), connection set-up over {proto} over {l2}; "
+                                 "session layer: the harness's framed protobuf-c protocol, version 1 "
+                                 "(proto/README.md), one UCX active message per frame")
     else:
         f["network_protocol"] = (("TLS 1.3 over " if tls else "") + f"{proto} over {l2}; "
                                  "session layer: the harness's framed protobuf-c protocol, version 1 "
@@ -610,7 +637,8 @@ def build_fields(dep, lg, suts, facts):
     f["nic_sut"] = per_node(nics)
     nums = [(s["name"], number_nic_of(s["sec"], facts["sut"].get(s["name"], {}))) for s in suts]
     f["number_nic_sut"] = per_node(nums)
-    stacks = [(s["name"], stack_of(facts["sut"].get(s["name"], {}), f"SUT node {s['name']}")) for s in suts]
+    stacks = [(s["name"], stack_of(facts["sut"].get(s["name"], {}), f"SUT node {s['name']}",
+                                   s.get("transport", "tcp"), dep)) for s in suts]
     f["net_software_stack_sut"] = per_node(stacks)
 
     topo = dep.get("topology", "").strip().lower()

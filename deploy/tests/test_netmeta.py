@@ -112,6 +112,29 @@ ssh = root@gpu-2
         for needle in ("loadgen -- switch", "switch -- sut0", "switch -- sut1", "gpu-2", "cluster_sut"):
             self.assertIn(needle, text)
 
+    def test_ucx_transport_fills_protocol_and_stacks(self):
+        conf = self.write("d.ini", """
+[deployment]
+topology = switch
+ucx_tls = rc,sm
+[sut.a]
+address = ucx://10.0.0.2:7000
+""")
+        ib = dict(CX6, link_type="infiniband")
+        facts = self.write("f.json", json.dumps({
+            "loadgen": dict(host(ib), ucx_version="1.13.1-1"),
+            "sut": {"a": dict(host(dict(ib, addresses=["10.0.0.2"])), ucx_version="1.13.1-1")}}))
+        out = os.path.join(self.dir, "out.json")
+        rc, _, err = self.run_tool("--config", conf, "--facts", facts, "--out", out)
+        self.assertEqual(rc, 0, err)
+        d = json.loads(read(out))
+        self.assertEqual(d["network_type"], "InfiniBand")
+        self.assertTrue(d["network_protocol"].startswith("UCX (UCX_TLS=rc,sm"), d["network_protocol"])
+        self.assertIn("over TCP/IPv4 over InfiniBand", d["network_protocol"])
+        for k in ("net_software_stack_loadgen", "net_software_stack_sut"):
+            self.assertIn("UCX 1.13.1-1", d[k])
+            self.assertNotIn("kernel TCP/IP stack", d[k])
+
     def test_unknowns_are_marked_never_invented(self):
         conf = self.write("d.ini", """
 [sut.a]

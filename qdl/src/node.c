@@ -501,7 +501,10 @@ static void conn_connect(qdl_conn_t *qc)
     qc->state_ns = cmn_now_ns();
     qc->ping_sent_ns = 0;
     qc->draining = 0;
-    rc = cmn_conn_connect(&qc->c, (struct sockaddr *)&nd->addr, on_connected);
+    if (nd->transport == CMN_TRANSPORT_UCX)
+        rc = cmn_conn_connect_ucx(&qc->c, q->ucx, (struct sockaddr *)&nd->addr, on_connected);
+    else
+        rc = cmn_conn_connect(&qc->c, (struct sockaddr *)&nd->addr, on_connected);
     if (rc < 0) {
         snprintf(why, sizeof(why), "cannot connect: %s", cmn_strerror(rc));
         qdl__conn_close(qc, rc, why);
@@ -534,7 +537,8 @@ void qdl__check_start(qdl_t *q)
 /* "host:port" or "[v6]:port": the host part, for TLS name checks. */
 static void host_part(const char *address, char *host, size_t cap)
 {
-    const char *a = address, *end = strrchr(a, ':');
+    const char *a = strstr(address, "://") ? strstr(address, "://") + 3 : address;
+    const char *end = strrchr(a, ':');
     size_t hl;
 
     if (*a == '[') {
@@ -558,7 +562,11 @@ static int node_init(qdl_t *q, size_t i, cmn_errbuf_t *eb)
     nd->index = (unsigned)i;
     snprintf(nd->address, sizeof(nd->address), "%s", q->cfg.nodes[i]);
     host_part(nd->address, nd->host, sizeof(nd->host));
-    rc = cmn_addr_parse(q->cfg.nodes[i], &nd->addr, eb);
+    rc = cmn_endpoint_parse(q->cfg.nodes[i], &nd->transport, &nd->addr, eb);
+    if (rc == 0 && nd->transport == CMN_TRANSPORT_UCX && q->tls)
+        rc = cmn_errf(eb, CMN_ECONFIG, "sut-node %s: TLS runs on tcp:// only", nd->address);
+    if (rc == 0 && nd->transport == CMN_TRANSPORT_UCX && !q->ucx)
+        rc = cmn_ucx_open(&q->loop, NULL, &q->ucx, eb);
     if (rc < 0)
         return rc;
     for (k = 0; k < i; k++)

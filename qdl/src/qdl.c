@@ -98,6 +98,8 @@ static void close_loop_handles(qdl_t *q)
     uv_close((uv_handle_t *)&q->tick, NULL);
     uv_close((uv_handle_t *)&q->check, NULL);
     cmn_xq_close(&q->reqs, NULL);
+    cmn_ucx_close(q->ucx); /* once its last connection has closed */
+    q->ucx = NULL;
 }
 
 /* Issued after destroy began: fail at once, never silently drop. */

@@ -28,6 +28,8 @@
 #include "cmn/idmap.h"
 #include "cmn/msg.h"
 #include "cmn/tls.h"
+#include "cmn/net.h"
+#include "cmn/ucx.h"
 #include "cmn/xq.h"
 
 #include <stdint.h>
@@ -88,6 +90,7 @@ struct qdl_node {
     unsigned index;
     char address[64];
     struct sockaddr_storage addr;
+    cmn_transport_t transport; /* tcp:// or ucx:// */
     char name[256];
     char host[64]; /* the address's host part: the name its TLS certificate must carry */
     int named;     /* name known from a HelloAck */
@@ -148,6 +151,7 @@ struct qdl {
     uv_check_t check; /* runs dispatch once per loop turn when |dispatch_due| */
     cmn_arena_t arena;
     cmn_tls_ctx_t *tls; /* NULL: plaintext */
+    cmn_ucx_t *ucx;     /* the ucx:// transport, when a node address names it */
     qdl_node_t *nodes;
     size_t n_nodes;
     qdl_conn_t *conns; /* every connection: node i's are conns[i * cpn .. (i + 1) * cpn) */

@@ -56,7 +56,26 @@ static void on_connection(uv_stream_t *server, int status)
         cmn_log_error("accept: %s", cmn_strerror(status));
         return;
     }
-    sut__sessions_accept(&n->sessions, server);
+    sut__sessions_accept(&n->sessions, server, NULL);
+}
+
+static void on_ucx_connection(cmn_ucx_listener_t *l, cmn_ucx_incoming_t *in, void *arg)
+{
+    sut_node_t *n = arg;
+
+    (void)l;
+    sut__sessions_accept(&n->sessions, NULL, in);
+}
+
+/* ucx:// listeners go with the tcp:// ones (stop, drain). */
+static void close_ucx_listeners(sut_node_t *n)
+{
+    size_t i;
+
+    for (i = 0; i < SUT_MAX_LISTEN; i++) {
+        cmn_ucx_listener_close(n->ucx_listeners[i]);
+        n->ucx_listeners[i] = NULL;
+    }
 }
 
 /* Memory goes back to the system when peers leave: the idle batches and pooled result buffers
@@ -120,6 +139,9 @@ void sut__node_stop(sut_node_t *n)
     n->stopping = 1;
     for (i = 0; i < n->n_listeners; i++)
         close_handle((uv_handle_t *)&n->listeners[i]);
+    close_ucx_listeners(n);
+    cmn_ucx_close(n->ucx); /* once its last session has closed */
+    n->ucx = NULL;
     close_handle((uv_handle_t *)&n->tick);
     close_handle((uv_handle_t *)&n->turn);
     close_handle((uv_handle_t *)&n->drain_timer);
@@ -151,6 +173,7 @@ void sut__node_drain(sut_node_t *n, const char *why)
     cmn_log_info("%s: stop accepting, finishing the samples in flight", why);
     for (i = 0; i < n->n_listeners; i++)
         close_handle((uv_handle_t *)&n->listeners[i]);
+    close_ucx_listeners(n);
     sut__sessions_drain(&n->sessions);
     sut__batcher_drain(&n->batcher);
     uv_timer_start(&n->drain_timer, on_drain_timeout, n->opt.drain_timeout_ms, 0);
@@ -321,13 +344,28 @@ static int listen_one(sut_node_t *n, size_t i, int *port, cmn_errbuf_t *eb)
     struct sockaddr_storage ss;
     int len = sizeof(ss), rc;
     char addr[64];
+    cmn_transport_t t;
 
-    rc = cmn_addr_parse(n->opt.listen[i], &ss, eb);
+    rc = cmn_endpoint_parse(n->opt.listen[i], &t, &ss, eb);
     if (rc < 0)
         return rc;
     uv_tcp_init(n->loop, &n->listeners[i]);
     n->listeners[i].data = n;
     n->n_listeners = i + 1;
+    if (t == CMN_TRANSPORT_UCX) {
+        if (n->tls)
+            return cmn_errf(eb, CMN_ECONFIG, "%s: TLS runs on tcp:// only", n->opt.listen[i]);
+        if (!n->ucx && (rc = cmn_ucx_open(n->loop, NULL, &n->ucx, eb)) < 0)
+            return rc;
+        rc = cmn_ucx_listen(n->ucx, (struct sockaddr *)&ss, on_ucx_connection, n,
+                            &n->ucx_listeners[i], eb);
+        if (rc < 0)
+            return rc;
+        cmn_addr_format((struct sockaddr *)&ss, addr, sizeof(addr));
+        *port = cmn_ucx_listener_port(n->ucx_listeners[i]);
+        cmn_log_info("listening on ucx://%s (port %d)", addr, *port);
+        return 0;
+    }
     rc = uv_tcp_bind(&n->listeners[i], (struct sockaddr *)&ss, 0);
     if (rc == 0)
         rc = uv_listen((uv_stream_t *)&n->listeners[i], 511, on_connection);

@@ -13,6 +13,7 @@
 #include "cmn/err.h"
 #include "cmn/pool.h"
 #include "cmn/tls.h"
+#include "cmn/ucx.h"
 #include "metrics.h"
 #include "session.h"
 #include "types.h"
@@ -25,6 +26,8 @@ typedef struct {
     uv_loop_t *loop;
     char name[256];
     uv_tcp_t listeners[SUT_MAX_LISTEN];
+    cmn_ucx_t *ucx; /* the ucx:// transport, when a listen address names it */
+    cmn_ucx_listener_t *ucx_listeners[SUT_MAX_LISTEN];
     size_t n_listeners;
     uv_signal_t sig_term, sig_int, sig_hup;
     uv_timer_t tick;

@@ -855,9 +855,12 @@ static void peer_ip(sut_session_t *s)
     char *colon;
 
     snprintf(s->peer_ip, sizeof(s->peer_ip), "?");
-    if (uv_tcp_getpeername(&s->conn.tcp, (struct sockaddr *)&sa, &len) != 0)
+    if (s->conn.ucx) /* ucx://: the address UCX's connection request named */
+        snprintf(s->peer_ip, sizeof(s->peer_ip), "%s", s->conn.peer);
+    else if (uv_tcp_getpeername(&s->conn.tcp, (struct sockaddr *)&sa, &len) == 0)
+        cmn_addr_format((struct sockaddr *)&sa, s->peer_ip, sizeof(s->peer_ip));
+    else
         return;
-    cmn_addr_format((struct sockaddr *)&sa, s->peer_ip, sizeof(s->peer_ip));
     colon = strrchr(s->peer_ip, ':');
     if (colon)
         *colon = '\0';
@@ -878,7 +881,7 @@ static void refuse_session(sut_sessions_t *ss, sut_session_t *s, const char *why
     protocol_error(s, CMN_EOVERLOAD, NSUT__ERROR_CODE__ERROR_OVERLOAD, why);
 }
 
-void sut__sessions_accept(sut_sessions_t *ss, uv_stream_t *server)
+void sut__sessions_accept(sut_sessions_t *ss, uv_stream_t *server, struct cmn_ucx_incoming *in)
 {
     static const cmn_conn_callbacks_t cb = {on_frame, on_decode_error, on_session_close, on_drain};
     cmn_frame_limits_t pre = cmn_frame_limits_preauth();
@@ -889,14 +892,16 @@ void sut__sessions_accept(sut_sessions_t *ss, uv_stream_t *server)
 
     if (!s) {
         cmn_log_error("accept: out of memory for a session; connection refused");
-        refuse(ss, server);
+        if (!in) /* a ucx:// request not taken is rejected */
+            refuse(ss, server);
         return;
     }
     rc = cmn_conn_init(ss->loop, &s->conn, &cb, &ss->conn_opt, &pre);
     if (rc < 0) {
         cmn_log_error("accept: connection set-up failed: %s; connection refused", cmn_strerror(rc));
         free(s);
-        refuse(ss, server);
+        if (!in) /* a ucx:// request not taken is rejected */
+            refuse(ss, server);
         return;
     }
     /* From here the connection's handles are on the loop: the session is freed only by
@@ -907,7 +912,7 @@ void sut__sessions_accept(sut_sessions_t *ss, uv_stream_t *server)
     cmn_idmap_init(&s->ids);
     s->accepted_ns = s->last_frame_ns = cmn_now_ns();
     link_session(ss, s);
-    rc = uv_accept(server, (uv_stream_t *)&s->conn.tcp);
+    rc = in ? cmn_conn_accept_ucx(&s->conn, in) : uv_accept(server, (uv_stream_t *)&s->conn.tcp);
     if (rc < 0) {
         cmn_log_error("accept: %s", cmn_strerror(rc));
         cmn_conn_close(&s->conn, rc);

@@ -103,8 +103,9 @@ struct sut_sessions {
 
 void sut__sessions_init(sut_sessions_t *ss, uv_loop_t *loop, const sut_sessions_env_t *env);
 void sut__sessions_free(sut_sessions_t *ss);
-/* Accepts one connection from |server| (whatever fails, the listener keeps accepting). */
-void sut__sessions_accept(sut_sessions_t *ss, uv_stream_t *server);
+/* Accepts one connection from the tcp:// |server|, or the ucx:// connection request |in| (then
+ * |server| is NULL); whatever fails, the listener keeps accepting. */
+void sut__sessions_accept(sut_sessions_t *ss, uv_stream_t *server, struct cmn_ucx_incoming *in);
 /* Whether a session closed since the last call (the node then gives memory back). */
 int sut__sessions_closed(sut_sessions_t *ss);
 /* Deadlines (handshake, whole frame, idle, results not taken) and heartbeats. */

@@ -30,7 +30,7 @@ static void start_nodes(size_t n, const char *const *args_per_node[])
     for (i = 0; i < n; i++) {
         ck_assert_msg(tn_spawn(&nodes[i], SUT_NODE_EXE, args_per_node[i]) == 0,
                       "node %zu did not start", i);
-        snprintf(addrs[i], sizeof(addrs[i]), "127.0.0.1:%d", nodes[i].port);
+        snprintf(addrs[i], sizeof(addrs[i]), "%s127.0.0.1:%d", tn_scheme(), nodes[i].port);
         addr_list[i] = addrs[i];
     }
 }

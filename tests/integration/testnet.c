@@ -35,6 +35,12 @@ int tn_spawn(tn_proc_t *p, const char *exe, const char *const *args)
     return tn_spawn_port(p, exe, args, 0);
 }
 
+const char *tn_scheme(void)
+{
+    const char *t = getenv("NSUT_TEST_TRANSPORT");
+    return t && strcmp(t, "ucx") == 0 ? "ucx://" : "";
+}
+
 int tn_spawn_port(tn_proc_t *p, const char *exe, const char *const *args, int port)
 {
     char port_path[128], listen[32];
@@ -53,7 +59,7 @@ int tn_spawn_port(tn_proc_t *p, const char *exe, const char *const *args, int po
     argv[n++] = exe;
     for (i = 0; args && args[i] && n < 58; i++)
         argv[n++] = args[i];
-    snprintf(listen, sizeof(listen), "127.0.0.1:%d", port);
+    snprintf(listen, sizeof(listen), "%s127.0.0.1:%d", tn_scheme(), port);
     argv[n++] = "--listen";
     argv[n++] = listen;
     argv[n++] = "--port-file";

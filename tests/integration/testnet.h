@@ -19,6 +19,10 @@ typedef struct {
     char log_path[128]; /* the daemon's stderr */
 } tn_proc_t;
 
+/* "ucx://" when the environment has NSUT_TEST_TRANSPORT=ucx (the suites' ucx runs), else "":
+ * the prefix of every node address the tests listen on and connect to. */
+const char *tn_scheme(void);
+
 /* Starts |exe| with |args| (NULL-terminated) plus --listen 127.0.0.1:0 --port-file ...; waits up
  * to 10 s for the port. Returns 0 or -1 (the reason on stderr). */
 int tn_spawn(tn_proc_t *p, const char *exe, const char *const *args);

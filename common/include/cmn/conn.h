@@ -1,4 +1,4 @@
-/* A framed TCP connection on a libuv loop.
+/* A framed connection on a libuv loop: TCP (optionally TLS), or UCX (cmn/ucx.h), one API.
  *
  * Reading: bytes go into one reusable buffer per connection and through the frame decoder; each
  * complete frame is handed to on_frame, valid only during the call. The body of a large frame is
@@ -17,6 +17,12 @@
  * cmn_conn_connect(); cmn_conn_start() begins reading. cmn_conn_close() or cmn_conn_shutdown()
  * end it; on_close runs once every handle is closed, after which the memory may be freed.
  *
+ * UCX (cmn_conn_connect_ucx / cmn_conn_accept_ucx instead of connect / uv_accept): each frame
+ * is one UCX active message, sent at once (UCX gathers itself); the payload goes from the
+ * caller's memory and, when large, by rendezvous straight into the frame decoder's payload sink.
+ * Frames arrive in order; read_pause holds them (a large payload stays at the sender until
+ * reading resumes). TLS is for TCP only.
+ *
  * Thread-safety: none. Every function must be called on the loop thread. */
 #ifndef CMN_CONN_H
 #define CMN_CONN_H
@@ -32,6 +38,9 @@ typedef struct cmn_conn cmn_conn_t;
 typedef struct cmn_wbatch cmn_wbatch_t;
 struct cmn__tls;
 struct cmn_tls_ctx;
+struct cmn__ucx_ep;
+struct cmn_ucx;
+struct cmn_ucx_incoming;
 
 typedef struct {
     /* A complete frame. The frame memory is valid during the call only. */
@@ -89,8 +98,9 @@ struct cmn_conn {
     int reading;
     int read_paused;
     int in_read;
-    int large_frames;     /* the last frame was large: read headers alone (see on_alloc) */
-    struct cmn__tls *tls; /* NULL: plaintext */
+    int large_frames;        /* the last frame was large: read headers alone (see on_alloc) */
+    struct cmn__tls *tls;    /* NULL: plaintext */
+    struct cmn__ucx_ep *ucx; /* NULL: TCP */
     /* TLS: batches waiting to be encrypted, oldest first; encryption pauses while much
      * ciphertext waits for the socket, so memory stays bounded whatever is queued. */
     cmn_wbatch_t *tls_head, *tls_tail;
@@ -108,6 +118,18 @@ int cmn_conn_init(uv_loop_t *loop, cmn_conn_t *c, const cmn_conn_callbacks_t *cb
 /* Connects to |addr|; |cb| gets 0 or a negative code (the caller then closes the connection). */
 int cmn_conn_connect(cmn_conn_t *c, const struct sockaddr *addr,
                      void (*cb)(cmn_conn_t *c, int status));
+
+/* The same over UCX (cmn/ucx.h): |cb| gets 0 once the peer's listener accepted the endpoint.
+ * Returns 0, CMN_ECONFIG (TLS was asked for: it is TCP only) or CMN_ECLOSED. */
+int cmn_conn_connect_ucx(cmn_conn_t *c, struct cmn_ucx *u, const struct sockaddr *addr,
+                         void (*cb)(cmn_conn_t *c, int status));
+
+/* From a cmn_ucx_listen callback: takes the connection request into |c| (after cmn_conn_init,
+ * before cmn_conn_start). Returns 0 or a negative code (the request is then rejected). */
+int cmn_conn_accept_ucx(cmn_conn_t *c, struct cmn_ucx_incoming *in);
+
+/* "tcp", "tls" or "ucx:<UCX transports in use>" (e.g. "ucx:posix", "ucx:tcp", "ucx:rc_mlx5"). */
+void cmn_conn_describe(const cmn_conn_t *c, char *buf, size_t len);
 
 /* Runs TLS on this connection (cmn/tls.h); call before cmn_conn_start. |peer_name|: for a client,
  * the host or address its server certificate must match (NULL: the connected address's IP).

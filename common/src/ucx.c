@@ -1,0 +1,1244 @@
+/* The UCX transport under cmn_conn_t: one UCX worker per loop, one endpoint per connection, one
+ * active message per frame. See cmn/ucx.h for the design; conn.c calls in through
+ * ucx_internal.h. */
+#include "cmn/err.h"
+#include "cmn/frame.h"
+#include "cmn/log.h"
+#include "cmn/net.h"
+#include "ucx_internal.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ucp/api/ucp.h>
+
+/* The one active-message id the protocol uses: a frame. */
+#define AM_FRAME 1u
+
+typedef struct cmn__ucx_ep ep_t;
+
+typedef struct {
+    uintptr_t base;
+    size_t len;
+    ucp_mem_h memh;
+} reg_t;
+
+struct cmn_ucx {
+    uv_loop_t *loop;
+    ucp_context_h ctx;
+    ucp_worker_h worker;
+    size_t max_am_header;
+    int busy_poll;
+    uv_poll_t poll;
+    uv_prepare_t prepare;
+    uv_check_t check;
+    uv_idle_t idle;
+    int handles_open;
+    int refs;    /* endpoints and listeners alive */
+    int err_due; /* an endpoint failed inside progress: report after it */
+    int closing; /* cmn_ucx_close was called */
+    ep_t *eps;   /* endpoints that receive frames */
+    pthread_mutex_t reg_lock;
+    reg_t *regs;
+    size_t nregs, regs_cap;
+};
+
+struct cmn_ucx_listener {
+    cmn_ucx_t *u;
+    ucp_listener_h l;
+    cmn_ucx_accept_cb cb;
+    void *arg;
+    int port;
+};
+
+struct cmn_ucx_incoming {
+    cmn_ucx_t *u;
+    ucp_conn_request_h req;
+    int taken;
+};
+
+enum { RX_READY, RX_RNDV_WAIT, RX_RNDV_BUSY };
+
+/* A frame held because an earlier one is not delivered yet, or reading is paused. */
+typedef struct rx {
+    struct rx *next;
+    ep_t *e;
+    cmn_frame_header_t hdr;
+    uint8_t *meta;    /* copy of the metadata (malloc), or inside |buf| */
+    uint8_t *payload; /* where the payload is (once READY) */
+    void *held;       /* UCX's eager data (ucp_am_data_release) or rendezvous descriptor */
+    uint8_t *buf;     /* ours: freed after delivery */
+    int meta_in_data; /* the sender put the metadata before the payload in the data */
+    int state;
+} rx_t;
+
+struct cmn__ucx_ep {
+    cmn_ucx_t *u;
+    cmn_conn_t *c;
+    ucp_ep_h ep;
+    const cmn__ucx_hooks_t *hooks;
+    ep_t *next, *prev; /* in u->eps while frames may arrive */
+    rx_t *rx_head, *rx_tail;
+    int inflight; /* sends, flushes and rendezvous receives UCX still owes a callback */
+    int connecting;
+    int broken;     /* no frame is delivered any more */
+    int failed;     /* UCX reported the endpoint broken: nothing can be sent either */
+    int err_reason; /* failure to report once UCX's progress call has returned */
+    int fetching;   /* inside ucp_am_recv_data_nbx: its callback must not deliver */
+    int closing;
+    int ep_released;
+};
+
+/* One frame on its way out: the packed head, then the data segments. */
+typedef struct {
+    ep_t *e;
+    cmn_conn_sent_cb cb;
+    void *arg;
+    size_t bytes;
+    uint8_t *gather; /* several segments copied into one (see cmn__ucx_send) */
+    ucp_dt_iov_t *iov;
+    uint8_t head[];
+} tx_t;
+
+static void ucx_progress(cmn_ucx_t *u);
+static void on_idle(uv_idle_t *h);
+static void report_errors(cmn_ucx_t *u);
+
+/* ---- Worker and loop ------------------------------------------------------------------- */
+
+static void on_u_closed(uv_handle_t *h)
+{
+    cmn_ucx_t *u = h->data;
+    size_t i;
+
+    if (--u->handles_open > 0)
+        return;
+    for (i = 0; i < u->nregs; i++)
+        ucp_mem_unmap(u->ctx, u->regs[i].memh);
+    free(u->regs);
+    pthread_mutex_destroy(&u->reg_lock);
+    ucp_worker_destroy(u->worker);
+    ucp_cleanup(u->ctx);
+    free(u);
+}
+
+/* Destruction waits for the last endpoint and listener and happens from a close callback, never
+ * inside a UCX callback. */
+static void maybe_destroy(cmn_ucx_t *u)
+{
+    if (u->closing != 1 || u->refs > 0)
+        return;
+    u->closing = 2;
+    uv_close((uv_handle_t *)&u->poll, on_u_closed);
+    uv_close((uv_handle_t *)&u->prepare, on_u_closed);
+    uv_close((uv_handle_t *)&u->check, on_u_closed);
+    uv_close((uv_handle_t *)&u->idle, on_u_closed);
+}
+
+/* The event fd keeps the loop alive while an endpoint or listener may receive. */
+static void ref(cmn_ucx_t *u)
+{
+    if (u->refs++ == 0)
+        uv_ref((uv_handle_t *)&u->poll);
+}
+
+static void unref(cmn_ucx_t *u)
+{
+    if (--u->refs == 0)
+        uv_unref((uv_handle_t *)&u->poll);
+    maybe_destroy(u);
+}
+
+/* Runs UCX until it has nothing to do, then arms the event fd so the loop may sleep on it. The
+ * work per call is bounded (a worker can stay busy, e.g. with a dead shared-memory peer): when
+ * the bound is hit, the idle handle keeps the loop turning and calls again. */
+static void ucx_progress(cmn_ucx_t *u)
+{
+    ucs_status_t st;
+    int round, n;
+
+    for (round = 0; round < 16; round++) {
+        for (n = 0; n < 1024 && ucp_worker_progress(u->worker) != 0; n++) {
+        }
+        if (u->err_due) {
+            report_errors(u);
+            continue;
+        }
+        if (u->busy_poll || u->closing == 2)
+            return;
+        if (n == 1024)
+            continue;
+        st = ucp_worker_arm(u->worker);
+        if (st == UCS_OK) {
+            uv_idle_stop(&u->idle);
+            return;
+        }
+        if (st != UCS_ERR_BUSY) {
+            cmn_log_warn("ucx: cannot arm the worker's event fd: %s", ucs_status_string(st));
+            break;
+        }
+    }
+    uv_idle_start(&u->idle, on_idle);
+}
+
+static void on_poll(uv_poll_t *h, int status, int events)
+{
+    (void)status;
+    (void)events;
+    ucx_progress(h->data);
+}
+
+/* Before the loop blocks (work queued by timers and other handles) and after it wakes. */
+static void on_prepare(uv_prepare_t *h)
+{
+    ucx_progress(h->data);
+}
+
+static void on_check(uv_check_t *h)
+{
+    ucx_progress(h->data);
+}
+
+static void on_idle(uv_idle_t *h)
+{
+    ucx_progress(h->data);
+}
+
+static ucs_status_t on_am(void *arg, const void *header, size_t header_length, void *data,
+                          size_t length, const ucp_am_recv_param_t *param);
+
+int cmn_ucx_open(uv_loop_t *loop, const cmn_ucx_options_t *opt, cmn_ucx_t **out, cmn_errbuf_t *eb)
+{
+    ucp_params_t params;
+    ucp_worker_params_t wp;
+    ucp_worker_attr_t wa;
+    ucp_am_handler_param_t ap;
+    ucp_config_t *config;
+    ucs_status_t st;
+    cmn_ucx_t *u;
+    int fd, rc;
+
+    *out = NULL;
+    u = calloc(1, sizeof(*u));
+    if (!u)
+        return cmn_errf(eb, UV_ENOMEM, "ucx: out of memory");
+    u->loop = loop;
+    /* Without options, NSUT_UCX_BUSY_POLL=1 asks for busy polling (programs that take no
+     * UCX options of their own, e.g. the QDL and sut-node). */
+    u->busy_poll =
+        opt ? opt->busy_poll
+            : getenv("NSUT_UCX_BUSY_POLL") && strcmp(getenv("NSUT_UCX_BUSY_POLL"), "1") == 0;
+    st = ucp_config_read(NULL, NULL, &config);
+    if (st != UCS_OK) {
+        free(u);
+        return cmn_errf(eb, CMN_ECONFIG, "ucx: cannot read the UCX configuration: %s",
+                        ucs_status_string(st));
+    }
+    memset(&params, 0, sizeof(params));
+    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+    params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+    params.mt_workers_shared = 1; /* cmn_ucx_register may come from another thread */
+    st = ucp_init(&params, config, &u->ctx);
+    ucp_config_release(config);
+    if (st != UCS_OK) {
+        free(u);
+        return cmn_errf(eb, CMN_ECONFIG, "ucx: ucp_init failed: %s (check UCX_TLS and ucx_info -d)",
+                        ucs_status_string(st));
+    }
+    memset(&wp, 0, sizeof(wp));
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+    st = ucp_worker_create(u->ctx, &wp, &u->worker);
+    if (st != UCS_OK) {
+        ucp_cleanup(u->ctx);
+        free(u);
+        return cmn_errf(eb, CMN_ECONFIG, "ucx: no worker: %s (check UCX_TLS and ucx_info -d)",
+                        ucs_status_string(st));
+    }
+    memset(&wa, 0, sizeof(wa));
+    wa.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
+    st = ucp_worker_query(u->worker, &wa);
+    u->max_am_header = st == UCS_OK ? wa.max_am_header : CMN_FRAME_HEADER_SIZE;
+    if (u->max_am_header < CMN_FRAME_HEADER_SIZE) {
+        rc = cmn_errf(eb, CMN_ECONFIG, "ucx: active-message headers of %zu bytes are too small",
+                      u->max_am_header);
+        goto fail;
+    }
+    memset(&ap, 0, sizeof(ap));
+    ap.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+                    UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    ap.id = AM_FRAME;
+    ap.flags = UCP_AM_FLAG_WHOLE_MSG | UCP_AM_FLAG_PERSISTENT_DATA;
+    ap.cb = on_am;
+    ap.arg = u;
+    st = ucp_worker_set_am_recv_handler(u->worker, &ap);
+    if (st == UCS_OK)
+        st = ucp_worker_get_efd(u->worker, &fd);
+    if (st != UCS_OK) {
+        rc = cmn_errf(eb, CMN_ECONFIG, "ucx: worker set-up failed: %s", ucs_status_string(st));
+        goto fail;
+    }
+    rc = uv_poll_init(loop, &u->poll, fd);
+    if (rc < 0) {
+        rc = cmn_errf(eb, rc, "ucx: cannot poll the worker's event fd: %s", uv_strerror(rc));
+        goto fail;
+    }
+    pthread_mutex_init(&u->reg_lock, NULL);
+    uv_prepare_init(loop, &u->prepare);
+    uv_check_init(loop, &u->check);
+    uv_idle_init(loop, &u->idle);
+    u->poll.data = u->prepare.data = u->check.data = u->idle.data = u;
+    u->handles_open = 4;
+    uv_poll_start(&u->poll, UV_READABLE, on_poll);
+    uv_prepare_start(&u->prepare, on_prepare);
+    uv_check_start(&u->check, on_check);
+    if (u->busy_poll)
+        uv_idle_start(&u->idle, on_idle);
+    /* The loop stays alive for connections and listeners, not for an idle worker. */
+    uv_unref((uv_handle_t *)&u->poll);
+    uv_unref((uv_handle_t *)&u->prepare);
+    uv_unref((uv_handle_t *)&u->check);
+    uv_unref((uv_handle_t *)&u->idle);
+    *out = u;
+    return 0;
+
+fail:
+    ucp_worker_destroy(u->worker);
+    ucp_cleanup(u->ctx);
+    free(u);
+    return rc;
+}
+
+void cmn_ucx_close(cmn_ucx_t *u)
+{
+    if (!u || u->closing)
+        return;
+    u->closing = 1;
+    maybe_destroy(u);
+}
+
+/* ---- Registration ---------------------------------------------------------------------- */
+
+int cmn_ucx_register(cmn_ucx_t *u, void *ptr, size_t len)
+{
+    ucp_mem_map_params_t mp;
+    ucp_mem_h memh;
+    ucs_status_t st;
+    reg_t *nr;
+    int rc = 0;
+
+    if (!ptr || len == 0)
+        return 0;
+    memset(&mp, 0, sizeof(mp));
+    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+    mp.address = ptr;
+    mp.length = len;
+    st = ucp_mem_map(u->ctx, &mp, &memh);
+    if (st != UCS_OK) {
+        cmn_log_error("ucx: cannot register %zu bytes at %p: %s", len, ptr, ucs_status_string(st));
+        return CMN_ECONFIG;
+    }
+    pthread_mutex_lock(&u->reg_lock);
+    if (u->nregs == u->regs_cap) {
+        size_t ncap = u->regs_cap ? u->regs_cap * 2 : 8;
+        nr = realloc(u->regs, ncap * sizeof(*nr));
+        if (!nr) {
+            rc = UV_ENOMEM;
+            goto out;
+        }
+        u->regs = nr;
+        u->regs_cap = ncap;
+    }
+    u->regs[u->nregs].base = (uintptr_t)ptr;
+    u->regs[u->nregs].len = len;
+    u->regs[u->nregs].memh = memh;
+    u->nregs++;
+out:
+    pthread_mutex_unlock(&u->reg_lock);
+    if (rc < 0)
+        ucp_mem_unmap(u->ctx, memh);
+    return rc;
+}
+
+void cmn_ucx_unregister(cmn_ucx_t *u, void *ptr)
+{
+    ucp_mem_h memh = NULL;
+    size_t i;
+
+    pthread_mutex_lock(&u->reg_lock);
+    for (i = 0; i < u->nregs; i++) {
+        if (u->regs[i].base == (uintptr_t)ptr) {
+            memh = u->regs[i].memh;
+            u->regs[i] = u->regs[--u->nregs];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&u->reg_lock);
+    if (memh)
+        ucp_mem_unmap(u->ctx, memh);
+}
+
+/* The registration covering [p, p+len), or NULL. */
+static ucp_mem_h find_memh(cmn_ucx_t *u, const void *p, size_t len)
+{
+    uintptr_t a = (uintptr_t)p;
+    ucp_mem_h memh = NULL;
+    size_t i;
+
+    if (u->nregs == 0)
+        return NULL; /* read without the lock: a stale zero only skips the hint */
+    pthread_mutex_lock(&u->reg_lock);
+    for (i = 0; i < u->nregs; i++) {
+        if (a >= u->regs[i].base && a - u->regs[i].base <= u->regs[i].len &&
+            len <= u->regs[i].len - (a - u->regs[i].base)) {
+            memh = u->regs[i].memh;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&u->reg_lock);
+    return memh;
+}
+
+/* ---- Endpoints ------------------------------------------------------------------------- */
+
+static void ep_link(ep_t *e)
+{
+    cmn_ucx_t *u = e->u;
+    e->prev = NULL;
+    e->next = u->eps;
+    if (u->eps)
+        u->eps->prev = e;
+    u->eps = e;
+}
+
+static void ep_unlink(ep_t *e)
+{
+    if (e->prev)
+        e->prev->next = e->next;
+    else if (e->u->eps == e)
+        e->u->eps = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    e->next = e->prev = NULL;
+}
+
+static ep_t *ep_find(cmn_ucx_t *u, ucp_ep_h ep)
+{
+    ep_t *e;
+    for (e = u->eps; e; e = e->next)
+        if (e->ep == ep)
+            return e;
+    return NULL;
+}
+
+/* Once the endpoint is released and UCX owes no callback, conn.c gets the connection back. */
+static void maybe_released(ep_t *e)
+{
+    cmn_conn_t *c = e->c;
+    const cmn__ucx_hooks_t *hooks = e->hooks;
+    cmn_ucx_t *u = e->u;
+
+    if (!e->closing || !e->ep_released || e->inflight > 0)
+        return;
+    c->ucx = NULL;
+    free(e);
+    unref(u);
+    hooks->released(c);
+}
+
+static int status_code(ucs_status_t st)
+{
+    switch (st) {
+    case UCS_OK:
+        return 0;
+    case UCS_ERR_CANCELED:
+        return UV_ECANCELED;
+    case UCS_ERR_UNREACHABLE:
+    case UCS_ERR_REJECTED:
+        return UV_ECONNREFUSED;
+    case UCS_ERR_ENDPOINT_TIMEOUT:
+        return CMN_ETIMEOUT;
+    default:
+        return CMN_ECLOSED;
+    }
+}
+
+static void connect_done(ep_t *e, int status)
+{
+    cmn_conn_t *c = e->c;
+
+    if (!e->connecting)
+        return;
+    e->connecting = 0;
+    if (c->connect_cb)
+        c->connect_cb(c, c->closing && status == 0 ? CMN_ECLOSED : status);
+}
+
+/* The connection is to end with |reason|, reported once UCX's progress call has returned (a
+ * close from inside a UCX callback is not safe while UCX tears the endpoint down). */
+static void end_later(ep_t *e, int reason)
+{
+    if (!e->err_reason)
+        e->err_reason = reason;
+    e->u->err_due = 1;
+}
+
+/* UCX's error handler: the peer is gone (or never answered). */
+static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t st)
+{
+    ep_t *e = arg;
+    cmn_conn_t *c = e->c;
+    int reason;
+
+    (void)ep;
+    if (e->closing || e->failed)
+        return;
+    e->failed = e->broken = 1;
+    reason = status_code(st);
+    if (e->connecting && reason == CMN_ECLOSED)
+        reason = UV_ECONNREFUSED;
+    snprintf(c->last_error, sizeof(c->last_error), "UCX endpoint to %s: %s", c->peer,
+             ucs_status_string(st));
+    end_later(e, reason == UV_ECANCELED ? CMN_ECLOSED : reason);
+}
+
+/* Failures recorded by on_ep_error, reported now that UCX's progress call has returned. */
+static void report_errors(cmn_ucx_t *u)
+{
+    ep_t *e, *next;
+
+    u->err_due = 0;
+    for (e = u->eps; e; e = next) {
+        int reason = e->err_reason;
+        next = e->next;
+        if (!reason)
+            continue;
+        e->err_reason = 0;
+        if (e->connecting)
+            connect_done(e, reason);
+        else
+            e->hooks->end(e->c, reason);
+        /* The callee may have closed endpoints: start over (each reports once). */
+        next = u->eps;
+    }
+}
+
+static void on_connect_flushed(void *req, ucs_status_t st, void *user_data)
+{
+    ep_t *e = user_data;
+
+    ucp_request_free(req);
+    e->inflight--;
+    if (!e->closing && e->connecting) {
+        if (st == UCS_OK) {
+            connect_done(e, 0);
+        } else {
+            if (!e->failed)
+                snprintf(e->c->last_error, sizeof(e->c->last_error), "UCX endpoint to %s: %s",
+                         e->c->peer, ucs_status_string(st));
+            e->failed = e->broken = 1;
+            end_later(e, UV_ECONNREFUSED);
+        }
+    }
+    maybe_released(e);
+}
+
+static ep_t *ep_new(cmn_ucx_t *u, cmn_conn_t *c, const cmn__ucx_hooks_t *hooks)
+{
+    ep_t *e = calloc(1, sizeof(*e));
+    if (!e)
+        return NULL;
+    e->u = u;
+    e->c = c;
+    e->hooks = hooks;
+    return e;
+}
+
+static void ep_params_common(ucp_ep_params_t *p, ep_t *e)
+{
+    p->field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+    p->err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    p->err_handler.cb = on_ep_error;
+    p->err_handler.arg = e;
+}
+
+int cmn__ucx_connect(cmn_ucx_t *u, cmn_conn_t *c, const struct sockaddr *addr,
+                     const cmn__ucx_hooks_t *hooks)
+{
+    ucp_ep_params_t p;
+    ucp_request_param_t rp;
+    ucs_status_ptr_t req;
+    ucs_status_t st;
+    ep_t *e;
+
+    if (u->closing)
+        return CMN_ECLOSED;
+    e = ep_new(u, c, hooks);
+    if (!e)
+        return UV_ENOMEM;
+    memset(&p, 0, sizeof(p));
+    p.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR;
+    p.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+    p.sockaddr.addr = addr;
+    p.sockaddr.addrlen =
+        addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    ep_params_common(&p, e);
+    st = ucp_ep_create(u->worker, &p, &e->ep);
+    if (st != UCS_OK) {
+        snprintf(c->last_error, sizeof(c->last_error), "UCX endpoint to %s: %s", c->peer,
+                 ucs_status_string(st));
+        cmn_log_warn("%s", c->last_error);
+        free(e);
+        return CMN_ECONFIG;
+    }
+    ref(u);
+    c->ucx = e;
+    e->connecting = 1;
+    ep_link(e);
+    /* The flush completes once the endpoint is wired up to the peer's listener. */
+    memset(&rp, 0, sizeof(rp));
+    rp.op_attr_mask =
+        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    rp.cb.send = on_connect_flushed;
+    rp.user_data = e;
+    e->inflight++; /* before the call: its callback may run inside it */
+    req = ucp_ep_flush_nbx(e->ep, &rp);
+    if (UCS_PTR_IS_ERR(req)) {
+        /* Reported through the error handler or the caller's close. */
+        e->inflight--;
+        e->connecting = 0;
+        return CMN_ECLOSED;
+    }
+    return 0;
+}
+
+int cmn__ucx_accept(cmn_ucx_incoming_t *in, cmn_conn_t *c, const cmn__ucx_hooks_t *hooks)
+{
+    cmn_ucx_t *u = in->u;
+    ucp_conn_request_attr_t ra;
+    ucp_ep_params_t p;
+    ucs_status_t st;
+    ep_t *e;
+
+    if (in->taken)
+        return CMN_ESTATE;
+    e = ep_new(u, c, hooks);
+    if (!e)
+        return UV_ENOMEM;
+    memset(&ra, 0, sizeof(ra));
+    ra.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
+    if (ucp_conn_request_query(in->req, &ra) == UCS_OK)
+        cmn_addr_format((const struct sockaddr *)&ra.client_address, c->peer, sizeof(c->peer));
+    memset(&p, 0, sizeof(p));
+    p.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST;
+    p.conn_request = in->req;
+    ep_params_common(&p, e);
+    in->taken = 1; /* ucp_ep_create consumes the request even when it fails */
+    st = ucp_ep_create(u->worker, &p, &e->ep);
+    if (st != UCS_OK) {
+        cmn_log_warn("ucx: cannot accept %s: %s", c->peer, ucs_status_string(st));
+        free(e);
+        return CMN_ECLOSED;
+    }
+    ref(u);
+    c->ucx = e;
+    ep_link(e);
+    return 0;
+}
+
+/* ---- Receiving ------------------------------------------------------------------------- */
+
+static int can_deliver(const ep_t *e)
+{
+    const cmn_conn_t *c = e->c;
+    return !e->broken && !e->closing && !c->closing && c->reading && !c->read_paused;
+}
+
+static void deliver_frame(ep_t *e, const cmn_frame_header_t *h, const uint8_t *meta,
+                          const uint8_t *payload)
+{
+    cmn_conn_t *c = e->c;
+    cmn_frame_t f;
+
+    f.hdr = *h;
+    f.meta = meta;
+    f.payload = payload;
+    c->frames_in++;
+    c->bytes_in += CMN_FRAME_HEADER_SIZE + (uint64_t)h->meta_len + h->payload_len;
+    c->cb.on_frame(c, &f);
+}
+
+/* The frame broke the rules (limits, lengths): as on the TCP path, on_decode_error or close. */
+static void frame_error(ep_t *e, int err)
+{
+    cmn_conn_t *c = e->c;
+
+    e->broken = 1;
+    if (c->cb.on_decode_error)
+        c->cb.on_decode_error(c, err);
+    else
+        e->hooks->end(c, err);
+}
+
+static void rx_free(ep_t *e, rx_t *r)
+{
+    if (r->held)
+        ucp_am_data_release(e->u->worker, r->held);
+    if (!r->meta_in_data)
+        free(r->meta);
+    free(r->buf);
+    free(r);
+}
+
+static void on_rndv_done(void *req, ucs_status_t st, size_t length, void *user_data)
+{
+    rx_t *r = user_data;
+    ep_t *e = r->e;
+
+    (void)length;
+    ucp_request_free(req);
+    e->inflight--;
+    if (st == UCS_OK) {
+        r->state = RX_READY;
+        if (!e->fetching)
+            cmn__ucx_deliver(e->c);
+    } else if (!e->closing && !e->broken) {
+        e->broken = 1;
+        snprintf(e->c->last_error, sizeof(e->c->last_error), "UCX receive from %s: %s", e->c->peer,
+                 ucs_status_string(st));
+        end_later(e, CMN_ECLOSED);
+    }
+    maybe_released(e);
+}
+
+/* The head frame's payload is still at the sender: pick its place (the sink's buffer when there
+ * is one, else ours, within the limits already checked) and fetch it. */
+static int rndv_start(ep_t *e, rx_t *r)
+{
+    cmn_conn_t *c = e->c;
+    ucp_request_param_t rp;
+    ucs_status_ptr_t req;
+    size_t len = r->hdr.payload_len;
+    uint8_t *dst = NULL;
+    void *desc = r->held;
+
+    if (r->meta_in_data) {
+        len += r->hdr.meta_len;
+        r->buf = malloc(len);
+        if (!r->buf)
+            return UV_ENOMEM;
+        r->meta = r->buf;
+        dst = r->buf;
+        r->payload = r->buf + r->hdr.meta_len;
+    } else {
+        if (c->dec.sink && r->hdr.payload_len >= c->dec.sink_min)
+            dst = c->dec.sink(c->dec.sink_arg, &r->hdr, r->meta);
+        if (!dst) {
+            r->buf = malloc(len);
+            if (!r->buf)
+                return UV_ENOMEM;
+            dst = r->buf;
+        }
+        r->payload = dst;
+    }
+    memset(&rp, 0, sizeof(rp));
+    rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    rp.cb.recv_am = on_rndv_done;
+    rp.user_data = r;
+    r->held = NULL; /* the descriptor now belongs to the receive */
+    r->state = RX_RNDV_BUSY;
+    e->inflight++; /* before the call: its callback may run inside it */
+    e->fetching = 1;
+    req = ucp_am_recv_data_nbx(e->u->worker, desc, dst, len, &rp);
+    e->fetching = 0;
+    if (UCS_PTR_IS_ERR(req) || req == NULL)
+        e->inflight--;
+    if (UCS_PTR_IS_ERR(req)) {
+        snprintf(c->last_error, sizeof(c->last_error), "UCX receive from %s: %s", c->peer,
+                 ucs_status_string(UCS_PTR_STATUS(req)));
+        return CMN_ECLOSED;
+    }
+    if (req == NULL)
+        r->state = RX_READY;
+    return 0;
+}
+
+void cmn__ucx_deliver(cmn_conn_t *c)
+{
+    ep_t *e = c->ucx;
+    rx_t *r;
+    int rc;
+
+    while (e && (r = e->rx_head) != NULL && can_deliver(e)) {
+        if (r->state == RX_RNDV_WAIT) {
+            rc = rndv_start(e, r);
+            if (rc < 0) {
+                e->broken = 1;
+                e->hooks->end(c, rc);
+                return;
+            }
+        }
+        if (r->state != RX_READY)
+            return;
+        e->rx_head = r->next;
+        if (!e->rx_head)
+            e->rx_tail = NULL;
+        deliver_frame(e, &r->hdr, r->meta, r->payload);
+        rx_free(e, r);
+        e = c->ucx; /* on_frame may have closed the connection; e stays until released */
+    }
+}
+
+/* One frame arrived: header = frame header [+ metadata], data = [metadata +] payload. */
+static ucs_status_t on_am(void *arg, const void *header, size_t header_length, void *data,
+                          size_t length, const ucp_am_recv_param_t *param)
+{
+    cmn_ucx_t *u = arg;
+    const uint8_t *hb = header;
+    cmn_frame_header_t h;
+    ep_t *e;
+    rx_t *r;
+    int rc, rndv, meta_in_data;
+
+    if (!(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP))
+        return UCS_OK;
+    e = ep_find(u, param->reply_ep);
+    if (!e || e->broken || e->closing || e->c->closing)
+        return UCS_OK; /* dropped, as bytes after a close are */
+    rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
+    if (header_length < CMN_FRAME_HEADER_SIZE) {
+        frame_error(e, CMN_EMAGIC);
+        return UCS_OK;
+    }
+    /* Limits first: before a byte of a rendezvous payload moves or anything is allocated. */
+    rc = cmn_frame_header_parse(hb, &e->c->dec.limits, &h);
+    if (rc < 0) {
+        /* For the owner's message (sut-node names the sizes against the limit). */
+        e->c->dec.hdr.type = hb[5];
+        e->c->dec.hdr.meta_len =
+            (uint32_t)hb[8] << 24 | (uint32_t)hb[9] << 16 | (uint32_t)hb[10] << 8 | hb[11];
+        e->c->dec.hdr.payload_len =
+            (uint32_t)hb[12] << 24 | (uint32_t)hb[13] << 16 | (uint32_t)hb[14] << 8 | hb[15];
+        frame_error(e, rc);
+        return UCS_OK;
+    }
+    e->c->dec.hdr = h;
+    meta_in_data = header_length == CMN_FRAME_HEADER_SIZE && h.meta_len > 0;
+    if ((!meta_in_data && header_length != CMN_FRAME_HEADER_SIZE + h.meta_len) ||
+        length != (size_t)h.payload_len + (meta_in_data ? h.meta_len : 0)) {
+        frame_error(e, CMN_ETOOBIG);
+        return UCS_OK;
+    }
+    if (!rndv && !e->rx_head && can_deliver(e)) {
+        const uint8_t *d = data;
+        if (meta_in_data)
+            deliver_frame(e, &h, d, d + h.meta_len);
+        else
+            deliver_frame(e, &h, hb + CMN_FRAME_HEADER_SIZE, d);
+        return UCS_OK;
+    }
+    /* Held: behind an earlier frame, paused, or a rendezvous payload still to fetch. */
+    r = calloc(1, sizeof(*r));
+    if (!r || (!meta_in_data && h.meta_len && !(r->meta = malloc(h.meta_len)))) {
+        free(r);
+        frame_error(e, UV_ENOMEM);
+        return UCS_OK;
+    }
+    r->e = e;
+    r->hdr = h;
+    r->meta_in_data = meta_in_data;
+    if (!meta_in_data && h.meta_len)
+        memcpy(r->meta, hb + CMN_FRAME_HEADER_SIZE, h.meta_len);
+    if (rndv || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA)) {
+        r->held = data;
+    } else {
+        /* UCX lends this data for the call only: keep a copy. */
+        r->buf = malloc(length ? length : 1);
+        if (!r->buf) {
+            rx_free(e, r);
+            frame_error(e, UV_ENOMEM);
+            return UCS_OK;
+        }
+        memcpy(r->buf, data, length);
+        data = r->buf;
+    }
+    if (rndv) {
+        r->state = RX_RNDV_WAIT;
+    } else {
+        r->state = RX_READY;
+        if (meta_in_data) {
+            r->meta = data;
+            r->payload = (uint8_t *)data + h.meta_len;
+        } else {
+            r->payload = data;
+        }
+    }
+    if (e->rx_tail)
+        e->rx_tail->next = r;
+    else
+        e->rx_head = r;
+    e->rx_tail = r;
+    if (!rndv)
+        /* Held eager data stays ours until rx_free (ucp_am_data_release); it is delivered from
+         * a later call (a finished rendezvous ahead of it, or resumed reading). */
+        return r->held ? UCS_INPROGRESS : UCS_OK;
+    cmn__ucx_deliver(e->c); /* fetches the payload now when this frame is first in line */
+    return UCS_INPROGRESS;
+}
+
+/* ---- Sending --------------------------------------------------------------------------- */
+
+static void written(cmn_conn_t *c, size_t n)
+{
+    c->bytes_writing -= n;
+    if (c->above_high_water && c->bytes_writing <= c->opt.write_low_water) {
+        c->above_high_water = 0;
+        if (c->cb.on_drain && !c->closing)
+            c->cb.on_drain(c);
+    }
+}
+
+static void on_sent(void *req, ucs_status_t st, void *user_data)
+{
+    tx_t *t = user_data;
+    ep_t *e = t->e;
+    cmn_conn_t *c = e->c;
+    size_t bytes;
+
+    ucp_request_free(req);
+    e->inflight--;
+    if (st == UCS_OK)
+        c->bytes_out += t->bytes;
+    bytes = t->bytes;
+    if (t->cb)
+        t->cb(t->arg, status_code(st));
+    free(t->gather);
+    free(t);
+    written(c, bytes);
+    maybe_released(e);
+}
+
+int cmn__ucx_send(cmn_conn_t *c, unsigned type, const ProtobufCMessage *meta,
+                  const struct iovec *payload, size_t n_payload, cmn_conn_sent_cb cb, void *arg)
+{
+    ep_t *e = c->ucx;
+    ucp_request_param_t rp;
+    ucs_status_ptr_t req;
+    size_t hsize, i, nseg = 0, hlen, bytes;
+    uint64_t plen = 0;
+    const void *buf = NULL;
+    size_t count = 0;
+    long hl;
+    tx_t *t;
+
+    if (!e || e->failed || e->closing || e->connecting)
+        return CMN_ECLOSED;
+    for (i = 0; i < n_payload; i++)
+        plen += payload[i].iov_len;
+    hsize = cmn_frame_head_size(meta);
+    t = malloc(sizeof(*t) + hsize + (n_payload + 1) * sizeof(ucp_dt_iov_t) + 8);
+    if (!t)
+        return UV_ENOMEM;
+    hl = cmn_frame_encode_head(type, meta, plen, t->head, hsize);
+    if (hl < 0) {
+        free(t);
+        return (int)hl;
+    }
+    /* The iov array after the head, aligned. */
+    t->iov = (ucp_dt_iov_t *)(((uintptr_t)(t->head + hsize) + 7u) & ~(uintptr_t)7u);
+    t->e = e;
+    t->gather = NULL;
+    t->cb = cb;
+    t->arg = arg;
+    t->bytes = (size_t)hl + (size_t)plen;
+    /* Metadata too large for an active-message header travels at the front of the data. */
+    hlen = (size_t)hl;
+    if (hlen > e->u->max_am_header) {
+        hlen = CMN_FRAME_HEADER_SIZE;
+        t->iov[nseg].buffer = t->head + CMN_FRAME_HEADER_SIZE;
+        t->iov[nseg].length = (size_t)hl - CMN_FRAME_HEADER_SIZE;
+        nseg++;
+    }
+    for (i = 0; i < n_payload; i++) {
+        if (payload[i].iov_len == 0)
+            continue;
+        t->iov[nseg].buffer = payload[i].iov_base;
+        t->iov[nseg].length = payload[i].iov_len;
+        nseg++;
+    }
+    memset(&rp, 0, sizeof(rp));
+    rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                      UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    rp.flags = UCP_AM_SEND_FLAG_REPLY; /* the receiver finds the connection by its endpoint */
+    rp.cb.send = on_sent;
+    rp.user_data = t;
+    if (nseg == 1) {
+        buf = t->iov[0].buffer;
+        count = t->iov[0].length;
+        rp.memh = find_memh(e->u, buf, count);
+        if (rp.memh)
+            rp.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+    } else if (nseg > 1) {
+        /* UCX 1.13's active messages mishandle the iov datatype (the receiver is told the
+         * segment count as the length), so several segments are gathered into one buffer: the
+         * one copy on this path, avoided by passing the payload as one segment. */
+        size_t off = 0;
+        t->gather = malloc(t->bytes);
+        if (!t->gather) {
+            free(t);
+            return UV_ENOMEM;
+        }
+        for (i = 0; i < nseg; i++) {
+            memcpy(t->gather + off, t->iov[i].buffer, t->iov[i].length);
+            off += t->iov[i].length;
+        }
+        buf = t->gather;
+        count = off;
+    }
+    /* Accounted before the call: UCX may complete the send (on_sent frees |t|) inside it. */
+    bytes = t->bytes;
+    e->inflight++;
+    c->bytes_writing += bytes;
+    req = ucp_am_send_nbx(e->ep, AM_FRAME, t->head, hlen, buf, count, &rp);
+    if (UCS_PTR_IS_ERR(req)) {
+        e->inflight--;
+        c->bytes_writing -= bytes;
+        free(t->gather);
+        free(t);
+        snprintf(c->last_error, sizeof(c->last_error), "UCX send to %s: %s", c->peer,
+                 ucs_status_string(UCS_PTR_STATUS(req)));
+        return CMN_ECLOSED;
+    }
+    c->frames_out++;
+    if (c->bytes_writing > c->opt.write_high_water)
+        c->above_high_water = 1;
+    return 0;
+}
+
+/* ---- Closing --------------------------------------------------------------------------- */
+
+static void on_shutdown_flushed(void *req, ucs_status_t st, void *user_data)
+{
+    ep_t *e = user_data;
+
+    (void)st;
+    ucp_request_free(req);
+    e->inflight--;
+    if (!e->closing)
+        end_later(e, e->c->close_reason ? e->c->close_reason : CMN_ECLOSED);
+    maybe_released(e);
+}
+
+void cmn__ucx_shutdown(cmn_conn_t *c)
+{
+    ep_t *e = c->ucx;
+    ucp_request_param_t rp;
+    ucs_status_ptr_t req;
+
+    if (!e || e->closing)
+        return;
+    if (e->failed || e->connecting) {
+        e->hooks->end(c, c->close_reason);
+        return;
+    }
+    memset(&rp, 0, sizeof(rp));
+    rp.op_attr_mask =
+        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    rp.cb.send = on_shutdown_flushed;
+    rp.user_data = e;
+    e->inflight++; /* before the call: its callback may run inside it */
+    req = ucp_ep_flush_nbx(e->ep, &rp);
+    if (UCS_PTR_IS_ERR(req)) {
+        e->inflight--;
+        e->hooks->end(c, c->close_reason);
+    }
+}
+
+static void on_ep_closed(void *req, ucs_status_t st, void *user_data)
+{
+    ep_t *e = user_data;
+
+    (void)st;
+    ucp_request_free(req);
+    e->ep_released = 1;
+    maybe_released(e);
+}
+
+/* A released endpoint's last word comes from a later loop turn, never from inside the call. */
+static void on_release_timer_closed(uv_handle_t *h)
+{
+    ep_t *e = h->data;
+    free(h);
+    e->ep_released = 1;
+    maybe_released(e);
+}
+
+void cmn__ucx_close(cmn_conn_t *c)
+{
+    ep_t *e = c->ucx;
+    ucp_request_param_t rp;
+    ucs_status_ptr_t req;
+    rx_t *r;
+
+    if (!e || e->closing)
+        return;
+    e->closing = 1;
+    e->connecting = 0;
+    ep_unlink(e);
+    while ((r = e->rx_head) != NULL && r->state != RX_RNDV_BUSY) {
+        e->rx_head = r->next;
+        rx_free(e, r);
+    }
+    /* A rendezvous receive in flight finishes (into its buffer) before the release. */
+    if (r) {
+        rx_t *rest = r->next;
+        r->next = NULL;
+        while (rest) {
+            rx_t *n = rest->next;
+            rx_free(e, rest);
+            rest = n;
+        }
+    }
+    e->rx_tail = e->rx_head;
+    memset(&rp, 0, sizeof(rp));
+    rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+                      UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    rp.flags = UCP_EP_CLOSE_FLAG_FORCE; /* the peer sees the endpoint fail at once */
+    rp.cb.send = on_ep_closed;
+    rp.user_data = e;
+    req = ucp_ep_close_nbx(e->ep, &rp);
+    if (UCS_PTR_IS_ERR(req) || req == NULL) {
+        uv_idle_t *h = malloc(sizeof(*h));
+        if (h) {
+            uv_idle_init(e->u->loop, h);
+            h->data = e;
+            uv_close((uv_handle_t *)h, on_release_timer_closed);
+            return;
+        }
+        e->ep_released = 1; /* no memory: released now; conn.c still holds its own handles */
+        maybe_released(e);
+    }
+}
+
+void cmn__ucx_describe(const cmn_conn_t *c, char *buf, size_t len)
+{
+    char *text = NULL, *line, *save = NULL, names[256] = "";
+    size_t tlen = 0;
+    FILE *f;
+
+    snprintf(buf, len, "ucx");
+    if (!c->ucx || c->ucx->closing)
+        return;
+    /* UCX 1.13 has no query for an endpoint's transports; its info dump names one per lane
+     * ("lane[0]:  3:posix/memory.0 md[2] ..."). */
+    f = open_memstream(&text, &tlen);
+    if (!f)
+        return;
+    ucp_ep_print_info(c->ucx->ep, f);
+    fclose(f);
+    for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *p = strstr(line, "lane["), *colon, *slash;
+        char tl[32];
+        size_t n;
+
+        if (!p || !(colon = strchr(p, ':')))
+            continue;
+        colon++;
+        while (*colon == ' ')
+            colon++;
+        while (*colon >= '0' && *colon <= '9')
+            colon++;
+        if (*colon != ':')
+            continue;
+        colon++;
+        slash = strchr(colon, '/');
+        if (!slash || (size_t)(slash - colon) >= sizeof(tl))
+            continue;
+        n = (size_t)(slash - colon);
+        memcpy(tl, colon, n);
+        tl[n] = '\0';
+        if (strstr(names, tl))
+            continue;
+        if (names[0])
+            strncat(names, ",", sizeof(names) - strlen(names) - 1);
+        strncat(names, tl, sizeof(names) - strlen(names) - 1);
+    }
+    free(text);
+    if (names[0])
+        snprintf(buf, len, "ucx:%s", names);
+}
+
+/* ---- Listener -------------------------------------------------------------------------- */
+
+static void on_conn_request(ucp_conn_request_h req, void *arg)
+{
+    cmn_ucx_listener_t *l = arg;
+    cmn_ucx_incoming_t in;
+
+    in.u = l->u;
+    in.req = req;
+    in.taken = 0;
+    if (!l->u->closing)
+        l->cb(l, &in, l->arg);
+    if (!in.taken)
+        ucp_listener_reject(l->l, req);
+}
+
+int cmn_ucx_listen(cmn_ucx_t *u, const struct sockaddr *addr, cmn_ucx_accept_cb cb, void *arg,
+                   cmn_ucx_listener_t **out, cmn_errbuf_t *eb)
+{
+    ucp_listener_params_t p;
+    ucp_listener_attr_t a;
+    cmn_ucx_listener_t *l;
+    ucs_status_t st;
+    char where[64];
+
+    *out = NULL;
+    cmn_addr_format(addr, where, sizeof(where));
+    l = calloc(1, sizeof(*l));
+    if (!l)
+        return cmn_errf(eb, UV_ENOMEM, "ucx: out of memory");
+    l->u = u;
+    l->cb = cb;
+    l->arg = arg;
+    memset(&p, 0, sizeof(p));
+    p.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+    p.sockaddr.addr = addr;
+    p.sockaddr.addrlen =
+        addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    p.conn_handler.cb = on_conn_request;
+    p.conn_handler.arg = l;
+    st = ucp_listener_create(u->worker, &p, &l->l);
+    if (st != UCS_OK) {
+        free(l);
+        return cmn_errf(eb, st == UCS_ERR_BUSY ? UV_EADDRINUSE : CMN_ECONFIG,
+                        "ucx: cannot listen on %s: %s", where, ucs_status_string(st));
+    }
+    memset(&a, 0, sizeof(a));
+    a.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+    l->port = ucp_listener_query(l->l, &a) == UCS_OK
+                  ? cmn_addr_port((const struct sockaddr *)&a.sockaddr)
+                  : cmn_addr_port(addr);
+    ref(u);
+    *out = l;
+    return 0;
+}
+
+int cmn_ucx_listener_port(const cmn_ucx_listener_t *l)
+{
+    return l->port;
+}
+
+void cmn_ucx_listener_close(cmn_ucx_listener_t *l)
+{
+    cmn_ucx_t *u;
+
+    if (!l)
+        return;
+    u = l->u;
+    ucp_listener_destroy(l->l);
+    free(l);
+    unref(u);
+}
