@@ -25,6 +25,8 @@ typedef struct {
     const char *sut, *nodes, *policy, *result_codec;
     const char *tls_ca, *tls_cert, *tls_key, *tls_name;
     uint64_t connections;
+    uint64_t progress_timeout_ms; /* 0: the QDL's default */
+    uint32_t max_dispatches;      /* 0: the QDL's default */
     lg_null_config_t null;
     lg_log_settings_t log;
     const char *config_file; /* the --config file being read, for its messages */

@@ -28,6 +28,7 @@ wait_file "$out/p2"
 # A Server run long enough that node-b dies while it holds samples.
 "$lg" --scenario Server --nodes "127.0.0.1:$(cat "$out/p1"),127.0.0.1:$(cat "$out/p2")" \
     --qsl-synthetic 64 --sample-size 64 --progress on --quiet --drain-timeout-ms 10000 \
+    --progress-timeout-ms 5000 --max-dispatches 4 \
     --set server_target_qps=500 --set min_duration_ms=4000 --set min_query_count=1 \
     --output-dir "$out/logs" > "$out/stdout" 2> "$out/stderr" &
 l=$!
@@ -55,7 +56,7 @@ check() { # check DESCRIPTION COMMAND...
 check "nodes.json written" test -s "$out/logs/mlperf_log_nodes.json"
 check "nodes.json is JSON naming node-b down" python3 -c "
 import json, sys
-n = {x['name']: x for x in json.load(open(sys.argv[1]))}
+n = {x['name']: x for x in json.load(open(sys.argv[1]))['nodes']}
 b = n['node-b']
 assert not b['up'] or b['reconnects'] > 0, b
 " "$out/logs/mlperf_log_nodes.json"
