@@ -12,12 +12,18 @@ packages=(
     build-essential cmake pkg-config clang clang-format
     # libraries
     libuv1-dev libprotobuf-c-dev protobuf-c-compiler liblz4-dev libssl-dev libxxhash-dev
+    # the /metrics endpoint (libmicrohttpd) and the Prometheus server that scrapes it in tests
+    libmicrohttpd-dev prometheus
     # unit tests
     check libsubunit-dev
     # the onnx backend: oneDNN, the ONNX schema, the ONNX conformance test vectors
     libdnnl-dev libonnx-dev libonnx-testdata
     # the real-model demo: the data set and the scripts that read it
     dataset-fashion-mnist python3 python3-numpy
+    # the openai and kserve backends (HTTP pool, engine JSON); the real engines of their tests
+    # (FastAPI + uvicorn over PyTorch, ONNX weights) and the LLM data tools (pandas pickles)
+    libcurl4-openssl-dev libcjson-dev python3-fastapi python3-uvicorn python3-torch python3-onnx
+    python3-pandas
     # certificates for TLS tests, network namespaces for the fabric simulation, diagrams
     openssl iproute2 ethtool graphviz procps time
     # deployment tooling: the Kubernetes manifest check, systemd-analyze for the unit, lspci for

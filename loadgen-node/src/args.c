@@ -132,6 +132,12 @@ static const opt_t options[] = {
          "sut-node digest backend); any mismatch makes the run fail"),
     SECTION("Output and run control"),
     STR("output-dir", "DIR", outdir, "where the logs go (created if missing; default .)"),
+    STR("metrics-listen", "ADDR:PORT", metrics_listen,
+        "serve Prometheus metrics at http://ADDR:PORT/metrics during a QDL\n"
+        "run (port 0: a free one, logged)"),
+    U64("metrics-linger-ms", "MS", metrics_linger_ms,
+        "keep serving them this long after the run, so a scraper sees the\n"
+        "final counts (default 0)"),
     STR("log-prefix", "P", log.prefix, "log file prefix (default mlperf_log_)"),
     STR("log-suffix", "S", log.suffix, "log file suffix (default none)"),
     FLAG("prefix-datetime", log.prefix_with_datetime,
@@ -611,6 +617,10 @@ static int check_args(lg_args_t *o, cmn_errbuf_t *eb)
         return cmn_errf(eb, CMN_ECONFIG, "give --nodes host:port,... (the QDL) or --sut null");
     if (o->nodes && (rc = check_nodes(o->nodes, eb)) < 0)
         return rc;
+    if (o->metrics_listen && (!o->nodes || (o->sut && strcmp(o->sut, "null") == 0)))
+        return cmn_errf(eb, CMN_ECONFIG,
+                        "--metrics-listen reports the QDL's counters: it needs --nodes (not the "
+                        "null SUT)");
     if ((rc = check_readable("--tls-ca", o->tls_ca, eb)) < 0 ||
         (rc = check_readable("--tls-cert", o->tls_cert, eb)) < 0 ||
         (rc = check_readable("--tls-key", o->tls_key, eb)) < 0)

@@ -24,6 +24,8 @@ typedef struct {
     int have_synth;
     const char *sut, *nodes, *policy, *result_codec;
     const char *tls_ca, *tls_cert, *tls_key, *tls_name;
+    const char *metrics_listen; /* --metrics-listen (QDL runs) */
+    uint64_t metrics_linger_ms;
     uint64_t connections;
     uint64_t progress_timeout_ms; /* 0: the QDL's default */
     uint32_t max_dispatches;      /* 0: the QDL's default */

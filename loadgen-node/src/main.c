@@ -8,6 +8,7 @@
 #include "lg/sut_null.h"
 #ifdef LG_HAVE_QDL
 #    include "lg/sut_qdl.h"
+#    include "metrics.h"
 #endif
 #ifdef LG_HAVE_OFFICIAL
 #    include "official.h"
@@ -264,6 +265,9 @@ static int run(lg_args_t *o, const lg_test_settings_t *settings)
     int use_qdl = o->sut ? strcmp(o->sut, "qdl") == 0 : o->nodes != NULL;
     lg_qsl_t *qsl = NULL;
     lg_sut_t *sut = NULL;
+#ifdef LG_HAVE_QDL
+    lg__metrics_t *metrics = NULL;
+#endif
     cmn_errbuf_t eb = {{0}};
     lg_result_t res;
     int rc;
@@ -294,6 +298,13 @@ static int run(lg_args_t *o, const lg_test_settings_t *settings)
     if (rc < 0)
         goto fail;
 
+#ifdef LG_HAVE_QDL
+    if (use_qdl && o->metrics_listen &&
+        (rc = lg__metrics_start(sut, o->metrics_listen, &metrics, &eb)) < 0) {
+        lg_sut_qdl_destroy(sut);
+        goto fail;
+    }
+#endif
     rc = lg_start_test(sut, qsl, settings, &o->log, &res, &eb);
 #ifdef LG_HAVE_QDL
     if (use_qdl) {
@@ -305,6 +316,7 @@ static int run(lg_args_t *o, const lg_test_settings_t *settings)
         if (lg_sut_qdl_write_nodes(sut, path, &neb) < 0)
             cmn_log_warn("%s", neb.msg);
         qdl_stats_print(lg_sut_qdl_handle(sut), stderr);
+        lg__metrics_stop(metrics, o->metrics_linger_ms);
         lg_sut_qdl_destroy(sut);
     } else
 #endif

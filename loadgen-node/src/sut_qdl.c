@@ -1,6 +1,7 @@
 #include "lg/sut_qdl.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,8 @@ typedef struct {
     qdl_t *q;
     qdl_sample_t *buf; /* issue thread only */
     size_t cap;
+    /* For lg_sut_qdl_counts() (the metrics endpoint reads them from its own thread). */
+    atomic_uint_fast64_t issued, completed, failed;
 } qdl_sut_t;
 
 /* Converts a batch of QDL responses and passes it on, in slices, without allocating. */
@@ -48,6 +51,12 @@ static void forward(lg_run_t *run, const qdl_response_t *r, size_t n, int first_
 static void on_complete(void *user, const qdl_response_t *r, size_t n)
 {
     qdl_sut_t *a = user;
+    size_t i, failed = 0;
+
+    for (i = 0; i < n; i++)
+        failed += r[i].status != 0;
+    atomic_fetch_add_explicit(&a->completed, n, memory_order_relaxed);
+    atomic_fetch_add_explicit(&a->failed, failed, memory_order_relaxed);
 
     forward(__atomic_load_n(&a->sut.run, __ATOMIC_ACQUIRE), r, n, 0);
 }
@@ -71,6 +80,7 @@ static int qdl_sut_issue(lg_sut_t *sut, const lg_sample_t *s, size_t n)
 {
     qdl_sut_t *a = sut->data;
     size_t i;
+    int rc;
 
     if (n > a->cap) {
         qdl_sample_t *nb = realloc(a->buf, n * sizeof(*nb));
@@ -87,7 +97,10 @@ static int qdl_sut_issue(lg_sut_t *sut, const lg_sample_t *s, size_t n)
         a->buf[i].codec = s[i].codec;
         a->buf[i].raw_size = s[i].raw_size;
     }
-    return qdl_issue_query(a->q, a->buf, n);
+    rc = qdl_issue_query(a->q, a->buf, n);
+    if (rc == 0)
+        atomic_fetch_add_explicit(&a->issued, n, memory_order_relaxed);
+    return rc;
 }
 
 static int qdl_sut_flush(lg_sut_t *sut)
@@ -175,4 +188,13 @@ void lg_sut_qdl_destroy(lg_sut_t *sut)
 qdl_t *lg_sut_qdl_handle(lg_sut_t *sut)
 {
     return ((qdl_sut_t *)sut->data)->q;
+}
+
+void lg_sut_qdl_counts(lg_sut_t *sut, uint64_t *issued, uint64_t *completed, uint64_t *failed)
+{
+    qdl_sut_t *a = sut->data;
+
+    *issued = atomic_load_explicit(&a->issued, memory_order_relaxed);
+    *completed = atomic_load_explicit(&a->completed, memory_order_relaxed);
+    *failed = atomic_load_explicit(&a->failed, memory_order_relaxed);
 }

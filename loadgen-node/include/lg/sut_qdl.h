@@ -20,6 +20,10 @@ void lg_sut_qdl_destroy(lg_sut_t *sut);
 /* The QDL behind the adapter, e.g. for qdl_stats_print(). */
 qdl_t *lg_sut_qdl_handle(lg_sut_t *sut);
 
+/* Samples handed to the QDL, and their completions (failed: those with a negative status), since
+ * the adapter was created, all series together. Thread-safe (relaxed atomics). */
+void lg_sut_qdl_counts(lg_sut_t *sut, uint64_t *issued, uint64_t *completed, uint64_t *failed);
+
 /* Writes the QDL's per-node counters to |path| with qdl_stats_write_json(): {"nodes": [one
  * object per node: name, address, up, degraded, samples sent/completed/failed, redispatched,
  * errors, reconnects, losses, stalls, inflight, bytes, ping round trips in us]}. 0 or a negative

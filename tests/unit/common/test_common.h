@@ -18,5 +18,7 @@ TCase *tcase_err(void);
 TCase *tcase_clock(void);
 TCase *tcase_digest(void);
 TCase *tcase_idmap(void);
+TCase *tcase_metrics(void);
+TCase *tcase_metrics_http(void);
 
 #endif

@@ -1,0 +1,253 @@
+/* sse_source: a fast token source for the openai backend's benchmark. It answers vLLM-dialect
+ * streaming completions (POST /v1/completions) on loopback with keep-alive HTTP/1.1 and chunked
+ * SSE: the first token after --ttft-us, then one event per token every --tpot-us, each its own
+ * write, as a real engine streams; then [DONE]. The events have the size and fields of vLLM's
+ * (id, object, created, model, choices[0].text, token_ids, finish_reason). The token IDs are a
+ * function of the prompt length and the position, so a client can check them.
+ *
+ *   sse_source [--port-file F] [--ttft-us 20000] [--tpot-us 5000] [--tokens N]
+ *
+ * --tokens overrides the request's max_tokens. A benchmark tool, not a server: it trusts its
+ * loopback client (requests over 64 KiB are refused and the connection closed). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#define REQ_MAX 65536
+
+static uint64_t ttft_us = 20000, tpot_us = 5000;
+static long force_tokens = 0;
+static uv_loop_t *loop;
+static unsigned long long tokens_sent, streams_done;
+static uv_signal_t sig;
+
+typedef struct {
+    uv_tcp_t tcp;
+    uv_timer_t timer;
+    char req[REQ_MAX];
+    size_t req_len;
+    int streaming; /* a response is being streamed */
+    long tokens, sent, prompt_len;
+    int closing;
+} conn_t;
+
+typedef struct {
+    uv_write_t w;
+    size_t len;
+    char data[];
+} wreq_t;
+
+static void on_written(uv_write_t *w, int status)
+{
+    (void)status;
+    free(w);
+}
+
+static void send_bytes(conn_t *c, const char *p, size_t n)
+{
+    wreq_t *w = malloc(sizeof(*w) + n);
+    uv_buf_t b;
+    if (!w)
+        return;
+    memcpy(w->data, p, n);
+    w->len = n;
+    b = uv_buf_init(w->data, (unsigned)n);
+    if (uv_write(&w->w, (uv_stream_t *)&c->tcp, &b, 1, on_written) < 0)
+        free(w);
+}
+
+/* One SSE event as one HTTP chunk. */
+static void send_event(conn_t *c, const char *json)
+{
+    char buf[1024];
+    int ev = (int)strlen(json) + 8; /* "data: " + json + "\n\n" */
+    int n = snprintf(buf, sizeof(buf), "%x\r\ndata: %s\n\n\r\n", ev, json);
+    send_bytes(c, buf, (size_t)n);
+}
+
+static void on_close(uv_handle_t *h)
+{
+    conn_t *c = h->data;
+    if (--c->closing == 0)
+        free(c);
+}
+
+static void conn_close(conn_t *c)
+{
+    if (c->closing)
+        return;
+    c->closing = 2;
+    uv_close((uv_handle_t *)&c->timer, on_close);
+    uv_close((uv_handle_t *)&c->tcp, on_close);
+}
+
+static void try_request(conn_t *c);
+
+static void on_tick(uv_timer_t *t)
+{
+    conn_t *c = t->data;
+    char js[512];
+    long tok = (c->prompt_len * 31 + c->sent * 7) % 32000;
+    int last = c->sent + 1 == c->tokens;
+
+    snprintf(js, sizeof(js),
+             "{\"id\":\"cmpl-bench0000000000000000\",\"object\":\"text_completion\",\"created\":"
+             "1700000000,\"model\":\"bench\",\"choices\":[{\"index\":0,\"text\":\" tok%ld\","
+             "\"logprobs\":null,\"finish_reason\":%s,\"stop_reason\":null,\"token_ids\":[%ld]}]}",
+             tok, last ? "\"length\"" : "null", tok);
+    send_event(c, js);
+    c->sent++;
+    tokens_sent++;
+    if (last) {
+        streams_done++;
+        send_event(c, "[DONE]");
+        send_bytes(c, "0\r\n\r\n", 5);
+        c->streaming = 0;
+        try_request(c); /* a pipelined next request, if any */
+        return;
+    }
+    uv_timer_start(&c->timer, on_tick, tpot_us / 1000, 0);
+}
+
+/* A whole request in c->req: answer it; keep what follows for the next one. */
+static void try_request(conn_t *c)
+{
+    char *end, *cl, *mt, *pr;
+    size_t hdr, body = 0, total;
+    long n;
+
+    if (c->streaming || c->req_len == 0)
+        return;
+    c->req[c->req_len] = '\0';
+    end = strstr(c->req, "\r\n\r\n");
+    if (!end)
+        return;
+    hdr = (size_t)(end - c->req) + 4;
+    cl = strcasestr(c->req, "content-length:");
+    if (cl && cl < end)
+        body = (size_t)strtoul(cl + 15, NULL, 10);
+    total = hdr + body;
+    if (c->req_len < total)
+        return;
+    mt = strstr(c->req + hdr, "\"max_tokens\":");
+    n = mt ? strtol(mt + 13, NULL, 10) : 16;
+    c->tokens = force_tokens ? force_tokens : (n > 0 ? n : 16);
+    c->prompt_len = 1;
+    pr = strstr(c->req + hdr, "\"prompt\":[");
+    if (pr)
+        for (pr += 10; *pr && *pr != ']'; pr++)
+            c->prompt_len += *pr == ',';
+    memmove(c->req, c->req + total, c->req_len - total);
+    c->req_len -= total;
+    c->sent = 0;
+    c->streaming = 1;
+    send_bytes(c,
+               "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+               "Transfer-Encoding: chunked\r\n\r\n",
+               strlen("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                      "Transfer-Encoding: chunked\r\n\r\n"));
+    uv_timer_start(&c->timer, on_tick, ttft_us / 1000, 0);
+}
+
+static void on_alloc(uv_handle_t *h, size_t sz, uv_buf_t *b)
+{
+    conn_t *c = h->data;
+    (void)sz;
+    *b = uv_buf_init(c->req + c->req_len, (unsigned)(REQ_MAX - 1 - c->req_len));
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+    conn_t *c = s->data;
+    (void)b;
+    if (n < 0) {
+        conn_close(c);
+        return;
+    }
+    c->req_len += (size_t)n;
+    if (c->req_len >= REQ_MAX - 1) {
+        conn_close(c);
+        return;
+    }
+    try_request(c);
+}
+
+static void on_conn(uv_stream_t *srv, int status)
+{
+    conn_t *c;
+    if (status < 0)
+        return;
+    c = calloc(1, sizeof(*c));
+    if (!c)
+        return;
+    uv_tcp_init(loop, &c->tcp);
+    uv_timer_init(loop, &c->timer);
+    c->tcp.data = c->timer.data = c;
+    if (uv_accept(srv, (uv_stream_t *)&c->tcp) < 0) {
+        conn_close(c);
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+}
+
+/* SIGTERM: the totals, for the benchmark's per-token figures. */
+static void on_signal(uv_signal_t *s, int signum)
+{
+    (void)signum;
+    printf("sse_source: tokens=%llu streams=%llu\n", tokens_sent, streams_done);
+    fflush(stdout);
+    uv_stop(s->loop);
+}
+
+int main(int argc, char **argv)
+{
+    const char *port_file = NULL;
+    struct sockaddr_in a;
+    struct sockaddr_storage got;
+    int i, len = sizeof(got);
+    uv_tcp_t srv;
+
+    for (i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--port-file"))
+            port_file = argv[i + 1];
+        else if (!strcmp(argv[i], "--ttft-us"))
+            ttft_us = strtoull(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--tpot-us"))
+            tpot_us = strtoull(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--tokens"))
+            force_tokens = strtol(argv[i + 1], NULL, 10);
+        else {
+            fprintf(stderr, "sse_source: unknown option %s\n", argv[i]);
+            return 2;
+        }
+    }
+    if (ttft_us % 1000 || tpot_us % 1000)
+        fprintf(stderr, "sse_source: timers are in whole milliseconds (libuv)\n");
+    loop = uv_default_loop();
+    uv_tcp_init(loop, &srv);
+    uv_ip4_addr("127.0.0.1", 0, &a);
+    if (uv_tcp_bind(&srv, (const struct sockaddr *)&a, 0) < 0 ||
+        uv_listen((uv_stream_t *)&srv, 1024, on_conn) < 0) {
+        fprintf(stderr, "sse_source: cannot listen\n");
+        return 1;
+    }
+    uv_tcp_getsockname(&srv, (struct sockaddr *)&got, &len);
+    if (port_file) {
+        char tmp[4096];
+        FILE *f;
+        snprintf(tmp, sizeof(tmp), "%s.tmp", port_file);
+        f = fopen(tmp, "w");
+        if (!f)
+            return 1;
+        fprintf(f, "%u\n", ntohs(((struct sockaddr_in *)&got)->sin_port));
+        fclose(f);
+        rename(tmp, port_file);
+    }
+    uv_signal_init(loop, &sig);
+    uv_signal_start(&sig, on_signal, SIGTERM);
+    uv_run(loop, UV_RUN_DEFAULT);
+    return 0;
+}

@@ -1,0 +1,426 @@
+/* The kserve backend: each batch of tensor samples becomes one KServe v2 REST inference request
+ * with the binary tensor extension (Triton, KServe, OpenVINO Model Server), sent over the shared
+ * libcurl-on-libuv pool (../openai/src/oai_http.c); each sample's result is its slice of the
+ * output tensor's bytes. The message format is ks_v2.c. */
+#include "ks_v2.h"
+#include "oai_http.h"
+#include "sut/sut_backend.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#ifdef SUT_BACKEND_PLUGIN
+#    define EXPORT __attribute__((visibility("default")))
+#else
+#    define EXPORT
+#endif
+
+#define HDR_NAME "Inference-Header-Content-Length:"
+#define MAX_JSON_HEADER (1u << 20)
+
+struct sut_backend {
+    oai_http_t *http;
+    ks_tensor_t t;
+    char *url, *input, *output, *datatype;
+    size_t sample_bytes;
+    uint32_t max_batch, engines;
+    long timeout_ms;
+    size_t max_response;
+    char device[400];
+    void (*log)(int level, const char *msg);
+};
+
+typedef struct {
+    oai_http_req_t req; /* first: the pool hands it back */
+    sut_backend_t *b;
+    sut_batch_t *batch;
+    size_t n;
+    char *body;
+    char hdr[64];
+    const char *headers[3];
+    char *resp;
+    size_t resp_len, resp_cap;
+    long json_len; /* from Inference-Header-Content-Length; -1 until seen */
+    char err[300];
+} call_t;
+
+static void logf_(sut_backend_t *b, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void logf_(sut_backend_t *b, int level, const char *fmt, ...)
+{
+    char msg[600];
+    va_list ap;
+    if (!b->log)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    b->log(level, msg);
+}
+
+static const char *const known[] = {"url",     "model",      "version",         "input",
+                                    "output",  "datatype",   "shape",           "max_batch",
+                                    "engines", "timeout_ms", "max_response_mb", NULL};
+
+static int printable(const char *s)
+{
+    if (!*s)
+        return 0;
+    for (; *s; s++)
+        if (*s <= 0x20 || *s > 0x7e || *s == '"' || *s == '\\' || *s == '/' || *s == '?')
+            return 0;
+    return 1;
+}
+
+static int parse_u(const char *key, const char *v, unsigned long long lo, unsigned long long hi,
+                   unsigned long long *out, char *err, size_t errlen)
+{
+    char *end;
+    unsigned long long u;
+    errno = 0;
+    u = strtoull(v, &end, 10);
+    if (errno || end == v || *end || v[0] == '-' || u < lo || u > hi) {
+        snprintf(err, errlen, "option %s=%s: expected an integer in %llu..%llu", key, v, lo, hi);
+        return -EINVAL;
+    }
+    *out = u;
+    return 0;
+}
+
+static int ks_create(const sut_backend_config_t *cfg, sut_backend_t **out, char *err, size_t errlen)
+{
+    const char *url = sut_backend_opt(cfg, "url", "http://127.0.0.1:8000");
+    const char *model = sut_backend_opt(cfg, "model", NULL);
+    const char *version = sut_backend_opt(cfg, "version", NULL);
+    const char *shape = sut_backend_opt(cfg, "shape", NULL);
+    sut_backend_t *b;
+    oai_http_cfg_t hc;
+    unsigned long long u;
+    size_t i, k, elem, ul;
+    int rc = -EINVAL;
+
+    for (i = 0; i < cfg->n_options; i++) {
+        for (k = 0; known[k] && strcmp(known[k], cfg->keys[i]) != 0; k++)
+            ;
+        if (!known[k]) {
+            snprintf(err, errlen,
+                     "unknown option '%s' for the kserve backend (known: url model version input "
+                     "output datatype shape max_batch engines timeout_ms max_response_mb)",
+                     cfg->keys[i]);
+            return -EINVAL;
+        }
+    }
+    if (!model || !shape) {
+        snprintf(err, errlen,
+                 "the kserve backend needs model=NAME and shape=D1,D2,... (one "
+                 "sample's shape)");
+        return -EINVAL;
+    }
+    b = calloc(1, sizeof(*b));
+    if (!b)
+        return -ENOMEM;
+    b->log = cfg->log;
+    b->input = strdup(sut_backend_opt(cfg, "input", "input"));
+    b->output = strdup(sut_backend_opt(cfg, "output", "output"));
+    b->datatype = strdup(sut_backend_opt(cfg, "datatype", "FP32"));
+    if (!b->input || !b->output || !b->datatype) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    if (!printable(model) || (version && !printable(version)) || !printable(b->input) ||
+        !printable(b->output)) {
+        snprintf(err, errlen,
+                 "options model, version, input, output: printable ASCII without "
+                 "spaces, quotes, slashes or backslashes");
+        goto fail;
+    }
+    elem = ks_dtype_size(b->datatype);
+    if (!elem) {
+        snprintf(err, errlen, "option datatype=%s: not a KServe v2 datatype (UINT8, FP32, ...)",
+                 b->datatype);
+        goto fail;
+    }
+    b->t.input = b->input;
+    b->t.output = b->output;
+    b->t.datatype = b->datatype;
+    {
+        const char *p = shape;
+        b->sample_bytes = elem;
+        while (*p) {
+            char *end;
+            long long d;
+            errno = 0;
+            d = strtoll(p, &end, 10);
+            if (errno || end == p || d < 1 || d > (1ll << 31) || b->t.ndims == KS_MAX_DIMS ||
+                (*end && *end != ',')) {
+                snprintf(err, errlen,
+                         "option shape=%s: expected up to %d positive integers "
+                         "separated by commas",
+                         shape, KS_MAX_DIMS);
+                goto fail;
+            }
+            b->t.shape[b->t.ndims++] = d;
+            b->sample_bytes *= (size_t)d;
+            p = *end ? end + 1 : end;
+        }
+        if (b->t.ndims == 0) {
+            snprintf(err, errlen, "option shape is empty");
+            goto fail;
+        }
+    }
+    if (parse_u("max_batch", sut_backend_opt(cfg, "max_batch", "64"), 1, 65536, &u, err, errlen) <
+        0)
+        goto fail;
+    b->max_batch = (uint32_t)u;
+    if (parse_u("engines", sut_backend_opt(cfg, "engines", "2"), 1, 1024, &u, err, errlen) < 0)
+        goto fail;
+    b->engines = (uint32_t)u;
+    if (parse_u("timeout_ms", sut_backend_opt(cfg, "timeout_ms", "60000"), 1, 86400000, &u, err,
+                errlen) < 0)
+        goto fail;
+    b->timeout_ms = (long)u;
+    if (parse_u("max_response_mb", sut_backend_opt(cfg, "max_response_mb", "256"), 1, 65536, &u,
+                err, errlen) < 0)
+        goto fail;
+    b->max_response = (size_t)u << 20;
+    if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0) {
+        snprintf(err, errlen, "option url=%s: expected http://HOST:PORT", url);
+        goto fail;
+    }
+    ul = strlen(url);
+    while (ul && url[ul - 1] == '/')
+        ul--;
+    rc = -ENOMEM;
+    b->url = malloc(ul + strlen(model) + (version ? strlen(version) : 0) + 40);
+    if (!b->url)
+        goto fail;
+    if (version)
+        sprintf(b->url, "%.*s/v2/models/%s/versions/%s/infer", (int)ul, url, model, version);
+    else
+        sprintf(b->url, "%.*s/v2/models/%s/infer", (int)ul, url, model);
+    snprintf(b->device, sizeof(b->device), "KServe v2 server at %s (%s %s, %zu B per sample)",
+             b->url, b->input, b->datatype, b->sample_bytes);
+    hc.max_conns = b->engines;
+    hc.connect_timeout_ms = 5000;
+    if ((rc = oai_http_create(&hc, &b->http, err, errlen)) < 0)
+        goto fail;
+    logf_(b, SUT_LOG_INFO, "kserve backend: %s, max batch %u, %u engines", b->device, b->max_batch,
+          b->engines);
+    *out = b;
+    return 0;
+fail:
+    free(b->url);
+    free(b->input);
+    free(b->output);
+    free(b->datatype);
+    free(b);
+    return rc;
+}
+
+static void ks_destroy(sut_backend_t *b)
+{
+    oai_http_destroy(b->http);
+    free(b->url);
+    free(b->input);
+    free(b->output);
+    free(b->datatype);
+    free(b);
+}
+
+static int ks_describe(sut_backend_t *b, sut_backend_info_t *info)
+{
+    memset(info, 0, sizeof(*info));
+    info->name = "kserve";
+    info->device = b->device;
+    info->preferred_batch = b->max_batch;
+    info->max_batch = b->max_batch;
+    info->engines = b->engines;
+    info->input_size = b->sample_bytes;
+    info->weight = 1.0;
+    return 0;
+}
+
+static void on_header(oai_http_req_t *r, const char *line, size_t n)
+{
+    call_t *c = (call_t *)r;
+    size_t hl = sizeof(HDR_NAME) - 1;
+    char num[24];
+    size_t i = hl, k = 0;
+
+    if (n <= hl || strncasecmp(line, HDR_NAME, hl) != 0)
+        return;
+    while (i < n && line[i] == ' ')
+        i++;
+    while (i < n && k < sizeof(num) - 1 && line[i] >= '0' && line[i] <= '9')
+        num[k++] = line[i++];
+    num[k] = '\0';
+    c->json_len = k && k < 9 ? strtol(num, NULL, 10) : -2; /* -2: unreadable */
+}
+
+static int on_data(oai_http_req_t *r, const char *p, size_t n)
+{
+    call_t *c = (call_t *)r;
+    if (c->resp_len + n > c->b->max_response) {
+        snprintf(c->err, sizeof(c->err), "response over max_response_mb (%zu bytes)",
+                 c->b->max_response);
+        return 1;
+    }
+    if (c->resp_len + n > c->resp_cap) {
+        size_t ncap = c->resp_cap ? c->resp_cap : 4096;
+        char *nr;
+        while (ncap < c->resp_len + n)
+            ncap *= 2;
+        nr = realloc(c->resp, ncap);
+        if (!nr) {
+            snprintf(c->err, sizeof(c->err), "out of memory for a %zu-byte response", ncap);
+            return 1;
+        }
+        c->resp = nr;
+        c->resp_cap = ncap;
+    }
+    memcpy(c->resp + c->resp_len, p, n);
+    c->resp_len += n;
+    return 0;
+}
+
+static void call_free(call_t *c)
+{
+    free(c->body);
+    free(c->resp);
+    free(c);
+}
+
+static void fail_all(sut_batch_t *batch, size_t n, int status)
+{
+    size_t i;
+    for (i = 0; i < n; i++) {
+        sut_result_t res = {i, status, NULL, 0, 0};
+        batch->complete(batch, &res, 1);
+    }
+}
+
+static void on_done(oai_http_req_t *r, int status, const char *msg)
+{
+    call_t *c = (call_t *)r;
+    sut_backend_t *b = c->b;
+    size_t off = 0, size = 0, per, i, n = c->n;
+    sut_result_t *res;
+
+    if (status == 0 && !c->err[0]) {
+        if (c->json_len < 0 || (size_t)c->json_len > c->resp_len ||
+            (size_t)c->json_len > MAX_JSON_HEADER)
+            snprintf(c->err, sizeof(c->err),
+                     "no usable Inference-Header-Content-Length (%ld, body %zu bytes): the "
+                     "server did not answer with the binary tensor extension",
+                     c->json_len, c->resp_len);
+        else if (ks_response_output(c->resp, (size_t)c->json_len, b->output, &off, &size, c->err,
+                                    sizeof(c->err)) == 0 &&
+                 ((size_t)c->json_len + off + size > c->resp_len || size % n != 0))
+            snprintf(c->err, sizeof(c->err),
+                     "output '%s' of %zu bytes at %zu does not fit the %zu-byte body or split "
+                     "into %zu samples",
+                     b->output, size, off, c->resp_len - (size_t)c->json_len, n);
+    }
+    if (status != 0 || c->err[0]) {
+        logf_(b, SUT_LOG_WARN, "kserve backend: batch of %zu failed: %s", n,
+              c->err[0] ? c->err : msg);
+        fail_all(c->batch, n, status ? status : -EPROTO);
+        call_free(c);
+        return;
+    }
+    per = size / n;
+    res = calloc(n, sizeof(*res));
+    if (!res) {
+        fail_all(c->batch, n, -ENOMEM);
+        call_free(c);
+        return;
+    }
+    for (i = 0; i < n; i++) {
+        res[i].index = i;
+        res[i].data = c->resp + c->json_len + off + i * per;
+        res[i].size = per;
+    }
+    c->batch->complete(c->batch, res, n);
+    free(res);
+    call_free(c);
+}
+
+static int ks_infer(sut_backend_t *b, sut_batch_t *batch)
+{
+    size_t n = batch->n, i, jlen, total = 0;
+    char *json;
+    call_t *c;
+    int rc;
+
+    for (i = 0; i < n; i++) {
+        if (batch->samples[i].size != b->sample_bytes) {
+            logf_(b, SUT_LOG_WARN,
+                  "kserve backend: sample %zu has %zu bytes, the tensor shape says %zu", i,
+                  batch->samples[i].size, b->sample_bytes);
+            return -EINVAL;
+        }
+        total += batch->samples[i].size;
+    }
+    c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    if ((rc = ks_request_header(&b->t, n, total, &json, &jlen)) < 0) {
+        free(c);
+        return rc;
+    }
+    /* One contiguous body: the JSON header, then the samples (one copy of the batch input). */
+    c->body = malloc(jlen + total);
+    if (!c->body) {
+        free(json);
+        free(c);
+        return -ENOMEM;
+    }
+    memcpy(c->body, json, jlen);
+    free(json);
+    for (i = 0, total = jlen; i < n; i++) {
+        memcpy(c->body + total, batch->samples[i].data, batch->samples[i].size);
+        total += batch->samples[i].size;
+    }
+    snprintf(c->hdr, sizeof(c->hdr), "Inference-Header-Content-Length: %zu", jlen);
+    c->headers[0] = "Content-Type: application/octet-stream";
+    c->headers[1] = c->hdr;
+    c->b = b;
+    c->batch = batch;
+    c->n = n;
+    c->json_len = -1;
+    c->req.url = b->url;
+    c->req.body = c->body;
+    c->req.body_len = total;
+    c->req.headers = c->headers;
+    c->req.timeout_ms = b->timeout_ms;
+    c->req.on_data = on_data;
+    c->req.on_done = on_done;
+    c->req.on_header = on_header;
+    if ((rc = oai_http_submit(b->http, &c->req)) < 0) {
+        call_free(c);
+        return rc;
+    }
+    return 0;
+}
+
+static const sut_backend_ops_t ops = {
+    SUT_BACKEND_ABI_VERSION,
+    sizeof(sut_backend_ops_t),
+    "kserve",
+    ks_create,
+    ks_destroy,
+    ks_describe,
+    ks_infer,
+    NULL,
+    NULL,
+};
+
+EXPORT const sut_backend_ops_t *sut_backend_entry(void);
+EXPORT const sut_backend_ops_t *sut_backend_entry(void)
+{
+    return &ops;
+}

@@ -1,0 +1,442 @@
+/* The openai backend: every sample is a prompt of int32 token IDs, forwarded to a local
+ * OpenAI-compatible serving engine (vLLM, SGLang, TensorRT-LLM, llama.cpp) as one streaming
+ * completion. The first streamed token becomes first_token(), the end of the stream complete()
+ * with the output token IDs (int32, little endian) and their count.
+ *
+ * infer() only formats each request body and hands it to the HTTP pool (oai_http.c); the pool's
+ * loop thread decodes the streams (oai_sse.c, oai_dialect.c) and completes the samples. It is not
+ * SUT_BACKEND_F_INLINE: the node's inline mode expects every completion inside infer(). */
+#include "oai_dialect.h"
+#include "oai_http.h"
+#include "oai_sse.h"
+#include "sut/sut_backend.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef SUT_BACKEND_PLUGIN
+#    define EXPORT __attribute__((visibility("default")))
+#else
+#    define EXPORT
+#endif
+
+struct sut_backend {
+    oai_http_t *http;
+    oai_gen_t gen;
+    char *url;   /* base URL + the dialect's path */
+    char *model; /* owned copy for gen.model */
+    char *auth;  /* "Authorization: Bearer ..." or NULL */
+    const char *headers[3];
+    char device[320];
+    uint32_t max_concurrency;
+    long timeout_ms;
+    size_t max_event;
+    void (*log)(int level, const char *msg);
+};
+
+typedef struct {
+    oai_http_req_t req; /* first: the pool hands it back */
+    sut_backend_t *b;
+    sut_batch_t *batch;
+    size_t index;
+    char *body;
+    oai_sse_t sse;
+    oai_out_t out;
+    int first_sent;
+    int failed;
+    char err[256];
+} stream_t;
+
+static void logf_(sut_backend_t *b, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void logf_(sut_backend_t *b, int level, const char *fmt, ...)
+{
+    char msg[600];
+    va_list ap;
+    if (!b->log)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    b->log(level, msg);
+}
+
+/* ---- options ---- */
+
+typedef struct {
+    const char *key, *dflt;
+} optdef_t;
+
+static const optdef_t known[] = {
+    {"url", "http://127.0.0.1:8000"},
+    {"dialect", "vllm"},
+    {"model", "model"},
+    {"max_tokens", "128"},
+    {"min_tokens", "0"},
+    {"temperature", "0"},
+    {"ignore_eos", "0"},
+    {"incremental", "0"},
+    {"max_concurrency", NULL}, /* default: the node's --max-batch */
+    {"timeout_ms", "600000"},
+    {"connect_timeout_ms", "5000"},
+    {"max_event", "65536"},
+    {"api_key", NULL},
+};
+
+static int parse_u(const char *key, const char *v, unsigned long long lo, unsigned long long hi,
+                   unsigned long long *out, char *err, size_t errlen)
+{
+    char *end;
+    unsigned long long u;
+    errno = 0;
+    u = strtoull(v, &end, 10);
+    if (errno || end == v || *end || v[0] == '-' || u < lo || u > hi) {
+        snprintf(err, errlen, "option %s=%s: expected an integer in %llu..%llu", key, v, lo, hi);
+        return -EINVAL;
+    }
+    *out = u;
+    return 0;
+}
+
+static int check_keys(const sut_backend_config_t *cfg, char *err, size_t errlen)
+{
+    size_t i, k;
+    for (i = 0; i < cfg->n_options; i++) {
+        for (k = 0; k < sizeof(known) / sizeof(known[0]); k++)
+            if (strcmp(cfg->keys[i], known[k].key) == 0)
+                break;
+        if (k == sizeof(known) / sizeof(known[0])) {
+            snprintf(err, errlen,
+                     "unknown option '%s' for the openai backend (known: url dialect model "
+                     "max_tokens min_tokens temperature ignore_eos incremental max_concurrency "
+                     "timeout_ms connect_timeout_ms max_event api_key)",
+                     cfg->keys[i]);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+static const char *opt(const sut_backend_config_t *cfg, const char *key)
+{
+    size_t k;
+    for (k = 0; k < sizeof(known) / sizeof(known[0]); k++)
+        if (strcmp(known[k].key, key) == 0)
+            return sut_backend_opt(cfg, key, known[k].dflt);
+    return NULL;
+}
+
+static int printable(const char *s)
+{
+    for (; *s; s++)
+        if (*s < 0x20 || *s > 0x7e || *s == '"' || *s == '\\')
+            return 0;
+    return 1;
+}
+
+static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char *err,
+                      size_t errlen)
+{
+    sut_backend_t *b;
+    unsigned long long u;
+    const char *url, *s;
+    oai_http_cfg_t hc;
+    char *end;
+    int rc;
+
+    if ((rc = check_keys(cfg, err, errlen)) < 0)
+        return rc;
+    b = calloc(1, sizeof(*b));
+    if (!b)
+        return -ENOMEM;
+    b->log = cfg->log;
+    rc = -EINVAL;
+    if (oai_dialect_from_name(opt(cfg, "dialect"), &b->gen.dialect) < 0) {
+        snprintf(err, errlen, "option dialect=%s: expected vllm, trtllm, sglang or llamacpp",
+                 opt(cfg, "dialect"));
+        goto fail;
+    }
+    if (!printable(opt(cfg, "model"))) {
+        snprintf(err, errlen, "option model: printable ASCII without quotes or backslashes");
+        goto fail;
+    }
+    if (parse_u("max_tokens", opt(cfg, "max_tokens"), 1, 1u << 20, &u, err, errlen) < 0)
+        goto fail;
+    b->gen.max_tokens = (uint32_t)u;
+    if (parse_u("min_tokens", opt(cfg, "min_tokens"), 0, b->gen.max_tokens, &u, err, errlen) < 0)
+        goto fail;
+    b->gen.min_tokens = (uint32_t)u;
+    if (b->gen.dialect == OAI_LLAMACPP && b->gen.min_tokens) {
+        snprintf(err, errlen,
+                 "option min_tokens: the llama.cpp server has no minimum length "
+                 "(use ignore_eos=1 for fixed-length outputs)");
+        goto fail;
+    }
+    s = opt(cfg, "temperature");
+    errno = 0;
+    b->gen.temperature = strtod(s, &end);
+    if (errno || end == s || *end || !(b->gen.temperature >= 0 && b->gen.temperature <= 100)) {
+        snprintf(err, errlen, "option temperature=%s: expected a number in 0..100 (0: greedy)", s);
+        goto fail;
+    }
+    if (parse_u("ignore_eos", opt(cfg, "ignore_eos"), 0, 1, &u, err, errlen) < 0)
+        goto fail;
+    b->gen.ignore_eos = (int)u;
+    if (parse_u("incremental", opt(cfg, "incremental"), 0, 1, &u, err, errlen) < 0)
+        goto fail;
+    b->gen.incremental = (int)u;
+    s = opt(cfg, "max_concurrency");
+    if (s) {
+        if (parse_u("max_concurrency", s, 1, 65536, &u, err, errlen) < 0)
+            goto fail;
+        b->max_concurrency = (uint32_t)u;
+    } else {
+        b->max_concurrency = cfg->max_batch ? cfg->max_batch : 64;
+    }
+    if (parse_u("timeout_ms", opt(cfg, "timeout_ms"), 1, 86400000, &u, err, errlen) < 0)
+        goto fail;
+    b->timeout_ms = (long)u;
+    if (parse_u("connect_timeout_ms", opt(cfg, "connect_timeout_ms"), 1, 600000, &u, err, errlen) <
+        0)
+        goto fail;
+    hc.connect_timeout_ms = (long)u;
+    if (parse_u("max_event", opt(cfg, "max_event"), 256, 64u << 20, &u, err, errlen) < 0)
+        goto fail;
+    b->max_event = (size_t)u;
+
+    rc = -ENOMEM;
+    url = opt(cfg, "url");
+    if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0) {
+        snprintf(err, errlen, "option url=%s: expected http://HOST:PORT", url);
+        rc = -EINVAL;
+        goto fail;
+    }
+    {
+        size_t ul = strlen(url);
+        const char *path = oai_dialect_path(b->gen.dialect);
+        while (ul && url[ul - 1] == '/')
+            ul--;
+        b->url = malloc(ul + strlen(path) + 1);
+        if (!b->url)
+            goto fail;
+        memcpy(b->url, url, ul);
+        strcpy(b->url + ul, path);
+    }
+    b->model = strdup(opt(cfg, "model"));
+    if (!b->model)
+        goto fail;
+    b->gen.model = b->model;
+    b->headers[0] = "Content-Type: application/json";
+    s = opt(cfg, "api_key");
+    if (s) {
+        if (!printable(s)) {
+            snprintf(err, errlen, "option api_key: printable ASCII expected");
+            rc = -EINVAL;
+            goto fail;
+        }
+        b->auth = malloc(strlen(s) + 32);
+        if (!b->auth)
+            goto fail;
+        sprintf(b->auth, "Authorization: Bearer %s", s);
+        b->headers[1] = b->auth;
+    }
+    snprintf(b->device, sizeof(b->device), "%s engine at %s (max %u streams)",
+             oai_dialect_name(b->gen.dialect), b->url, b->max_concurrency);
+    hc.max_conns = b->max_concurrency;
+    if ((rc = oai_http_create(&hc, &b->http, err, errlen)) < 0)
+        goto fail;
+    logf_(b, SUT_LOG_INFO, "openai backend: %s, max_tokens=%u min_tokens=%u temperature=%g",
+          b->device, b->gen.max_tokens, b->gen.min_tokens, b->gen.temperature);
+    *out = b;
+    return 0;
+
+fail:
+    free(b->auth);
+    free(b->model);
+    free(b->url);
+    free(b);
+    return rc;
+}
+
+static void oai_destroy(sut_backend_t *b)
+{
+    oai_http_destroy(b->http);
+    free(b->auth);
+    free(b->model);
+    free(b->url);
+    free(b);
+}
+
+static int oai_describe(sut_backend_t *b, sut_backend_info_t *info)
+{
+    memset(info, 0, sizeof(*info));
+    info->name = "openai";
+    info->device = b->device;
+    /* The engine batches continuously: every sample is its own stream, so a batch of any size
+     * is dispatched at once, and as many batches run as the engine takes streams. */
+    info->preferred_batch = 1;
+    info->max_batch = b->max_concurrency;
+    info->engines = b->max_concurrency;
+    info->output_size = 0;
+    info->input_size = 0;
+    info->weight = 1.0;
+    info->flags = SUT_BACKEND_F_STREAMING;
+    return 0;
+}
+
+/* ---- one stream ---- */
+
+static void stream_free(stream_t *s)
+{
+    oai_sse_free(&s->sse);
+    oai_out_free(&s->out);
+    free(s->body);
+    free(s);
+}
+
+static int on_data(oai_http_req_t *r, const char *p, size_t n)
+{
+    stream_t *s = (stream_t *)r;
+
+    while (n) {
+        int have = 0;
+        ssize_t used = oai_sse_feed(&s->sse, p, n, &have);
+        if (used < 0) {
+            snprintf(s->err, sizeof(s->err), "an SSE event over max_event=%zu bytes",
+                     s->b->max_event);
+            s->failed = 1;
+            return 1;
+        }
+        p += used;
+        n -= (size_t)used;
+        if (have) {
+            size_t len;
+            const char *ev = oai_sse_event(&s->sse, &len);
+            if (s->out.done) /* trailing events (usage, [DONE]) after the end mark */
+                continue;
+            if (oai_dialect_event(&s->b->gen, ev, len, &s->out) < 0) {
+                snprintf(s->err, sizeof(s->err), "%s", s->out.err);
+                s->failed = 1;
+                return 1;
+            }
+            if (!s->first_sent && s->out.n > 0) {
+                sut_result_t res = {s->index, 0, s->out.toks, 4, 1};
+                s->first_sent = 1;
+                s->batch->first_token(s->batch, &res, 1);
+            }
+        }
+    }
+    return 0;
+}
+
+static void on_done(oai_http_req_t *r, int status, const char *msg)
+{
+    stream_t *s = (stream_t *)r;
+    sut_backend_t *b = s->b;
+    sut_result_t res = {s->index, 0, NULL, 0, 0};
+
+    if (!s->failed && status == 0 && !s->out.done) {
+        snprintf(s->err, sizeof(s->err),
+                 "the engine ended the stream after %zu tokens without "
+                 "its end mark",
+                 s->out.n);
+        s->failed = 1;
+    }
+    if (s->failed || status != 0) {
+        logf_(b, SUT_LOG_WARN, "openai backend: sample %zu failed: %s", s->index,
+              s->failed ? s->err : msg);
+        res.status = s->failed ? -EPROTO : status;
+    } else {
+        res.data = s->out.toks;
+        res.size = s->out.n * sizeof(int32_t);
+        res.n_tokens = (int64_t)s->out.n;
+    }
+    s->batch->complete(s->batch, &res, 1);
+    stream_free(s);
+}
+
+static int oai_infer(sut_backend_t *b, sut_batch_t *batch)
+{
+    const size_t n = batch->n;
+    stream_t **ss;
+    size_t i;
+    int rc = 0;
+
+    /* Prepare every stream first: on failure nothing was completed and the node fails the
+     * batch; after the first submission the samples belong to the pool. */
+    ss = calloc(n, sizeof(*ss));
+    if (!ss)
+        return -ENOMEM;
+    for (i = 0; i < n && rc == 0; i++) {
+        const sut_sample_t *smp = &batch->samples[i];
+        size_t blen;
+        stream_t *s;
+
+        if (smp->size == 0 || smp->size % 4) {
+            logf_(b, SUT_LOG_WARN,
+                  "openai backend: sample %zu has %zu bytes, not a whole number of int32 tokens", i,
+                  smp->size);
+            rc = -EINVAL;
+            break;
+        }
+        s = calloc(1, sizeof(*s));
+        if (!s) {
+            rc = -ENOMEM;
+            break;
+        }
+        ss[i] = s;
+        s->b = b;
+        s->batch = batch;
+        s->index = i;
+        oai_sse_init(&s->sse, b->max_event);
+        s->out.max = b->gen.max_tokens;
+        if ((rc = oai_dialect_body(&b->gen, smp->data, smp->size / 4, &s->body, &blen)) < 0)
+            break;
+        s->req.url = b->url;
+        s->req.body = s->body;
+        s->req.body_len = blen;
+        s->req.headers = b->headers;
+        s->req.timeout_ms = b->timeout_ms;
+        s->req.on_data = on_data;
+        s->req.on_done = on_done;
+        s->req.ctx = s;
+    }
+    if (rc < 0) {
+        for (i = 0; i < n; i++)
+            if (ss[i])
+                stream_free(ss[i]);
+        free(ss);
+        return rc;
+    }
+    for (i = 0; i < n; i++) {
+        if (oai_http_submit(b->http, &ss[i]->req) < 0) {
+            sut_result_t res = {i, -ECANCELED, NULL, 0, 0};
+            stream_free(ss[i]);
+            batch->complete(batch, &res, 1);
+        }
+    }
+    free(ss);
+    return 0;
+}
+
+static const sut_backend_ops_t ops = {
+    SUT_BACKEND_ABI_VERSION,
+    sizeof(sut_backend_ops_t),
+    "openai",
+    oai_create,
+    oai_destroy,
+    oai_describe,
+    oai_infer,
+    NULL,
+    NULL,
+};
+
+EXPORT const sut_backend_ops_t *sut_backend_entry(void);
+EXPORT const sut_backend_ops_t *sut_backend_entry(void)
+{
+    return &ops;
+}

@@ -1,0 +1,59 @@
+/* oai_dialect.h: how each serving engine takes a token-ID prompt and streams token IDs back.
+ * No I/O: a request body from a prompt, and the output tokens from one SSE event's data.
+ *
+ *   vllm      POST /v1/completions  {"prompt":[ids], "max_tokens", "min_tokens", "temperature",
+ *             "stream":true, "return_token_ids":true, "logprobs":0,
+ *             "return_tokens_as_token_ids":true}; tokens from choices[0].token_ids, else from
+ *             choices[0].logprobs.tokens ("token_id:N"); ends with finish_reason / [DONE]
+ *   trtllm    the same OpenAI completions request and stream (trtllm-serve)
+ *   sglang    POST /generate  {"input_ids":[ids], "sampling_params":{"max_new_tokens",
+ *             "min_new_tokens", "temperature"}, "stream":true}; tokens from output_ids
+ *             (cumulative unless incremental=1), end from meta_info.finish_reason / [DONE]
+ *   llamacpp  POST /completion  {"prompt":[ids], "n_predict", "temperature", "stream":true,
+ *             "return_tokens":true, "cache_prompt":false}; tokens from "tokens", end at
+ *             "stop":true (no min_tokens in this API)
+ *
+ * An event that carries {"error": ...} (or "object":"error") fails the stream with the engine's
+ * message. Not thread-safe per oai_out_t; the tables are constant. */
+#ifndef OAI_DIALECT_H
+#define OAI_DIALECT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { OAI_VLLM = 0, OAI_TRTLLM, OAI_SGLANG, OAI_LLAMACPP } oai_dialect_t;
+
+typedef struct {
+    oai_dialect_t dialect;
+    const char *model; /* "model" of OpenAI requests (vllm, trtllm) */
+    uint32_t max_tokens, min_tokens;
+    double temperature; /* 0: greedy */
+    int ignore_eos;
+    int incremental; /* sglang: output_ids carry only the new tokens */
+} oai_gen_t;
+
+/* Output tokens of one stream, bounded by |max| (an engine that sends more is an error). */
+typedef struct {
+    int32_t *toks;
+    size_t n, cap, max;
+    int done;      /* the engine said the stream is finished */
+    char err[256]; /* why oai_dialect_event failed */
+} oai_out_t;
+
+/* 0, or -22 for an unknown name. */
+int oai_dialect_from_name(const char *name, oai_dialect_t *d);
+const char *oai_dialect_name(oai_dialect_t d);
+/* The request path, e.g. "/v1/completions". */
+const char *oai_dialect_path(oai_dialect_t d);
+
+/* The JSON body for |prompt| (n little-endian int32 tokens, any alignment) in a malloc'ed,
+ * NUL-terminated buffer. 0 or -12. */
+int oai_dialect_body(const oai_gen_t *g, const void *prompt, size_t n, char **out, size_t *len);
+
+/* One event's data: appends the new tokens to |o| and sets o->done at the end. 0, or a negative
+ * code with o->err set (the engine's error message, malformed JSON, too many tokens). */
+int oai_dialect_event(const oai_gen_t *g, const char *data, size_t len, oai_out_t *o);
+
+void oai_out_free(oai_out_t *o);
+
+#endif

@@ -1,0 +1,486 @@
+/* The HTTP connection pool: libcurl's multi-socket interface on a libuv loop in its own thread
+ * (see oai_http.h). libcurl says which sockets to watch and when to wake it; this file turns that
+ * into uv_poll and uv_timer handles, and finished transfers into on_done calls. */
+#include "oai_http.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#define ERRBODY_MAX 512
+
+typedef struct {
+    CURL *e;
+    char errbuf[CURL_ERROR_SIZE];
+} easy_t;
+
+typedef struct {
+    uv_poll_t poll;
+    curl_socket_t fd;
+    struct oai_http *h;
+} sockctx_t;
+
+struct oai_http {
+    uv_loop_t loop;
+    uv_async_t async;
+    uv_timer_t timer;
+    uv_thread_t thread;
+    CURLM *multi;
+    long connect_timeout_ms;
+
+    uv_mutex_t lock; /* guards queue and stopping */
+    oai_http_req_t *queue_head, *queue_tail;
+    int stopping;
+
+    oai_http_req_t *active; /* transfers in libcurl (loop thread only) */
+    easy_t **free_easy;     /* reusable easy handles (loop thread only) */
+    size_t n_free, cap_free;
+};
+
+static void check_done(oai_http_t *h);
+
+/* ---- easy handles ---- */
+
+static easy_t *easy_get(oai_http_t *h)
+{
+    easy_t *x;
+    if (h->n_free)
+        return h->free_easy[--h->n_free];
+    x = calloc(1, sizeof(*x));
+    if (!x)
+        return NULL;
+    x->e = curl_easy_init();
+    if (!x->e) {
+        free(x);
+        return NULL;
+    }
+    return x;
+}
+
+static void easy_put(oai_http_t *h, easy_t *x)
+{
+    if (h->n_free == h->cap_free) {
+        size_t ncap = h->cap_free ? h->cap_free * 2 : 16;
+        easy_t **nf = realloc(h->free_easy, ncap * sizeof(*nf));
+        if (!nf) {
+            curl_easy_cleanup(x->e);
+            free(x);
+            return;
+        }
+        h->free_easy = nf;
+        h->cap_free = ncap;
+    }
+    curl_easy_reset(x->e);
+    h->free_easy[h->n_free++] = x;
+}
+
+/* ---- request completion ---- */
+
+static void finish(oai_http_t *h, oai_http_req_t *r, int status, const char *msg)
+{
+    easy_t *x = r->easy;
+
+    if (x) {
+        curl_multi_remove_handle(h->multi, x->e);
+        if (r->prev)
+            r->prev->next = r->next;
+        else
+            h->active = r->next;
+        if (r->next)
+            r->next->prev = r->prev;
+        easy_put(h, x);
+        r->easy = NULL;
+    }
+    curl_slist_free_all(r->hdrs);
+    r->hdrs = NULL;
+    free(r->errbody);
+    r->errbody = NULL;
+    r->on_done(r, status, msg);
+}
+
+static size_t on_write(char *p, size_t size, size_t nmemb, void *ud)
+{
+    oai_http_req_t *r = ud;
+    size_t n = size * nmemb;
+
+    if (r->http_code == 0)
+        curl_easy_getinfo(((easy_t *)r->easy)->e, CURLINFO_RESPONSE_CODE, &r->http_code);
+    if (r->http_code < 200 || r->http_code > 299) {
+        /* Keep the start of an error body for the message; drop the rest. */
+        size_t room = ERRBODY_MAX - r->errbody_len, take = n < room ? n : room;
+        if (take) {
+            char *nb = realloc(r->errbody, r->errbody_len + take + 1);
+            if (nb) {
+                memcpy(nb + r->errbody_len, p, take);
+                r->errbody_len += take;
+                nb[r->errbody_len] = '\0';
+                r->errbody = nb;
+            }
+        }
+        return n;
+    }
+    if (r->on_data(r, p, n) != 0) {
+        r->aborted = 1;
+        return 0; /* libcurl aborts the transfer with CURLE_WRITE_ERROR */
+    }
+    return n;
+}
+
+static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
+{
+    oai_http_req_t *r = ud;
+    size_t n = size * nmemb;
+
+    if (n >= 5 && memcmp(p, "HTTP/", 5) == 0) { /* a status line: a new response begins */
+        r->http_code = 0;
+        return n;
+    }
+    if (r->http_code == 0)
+        curl_easy_getinfo(((easy_t *)r->easy)->e, CURLINFO_RESPONSE_CODE, &r->http_code);
+    if (r->http_code >= 200 && r->http_code <= 299) {
+        size_t len = n;
+        while (len && (p[len - 1] == '\n' || p[len - 1] == '\r'))
+            len--;
+        r->on_header(r, p, len);
+    }
+    return n;
+}
+
+static int start(oai_http_t *h, oai_http_req_t *r, char *msg, size_t msglen)
+{
+    easy_t *x = easy_get(h);
+    struct curl_slist *hl = NULL, *t;
+    const char *const *hp;
+    CURL *e;
+
+    if (!x) {
+        snprintf(msg, msglen, "out of memory for an HTTP handle");
+        return -ENOMEM;
+    }
+    e = x->e;
+    x->errbuf[0] = '\0';
+    hl = curl_slist_append(NULL, "Expect:"); /* no 100-continue round trip for large bodies */
+    for (hp = r->headers; hl && hp && *hp; hp++) {
+        t = curl_slist_append(hl, *hp);
+        if (!t) {
+            curl_slist_free_all(hl);
+            hl = NULL;
+        }
+        hl = t;
+    }
+    if (!hl) {
+        easy_put(h, x);
+        snprintf(msg, msglen, "out of memory for HTTP headers");
+        return -ENOMEM;
+    }
+    r->hdrs = hl;
+    r->http_code = 0;
+    r->aborted = 0;
+    curl_easy_setopt(e, CURLOPT_URL, r->url);
+    curl_easy_setopt(e, CURLOPT_POST, 1L);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, r->body);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, r);
+    if (r->on_header) {
+        curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+        curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
+    }
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, r->timeout_ms);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, h->connect_timeout_ms);
+    /* Plain http to a local engine only: no redirects, no other protocols. */
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    r->easy = x;
+    r->prev = NULL;
+    r->next = h->active;
+    if (h->active)
+        h->active->prev = r;
+    h->active = r;
+    if (curl_multi_add_handle(h->multi, e) != CURLM_OK) {
+        snprintf(msg, msglen, "curl_multi_add_handle failed");
+        return -EIO;
+    }
+    return 0;
+}
+
+/* ---- libcurl <-> libuv ---- */
+
+static void on_sock_close(uv_handle_t *hd)
+{
+    free(hd->data);
+}
+
+static void on_poll(uv_poll_t *p, int status, int events)
+{
+    sockctx_t *s = p->data;
+    int flags = 0, running;
+
+    if (status < 0)
+        flags = CURL_CSELECT_ERR;
+    if (events & UV_READABLE)
+        flags |= CURL_CSELECT_IN;
+    if (events & UV_WRITABLE)
+        flags |= CURL_CSELECT_OUT;
+    curl_multi_socket_action(s->h->multi, s->fd, flags, &running);
+    check_done(s->h);
+}
+
+static int on_socket(CURL *e, curl_socket_t fd, int action, void *ud, void *sp)
+{
+    oai_http_t *h = ud;
+    sockctx_t *s = sp;
+    int ev = 0;
+
+    (void)e;
+    if (action == CURL_POLL_REMOVE) {
+        if (s) {
+            uv_poll_stop(&s->poll);
+            uv_close((uv_handle_t *)&s->poll, on_sock_close);
+            curl_multi_assign(h->multi, fd, NULL);
+        }
+        return 0;
+    }
+    if (!s) {
+        s = calloc(1, sizeof(*s));
+        if (!s)
+            return -1;
+        s->fd = fd;
+        s->h = h;
+        if (uv_poll_init_socket(&h->loop, &s->poll, fd) != 0) {
+            free(s);
+            return -1;
+        }
+        s->poll.data = s;
+        curl_multi_assign(h->multi, fd, s);
+    }
+    if (action == CURL_POLL_IN || action == CURL_POLL_INOUT)
+        ev |= UV_READABLE;
+    if (action == CURL_POLL_OUT || action == CURL_POLL_INOUT)
+        ev |= UV_WRITABLE;
+    uv_poll_start(&s->poll, ev, on_poll);
+    return 0;
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    oai_http_t *h = t->data;
+    int running;
+    curl_multi_socket_action(h->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    check_done(h);
+}
+
+static int on_timer_set(CURLM *m, long timeout_ms, void *ud)
+{
+    oai_http_t *h = ud;
+    (void)m;
+    if (timeout_ms < 0)
+        uv_timer_stop(&h->timer);
+    else
+        uv_timer_start(&h->timer, on_timer, (uint64_t)timeout_ms, 0);
+    return 0;
+}
+
+static void check_done(oai_http_t *h)
+{
+    CURLMsg *m;
+    int left;
+
+    while ((m = curl_multi_info_read(h->multi, &left)) != NULL) {
+        oai_http_req_t *r = NULL;
+        CURLcode res = m->data.result;
+        char msg[ERRBODY_MAX + 128];
+        easy_t *x;
+        int status = 0;
+
+        if (m->msg != CURLMSG_DONE)
+            continue;
+        curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&r);
+        x = r->easy;
+        msg[0] = '\0';
+        if (res == CURLE_OK) {
+            if (r->http_code == 0)
+                curl_easy_getinfo(x->e, CURLINFO_RESPONSE_CODE, &r->http_code);
+            if (r->http_code < 200 || r->http_code > 299) {
+                status = OAI_HTTP_ESTATUS;
+                snprintf(msg, sizeof(msg), "HTTP %ld from %s: %s", r->http_code, r->url,
+                         r->errbody ? r->errbody : "(no body)");
+            }
+        } else if (res == CURLE_WRITE_ERROR && r->aborted) {
+            status = OAI_HTTP_EABORT;
+            snprintf(msg, sizeof(msg), "aborted by the stream's reader");
+        } else {
+            status = OAI_HTTP_ETRANSFER;
+            snprintf(msg, sizeof(msg), "%s: %s", r->url,
+                     x->errbuf[0] ? x->errbuf : curl_easy_strerror(res));
+        }
+        finish(h, r, status, msg);
+    }
+}
+
+/* ---- submission and shutdown ---- */
+
+static void fail_all(oai_http_t *h, oai_http_req_t *q)
+{
+    while (q) {
+        oai_http_req_t *n = q->next;
+        finish(h, q, OAI_HTTP_ESTOP, "the HTTP pool is shutting down");
+        q = n;
+    }
+    while (h->active)
+        finish(h, h->active, OAI_HTTP_ESTOP, "the HTTP pool is shutting down");
+}
+
+static void close_any(uv_handle_t *hd, void *arg)
+{
+    (void)arg;
+    if (uv_is_closing(hd))
+        return;
+    uv_close(hd, hd->type == UV_POLL ? on_sock_close : NULL);
+}
+
+static void on_async(uv_async_t *a)
+{
+    oai_http_t *h = a->data;
+    oai_http_req_t *q;
+    int stopping;
+
+    uv_mutex_lock(&h->lock);
+    q = h->queue_head;
+    h->queue_head = h->queue_tail = NULL;
+    stopping = h->stopping;
+    uv_mutex_unlock(&h->lock);
+    if (stopping) {
+        size_t i;
+        fail_all(h, q);
+        curl_multi_cleanup(h->multi);
+        h->multi = NULL;
+        for (i = 0; i < h->n_free; i++) {
+            curl_easy_cleanup(h->free_easy[i]->e);
+            free(h->free_easy[i]);
+        }
+        h->n_free = 0;
+        uv_walk(&h->loop, close_any, NULL);
+        return;
+    }
+    while (q) {
+        oai_http_req_t *n = q->next;
+        char msg[128];
+        int rc = start(h, q, msg, sizeof(msg));
+        if (rc < 0) {
+            q->next = NULL;
+            finish(h, q, rc == -ENOMEM ? rc : OAI_HTTP_ETRANSFER, msg);
+        }
+        q = n;
+    }
+}
+
+static void loop_main(void *arg)
+{
+    oai_http_t *h = arg;
+    uv_run(&h->loop, UV_RUN_DEFAULT);
+}
+
+int oai_http_create(const oai_http_cfg_t *cfg, oai_http_t **out, char *err, size_t errlen)
+{
+    oai_http_t *h;
+    int rc;
+
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        snprintf(err, errlen, "curl_global_init failed");
+        return -EIO;
+    }
+    h = calloc(1, sizeof(*h));
+    if (!h) {
+        snprintf(err, errlen, "out of memory");
+        goto fail_global;
+    }
+    h->connect_timeout_ms = cfg->connect_timeout_ms;
+    if ((rc = uv_loop_init(&h->loop)) != 0) {
+        snprintf(err, errlen, "uv_loop_init: %s", uv_strerror(rc));
+        goto fail_alloc;
+    }
+    h->multi = curl_multi_init();
+    if (!h->multi) {
+        snprintf(err, errlen, "curl_multi_init failed");
+        goto fail_loop;
+    }
+    curl_multi_setopt(h->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+    curl_multi_setopt(h->multi, CURLMOPT_SOCKETDATA, h);
+    curl_multi_setopt(h->multi, CURLMOPT_TIMERFUNCTION, on_timer_set);
+    curl_multi_setopt(h->multi, CURLMOPT_TIMERDATA, h);
+    curl_multi_setopt(h->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)cfg->max_conns);
+    curl_multi_setopt(h->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)cfg->max_conns);
+    curl_multi_setopt(h->multi, CURLMOPT_MAXCONNECTS, (long)cfg->max_conns);
+    uv_mutex_init(&h->lock);
+    uv_timer_init(&h->loop, &h->timer);
+    h->timer.data = h;
+    uv_async_init(&h->loop, &h->async, on_async);
+    h->async.data = h;
+    if ((rc = uv_thread_create(&h->thread, loop_main, h)) != 0) {
+        snprintf(err, errlen, "cannot start the HTTP thread: %s", uv_strerror(rc));
+        goto fail_handles;
+    }
+    *out = h;
+    return 0;
+
+fail_handles:
+    uv_close((uv_handle_t *)&h->timer, NULL);
+    uv_close((uv_handle_t *)&h->async, NULL);
+    uv_run(&h->loop, UV_RUN_DEFAULT);
+    uv_mutex_destroy(&h->lock);
+    curl_multi_cleanup(h->multi);
+fail_loop:
+    uv_loop_close(&h->loop);
+fail_alloc:
+    free(h);
+fail_global:
+    curl_global_cleanup();
+    return -EIO;
+}
+
+int oai_http_submit(oai_http_t *h, oai_http_req_t *r)
+{
+    r->next = r->prev = NULL;
+    r->easy = NULL;
+    r->hdrs = NULL;
+    r->errbody = NULL;
+    r->errbody_len = 0;
+    uv_mutex_lock(&h->lock);
+    if (h->stopping) {
+        uv_mutex_unlock(&h->lock);
+        return OAI_HTTP_ESTOP;
+    }
+    if (h->queue_tail)
+        h->queue_tail->next = r;
+    else
+        h->queue_head = r;
+    h->queue_tail = r;
+    uv_mutex_unlock(&h->lock);
+    uv_async_send(&h->async);
+    return 0;
+}
+
+void oai_http_destroy(oai_http_t *h)
+{
+    if (!h)
+        return;
+    uv_mutex_lock(&h->lock);
+    h->stopping = 1;
+    uv_mutex_unlock(&h->lock);
+    uv_async_send(&h->async);
+    uv_thread_join(&h->thread);
+    uv_loop_close(&h->loop);
+    uv_mutex_destroy(&h->lock);
+    free(h->free_easy);
+    free(h);
+    curl_global_cleanup();
+}

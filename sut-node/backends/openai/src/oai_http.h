@@ -1,0 +1,65 @@
+/* oai_http.h: many concurrent HTTP requests on a libcurl connection pool, driven by libcurl's
+ * multi-socket interface on a libuv loop that runs in a thread of its own.
+ *
+ * Lifecycle: oai_http_create() starts the thread; oai_http_submit() hands it a request from any
+ * thread (a mutex-protected list plus one coalesced uv_async_send); the loop thread calls the
+ * request's on_data for each piece of a 2xx response body and on_done exactly once at the end.
+ * oai_http_destroy() fails every request still queued or running (on_done with OAI_HTTP_ESTOP),
+ * then stops and joins the thread.
+ *
+ * Limits: at most |max_conns| connections (and so concurrent HTTP/1.1 streams; more requests
+ * wait in libcurl's queue); each request has a deadline (timeout_ms, from submission); an error
+ * response's body is kept up to 512 bytes for the message. Callbacks run on the loop thread and
+ * must not block. */
+#ifndef OAI_HTTP_H
+#define OAI_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define OAI_HTTP_ESTOP (-125)   /* -ECANCELED: the pool is shutting down */
+#define OAI_HTTP_ETRANSFER (-5) /* -EIO: connect, send or receive failed, or the deadline */
+#define OAI_HTTP_ESTATUS (-71)  /* -EPROTO: the server answered with a non-2xx status */
+#define OAI_HTTP_EABORT (-103)  /* -ECONNABORTED: on_data asked to stop */
+
+typedef struct oai_http oai_http_t;
+typedef struct oai_http_req oai_http_req_t;
+
+struct oai_http_req {
+    /* Set by the caller; valid until on_done returns. */
+    const char *url;
+    const char *body; /* POST body */
+    size_t body_len;
+    const char *const *headers; /* NULL-terminated "Name: value" lines, or NULL */
+    long timeout_ms;
+    /* Returns 0 to go on, non-zero to abort the transfer (on_done then gets OAI_HTTP_EABORT). */
+    int (*on_data)(oai_http_req_t *r, const char *p, size_t n);
+    /* status: 0, or OAI_HTTP_E*; msg says what failed (curl's reason, or the server's status
+     * and the start of its error body). */
+    void (*on_done)(oai_http_req_t *r, int status, const char *msg);
+    /* Optional: each response header line (without its CRLF) of a 2xx response. */
+    void (*on_header)(oai_http_req_t *r, const char *line, size_t n);
+    void *ctx;
+
+    /* Private to oai_http.c. */
+    void *easy;
+    void *hdrs;
+    oai_http_req_t *next, *prev;
+    int aborted;
+    long http_code;
+    char *errbody;
+    size_t errbody_len;
+};
+
+typedef struct {
+    uint32_t max_conns;
+    long connect_timeout_ms;
+} oai_http_cfg_t;
+
+/* 0, or a negative code with a reason in err. */
+int oai_http_create(const oai_http_cfg_t *cfg, oai_http_t **out, char *err, size_t errlen);
+/* Thread-safe. 0, or OAI_HTTP_ESTOP once destroy has begun (on_done is then not called). */
+int oai_http_submit(oai_http_t *h, oai_http_req_t *r);
+void oai_http_destroy(oai_http_t *h);
+
+#endif

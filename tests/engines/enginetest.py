@@ -1,0 +1,86 @@
+"""Shared plumbing of the engine integration tests: start and stop processes, wait for a port
+file, run loadgen-node, read its accuracy log. Every wait has a deadline."""
+import json
+import os
+import subprocess
+import sys
+import time
+
+PY = "/usr/bin/python3"  # Debian's, with the packages of deploy/install-deps.sh
+
+
+def skip(why):
+    print(f"SKIP: {why}")
+    sys.exit(77)
+
+
+class Procs:
+    """Processes started by a test; stop_all() ends them (SIGTERM, then SIGKILL)."""
+
+    def __init__(self):
+        self.procs = []
+
+    def start(self, argv, log):
+        f = open(log, "w")
+        p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT)
+        self.procs.append((p, f))
+        return p
+
+    def stop(self, p, timeout=10):
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        return p.returncode
+
+    def stop_all(self):
+        for p, f in reversed(self.procs):
+            self.stop(p)
+            f.close()
+
+
+def wait_port(path, proc, log, timeout=30.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if os.path.exists(path) and os.path.getsize(path) > 0:
+            return int(open(path).read())
+        if proc.poll() is not None:
+            sys.exit(f"FAIL: {proc.args[0]} exited with {proc.returncode} before listening; "
+                     f"log:\n{open(log).read()[-2000:]}")
+        time.sleep(0.05)
+    sys.exit(f"FAIL: no port in {path} after {timeout} s; log:\n{open(log).read()[-2000:]}")
+
+
+def start_node(procs, sut, tmp, name, backend, opts, extra=()):
+    port_file = os.path.join(tmp, f"{name}.port")
+    log = os.path.join(tmp, f"{name}.log")
+    argv = [sut, "--listen", "127.0.0.1:0", "--port-file", port_file, "--name", name,
+            "--backend", backend, "--log-level", "info"] + list(extra)
+    for k, v in opts.items():
+        argv += ["--backend-opt", f"{k}={v}"]
+    p = procs.start(argv, log)
+    return p, f"127.0.0.1:{wait_port(port_file, p, log)}", log
+
+
+def loadgen(lg, out, node, qsl, scenario, mode, sets, extra=(), timeout=120):
+    argv = [lg, "--scenario", scenario, "--mode", mode, "--qsl-npy", qsl, "--nodes", node,
+            "--output-dir", out, "--quiet", "--progress", "off", "--log-level", "warn",
+            "--drain-timeout-ms", "30000"] + list(extra)
+    for s in sets:
+        argv += ["--set", s]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    return r.returncode, r.stdout + r.stderr
+
+
+def accuracy_log(out):
+    with open(os.path.join(out, "mlperf_log_accuracy.json")) as f:
+        return json.load(f)
+
+
+def summary_lines(out, pattern):
+    import re
+    with open(os.path.join(out, "mlperf_log_summary.txt")) as f:
+        return [l.rstrip() for l in f if re.search(pattern, l)]

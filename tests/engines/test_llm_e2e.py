@@ -1,0 +1,150 @@
+#!/usr/bin/python3
+"""The openai backend against a real engine: for every prompt of a token data set made here, the
+token IDs that come back through loadgen-node -> QDL -> sut-node -> engine equal the engine's own
+greedy output for that prompt (asked directly), each sample exactly once, in Offline and Server,
+in every dialect the test engine speaks; an engine error fails the samples with the engine's
+message in the node's log; a Server performance run reports TTFT and TPOT.
+
+    test_llm_e2e.py SUT_NODE LOADGEN_NODE OPENAI_PLUGIN SOURCE_DIR
+
+Exits 77 when the Python packages are missing (python3-torch, -fastapi, -uvicorn, -pandas).
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import enginetest as et  # noqa: E402
+
+MAX_TOKENS = 24
+EOS = 2
+N_PROMPTS = 24
+
+
+def direct(port, prompt):
+    """The engine's own greedy output, asked directly (not streamed)."""
+    body = json.dumps({"model": "model", "prompt": prompt, "max_tokens": MAX_TOKENS,
+                       "temperature": 0, "return_token_ids": True}).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", body,
+                                 {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.load(r)["choices"][0]["token_ids"]
+
+
+def check_tokens(tag, log, prompts, ref):
+    seen = {}
+    for r in log:
+        i = int(r["qsl_idx"])
+        if i in seen:
+            sys.exit(f"FAIL {tag}: sample {i} answered twice")
+        data = bytes.fromhex(r["data"])
+        toks = [int.from_bytes(data[k:k + 4], "little") for k in range(0, len(data), 4)]
+        seen[i] = toks
+        if "token_count" in r and int(r["token_count"]) != len(toks):
+            sys.exit(f"FAIL {tag}: sample {i}: token_count {r['token_count']} for {len(toks)} "
+                     f"tokens")
+    missing = sorted(set(range(len(prompts))) - set(seen))
+    if missing:
+        sys.exit(f"FAIL {tag}: samples {missing[:10]} never answered")
+    bad = [i for i in range(len(prompts)) if seen[i] != ref[i]]
+    if bad:
+        i = bad[0]
+        sys.exit(f"FAIL {tag}: {len(bad)} samples differ from the engine's own output; sample "
+                 f"{i}: got {seen[i]}, engine {ref[i]}")
+    print(f"ok {tag}: {len(prompts)} samples, each once, every token equal to the engine's "
+          f"greedy output ({sum(len(t) for t in ref)} tokens)")
+
+
+def main():
+    if len(sys.argv) != 5:
+        sys.exit(__doc__)
+    sut, lg, plugin, src = sys.argv[1:]
+    r = subprocess.run([et.PY, "-c", "import torch, fastapi, uvicorn, pandas, numpy"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        et.skip(f"Python packages missing: {r.stderr.strip().splitlines()[-1]}")
+    tools = os.path.join(src, "loadgen-node", "tools")
+    tmp = tempfile.mkdtemp(prefix="llm-e2e-")
+    procs = et.Procs()
+    try:
+        # The data set in the official pickle form, converted as a real one would be.
+        pkl, qsl = os.path.join(tmp, "tokens.pkl"), os.path.join(tmp, "qsl")
+        subprocess.run([et.PY, os.path.join(tools, "make_llm_tokens.py"), "--out", pkl,
+                        "--count", str(N_PROMPTS), "--avoid", str(EOS)], check=True)
+        subprocess.run([et.PY, os.path.join(tools, "llm_pickle_to_qsl.py"), "--pickle", pkl,
+                        "--out-dir", qsl], check=True)
+        import numpy as np
+        prompts = [np.load(os.path.join(qsl, f)).tolist() for f in sorted(os.listdir(qsl))]
+
+        elog = os.path.join(tmp, "engine.log")
+        eport_file = os.path.join(tmp, "engine.port")
+        eng = procs.start([et.PY, os.path.join(src, "tests", "engines", "llm_engine.py"),
+                           "--port-file", eport_file, "--eos", str(EOS)], elog)
+        eport = et.wait_port(eport_file, eng, elog, timeout=40)
+        ref = [direct(eport, p) for p in prompts]
+        print(f"engine on port {eport}: reference outputs of {len(ref)} prompts, "
+              f"{min(map(len, ref))}..{max(map(len, ref))} tokens")
+
+        url = f"http://127.0.0.1:{eport}"
+        common = ["--model", "llama2-70b"]
+        server_sets = ["server_target_qps=40", "use_token_latencies=1"]
+        runs = [("vllm", "Offline"), ("vllm", "Server"), ("sglang", "Offline"),
+                ("llamacpp", "Offline"), ("trtllm", "Server")]
+        for dialect, scenario in runs:
+            node, addr, nlog = et.start_node(
+                procs, sut, tmp, f"llm-{dialect}-{scenario}", plugin,
+                {"url": url, "dialect": dialect, "max_tokens": MAX_TOKENS}, ["--max-batch", "8"])
+            out = os.path.join(tmp, f"{dialect}-{scenario}")
+            rc, text = et.loadgen(lg, out, addr, qsl, scenario, "AccuracyOnly",
+                                  server_sets if scenario == "Server" else [], common)
+            if rc != 0:
+                sys.exit(f"FAIL {dialect} {scenario}: loadgen-node exit {rc}\n{text[-3000:]}\n"
+                         f"node log:\n{open(nlog).read()[-2000:]}")
+            check_tokens(f"{dialect} {scenario}", et.accuracy_log(out), prompts, ref)
+            procs.stop(node)
+
+        # Token latencies: a short Server performance run, reported (not judged: no speed
+        # assertion on a shared machine).
+        node, addr, nlog = et.start_node(procs, sut, tmp, "llm-perf", plugin,
+                                         {"url": url, "max_tokens": 4}, ["--max-batch", "16"])
+        out = os.path.join(tmp, "perf")
+        rc, text = et.loadgen(lg, out, addr, qsl, "Server", "PerformanceOnly",
+                              ["server_target_qps=60", "use_token_latencies=1",
+                               "min_duration_ms=8000", "min_query_count=480",
+                               "server_target_latency_ns=2000000000",
+                               "server_ttft_latency=2000000000", "server_tpot_latency=200000000"],
+                              common)
+        lines = et.summary_lines(out, r"Result is|satisfied|^ \* |Completed samples per second|"
+                                      r"Completed tokens per second|(50|99)\.00 percentile "
+                                      r"(first token|time to output token)")
+        print("Server performance run, 60 QPS, max_tokens=4 (loadgen-node exit %d):" % rc)
+        for line in lines:
+            print("  " + line)
+        if not et.summary_lines(out, r"No errors encountered"):
+            sys.exit(f"FAIL perf: sample errors:\n{text[-2000:]}")
+        procs.stop(node)
+
+        # An engine error: prompt + max_tokens over the engine's context fails every sample, and
+        # the node logs the engine's own message.
+        node, addr, nlog = et.start_node(procs, sut, tmp, "llm-err", plugin,
+                                         {"url": url, "max_tokens": 1020})
+        out = os.path.join(tmp, "err")
+        rc, text = et.loadgen(lg, out, addr, qsl, "Offline", "AccuracyOnly", [], common)
+        procs.stop(node)
+        nl = open(nlog).read()
+        if rc == 0 or "exceed the context" not in nl:
+            sys.exit(f"FAIL error path: loadgen-node exit {rc}; node log:\n{nl[-2000:]}")
+        print("ok engine error: samples failed, node logged the engine's message: " +
+              next(l for l in nl.splitlines() if "exceed the context" in l)[-160:])
+    finally:
+        procs.stop_all()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,49 @@
+/* Fuzz target: an engine's SSE stream, fed to the openai backend's decoder in chunks of a size
+ * the first byte picks, and every event given to a dialect's parser (the second byte picks it):
+ * the bytes an engine sends are hostile until validated. */
+#include "oai_dialect.h"
+#include "oai_sse.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    oai_gen_t g = {OAI_VLLM, "m", 64, 0, 0.0, 0, 0};
+    oai_out_t o = {0};
+    oai_sse_t p;
+    size_t chunk, off = 0;
+
+    if (size < 2)
+        return 0;
+    chunk = (size_t)data[0] % 64 + 1;
+    g.dialect = (oai_dialect_t)(data[1] % 4);
+    g.incremental = data[1] & 0x10 ? 1 : 0;
+    data += 2;
+    size -= 2;
+    o.max = 64;
+    oai_sse_init(&p, 4096);
+    while (off < size) {
+        size_t n = size - off < chunk ? size - off : chunk;
+        while (n) {
+            int have;
+            ssize_t used = oai_sse_feed(&p, (const char *)data + off, n, &have);
+            if (used < 0)
+                goto out;
+            off += (size_t)used;
+            n -= (size_t)used;
+            if (have) {
+                size_t len;
+                const char *ev = oai_sse_event(&p, &len);
+                if (oai_dialect_event(&g, ev, len, &o) < 0)
+                    goto out;
+            }
+        }
+    }
+out:
+    oai_sse_free(&p);
+    oai_out_free(&o);
+    return 0;
+}

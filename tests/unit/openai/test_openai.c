@@ -1,0 +1,401 @@
+/* Unit tests of the openai and kserve backends' parts: the SSE decoder fed byte by byte and in
+ * every split, its limit; each dialect's request body and stream events; the KServe v2 header;
+ * and the HTTP pool against a scripted loopback server (a full stream, an error status, a
+ * connection closed mid-stream, a server that never answers). */
+#include "../check_main.h"
+
+#include "ks_v2.h"
+#include "oai_dialect.h"
+#include "oai_http.h"
+#include "oai_sse.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- SSE ---- */
+
+typedef struct {
+    char ev[8][128];
+    int n;
+} evs_t;
+
+/* Feeds |s| in pieces of |step| bytes (0: all at once) and collects the events. */
+static int feed(oai_sse_t *p, const char *s, size_t len, size_t step, evs_t *out)
+{
+    size_t off = 0;
+    while (off < len) {
+        size_t piece = step ? (len - off < step ? len - off : step) : len - off;
+        while (piece) {
+            int have;
+            ssize_t used = oai_sse_feed(p, s + off, piece, &have);
+            if (used < 0)
+                return (int)used;
+            off += (size_t)used;
+            piece -= (size_t)used;
+            if (have) {
+                size_t n;
+                const char *e = oai_sse_event(p, &n);
+                ck_assert_int_lt(out->n, 8);
+                ck_assert_uint_lt(n, 128);
+                memcpy(out->ev[out->n], e, n + 1);
+                out->n++;
+            }
+        }
+    }
+    return 0;
+}
+
+static const char stream[] = ": keep-alive comment\r\n"
+                             "event: message\n"
+                             "data: {\"a\":1}\r\n\r\n"
+                             "data:{\"b\":2}\r\r"
+                             "id: 7\n"
+                             "data: line1\n"
+                             "data: line2\n"
+                             "\n"
+                             "retry: 10\n\n" /* no data: no event */
+                             "data\n\n"      /* a data field with no value: an empty event */
+                             "data: [DONE]\n\n"
+                             "data: partial"; /* never finished */
+
+START_TEST(sse_bytewise)
+{
+    size_t step;
+    for (step = 0; step <= sizeof(stream); step++) {
+        oai_sse_t p;
+        evs_t e = {0};
+        oai_sse_init(&p, 1024);
+        ck_assert_int_eq(feed(&p, stream, sizeof(stream) - 1, step, &e), 0);
+        ck_assert_int_eq(e.n, 5);
+        ck_assert_str_eq(e.ev[0], "{\"a\":1}");
+        ck_assert_str_eq(e.ev[1], "{\"b\":2}");
+        ck_assert_str_eq(e.ev[2], "line1\nline2");
+        ck_assert_str_eq(e.ev[3], "");
+        ck_assert_str_eq(e.ev[4], "[DONE]");
+        oai_sse_free(&p);
+    }
+}
+END_TEST
+
+START_TEST(sse_limits)
+{
+    oai_sse_t p;
+    evs_t e = {0};
+    char big[300];
+
+    /* A line over the limit is an error, before it ends. */
+    memset(big, 'x', sizeof(big));
+    memcpy(big, "data: ", 6);
+    oai_sse_init(&p, 256);
+    ck_assert_int_eq(feed(&p, big, sizeof(big), 1, &e), OAI_SSE_ETOOBIG);
+    oai_sse_free(&p);
+    /* Many short data lines that add up past the limit, too. */
+    oai_sse_init(&p, 64);
+    {
+        int i, rc = 0;
+        for (i = 0; i < 20 && rc == 0; i++)
+            rc = feed(&p, "data: 0123456789\n", 17, 0, &e);
+        ck_assert_int_eq(rc, OAI_SSE_ETOOBIG);
+    }
+    /* After a reset the decoder works again; a line exactly at the limit passes. */
+    oai_sse_reset(&p);
+    memset(big, 'y', sizeof(big));
+    memcpy(big, "data: ", 6);
+    big[64] = '\n';
+    big[65] = '\n';
+    ck_assert_int_eq(feed(&p, big, 66, 3, &e), 0);
+    ck_assert_int_eq(e.n, 1);
+    ck_assert_uint_eq(strlen(e.ev[0]), 58);
+    oai_sse_free(&p);
+}
+END_TEST
+
+/* ---- dialects ---- */
+
+static void event_ok(const oai_gen_t *g, const char *ev, oai_out_t *o)
+{
+    int rc = oai_dialect_event(g, ev, strlen(ev), o);
+    ck_assert_msg(rc == 0, "event %s: %s", ev, o->err);
+}
+
+START_TEST(dialects)
+{
+    const int32_t prompt[3] = {5, 6, 70000};
+    oai_gen_t g = {OAI_VLLM, "m", 8, 2, 0.0, 0, 0};
+    oai_out_t o = {0};
+    char *body;
+    size_t len;
+    oai_dialect_t d;
+
+    ck_assert_int_eq(oai_dialect_from_name("sglang", &d), 0);
+    ck_assert_int_eq(d, OAI_SGLANG);
+    ck_assert_int_lt(oai_dialect_from_name("tgi", &d), 0);
+
+    /* vLLM: body, token_ids, logprobs strings, the end, and an error. */
+    ck_assert_int_eq(oai_dialect_body(&g, prompt, 3, &body, &len), 0);
+    ck_assert_ptr_nonnull(strstr(body, "\"prompt\":[5,6,70000]"));
+    ck_assert_ptr_nonnull(strstr(body, "\"max_tokens\":8,\"min_tokens\":2,\"temperature\":0,"));
+    ck_assert_ptr_nonnull(strstr(body, "\"return_tokens_as_token_ids\":true"));
+    ck_assert_uint_eq(len, strlen(body));
+    free(body);
+    o.max = 8;
+    event_ok(&g, "{\"choices\":[{\"text\":\"x\",\"token_ids\":[11,12],\"finish_reason\":null}]}",
+             &o);
+    event_ok(&g,
+             "{\"choices\":[{\"logprobs\":{\"tokens\":[\"token_id:13\"]},\"finish_reason\":null}]}",
+             &o);
+    ck_assert_int_eq(o.done, 0);
+    event_ok(&g, "{\"choices\":[{\"token_ids\":[14],\"finish_reason\":\"length\"}]}", &o);
+    ck_assert_int_eq(o.done, 1);
+    ck_assert_uint_eq(o.n, 4);
+    ck_assert_int_eq(o.toks[0], 11);
+    ck_assert_int_eq(o.toks[3], 14);
+    event_ok(&g, "[DONE]", &o);
+    ck_assert_int_lt(
+        oai_dialect_event(&g, "{\"object\":\"error\",\"message\":\"too long\"}", 40, &o), 0);
+    ck_assert_ptr_nonnull(strstr(o.err, "too long"));
+    ck_assert_int_lt(
+        oai_dialect_event(&g, "{\"choices\":[{\"logprobs\":{\"tokens\":[\"hi\"]}}]}", 43, &o), 0);
+    ck_assert_int_lt(oai_dialect_event(&g, "{\"choices\":[{\"token_ids\":[-1]}]}", 32, &o), 0);
+    ck_assert_int_lt(oai_dialect_event(&g, "not json", 8, &o), 0);
+    /* More tokens than max_tokens: refused. */
+    event_ok(&g, "{\"choices\":[{\"token_ids\":[1,2,3,4]}]}", &o);
+    ck_assert_int_lt(oai_dialect_event(&g, "{\"choices\":[{\"token_ids\":[5]}]}", 31, &o), 0);
+    oai_out_free(&o);
+
+    /* SGLang: cumulative output_ids, meta_info.finish_reason. */
+    memset(&o, 0, sizeof(o));
+    o.max = 8;
+    g.dialect = OAI_SGLANG;
+    ck_assert_int_eq(oai_dialect_body(&g, prompt, 2, &body, &len), 0);
+    ck_assert_ptr_nonnull(strstr(body, "\"input_ids\":[5,6],\"sampling_params\":{"
+                                       "\"max_new_tokens\":8,\"min_new_tokens\":2,"));
+    free(body);
+    event_ok(&g, "{\"output_ids\":[7],\"meta_info\":{\"finish_reason\":null}}", &o);
+    event_ok(&g, "{\"output_ids\":[7,8,9],\"meta_info\":{\"finish_reason\":null}}", &o);
+    event_ok(&g,
+             "{\"output_ids\":[7,8,9,10],\"meta_info\":{\"finish_reason\":{\"type\":\"length\"}}}",
+             &o);
+    ck_assert_uint_eq(o.n, 4);
+    ck_assert_int_eq(o.toks[2], 9);
+    ck_assert_int_eq(o.done, 1);
+    ck_assert_int_lt(oai_dialect_event(&g, "{\"output_ids\":[7]}", 18, &o), 0); /* shrank */
+    oai_out_free(&o);
+
+    /* llama.cpp: tokens, stop. */
+    memset(&o, 0, sizeof(o));
+    o.max = 8;
+    g.dialect = OAI_LLAMACPP;
+    ck_assert_int_eq(oai_dialect_body(&g, prompt, 1, &body, &len), 0);
+    ck_assert_ptr_nonnull(strstr(body, "{\"prompt\":[5],\"n_predict\":8,"));
+    ck_assert_ptr_nonnull(strstr(body, "\"return_tokens\":true"));
+    free(body);
+    event_ok(&g, "{\"content\":\"a\",\"tokens\":[3],\"stop\":false}", &o);
+    event_ok(&g, "{\"content\":\"\",\"tokens\":[],\"stop\":true}", &o);
+    ck_assert_uint_eq(o.n, 1);
+    ck_assert_int_eq(o.done, 1);
+    oai_out_free(&o);
+}
+END_TEST
+
+/* ---- KServe v2 ---- */
+
+START_TEST(kserve_v2)
+{
+    ks_tensor_t t = {"input", "logits", "UINT8", {1, 28, 28}, 3};
+    const char resp[] = "{\"outputs\":[{\"name\":\"aux\",\"parameters\":{\"binary_data_size\":8}},"
+                        "{\"name\":\"j\",\"data\":[1]},"
+                        "{\"name\":\"logits\",\"parameters\":{\"binary_data_size\":80}}]}";
+    char *h, err[200];
+    size_t len, off, size;
+
+    ck_assert_uint_eq(ks_dtype_size("FP32"), 4);
+    ck_assert_uint_eq(ks_dtype_size("FP8"), 0);
+    ck_assert_int_eq(ks_request_header(&t, 2, 1568, &h, &len), 0);
+    ck_assert_str_eq(h, "{\"inputs\":[{\"name\":\"input\",\"shape\":[2,1,28,28],\"datatype\":"
+                        "\"UINT8\",\"parameters\":{\"binary_data_size\":1568}}],\"outputs\":[{"
+                        "\"name\":\"logits\",\"parameters\":{\"binary_data\":true}}]}");
+    ck_assert_uint_eq(len, strlen(h));
+    free(h);
+    ck_assert_int_eq(ks_response_output(resp, strlen(resp), "logits", &off, &size, err, 200), 0);
+    ck_assert_uint_eq(off, 8);
+    ck_assert_uint_eq(size, 80);
+    ck_assert_int_lt(ks_response_output(resp, strlen(resp), "j", &off, &size, err, 200), 0);
+    ck_assert_int_lt(ks_response_output(resp, strlen(resp), "x", &off, &size, err, 200), 0);
+    ck_assert_int_lt(
+        ks_response_output("{\"error\":\"bad shape\"}", 21, "x", &off, &size, err, 200), 0);
+    ck_assert_ptr_nonnull(strstr(err, "bad shape"));
+    ck_assert_int_lt(ks_response_output(resp, 20, "logits", &off, &size, err, 200), 0);
+}
+END_TEST
+
+/* ---- the HTTP pool against a scripted server ---- */
+
+typedef struct {
+    int lfd;
+    const char *reply; /* written after the request; NULL: never answer */
+} server_t;
+
+static void *serve_one(void *arg)
+{
+    server_t *s = arg;
+    char buf[4096];
+    size_t got = 0;
+    int fd = accept(s->lfd, NULL, NULL);
+
+    if (fd < 0)
+        return NULL;
+    /* Read until the headers end and the small body is in (the tests send < 100 bytes). */
+    while (got < sizeof(buf) - 1) {
+        ssize_t r = read(fd, buf + got, sizeof(buf) - 1 - got);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+        buf[got] = '\0';
+        if (strstr(buf, "\r\n\r\n") && strstr(buf, "\r\n\r\n")[4] == '{' && buf[got - 1] == '}')
+            break;
+    }
+    if (s->reply) {
+        ssize_t w = write(fd, s->reply, strlen(s->reply));
+        (void)w;
+        close(fd);
+    } else {
+        sleep(2); /* past the client's deadline */
+        close(fd);
+    }
+    return NULL;
+}
+
+typedef struct {
+    char data[1024];
+    size_t len;
+    int status, done;
+    char msg[600];
+} result_t;
+
+static int on_data(oai_http_req_t *r, const char *p, size_t n)
+{
+    result_t *res = r->ctx;
+    if (res->len + n < sizeof(res->data)) {
+        memcpy(res->data + res->len, p, n);
+        res->len += n;
+    }
+    return 0;
+}
+
+static void on_done(oai_http_req_t *r, int status, const char *msg)
+{
+    result_t *res = r->ctx;
+    res->status = status;
+    snprintf(res->msg, sizeof(res->msg), "%s", msg);
+    __atomic_store_n(&res->done, 1, __ATOMIC_RELEASE);
+}
+
+static void run_request(const char *reply, long timeout_ms, result_t *res)
+{
+    struct sockaddr_in a = {0};
+    socklen_t al = sizeof(a);
+    server_t s;
+    pthread_t th;
+    oai_http_t *h;
+    oai_http_cfg_t cfg = {4, 2000};
+    oai_http_req_t req;
+    char err[200], url[64];
+    const char *hdrs[] = {"Content-Type: application/json", NULL};
+    int i;
+
+    memset(res, 0, sizeof(*res));
+    s.lfd = socket(AF_INET, SOCK_STREAM, 0);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(s.lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    ck_assert_int_eq(listen(s.lfd, 4), 0);
+    ck_assert_int_eq(getsockname(s.lfd, (struct sockaddr *)&a, &al), 0);
+    s.reply = reply;
+    ck_assert_int_eq(pthread_create(&th, NULL, serve_one, &s), 0);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u/v1/completions", ntohs(a.sin_port));
+    ck_assert_int_eq(oai_http_create(&cfg, &h, err, sizeof(err)), 0);
+    memset(&req, 0, sizeof(req));
+    req.url = url;
+    req.body = "{\"prompt\":[1]}";
+    req.body_len = strlen(req.body);
+    req.headers = hdrs;
+    req.timeout_ms = timeout_ms;
+    req.on_data = on_data;
+    req.on_done = on_done;
+    req.ctx = res;
+    ck_assert_int_eq(oai_http_submit(h, &req), 0);
+    for (i = 0; i < 1000 && !__atomic_load_n(&res->done, __ATOMIC_ACQUIRE); i++)
+        usleep(10000); /* polls the condition, bounded at 10 s */
+    ck_assert_msg(res->done, "no completion within 10 s");
+    oai_http_destroy(h);
+    pthread_join(th, NULL);
+    close(s.lfd);
+}
+
+START_TEST(http_pool)
+{
+    result_t r;
+
+    run_request("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+                "data: {\"x\":1}\n\ndata: [DONE]\n\n",
+                5000, &r);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_str_eq(r.data, "data: {\"x\":1}\n\ndata: [DONE]\n\n");
+
+    run_request("HTTP/1.1 400 Bad Request\r\nContent-Length: 26\r\nConnection: close\r\n\r\n"
+                "{\"message\":\"bad prompt!\"}\n",
+                5000, &r);
+    ck_assert_int_eq(r.status, OAI_HTTP_ESTATUS);
+    ck_assert_msg(strstr(r.msg, "HTTP 400") && strstr(r.msg, "bad prompt!"), "%s", r.msg);
+    ck_assert_uint_eq(r.len, 0);
+
+    /* A chunked stream cut off mid-way: the transfer fails. */
+    run_request("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                "e\r\ndata: {\"x\":1}\n\r\n",
+                5000, &r);
+    ck_assert_int_eq(r.status, OAI_HTTP_ETRANSFER);
+
+    /* A server that never answers: the deadline. */
+    run_request(NULL, 300, &r);
+    ck_assert_int_eq(r.status, OAI_HTTP_ETRANSFER);
+    ck_assert_msg(strstr(r.msg, "imeout") || strstr(r.msg, "timed out"), "%s", r.msg);
+}
+END_TEST
+
+static TCase *tc(const char *name, const TTest *t)
+{
+    TCase *c = tcase_create(name);
+    tcase_add_test(c, t);
+    tcase_set_timeout(c, 30);
+    return c;
+}
+
+static TCase *tc_sse_bytewise(void)
+{
+    return tc("sse_bytewise", sse_bytewise);
+}
+static TCase *tc_sse_limits(void)
+{
+    return tc("sse_limits", sse_limits);
+}
+static TCase *tc_dialects(void)
+{
+    return tc("dialects", dialects);
+}
+static TCase *tc_kserve_v2(void)
+{
+    return tc("kserve_v2", kserve_v2);
+}
+static TCase *tc_http_pool(void)
+{
+    return tc("http_pool", http_pool);
+}
+
+CHECK_MAIN("openai", tc_sse_bytewise, tc_sse_limits, tc_dialects, tc_kserve_v2, tc_http_pool)
