@@ -39,6 +39,8 @@ class Env:
         self.lg = os.path.join(build, "loadgen-node", "loadgen-node")
         self.rawrr = os.path.join(build, "bench", "rawrr")
         self.qdlbench = os.path.join(build, "bench", "qdlbench")
+        self.official = os.path.join(build, "bench", "official_null")
+        self.official_root = ""
         self.tmp = tempfile.mkdtemp(prefix="mlperf-bench.")
         self.procs = []
         for p in (self.sut, self.lg, self.rawrr, self.qdlbench):
@@ -273,17 +275,13 @@ B1_LADDER = [25000, 50000, 75000, 100000, 125000, 150000, 175000, 200000, 225000
              300000, 350000, 400000, 500000, 600000, 800000, 1000000]
 
 
-def b1_server(env, t, ref):
-    """Server capacity as a ladder: every step env.runs times; the capacity is the highest step at
-    which it and every lower step pass most runs (a lucky pass above a failing step does not
-    count). One row per step with its VALID count, its p99 and the harness's issue lateness."""
-    node = Node(env, "b1-null", ["--backend", "null"])
-    dur = env.dur(10000, 1000)
-    sets = {"server_target_latency_ns": 1000000, "min_duration_ms": dur}
-    ladder = [25000, 100000] if env.quick else B1_LADDER
+def climb(env, ladder, run_step):
+    """B1's ladder rules: every step env.runs times, up to the first step where most runs fail;
+    the capacity is the highest step at which it and every lower step pass most runs (a lucky
+    pass above a failing step does not count). Returns (steps, capacity or None, its runs)."""
     steps = []  # (qps, runs)
     for q in ladder:
-        runs = [loadgen(env, "Server", [node], dict(sets, server_target_qps=q)) for _ in range(env.runs)]
+        runs = [run_step(q) for _ in range(env.runs)]
         steps.append((q, runs))
         if 2 * sum(r["valid"] for r in runs) <= len(runs):
             break  # the failure step: most runs INVALID
@@ -292,8 +290,59 @@ def b1_server(env, t, ref):
         if 2 * sum(r["valid"] for r in runs) <= len(runs):
             break
         best, confirm = q, runs
-    ladder_text = " ".join(f"{q // 1000}k:{sum(r['valid'] for r in runs)}/{len(runs)}" for q, runs in steps)
-    print(f"     B1 ladder (VALID runs per step): {ladder_text}", flush=True)
+    return steps, best, confirm
+
+
+def ladder_text(steps):
+    return " ".join(f"{q // 1000}k:{sum(r['valid'] for r in runs)}/{len(runs)}" for q, runs in steps)
+
+
+def official_null(env, qps, sets):
+    """One Server run of the official LoadGen with its in-process null SUT (bench/official_null.cc)."""
+    outdir = tempfile.mkdtemp(dir=env.tmp)
+    cmd = [env.official, "--qps", str(qps), "--duration-ms", str(sets["min_duration_ms"]),
+           "--latency-ns", str(sets["server_target_latency_ns"]), "--samples", "1024", "--outdir", outdir]
+    code, _, err = run_cmd(cmd)
+    r = parse_summary(os.path.join(outdir, "mlperf_log_summary.txt"))
+    if code != 0:
+        r["error"] = err.strip().splitlines()[-1] if err.strip() else f"exit {code}"
+    return r
+
+
+def b1_official(env, t, sets, ladder, ours):
+    """The reference row: the official LoadGen's in-process null-SUT Server ceiling, same ladder
+    rules, measured in the same run; and loadgen-node's ceiling (through the network) over it."""
+    if not env.official_root:
+        print("     B1 reference (official LoadGen, in-process null SUT): skipped; give "
+              "--official-loadgen-root PATH (an installed official LoadGen) to measure it", flush=True)
+        return
+    if not os.access(env.official, os.X_OK):
+        print(f"     B1 reference: skipped; {env.official} is missing (bench/run.sh "
+              "--official-loadgen-root PATH builds it with -DMLPERF_LOADGEN_ROOT)", flush=True)
+        return
+    steps, best, confirm = climb(env, ladder, lambda q: official_null(env, q, dict(sets)))
+    print(f"     B1 official ladder (VALID runs per step): {ladder_text(steps)}", flush=True)
+    valid_share = sum(r["valid"] for r in confirm) if confirm else 0
+    t.add("B1o", f"official LoadGen null-SUT ceiling ({valid_share}/{len(confirm)} VALID)", "QPS",
+          [best] if best else [None])
+    for q, runs in steps:
+        n_ok = sum(r["valid"] for r in runs)
+        t.add("", f"  official {q // 1000}k QPS: {n_ok}/{len(runs)} VALID, p99", "us",
+              [r["p99"] / 1e3 if "p99" in r else None for r in runs])
+    t.add("B1r", "loadgen-node (network) / official (in-process)", "QPS", [ours] if ours else [None],
+          ref=best, ref_what="B1o", target=lambda m, r: (r or 0) >= 1.2, note=">= 1.2x B1o")
+
+
+def b1_server(env, t, ref):
+    """Server capacity as a ladder (see climb). One row per step with its VALID count, its p99 and
+    the harness's issue lateness; then the official LoadGen's reference row when one is given."""
+    node = Node(env, "b1-null", ["--backend", "null"])
+    dur = env.dur(10000, 1000)
+    sets = {"server_target_latency_ns": 1000000, "min_duration_ms": dur}
+    ladder = [25000, 100000] if env.quick else B1_LADDER
+    steps, best, confirm = climb(env, ladder,
+                                 lambda q: loadgen(env, "Server", [node], dict(sets, server_target_qps=q)))
+    print(f"     B1 ladder (VALID runs per step): {ladder_text(steps)}", flush=True)
     valid_share = sum(r["valid"] for r in confirm) if confirm else 0
     t.add("B1", f"Server capacity, 1 ms p99 ({valid_share}/{len(confirm)} VALID)", "QPS",
           [best] if best else [None], ref=ref["rate64"], ref_what="R2",
@@ -313,6 +362,7 @@ def b1_server(env, t, ref):
         t.add("B6a", "CPU per sample, Server: loadgen-node", "us", per)
         t.add("B6b", "CPU per sample, Server: sut-node", "us", pern)
     node.stop()
+    b1_official(env, t, sets, ladder, best)
 
 
 def b2_offline(env, t, ref):
@@ -544,10 +594,14 @@ def main():
     ap.add_argument("--json", default="", help="write the table here (default: bench-results.json in the build)")
     ap.add_argument("--loadgen-node", default="", help="the loadgen-node binary to measure (default: the build's);"
                     " for before/after comparisons against the same sut-node")
+    ap.add_argument("--official-loadgen-root", default=os.environ.get("MLPERF_LOADGEN_ROOT", ""),
+                    help="an installed official LoadGen (default: $MLPERF_LOADGEN_ROOT): B1 then measures its"
+                    " in-process null-SUT ceiling as a reference row (bench/run.sh builds official_null with it)")
     args = ap.parse_args()
     env = Env(os.path.abspath(args.build), args.quick, max(3, args.runs), None)
     if args.loadgen_node:
         env.lg = os.path.abspath(args.loadgen_node)
+    env.official_root = args.official_loadgen_root
     only = [x.strip() for x in args.only.split(",") if x.strip()]
     t = Table()
     timings = {}

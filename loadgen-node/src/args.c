@@ -58,6 +58,7 @@ static int set_quiet(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t
 static int set_progress(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
 static int set_spin(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
 static int set_spin_budget(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
+static int set_qdl_limit(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
 static int set_log_level(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
 static int set_config(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
 static int set_exit(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
@@ -104,6 +105,13 @@ static const opt_t options[] = {
     STR("sut", "KIND", sut, "qdl (the default when --nodes is given) or null (in-process)"),
     STR("nodes", "H:P,H:P", nodes, "sut-node addresses for the QDL (IPv6 as [ADDR]:PORT)"),
     U64("connections", "N", connections, "connections per node (QDL, default 1)"),
+    FN("progress-timeout-ms", "N", set_qdl_limit,
+       "a node holding samples without completing any for N ms is marked\n"
+       "degraded and its samples go elsewhere (QDL; default 0: 10 s, 60 s\n"
+       "when streaming, or 4 x the node's slowest completion if longer)"),
+    FN("max-dispatches", "N", set_qdl_limit,
+       "a sample sent N times without a result fails (QDL, 1-1000,\n"
+       "default 3)"),
     STR("policy", "P", policy, "least-outstanding (default), round-robin or weighted (QDL)"),
     STR("result-codec", "CODEC", result_codec,
         "codec offered for responses: none (default) or lz4 (QDL)"),
@@ -299,6 +307,31 @@ static int set_progress(lg_args_t *o, const char *name, const char *v, cmn_errbu
         o->log.progress = LG_PROGRESS_OFF;
     else
         return cmn_errf(eb, CMN_ECONFIG, "--%s: '%s' is not auto, on or off", name, v);
+    return 0;
+}
+
+/* A progress deadline beyond a day, or more than 1000 dispatches of one sample, is a mistake. */
+#define PROGRESS_TIMEOUT_MS_MAX 86400000u
+#define MAX_DISPATCHES_MAX 1000u
+
+static int set_qdl_limit(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb)
+{
+    uint64_t u;
+    int rc = parse_u64(name, v, &u, eb);
+
+    if (rc < 0)
+        return rc;
+    if (strcmp(name, "progress-timeout-ms") == 0) {
+        if (u > PROGRESS_TIMEOUT_MS_MAX)
+            return cmn_errf(eb, CMN_ECONFIG, "--%s: %" PRIu64 " ms is more than the limit of %u ms",
+                            name, u, PROGRESS_TIMEOUT_MS_MAX);
+        o->progress_timeout_ms = u;
+    } else {
+        if (u < 1 || u > MAX_DISPATCHES_MAX)
+            return cmn_errf(eb, CMN_ECONFIG, "--%s: %" PRIu64 " is not from 1 to %u", name, u,
+                            MAX_DISPATCHES_MAX);
+        o->max_dispatches = (uint32_t)u;
+    }
     return 0;
 }
 

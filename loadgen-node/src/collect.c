@@ -94,9 +94,10 @@ static int collect(lg_run_t *run, const lg_effective_settings_t *s, const lg__is
         int64_t v = atomic_load_explicit(&c->lat[k], memory_order_relaxed);
 
         if (csv && c->sched)
-            fprintf(csv, "%" PRIu64 ",%" PRId64 ",%" PRId64 ",%" PRIu32 ",%" PRIu32 "\n",
+            fprintf(csv,
+                    "%" PRIu64 ",%" PRId64 ",%" PRId64 ",%" PRIu32 ",%" PRIu32 ",%" PRId64 "\n",
                     run->first_seq + i, c->sched[k], v < 0 ? -1 : v, c->late ? c->late[k] : 0,
-                    c->call ? c->call[k] : 0);
+                    c->call ? c->call[k] : 0, c->qq && c->qq[k] ? (int64_t)c->qq[k] - 1 : -1);
         int never = v < 0;
 
         if (never) {
@@ -184,7 +185,8 @@ int lg__collect(lg_run_t *run, const lg_effective_settings_t *s, const lg__issue
         if (!csv)
             LG_DERR(&run->dlog, "error_runtime", "cannot write %s: %s", path, strerror(errno));
         else if (!run->csv_started)
-            fputs("sample_seq,scheduled_ns,latency_ns,issue_late_ns,issue_call_ns\n", csv);
+            fputs("sample_seq,scheduled_ns,latency_ns,issue_late_ns,issue_call_ns,qdl_queue_ns\n",
+                  csv);
         run->csv_started = 1;
     }
     rc = collect(run, s, st, end_rel, csv, &iv, pr);

@@ -181,6 +181,14 @@ void lg_complete(lg_run_t *run, const lg_response_t *r, size_t n)
         }
         if (run->progress_on)
             lg__hist_add(&run->hist, lat);
+        /* The SUT's own queueing (the QDL's issue call to the wire), where it reports one. */
+        if (r[i].sent_ns && r[i].sent_ns >= r[i].issued_ns && !run->accuracy) {
+            uint64_t qq = r[i].sent_ns - r[i].issued_ns;
+
+            lg__hist_add(&run->qq_hist, (int64_t)qq);
+            if (c->qq)
+                c->qq[k] = qq >= UINT32_MAX ? UINT32_MAX : (uint32_t)qq + 1u;
+        }
         ok++;
     }
     if (failed)

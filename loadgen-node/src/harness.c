@@ -1,6 +1,7 @@
 /* The harness's own block at the end of each performance summary: what loadgen-node and the QDL
  * cost the run (Server issue lateness against the schedule, the hand-off from the issue thread to
- * issue() returning, the spin the Server wait took; p50/p99 from 12.5 %-wide histogram buckets,
+ * issue() returning, the QDL's queueing from its issue call to the wire, the spin the Server
+ * wait took; p50/p99 from 12.5 %-wide histogram buckets,
  * upper edges) and what happened to the SUT's nodes
  * (losses, re-dispatched samples), with a warning in the summary and the detail log when either
  * may have spoilt the result. The official summary has no such block; its checker ignores it. */
@@ -61,6 +62,35 @@ static void health_lines(lg_run_t *run)
     }
 }
 
+/* Samples in |h|. */
+static uint64_t hist_count(lg__hist_t *h)
+{
+    uint64_t n = 0;
+    size_t i;
+
+    for (i = 0; i < LG__HIST_BUCKETS; i++)
+        n += atomic_load_explicit(&h->b[i], memory_order_relaxed);
+    return n;
+}
+
+/* The SUT's queueing before the wire (the QDL's issue call to the part's write), when the SUT
+ * reports it (the in-process null SUT does not). */
+static void qdl_queue_lines(lg_run_t *run)
+{
+    uint64_t q50, q99;
+
+    if (hist_count(&run->qq_hist) == 0) {
+        out(run, "QDL queueing                  : not reported by this SUT\n");
+        return;
+    }
+    q50 = lg__hist_quantile(&run->qq_hist, 0.50);
+    q99 = lg__hist_quantile(&run->qq_hist, 0.99);
+    out(run, "QDL queueing p50 (ns)         : %" PRIu64 "\n", q50);
+    out(run, "QDL queueing p99 (ns)         : %" PRIu64 "\n", q99);
+    LG_DU64(&run->dlog, "harness_qdl_queue_p50_ns", q50);
+    LG_DU64(&run->dlog, "harness_qdl_queue_p99_ns", q99);
+}
+
 /* The share of the latency bound above which the harness's own lateness is called out. */
 #define LATE_WARN_FRACTION 0.10
 
@@ -114,9 +144,7 @@ static void overhead_lines(lg_run_t *run, const lg_effective_settings_t *s)
     out(run, "Issue hand-off p99 (ns)       : %" PRIu64 "\n", c99);
     LG_DU64(&run->dlog, "harness_issue_call_p50_ns", c50);
     LG_DU64(&run->dlog, "harness_issue_call_p99_ns", c99);
-    /* qdl.h reports no per-sample send time yet; say so rather than print a zero. */
-    out(run, "QDL queueing                  : not reported by the QDL (no per-sample send "
-             "time in qdl.h)\n");
+    qdl_queue_lines(run);
 }
 
 void lg__harness_report(lg_run_t *run, const lg_effective_settings_t *s)

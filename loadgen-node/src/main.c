@@ -121,6 +121,9 @@ static int open_qdl(const lg_args_t *o, official_call_t *off, lg_sut_t **sut, cm
     cfg.nodes = nodes;
     cfg.n_nodes = n;
     cfg.connections_per_node = (unsigned)o->connections;
+    cfg.progress_timeout_ms = o->progress_timeout_ms;
+    if (o->max_dispatches)
+        cfg.max_dispatches = o->max_dispatches;
     if (o->policy) {
         if (strcmp(o->policy, "least-outstanding") == 0)
             cfg.policy = QDL_POLICY_LEAST_OUTSTANDING;

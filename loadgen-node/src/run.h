@@ -57,6 +57,7 @@ typedef struct {
     int64_t *sched; /* with sample_latencies or latency intervals: each scheduled time */
     uint32_t *late; /* with sample_latencies: issue lateness (ns, Server) */
     uint32_t *call; /* with sample_latencies: wake to issue() returned (ns) */
+    uint32_t *qq;   /* with sample_latencies: QDL queueing (ns) + 1; 0 when not reported */
 } lg__chunk_t;
 
 /* Kinds of runtime error, each counted and logged on its own. */
@@ -160,6 +161,7 @@ struct lg_run {
     lg__pace_t pace;
     lg__hist_t late_hist; /* Server: issue time minus scheduled time, per sample */
     lg__hist_t call_hist; /* from waking to issue() returning, per sample */
+    lg__hist_t qq_hist;   /* the SUT's issued_ns to sent_ns (QDL queueing), per sample */
     uint64_t late_n;
 
     /* issue.c: one Offline part's indices, samples, and failed-issue responses. */

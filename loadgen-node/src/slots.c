@@ -21,7 +21,8 @@ lg__chunk_t *lg__slot_chunk(lg_run_t *run, size_t ci)
         /* The breakdown columns of the sample-latency file (the others keep no per-sample
          * copy of them: the harness block reads histograms). */
         if (run->ls->sample_latencies && (!(c->late = calloc(LG__CHUNK_SIZE, sizeof(*c->late))) ||
-                                          !(c->call = calloc(LG__CHUNK_SIZE, sizeof(*c->call)))))
+                                          !(c->call = calloc(LG__CHUNK_SIZE, sizeof(*c->call))) ||
+                                          !(c->qq = calloc(LG__CHUNK_SIZE, sizeof(*c->qq)))))
             goto fail;
         if (run->use_tokens && (!(c->ttft = calloc(LG__CHUNK_SIZE, sizeof(*c->ttft))) ||
                                 !(c->ntok = calloc(LG__CHUNK_SIZE, sizeof(*c->ntok)))))
@@ -36,6 +37,7 @@ fail:
     free(c->ntok);
     free(c->late);
     free(c->call);
+    free(c->qq);
     free(c->sched);
     free(c);
     return NULL;
@@ -52,6 +54,7 @@ void lg__slot_free_chunk(lg_run_t *run, size_t ci)
     free(c->sched);
     free(c->late);
     free(c->call);
+    free(c->qq);
     free(c);
     atomic_store_explicit(&run->dir[ci], NULL, memory_order_relaxed);
 }

@@ -109,6 +109,7 @@ static void answer(null_sut_t *n, const job_t *jobs, size_t m)
             r[k].size = r[k].status ? 0 : make_response(n, j, buf[k], RESP);
             r[k].data = r[k].status ? NULL : buf[k];
             r[k].n_tokens = n->cfg.n_tokens;
+            r[k].issued_ns = r[k].sent_ns = 0; /* in-process: nothing goes on a wire */
             k++;
         }
         if (k && n->cfg.n_tokens > 0)

@@ -37,6 +37,8 @@ static void forward(lg_run_t *run, const qdl_response_t *r, size_t n, int first_
             out[i].data = r[done + i].data;
             out[i].size = r[done + i].size;
             out[i].n_tokens = r[done + i].n_tokens;
+            out[i].issued_ns = r[done + i].issued_ns;
+            out[i].sent_ns = r[done + i].sent_ns;
         }
         if (first_token)
             lg_first_token(run, out, m);
@@ -128,65 +130,22 @@ static int qdl_sut_health(lg_sut_t *sut, lg_sut_health_t *h)
     return 0;
 }
 
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
+/* The QDL's own JSON (qdl_stats_write_json) carries more than a copy here could: degraded,
+ * losses, stalls and samples in flight, besides the counters. */
 int lg_sut_qdl_write_nodes(lg_sut_t *sut, const char *path, cmn_errbuf_t *eb)
 {
     qdl_sut_t *a = sut->data;
-    qdl_node_stats_t *st = calloc(MAX_NODES, sizeof(*st));
-    int n, i, rc = 0;
-    FILE *f;
+    FILE *f = fopen(path, "w");
+    int rc;
 
-    if (!st)
-        return cmn_errf(eb, -ENOMEM, "%s: out of memory", path);
-    n = qdl_stats(a->q, st, MAX_NODES);
-    if (n < 0) {
-        free(st);
-        return cmn_errf(eb, n, "cannot read the QDL's node counters: %s", cmn_strerror(n));
-    }
-    n = n < MAX_NODES ? n : MAX_NODES;
-    f = fopen(path, "w");
-    if (!f) {
-        rc = cmn_errf(eb, -errno, "cannot write %s: %s", path, strerror(errno));
-        free(st);
-        return rc;
-    }
-    fputs("[\n", f);
-    for (i = 0; i < n; i++) {
-        fputs("  {\"name\": ", f);
-        json_str(f, st[i].name);
-        fputs(", \"address\": ", f);
-        json_str(f, st[i].address);
-        fprintf(f,
-                ", \"up\": %s, \"samples_sent\": %" PRIu64 ", \"samples_completed\": %" PRIu64
-                ", \"samples_failed\": %" PRIu64 ", \"redispatched\": %" PRIu64
-                ", \"errors\": %" PRIu64 ", \"reconnects\": %" PRIu64 ", \"bytes_out\": %" PRIu64
-                ", \"bytes_in\": %" PRIu64 ", \"rtt_ns_min\": %" PRIu64
-                ", \"rtt_ns_last\": %" PRIu64 "}%s\n",
-                st[i].up ? "true" : "false", st[i].samples_sent, st[i].samples_completed,
-                st[i].samples_failed, st[i].redispatched, st[i].errors, st[i].reconnects,
-                st[i].bytes_out, st[i].bytes_in, st[i].rtt_ns_min, st[i].rtt_ns_last,
-                i + 1 < n ? "," : "");
-    }
-    fputs("]\n", f);
-    if (ferror(f) | (fclose(f) != 0))
-        rc = cmn_errf(eb, -EIO, "writing %s failed", path);
-    free(st);
-    return rc;
+    if (!f)
+        return cmn_errf(eb, -errno, "cannot write %s: %s", path, strerror(errno));
+    rc = qdl_stats_write_json(a->q, f);
+    if ((fclose(f) != 0) && rc == 0)
+        rc = -EIO;
+    if (rc < 0)
+        return cmn_errf(eb, -EIO, "writing %s failed", path);
+    return 0;
 }
 
 int lg_sut_qdl_create(const qdl_config_t *cfg, lg_sut_t **out, cmn_errbuf_t *eb)

@@ -88,6 +88,8 @@ void qdl__fail_chain(qdl_t *q, qdl_srec_t *s, int status)
             memset(&one, 0, sizeof(one));
             one.response_id = s->s.response_id;
             one.status = status;
+            one.issued_ns = s->issued_ns;
+            one.sent_ns = s->sent_ns;
             q->cfg.on_complete(q->cfg.user, &one, 1);
             qdl__srec_done(s);
         }
@@ -97,6 +99,8 @@ void qdl__fail_chain(qdl_t *q, qdl_srec_t *s, int status)
         memset(&q->resp[i], 0, sizeof(q->resp[i]));
         q->resp[i].response_id = next->s.response_id;
         q->resp[i].status = status;
+        q->resp[i].issued_ns = next->issued_ns;
+        q->resp[i].sent_ns = next->sent_ns;
     }
     q->cfg.on_complete(q->cfg.user, q->resp, n);
     for (; s; s = next) {

@@ -143,7 +143,7 @@ static int send_part(qdl_t *q, qdl_conn_t *qc, qdl_pq_t *pq, size_t n, uint64_t 
     Nsut__Sample **sp;
     struct iovec *iov;
     qdl_srec_t *s = pq->head;
-    uint64_t now = cmn_now_ns();
+    uint64_t now;
     size_t i;
     int rc;
 
@@ -177,6 +177,7 @@ static int send_part(qdl_t *q, qdl_conn_t *qc, qdl_pq_t *pq, size_t n, uint64_t 
     cmn_arena_reset(&q->arena);
     if (rc < 0)
         return rc;
+    now = cmn_now_ns(); /* the part is on the writer: every sample's sent_ns */
     if (qc->n_inflight == 0)
         qc->progress_ns = now; /* the progress deadline runs from here */
     for (s = qdl__pending_take(q, pq, n); s; s = s->next) {

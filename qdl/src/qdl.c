@@ -407,12 +407,18 @@ fail:
 int qdl_issue_query(qdl_t *q, const qdl_sample_t *samples, size_t n)
 {
     qdl_req_t *r;
+    uint64_t now = cmn_now_ns();
+    qdl_srec_t *recs;
+    size_t i;
 
     if (n == 0)
         return 0;
     r = qdl__qblock_new(samples, n);
     if (!r)
         return UV_ENOMEM;
+    recs = qdl__qblock_recs(r);
+    for (i = 0; i < n; i++)
+        recs[i].issued_ns = now;
     cmn_xq_push(&q->reqs, &r->link);
     return 0;
 }

@@ -45,6 +45,7 @@ typedef struct qdl_srec {
     qdl_sample_t s;
     uint64_t query_id;
     uint64_t wire_id;
+    uint64_t issued_ns;    /* when qdl_issue_query() took it (qdl_response_t.issued_ns) */
     uint64_t queued_ns;    /* when it became pending (for fail_timeout) */
     qdl_conn_t *conn;      /* NULL while pending */
     size_t index_in_block; /* position in its query's block (see qdl__srec_done) */

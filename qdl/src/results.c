@@ -172,6 +172,10 @@ int qdl__results_handle(qdl_t *q, qdl_conn_t *qc, int first_token, Nsut__Result 
         memset(out, 0, sizeof(*out));
         out->response_id = s->s.response_id;
         out->n_tokens = r->n_tokens;
+        if (!first_token) {
+            out->issued_ns = s->issued_ns;
+            out->sent_ns = s->sent_ns;
+        }
         decode_one(q, nd, r, wire, &off, out);
         if (!first_token) {
             uint64_t lat = now - s->sent_ns;

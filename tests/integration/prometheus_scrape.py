@@ -171,7 +171,7 @@ def loadgen_cmd(a, tmp, node_port, extra=()):
 
 def nodes_json(tmp):
     with open(os.path.join(tmp, "out", "mlperf_log_nodes.json")) as f:
-        return json.load(f)
+        return json.load(f)["nodes"]  # qdl_stats_write_json: {"nodes": [...]}
 
 
 def check_run(rc, tmp):

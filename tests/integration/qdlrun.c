@@ -14,6 +14,7 @@ run_t R;
 
 void on_complete(void *user, const qdl_response_t *r, size_t n)
 {
+    uint64_t now = cmn_now_ns();
     size_t i;
 
     (void)user;
@@ -26,6 +27,9 @@ void on_complete(void *user, const qdl_response_t *r, size_t n)
         if (r[i].status == 0 && R.check_digest)
             R.digest_ok[k] =
                 r[i].size == 8 && cmn_digest_get(r[i].data) == cmn_digest64(R.data[k], R.size[k]);
+        if (r[i].status == 0)
+            R.order_ok[k] = r[i].issued_ns >= R.before[k] && r[i].issued_ns <= r[i].sent_ns &&
+                            r[i].sent_ns <= now;
         if (r[i].status != 0)
             R.failed++;
         R.done++;
@@ -53,6 +57,8 @@ void run_init(size_t n, size_t max, int check_digest)
     R.completions = calloc(n, sizeof(int));
     R.status = calloc(n, sizeof(int));
     R.digest_ok = calloc(n, sizeof(int));
+    R.before = calloc(n, sizeof(*R.before));
+    R.order_ok = calloc(n, sizeof(int));
     for (i = 0; i < n; i++) {
         x ^= x << 13;
         x ^= x >> 7;
@@ -95,6 +101,8 @@ void run_free(void)
     free(R.completions);
     free(R.status);
     free(R.digest_ok);
+    free(R.before);
+    free(R.order_ok);
     uv_cond_destroy(&R.cv);
     uv_mutex_destroy(&R.mu);
 }
@@ -117,8 +125,12 @@ void issue_range(qdl_t *q, size_t from, size_t to, size_t per)
 
     for (i = from; i < to; i += per) {
         size_t n = to - i < per ? to - i : per;
-        for (k = 0; k < n; k++)
+        uint64_t now = cmn_now_ns();
+
+        for (k = 0; k < n; k++) {
             s[k] = sample_of(i + k);
+            R.before[i + k] = now;
+        }
         ck_assert_int_eq(qdl_issue_query(q, s, n), 0);
     }
     free(s);
@@ -146,6 +158,9 @@ void expect_exactly_once(int digest)
         if (digest)
             ck_assert_msg(R.digest_ok[i], "sample %zu (%zu bytes, %s) has a wrong digest", i,
                           R.size[i], cmpr_codec_name(R.codec[i]));
+        ck_assert_msg(R.order_ok[i],
+                      "sample %zu: issue call <= issued_ns <= sent_ns <= completion does not hold",
+                      i);
     }
 }
 
@@ -154,6 +169,8 @@ void issue_paced(qdl_t *q, size_t from, size_t to, unsigned gap_us)
     size_t i;
     for (i = from; i < to; i++) {
         qdl_sample_t s = sample_of(i);
+
+        R.before[i] = cmn_now_ns();
         ck_assert_int_eq(qdl_issue_query(q, &s, 1), 0);
         if (gap_us)
             usleep(gap_us);

@@ -21,6 +21,8 @@ typedef struct {
     int *completions;
     int *status;
     int *digest_ok;
+    uint64_t *before; /* cmn_now_ns() just before the sample's qdl_issue_query() */
+    int *order_ok;    /* before <= issued_ns <= sent_ns <= its completion callback */
     size_t done, failed;
     int check_digest;
 } run_t;
@@ -40,7 +42,8 @@ void issue_range(qdl_t *q, size_t from, size_t to, size_t per);
 void issue_paced(qdl_t *q, size_t from, size_t to, unsigned gap_us);
 /* Waits until |want| completions arrived or |timeout_ms| passed; returns the count. */
 size_t wait_done(size_t want, int timeout_ms);
-/* Every sample completed exactly once, successfully (and with the right digest). */
+/* Every sample completed exactly once, successfully (and with the right digest), its
+ * issued_ns and sent_ns in order between its issue call and its completion. */
 void expect_exactly_once(int digest);
 /* Every sample completed exactly once: successfully, or failed with a status (counted). */
 size_t expect_once_or_failed(void);

@@ -49,6 +49,10 @@ typedef struct {
     const void *data; /* response bytes, read during the call only */
     size_t size;
     int64_t n_tokens; /* output tokens (LLMs with use_token_latencies); 0 otherwise */
+    /* Optional, CLOCK_MONOTONIC (cmn_now_ns()); 0 when the SUT does not know them: when the SUT
+     * took the sample and when its bytes were handed to the network (qdl_response_t's). Their
+     * difference is the harness block's "QDL queueing" and the qdl_queue_ns column. */
+    uint64_t issued_ns, sent_ns;
 } lg_response_t;
 
 typedef struct lg_sut lg_sut_t;

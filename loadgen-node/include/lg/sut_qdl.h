@@ -24,9 +24,10 @@ qdl_t *lg_sut_qdl_handle(lg_sut_t *sut);
  * the adapter was created, all series together. Thread-safe (relaxed atomics). */
 void lg_sut_qdl_counts(lg_sut_t *sut, uint64_t *issued, uint64_t *completed, uint64_t *failed);
 
-/* Writes the QDL's per-node counters to |path| as a JSON array (one object per node: name,
- * address, up, samples sent/completed/failed, redispatched, errors, reconnects, bytes, ping
- * round trips). 0 or a negative code with the path and reason in |eb|. */
+/* Writes the QDL's per-node counters to |path| with qdl_stats_write_json(): {"nodes": [one
+ * object per node: name, address, up, degraded, samples sent/completed/failed, redispatched,
+ * errors, reconnects, losses, stalls, inflight, bytes, ping round trips in us]}. 0 or a negative
+ * code with the path and reason in |eb|. */
 int lg_sut_qdl_write_nodes(lg_sut_t *sut, const char *path, cmn_errbuf_t *eb);
 
 #endif

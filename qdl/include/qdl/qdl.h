@@ -59,6 +59,13 @@ typedef struct {
     const void *data; /* decoded response bytes, valid during the callback only */
     size_t size;
     int64_t n_tokens; /* output tokens (LLMs); 0 otherwise */
+    /* Where the sample's time went inside the QDL, on CLOCK_MONOTONIC (cmn_now_ns()): when
+     * qdl_issue_query() took its query (one clock read per query), and when the Query part
+     * carrying it (its last dispatch) was queued on its connection's writer, which writes all
+     * the frames queued in a loop turn with one uv_write at that turn's end (one clock read per
+     * part). sent_ns - issued_ns is the sample's queueing in the QDL. sent_ns is 0 for a sample
+     * that failed before it was ever sent. Not set for first tokens. */
+    uint64_t issued_ns, sent_ns;
 } qdl_response_t;
 
 /* Called on the QDL loop thread with one or more completions (all responses of one frame). */

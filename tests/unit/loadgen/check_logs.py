@@ -64,12 +64,15 @@ def check_intervals(out):
     with open(out + "/mlperf_log_sample_latencies.csv", encoding="utf-8") as f:
         head, *body = list(f)
         rows = [tuple(int(x) for x in line.split(",")) for line in body]
-    if head.strip() != "sample_seq,scheduled_ns,latency_ns,issue_late_ns,issue_call_ns":
+    if head.strip() != ("sample_seq,scheduled_ns,latency_ns,issue_late_ns,issue_call_ns,"
+                        "qdl_queue_ns"):
         fail("sample_latencies.csv header is %r" % head)
     # The breakdown: a Server sample is issued at or after its scheduled time, and its hand-off
     # takes some time; neither can exceed the sample's own latency by much (both are clamped).
     if not rows or any(r[3] < 0 or r[4] <= 0 for r in rows):
         fail("sample_latencies.csv: a negative lateness or a zero issue_call_ns")
+    if any(r[5] < -1 for r in rows):
+        fail("sample_latencies.csv: a qdl_queue_ns below -1 (not reported)")
     with open(path, encoding="utf-8") as f:
         header, *lines = [line.strip().split(",") for line in f]
     if header != ["interval_start_ms", "samples", "lost", "p50_ns", "p90_ns", "p99_ns",

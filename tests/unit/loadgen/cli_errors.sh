@@ -35,6 +35,13 @@ expect 2 "no TestSettings field" --scenario Server --set bogus=1 $qsl
 expect 2 "not a number" --scenario Server --set server_target_qps=fast $qsl
 expect 2 "more than the limit of 1000000 us" --scenario SingleStream --wait-spin-us 1000001 $qsl
 expect 2 "--spin-us: '-3' is not a non-negative integer" --scenario Server --spin-us -3 $qsl
+expect 0 "--progress-timeout-ms" --help
+expect 0 "--max-dispatches" --help
+expect 2 "--max-dispatches: 0 is not from 1 to 1000" --scenario Server --max-dispatches 0 $qsl
+expect 2 "--max-dispatches: 1001 is not from 1 to 1000" --scenario Server --max-dispatches 1001 $qsl
+expect 2 "--progress-timeout-ms: 'soon' is not a non-negative integer" --scenario Server \
+    --progress-timeout-ms soon $qsl
+expect 2 "more than the limit of 86400000 ms" --scenario Server --progress-timeout-ms 86400001 $qsl
 expect 3 "nonexistent.npy" --scenario Server --qsl-npy "$out/nonexistent.npy" --sut null
 # Settings the official generator would crash on are refused: status 3.
 expect 3 "performance_issue_same_index 99" --scenario SingleStream --set min_duration_ms=0 --set min_query_count=10 \

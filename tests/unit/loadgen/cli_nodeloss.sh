@@ -28,6 +28,7 @@ wait_file "$out/p2"
 # A Server run long enough that node-b dies while it holds samples.
 "$lg" --scenario Server --nodes "127.0.0.1:$(cat "$out/p1"),127.0.0.1:$(cat "$out/p2")" \
     --qsl-synthetic 64 --sample-size 64 --progress on --quiet --drain-timeout-ms 10000 \
+    --progress-timeout-ms 5000 --max-dispatches 4 --sample-latencies \
     --set server_target_qps=500 --set min_duration_ms=4000 --set min_query_count=1 \
     --output-dir "$out/logs" > "$out/stdout" 2> "$out/stderr" &
 l=$!
@@ -55,10 +56,23 @@ check() { # check DESCRIPTION COMMAND...
 check "nodes.json written" test -s "$out/logs/mlperf_log_nodes.json"
 check "nodes.json is JSON naming node-b down" python3 -c "
 import json, sys
-n = {x['name']: x for x in json.load(open(sys.argv[1]))}
+n = {x['name']: x for x in json.load(open(sys.argv[1]))['nodes']}
 b = n['node-b']
 assert not b['up'] or b['reconnects'] > 0, b
 " "$out/logs/mlperf_log_nodes.json"
+# The QDL's queueing per sample: reported for completed samples and in order: the issue (late
+# after the schedule) comes before the wire, the wire before the completion (the latency).
+check "qdl_queue_ns reported and ordered" python3 -c "
+import sys
+f = open(sys.argv[1])
+assert f.readline().strip().endswith(',qdl_queue_ns')
+rows = [[int(x) for x in line.split(',')] for line in f]
+done = [r for r in rows if r[2] >= 0 and r[5] >= 0]  # a sample failed unsent has none
+assert len(done) > len(rows) // 2, 'most samples without qdl_queue_ns'
+assert all(r[3] + r[5] <= r[2] for r in done), 'issue + queueing after the completion'
+" "$out/logs/mlperf_log_sample_latencies.csv"
+check "summary has the QDL queueing" grep -q "QDL queueing p99 (ns)" \
+    "$out/logs/mlperf_log_summary.txt"
 check "summary warns about the loss" grep -q "WARNING: 1 nodes lost" \
     "$out/logs/mlperf_log_summary.txt"
 check "summary does not say 'No warnings'" sh -c \
