@@ -64,7 +64,8 @@ def check_intervals(out):
     with open(out + "/mlperf_log_sample_latencies.csv", encoding="utf-8") as f:
         head, *body = list(f)
         rows = [tuple(int(x) for x in line.split(",")) for line in body]
-    if head.strip() != "sample_seq,scheduled_ns,latency_ns,issue_late_ns,issue_call_ns":
+    if head.strip() != ("sample_seq,scheduled_ns,latency_ns,issue_late_ns,issue_call_ns,"
+                        "ttft_ns,n_tokens"):
         fail("sample_latencies.csv header is %r" % head)
     # The breakdown: a Server sample is issued at or after its scheduled time, and its hand-off
     # takes some time; neither can exceed the sample's own latency by much (both are clamped).

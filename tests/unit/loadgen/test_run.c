@@ -766,8 +766,10 @@ START_TEST(harness_block_and_late_warning)
     snprintf(path, sizeof(path), "%s/mlperf_log_sample_latencies.csv", rt.dir);
     csv = tl_read(path, NULL);
     ck_assert_ptr_nonnull(csv);
-    ck_assert(
-        strncmp(csv, "sample_seq,scheduled_ns,latency_ns,issue_late_ns,issue_call_ns\n", 63) == 0);
+    ck_assert_ptr_nonnull(strstr(
+        csv, "sample_seq,scheduled_ns,latency_ns,issue_late_ns,issue_call_ns,ttft_ns,n_tokens\n"));
+    /* Not a token run: no first token and no tokens on any line. */
+    ck_assert_ptr_nonnull(strstr(csv, ",-1,0\n"));
     free(csv);
 }
 END_TEST
@@ -810,6 +812,34 @@ TCase *tcase_sched_faults(void)
 
 /* ---- token latencies ------------------------------------------------------------------------- */
 
+/* Every line of the sample CSV of a token run carries a first-token latency within the sample's
+ * latency and the 10 tokens of the test SUT. */
+static void check_token_csv(void)
+{
+    char path[600], *csv, *line, *save = NULL;
+    size_t lines = 0;
+
+    snprintf(path, sizeof(path), "%s/mlperf_log_sample_latencies.csv", rt.dir);
+    csv = tl_read(path, NULL);
+    ck_assert_ptr_nonnull(csv);
+    line = strtok_r(csv, "\n", &save);
+    ck_assert_str_eq(
+        line, "sample_seq,scheduled_ns,latency_ns,issue_late_ns,issue_call_ns,ttft_ns,n_tokens");
+    while ((line = strtok_r(NULL, "\n", &save))) {
+        long long seq, sched, lat, late, call, ttft, ntok;
+
+        ck_assert_int_eq(sscanf(line, "%lld,%lld,%lld,%lld,%lld,%lld,%lld", &seq, &sched, &lat,
+                                &late, &call, &ttft, &ntok),
+                         7);
+        ck_assert_int_ge(ttft, 0);
+        ck_assert_int_le(ttft, lat);
+        ck_assert_int_eq(ntok, 10);
+        lines++;
+    }
+    ck_assert_uint_gt(lines, 0);
+    free(csv);
+}
+
 START_TEST(server_tokens)
 {
     char *s, *acc;
@@ -825,9 +855,11 @@ START_TEST(server_tokens)
     rt.ts.accuracy_log_probability = 1.0;
     rt.nc.threaded = 1;
     rt.nc.n_tokens = 10;
+    rt.ls.sample_latencies = true;
     ck_assert_int_eq(rt_run(), 0);
     rt_check_logs();
     ck_assert_uint_eq(rt.res.num_errors, 0);
+    check_token_csv();
     s = rt_summary();
     ck_assert_ptr_nonnull(strstr(s, "Completed tokens per second: "));
     ck_assert_ptr_nonnull(strstr(s, "TTFT Early Stopping Result:\n * Run successful.\n"
