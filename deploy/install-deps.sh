@@ -24,7 +24,7 @@ packages=(
     dataset-fashion-mnist python3 python3-numpy
     # the openai and kserve backends (HTTP pool, engine JSON); the real engines of their tests
     # (FastAPI + uvicorn over PyTorch, ONNX weights) and the LLM data tools (pandas pickles)
-    libcurl4-openssl-dev libcjson-dev python3-fastapi python3-uvicorn python3-torch python3-onnx
+    libcurl4-openssl-dev libcjson-dev libyajl-dev python3-fastapi python3-uvicorn python3-torch python3-onnx
     python3-pandas
     # certificates for TLS tests, network namespaces for the fabric simulation, diagrams
     openssl iproute2 ethtool graphviz procps time

@@ -19,8 +19,12 @@ detail log (it holds no per-sample data) the plot shows its percentile ladder an
 The top panel shows, per time bucket, the min-max range, the median and the 99th percentile, with
 the target latency and the run's 99th percentile as lines, and below it the samples scheduled per
 bucket: warm-up is the early hump, a stall is a gap in the strip with a latency spike after it,
-the tail is how far the p99 line sits above the median. The bottom panel is the histogram on a
-log latency axis with a log count axis, so the tail's few samples stay visible.
+the tail is how far the p99 line sits above the median. The next panel is the histogram on a
+log latency axis with a log count axis, so the tail's few samples stay visible. A token-latency run
+(the CSV's `ttft_ns` and `n_tokens` columns, loadgen-node --sample-latencies) adds two panels of
+the same kind over time: TTFT (time to first token) and TPOT (time per output token after the
+first, (latency - TTFT) / (n_tokens - 1)), each with its bound from the detail log
+(requested_server_ttft_latency, requested_server_tpot_latency) and its p99.
 Python 3 standard library only. Exit status: 0, 1 when no data could be read, 2 bad arguments.
 """
 import argparse
@@ -74,17 +78,24 @@ def read_csv(path):
             raise DataError(f"{path}: no latency_ns column (header: {', '.join(header)})")
         li = header.index("latency_ns")
         ti = next((header.index(c) for c in TIME_COLS if c in header), None)
-        pts = []
+        fi = header.index("ttft_ns") if "ttft_ns" in header else None
+        ni = header.index("n_tokens") if "n_tokens" in header else None
+        pts, tok = [], []
         for n, row in enumerate(rows):
             if not row:
                 continue
             try:
                 lat = int(float(row[li]))
                 t = int(float(row[ti])) if ti is not None else n
+                ttft = int(float(row[fi])) if fi is not None else -1
+                ntok = int(float(row[ni])) if ni is not None else 0
             except (ValueError, IndexError):
                 raise DataError(f"{path}:{n + 2}: not a number in {row}")
             pts.append((t, lat))
-    return pts, ti is not None
+            # -1: no first token (not a token run, or the sample failed); TPOT needs 2 tokens.
+            if ttft >= 0 and lat >= ttft:
+                tok.append((t, ttft, (lat - ttft) // (ntok - 1) if ntok > 1 else None))
+    return pts, ti is not None, tok
 
 
 _NUM = r"(-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?)"
@@ -248,7 +259,18 @@ def ref_lines(detail, lat_sorted):
     return out
 
 
-def panel_time(svg, x0, y0, w, h, pts, has_time, detail, lat_sorted, nbuckets):
+def token_refs(detail, key, vals_sorted):
+    """The bound |key| of the detail log and the p99 of |vals_sorted|, as ref_lines gives them."""
+    out = []
+    tgt = detail.get(key)
+    if isinstance(tgt, (int, float)) and tgt > 0:
+        out.append(("target", float(tgt) / 1e6, COL["target"], "6,4"))
+    out.append(("p99", percentile(vals_sorted, 0.99) / 1e6, COL["p99"], "3,3"))
+    return out
+
+
+def panel_time(svg, x0, y0, w, h, pts, has_time, detail, lat_sorted, nbuckets, refs=None,
+               ylabel="latency"):
     strip_h = 46
     ph = h - strip_h - 18
     tmin = min(t for t, _ in pts)
@@ -257,7 +279,7 @@ def panel_time(svg, x0, y0, w, h, pts, has_time, detail, lat_sorted, nbuckets):
     lats_ms = [l / 1e6 for _, l in pts]
     lo_ms = max(min(lats_ms), 1e-4)
     hi_ms = max(max(lats_ms), lo_ms * 1.01)
-    refs = ref_lines(detail, lat_sorted)
+    refs = ref_lines(detail, lat_sorted) if refs is None else refs
     for _, v, _, _ in refs:
         hi_ms = max(hi_ms, v * 1.05)
     use_log = hi_ms / max(percentile(lat_sorted, 0.5) / 1e6, 1e-6) > 20
@@ -278,7 +300,7 @@ def panel_time(svg, x0, y0, w, h, pts, has_time, detail, lat_sorted, nbuckets):
         svg.text(x(tv), y0 + h + 2, fmt_s(tv), size=10, anchor="middle", color="#555")
     svg.line(x0, y0 + ph, x0 + w, y0 + ph, "#555")
     svg.line(x0, y0, x0, y0 + ph, "#555")
-    svg.text(x0 - 44, y0 + ph / 2, "latency (ms)" + (", log scale" if use_log else ""), size=11,
+    svg.text(x0 - 44, y0 + ph / 2, f"{ylabel} (ms)" + (", log scale" if use_log else ""), size=11,
              anchor="middle", rotate=-90)
     svg.text(x0 + w / 2, y0 + h + 16,
              "time since the first sample was scheduled (s)" if has_time else "sample (in order)",
@@ -394,8 +416,11 @@ def panel_ladder(svg, x0, y0, w, h, detail):
         svg.text(x(v), y0 - 4, f"{name} {fmt_ms(v)} ms", size=10, anchor="middle", color=color)
 
 
-def build(detail, pts, has_time, title, source, nbuckets=400, nbins=60):
-    W, H = 1000, 720
+def build(detail, pts, has_time, title, source, nbuckets=400, nbins=60, tok=None):
+    tok = tok or []
+    ttft = [(t, f) for t, f, _ in tok]
+    tpot = [(t, p) for t, _, p in tok if p is not None]
+    W, H = 1000, 720 + 300 * ((1 if ttft else 0) + (1 if tpot else 0))
     svg = Svg(W, H)
     scen = detail.get("effective_scenario") or detail.get("requested_scenario")
     sut = detail.get("sut_name", "")
@@ -420,6 +445,19 @@ def build(detail, pts, has_time, title, source, nbuckets=400, nbins=60):
         panel_time(svg, 80, 70, W - 190, 330, pts, has_time, detail, lat_sorted, nbuckets)
         svg.text(20, 448, "Latency histogram", size=13, weight="bold")
         panel_hist(svg, 80, 462, W - 190, 200, lat_sorted, detail, nbins)
+        y = 720
+        for name, key, vals in (("TTFT (time to first token)", "requested_server_ttft_latency", ttft),
+                                ("TPOT (time per output token)", "requested_server_tpot_latency",
+                                 tpot)):
+            if not vals:
+                continue
+            vs = sorted(v for _, v in vals)
+            svg.text(20, y + 8, "%s: p50 %s ms, p99 %s ms" % (
+                name, fmt_ms(percentile(vs, 0.5) / 1e6), fmt_ms(percentile(vs, 0.99) / 1e6)),
+                size=13, weight="bold")
+            panel_time(svg, 80, y + 24, W - 190, 240, vals, has_time, detail, vs, nbuckets,
+                       refs=token_refs(detail, key, vs), ylabel=name.split(" ")[0])
+            y += 300
     else:
         svg.text(20, 80, "Per-sample latencies are not in the detail log: this is its percentile "
                  "summary. Give --samples or --trace for the time series and histogram.",
@@ -467,9 +505,9 @@ def main():
     a.out = a.out or "latency.svg"
     try:
         detail = read_detail(a.detail) if a.detail else {}
-        pts, has_time, source = [], True, "detail log only"
+        pts, has_time, source, tok = [], True, "detail log only", []
         if a.samples:
-            pts, has_time = read_csv(a.samples)
+            pts, has_time, tok = read_csv(a.samples)
             source = os.path.basename(a.samples)
         elif a.trace:
             pts = read_trace(a.trace)
@@ -477,7 +515,7 @@ def main():
         if a.samples or a.trace:
             if not pts:
                 raise DataError(f"{source} holds no samples")
-        svg = build(detail, pts, has_time, a.title, source, a.buckets, a.bins)
+        svg = build(detail, pts, has_time, a.title, source, a.buckets, a.bins, tok)
     except (OSError, DataError) as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 1

@@ -15,6 +15,8 @@ import xml.etree.ElementTree as ET
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LATPLOT = os.path.join(HERE, "..", "plot", "latplot.py")
+sys.path.insert(0, os.path.join(HERE, "..", "plot"))
+from latplot import fmt_ms  # noqa: E402  (the labels' number format)
 
 
 def mllog(key, value):
@@ -93,6 +95,37 @@ class LatplotTest(unittest.TestCase):
         for needle in ("Server", "Network SUT", "result VALID", f"{len(pts)} samples", "target 15 ms",
                        "p99", "Latency histogram", "time since the first sample"):
             self.assertIn(needle, text)
+
+    def test_token_panels(self):
+        """loadgen-node's token CSV: TTFT and TPOT panels, each with its bound from the detail log."""
+        pts = samples(800)
+        detail = DETAIL + mllog("requested_server_ttft_latency", 2000000000) \
+            + mllog("requested_server_tpot_latency", 200000000)
+        self.write("mlperf_log_detail.txt", detail)
+        head = "sample_seq,scheduled_ns,latency_ns,issue_late_ns,issue_call_ns,ttft_ns,n_tokens\n"
+        # TTFT a third of the latency, 11 tokens: TPOT = (latency - TTFT) / 10. A failed sample
+        # (no first token) is left out of both panels.
+        rows = [f"{i},{t},{l},0,1,{l // 3},11\n" for i, (t, l) in enumerate(pts)]
+        rows.append(f"{len(pts)},{pts[-1][0] + 1},5000000,0,1,-1,0\n")
+        self.write("mlperf_log_sample_latencies.csv", head + "".join(rows))
+        rc, out, err = self.run_tool(self.dir)
+        self.assertEqual(rc, 0, err)
+        text = self.svg_text(self.path("latency.svg"))
+        ttft = sorted(l // 3 for _, l in pts)
+        tpot = sorted((l - l // 3) // 10 for _, l in pts)
+        for needle in ("TTFT (time to first token): p50", "TPOT (time per output token): p50",
+                       "target 2000 ms", "target 200 ms", "TTFT (ms)", "TPOT (ms)",
+                       "p99 %s ms" % fmt_ms(ttft[int(len(ttft) * 0.99)] / 1e6),
+                       "p99 %s ms" % fmt_ms(tpot[int(len(tpot) * 0.99)] / 1e6)):
+            self.assertIn(needle, text)
+        # Not a token run (ttft_ns -1, n_tokens 0 on every line): no token panels.
+        self.write("mlperf_log_sample_latencies.csv",
+                   head + "".join(f"{i},{t},{l},0,1,-1,0\n" for i, (t, l) in enumerate(pts)))
+        rc, out, err = self.run_tool(self.dir)
+        self.assertEqual(rc, 0, err)
+        text = self.svg_text(self.path("latency.svg"))
+        self.assertNotIn("TTFT", text)
+        self.assertNotIn("TPOT", text)
 
     def test_official_trace(self):
         pts = samples(500)

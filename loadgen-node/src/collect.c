@@ -93,11 +93,17 @@ static int collect(lg_run_t *run, const lg_effective_settings_t *s, const lg__is
         size_t k = (size_t)(i & LG__CHUNK_MASK);
         int64_t v = atomic_load_explicit(&c->lat[k], memory_order_relaxed);
 
-        if (csv && c->sched)
+        if (csv && c->sched) {
+            /* ttft_ns: -1 without a first token (not a token run, or an error). */
+            int64_t t1 = c->ttft ? atomic_load_explicit(&c->ttft[k], memory_order_relaxed) : 0;
+
             fprintf(csv,
-                    "%" PRIu64 ",%" PRId64 ",%" PRId64 ",%" PRIu32 ",%" PRIu32 ",%" PRId64 "\n",
+                    "%" PRIu64 ",%" PRId64 ",%" PRId64 ",%" PRIu32 ",%" PRIu32 ",%" PRId64
+                    ",%" PRId64 ",%" PRId64 "\n",
                     run->first_seq + i, c->sched[k], v < 0 ? -1 : v, c->late ? c->late[k] : 0,
-                    c->call ? c->call[k] : 0, c->qq && c->qq[k] ? (int64_t)c->qq[k] - 1 : -1);
+                    c->call ? c->call[k] : 0, c->qq && c->qq[k] ? (int64_t)c->qq[k] - 1 : -1,
+                    t1 > 0 ? t1 - 1 : -1, c->ntok ? (int64_t)c->ntok[k] : 0);
+        }
         int never = v < 0;
 
         if (never) {
@@ -185,7 +191,8 @@ int lg__collect(lg_run_t *run, const lg_effective_settings_t *s, const lg__issue
         if (!csv)
             LG_DERR(&run->dlog, "error_runtime", "cannot write %s: %s", path, strerror(errno));
         else if (!run->csv_started)
-            fputs("sample_seq,scheduled_ns,latency_ns,issue_late_ns,issue_call_ns,qdl_queue_ns\n",
+            fputs("sample_seq,scheduled_ns,latency_ns,issue_late_ns,issue_call_ns,qdl_queue_ns,"
+                  "ttft_ns,n_tokens\n",
                   csv);
         run->csv_started = 1;
     }

@@ -179,8 +179,17 @@ void lg_complete(lg_run_t *run, const lg_response_t *r, size_t n)
                           "Attempted to complete a sample twice. (sample %" PRIu64 ")", r[i].id);
             continue;
         }
-        if (run->progress_on)
+        if (run->progress_on) {
             lg__hist_add(&run->hist, lat);
+            if (run->use_tokens && c->ttft && r[i].status >= 0) {
+                int64_t t1 = atomic_load_explicit(&c->ttft[k], memory_order_relaxed);
+
+                if (t1 > 0)
+                    lg__hist_add(&run->ttft_hist, t1 - 1);
+                if (t1 > 0 && c->ntok[k] > 1)
+                    lg__hist_add(&run->tpot_hist, (lat - (t1 - 1)) / (c->ntok[k] - 1));
+            }
+        }
         /* The SUT's own queueing (the QDL's issue call to the wire), where it reports one. */
         if (r[i].sent_ns && r[i].sent_ns >= r[i].issued_ns && !run->accuracy) {
             uint64_t qq = r[i].sent_ns - r[i].issued_ns;

@@ -86,10 +86,52 @@ static void human_ns(char *buf, size_t len, uint64_t ns)
         snprintf(buf, len, "%.1fs", (double)ns / 1e9);
 }
 
+/* " NAME pXX VALUE/TARGET" or " NAME pXX VALUE" without a bound, "-" before any value. */
+static size_t fmt_q(char *buf, size_t len, const char *name, double pct, uint64_t v,
+                    uint64_t target)
+{
+    char a[32] = "-", b[32];
+    int n;
+
+    if (v)
+        human_ns(a, sizeof(a), v);
+    if (target) {
+        human_ns(b, sizeof(b), target);
+        n = snprintf(buf, len, "  %sp%g %s/%s", name, pct * 100, a, b);
+    } else
+        n = snprintf(buf, len, "  %sp%g %s", name, pct * 100, a);
+    return n < 0 ? 0 : (size_t)n < len ? (size_t)n : len ? len - 1 : 0;
+}
+
+void lg__progress_format(char *buf, size_t len, const lg__progress_snap_t *s, double rate)
+{
+    char eta[32];
+    double pct = s->pct > 0 ? s->pct : 0.99;
+    size_t used;
+    int n;
+
+    if (!len)
+        return;
+    if (s->eta_s < 0)
+        snprintf(eta, sizeof(eta), "?");
+    else
+        snprintf(eta, sizeof(eta), "%.0fs", s->eta_s);
+    n = snprintf(buf, len, "[%s] %6.1fs  issued %llu  done %llu  %.0f/s", s->phase ? s->phase : "",
+                 (double)s->elapsed_ns / 1e9, (unsigned long long)s->issued,
+                 (unsigned long long)s->completed, rate);
+    used = n < 0 ? 0 : (size_t)n < len ? (size_t)n : len - 1;
+    used += fmt_q(buf + used, len - used, "", pct, s->p99_ns, s->target_ns);
+    if (s->ttft_target_ns || s->ttft_ns)
+        used += fmt_q(buf + used, len - used, "TTFT ", pct, s->ttft_ns, s->ttft_target_ns);
+    if (s->tpot_target_ns || s->tpot_ns)
+        used += fmt_q(buf + used, len - used, "TPOT ", pct, s->tpot_ns, s->tpot_target_ns);
+    snprintf(buf + used, len - used, "  ETA %s", eta);
+}
+
 static void draw(lg__progress_t *p, int final)
 {
     lg__progress_snap_t s = {0};
-    char p99[32], eta[32];
+    char line[512];
     uint64_t now = cmn_now_ns();
 
     s.eta_s = -1;
@@ -104,14 +146,8 @@ static void draw(lg__progress_t *p, int final)
     }
     p->last_ns = now;
     p->last_completed = s.completed;
-    human_ns(p99, sizeof(p99), s.p99_ns);
-    if (s.eta_s < 0)
-        snprintf(eta, sizeof(eta), "?");
-    else
-        snprintf(eta, sizeof(eta), "%.0fs", s.eta_s);
-    fprintf(p->out, "\r[%s] %6.1fs  issued %llu  done %llu  %.0f/s  p99 %s  ETA %s\033[K%s",
-            s.phase, (double)s.elapsed_ns / 1e9, (unsigned long long)s.issued,
-            (unsigned long long)s.completed, p->rate, s.p99_ns ? p99 : "-", eta, final ? "\n" : "");
+    lg__progress_format(line, sizeof(line), &s, p->rate);
+    fprintf(p->out, "\r%s\033[K%s", line, final ? "\n" : "");
     fflush(p->out);
 }
 

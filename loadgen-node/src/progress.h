@@ -2,7 +2,8 @@
  *
  * A thread wakes a few times per second, asks its callback for a snapshot, and redraws one line
  * on the terminal ("\r...\033[K"): elapsed time, samples issued and completed, completions per
- * second, p99 latency so far, and an ETA. The hot path only adds to relaxed atomic counters. */
+ * second, the latency (and, in a token run, TTFT and TPOT) at the judged percentile so far next to
+ * the bound it is judged against, and an ETA. The hot path only adds to relaxed atomic counters. */
 #ifndef LG_PROGRESS_H
 #define LG_PROGRESS_H
 
@@ -25,9 +26,17 @@ uint64_t lg__hist_quantile(lg__hist_t *h, double q);
 typedef struct {
     const char *phase; /* e.g. "Server performance" */
     uint64_t elapsed_ns, issued, completed;
-    uint64_t p99_ns;
-    double eta_s; /* < 0: unknown */
+    double pct;      /* the percentile the run is judged at (0.99 when none is) */
+    uint64_t p99_ns; /* the latency at |pct| so far */
+    double eta_s;    /* < 0: unknown */
+    /* The bounds the run is judged against (0: none), shown beside the values so far. */
+    uint64_t target_ns;               /* Server: the latency bound */
+    uint64_t ttft_ns, ttft_target_ns; /* token runs: first-token latency at |pct| */
+    uint64_t tpot_ns, tpot_target_ns; /* token runs: time per output token at |pct| */
 } lg__progress_snap_t;
+
+/* The text of one progress line (no "\r" or terminal codes), |rate| completions per second. */
+void lg__progress_format(char *buf, size_t len, const lg__progress_snap_t *s, double rate);
 
 typedef void (*lg__progress_fn)(void *arg, lg__progress_snap_t *snap);
 

@@ -153,6 +153,9 @@ struct lg_run {
     /* series.c: the live progress line. */
     int progress_on;
     lg__hist_t hist;
+    lg__hist_t ttft_hist, tpot_hist; /* token runs */
+    double prog_pct;                 /* the judged percentile and bounds the line shows */
+    uint64_t prog_target_ns, prog_ttft_target_ns, prog_tpot_target_ns;
     const char *phase;
     uint64_t eta_samples; /* samples the series will issue, when known */
     uint64_t eta_min_ns;  /* the series lasts at least this long */

@@ -33,6 +33,8 @@ static void series_begin(lg_run_t *run, lg_scenario_t scenario, int accuracy)
     if (run->sut->health)
         run->sut->health(run->sut, &run->health0);
     lg__hist_reset(&run->hist);
+    lg__hist_reset(&run->ttft_hist);
+    lg__hist_reset(&run->tpot_hist);
     atomic_store(&run->closed, 0);
 }
 
@@ -56,7 +58,15 @@ static void progress_snap(void *arg, lg__progress_snap_t *s)
     s->elapsed_ns = now - run->t0;
     s->issued = atomic_load(&run->issued_hi) - run->first_seq;
     s->completed = atomic_load(&run->completed);
-    s->p99_ns = lg__hist_quantile(&run->hist, 0.99);
+    s->pct = run->prog_pct;
+    s->p99_ns = lg__hist_quantile(&run->hist, run->prog_pct);
+    s->target_ns = run->prog_target_ns;
+    s->ttft_target_ns = run->prog_ttft_target_ns;
+    s->tpot_target_ns = run->prog_tpot_target_ns;
+    if (run->use_tokens) {
+        s->ttft_ns = lg__hist_quantile(&run->ttft_hist, run->prog_pct);
+        s->tpot_ns = lg__hist_quantile(&run->tpot_hist, run->prog_pct);
+    }
     rate = s->elapsed_ns ? (double)s->completed * 1e9 / (double)s->elapsed_ns : 0;
     if (run->eta_samples && rate > 0)
         left =
@@ -116,6 +126,19 @@ int lg__series_run(lg_run_t *run, const lg_effective_settings_t *s, int accuracy
     run->phase = accuracy ? "accuracy" : lg_scenario_name(s->scenario);
     run->eta_samples = accuracy ? L : s->scenario == LG_OFFLINE ? g.spq : 0;
     run->eta_min_ns = accuracy ? 0 : s->min_duration_ms * 1000000u;
+    /* What the performance result is judged against (results.c: only Server has bounds). */
+    run->prog_pct = s->scenario == LG_OFFLINE || s->target_latency_percentile <= 0
+                        ? 0.99
+                        : s->target_latency_percentile;
+    run->prog_target_ns = run->prog_ttft_target_ns = run->prog_tpot_target_ns = 0;
+    if (!accuracy && s->scenario == LG_SERVER && !s->use_token_latencies)
+        run->prog_target_ns = (uint64_t)(s->target_latency_ns > 0 ? s->target_latency_ns : 0);
+    if (!accuracy && s->scenario == LG_SERVER && s->use_token_latencies) {
+        run->prog_ttft_target_ns =
+            (uint64_t)(s->server_ttft_latency > 0 ? s->server_ttft_latency : 0);
+        run->prog_tpot_target_ns =
+            (uint64_t)(s->server_tpot_latency > 0 ? s->server_tpot_latency : 0);
+    }
     /* Calibrating the Server wait takes a few milliseconds: before the clock starts. */
     if (s->scenario == LG_SERVER)
         lg__pace_init(&run->pace, run->ls->spin_ns, run->ls->spin_budget_pct);

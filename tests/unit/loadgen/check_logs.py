@@ -65,7 +65,7 @@ def check_intervals(out):
         head, *body = list(f)
         rows = [tuple(int(x) for x in line.split(",")) for line in body]
     if head.strip() != ("sample_seq,scheduled_ns,latency_ns,issue_late_ns,issue_call_ns,"
-                        "qdl_queue_ns"):
+                        "qdl_queue_ns,ttft_ns,n_tokens"):
         fail("sample_latencies.csv header is %r" % head)
     # The breakdown: a Server sample is issued at or after its scheduled time, and its hand-off
     # takes some time; neither can exceed the sample's own latency by much (both are clamped).

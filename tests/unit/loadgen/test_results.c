@@ -326,6 +326,47 @@ START_TEST(progress_histogram)
 }
 END_TEST
 
+/* The line names the percentile the run is judged at and the bounds beside the values so far. */
+START_TEST(progress_line_shows_targets)
+{
+    lg__progress_snap_t s = {0};
+    char line[512];
+
+    s.phase = "Server";
+    s.elapsed_ns = 2500000000ull;
+    s.issued = 12;
+    s.completed = 10;
+    s.pct = 0.99;
+    s.p99_ns = 12300000;
+    s.target_ns = 100000000;
+    s.eta_s = 3;
+    lg__progress_format(line, sizeof(line), &s, 4.0);
+    ck_assert_str_eq(line, "[Server]    2.5s  issued 12  done 10  4/s  p99 12.3ms/100.0ms  ETA 3s");
+
+    /* A token run: TTFT and TPOT with their bounds; "-" before any value. */
+    s.target_ns = 0;
+    s.p99_ns = 0;
+    s.ttft_ns = 1500000000ull;
+    s.ttft_target_ns = 2000000000ull;
+    s.tpot_target_ns = 200000000;
+    s.eta_s = -1;
+    lg__progress_format(line, sizeof(line), &s, 4.0);
+    ck_assert_str_eq(line,
+                     "[Server]    2.5s  issued 12  done 10  4/s  p99 -  TTFT p99 1500.0ms/2000.0ms"
+                     "  TPOT p99 -/200.0ms  ETA ?");
+
+    /* SingleStream: judged at p90, no bound. A short buffer truncates, never overflows. */
+    memset(&s, 0, sizeof(s));
+    s.phase = "SingleStream";
+    s.pct = 0.90;
+    s.p99_ns = 5000;
+    lg__progress_format(line, sizeof(line), &s, 0);
+    ck_assert_ptr_nonnull(strstr(line, "  p90 5000ns  ETA 0s"));
+    lg__progress_format(line, 20, &s, 0);
+    ck_assert_uint_eq(strlen(line), 19);
+}
+END_TEST
+
 TCase *tcase_early_stopping(void)
 {
     TCase *tc = tcase_create("early_stopping");
@@ -346,6 +387,7 @@ TCase *tcase_metrics(void)
     tcase_add_test(tc, single_stream_summary);
     tcase_add_test(tc, offline_and_multistream_summary);
     tcase_add_test(tc, progress_histogram);
+    tcase_add_test(tc, progress_line_shows_targets);
     return tc;
 }
 

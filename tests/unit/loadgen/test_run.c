@@ -774,19 +774,24 @@ START_TEST(harness_block_and_late_warning)
     snprintf(path, sizeof(path), "%s/mlperf_log_sample_latencies.csv", rt.dir);
     csv = tl_read(path, NULL);
     ck_assert_ptr_nonnull(csv);
-    ck_assert(
-        strncmp(csv,
-                "sample_seq,scheduled_ns,latency_ns,issue_late_ns,issue_call_ns,qdl_queue_ns\n",
-                76) == 0);
+    ck_assert(strncmp(csv,
+                      "sample_seq,scheduled_ns,latency_ns,issue_late_ns,issue_call_ns,qdl_queue_ns,"
+                      "ttft_ns,n_tokens\n",
+                      93) == 0);
     {
-        /* The first sample's qdl_queue_ns is reported (>= 0, not the -1 of "unknown"). */
-        char *line = strchr(csv, '\n') + 1, *end = strchr(line, '\n'), *last;
+        /* The first sample's qdl_queue_ns is reported (>= 0, not the -1 of "unknown"); not a
+         * token run: no first token and no tokens on the line. */
+        char *line = strchr(csv, '\n') + 1, *end = strchr(line, '\n'), *tail;
 
         ck_assert_ptr_nonnull(end);
         *end = '\0';
-        last = strrchr(line, ',');
-        ck_assert_ptr_nonnull(last);
-        ck_assert_int_ge(strtoll(last + 1, NULL, 10), 0);
+        tail = strstr(line, ",-1,0");
+        ck_assert_ptr_nonnull(tail);
+        ck_assert_str_eq(tail, ",-1,0");
+        *tail = '\0';
+        tail = strrchr(line, ',');
+        ck_assert_ptr_nonnull(tail);
+        ck_assert_int_ge(strtoll(tail + 1, NULL, 10), 0);
     }
     free(csv);
 }
@@ -830,6 +835,34 @@ TCase *tcase_sched_faults(void)
 
 /* ---- token latencies ------------------------------------------------------------------------- */
 
+/* Every line of the sample CSV of a token run carries a first-token latency within the sample's
+ * latency and the 10 tokens of the test SUT. */
+static void check_token_csv(void)
+{
+    char path[600], *csv, *line, *save = NULL;
+    size_t lines = 0;
+
+    snprintf(path, sizeof(path), "%s/mlperf_log_sample_latencies.csv", rt.dir);
+    csv = tl_read(path, NULL);
+    ck_assert_ptr_nonnull(csv);
+    line = strtok_r(csv, "\n", &save);
+    ck_assert_str_eq(line, "sample_seq,scheduled_ns,latency_ns,issue_late_ns,issue_call_ns,"
+                           "qdl_queue_ns,ttft_ns,n_tokens");
+    while ((line = strtok_r(NULL, "\n", &save))) {
+        long long seq, sched, lat, late, call, qq, ttft, ntok;
+
+        ck_assert_int_eq(sscanf(line, "%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld", &seq, &sched, &lat,
+                                &late, &call, &qq, &ttft, &ntok),
+                         8);
+        ck_assert_int_ge(ttft, 0);
+        ck_assert_int_le(ttft, lat);
+        ck_assert_int_eq(ntok, 10);
+        lines++;
+    }
+    ck_assert_uint_gt(lines, 0);
+    free(csv);
+}
+
 START_TEST(server_tokens)
 {
     char *s, *acc;
@@ -845,9 +878,11 @@ START_TEST(server_tokens)
     rt.ts.accuracy_log_probability = 1.0;
     rt.nc.threaded = 1;
     rt.nc.n_tokens = 10;
+    rt.ls.sample_latencies = true;
     ck_assert_int_eq(rt_run(), 0);
     rt_check_logs();
     ck_assert_uint_eq(rt.res.num_errors, 0);
+    check_token_csv();
     s = rt_summary();
     ck_assert_ptr_nonnull(strstr(s, "Completed tokens per second: "));
     ck_assert_ptr_nonnull(strstr(s, "TTFT Early Stopping Result:\n * Run successful.\n"

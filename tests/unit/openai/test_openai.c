@@ -204,6 +204,99 @@ START_TEST(dialects)
 }
 END_TEST
 
+/* The event scanner (oai_event.c) on hostile and odd input: bounded, the engine's error first, a
+ * failed event leaves the tokens as they were. */
+static int event_rc(const oai_gen_t *g, const char *ev, oai_out_t *o)
+{
+    return oai_dialect_event(g, ev, strlen(ev), o);
+}
+
+START_TEST(event_scanner_hostile)
+{
+    oai_gen_t g = {OAI_VLLM, "m", 8, 0, 0.0, 0, 0};
+    oai_out_t o = {0};
+    char *deep;
+    size_t i, n = 20000;
+
+    o.max = 8;
+    /* Integral numbers in any JSON spelling are token IDs; others are not. */
+    event_ok(&g, "{\"choices\":[{\"token_ids\":[5.0,1e1,0]}]}", &o);
+    ck_assert_uint_eq(o.n, 3);
+    ck_assert_int_eq(o.toks[1], 10);
+    ck_assert_int_lt(event_rc(&g, "{\"choices\":[{\"token_ids\":[5.5]}]}", &o), 0);
+    ck_assert_int_lt(event_rc(&g, "{\"choices\":[{\"token_ids\":[2147483648]}]}", &o), 0);
+    ck_assert_int_lt(event_rc(&g, "{\"choices\":[{\"token_ids\":[\"7\"]}]}", &o), 0);
+    ck_assert_int_lt(event_rc(&g, "{\"choices\":[{\"token_ids\":[[7]]}]}", &o), 0);
+    ck_assert_int_lt(event_rc(&g, "{\"choices\":[{\"token_ids\":[1,2],\"token_ids\":[3]}]}", &o),
+                     0);
+    event_ok(&g, "{\"choices\":[{\"token_ids\":[1]}]}", &o);
+    ck_assert_uint_eq(o.n, 4); /* the failed events above took nothing */
+    /* Not one JSON object: refused. */
+    ck_assert_int_lt(event_rc(&g, "[1,2]", &o), 0);
+    ck_assert_int_lt(event_rc(&g, "7", &o), 0);
+    ck_assert_int_lt(event_rc(&g, "{\"choices\":[]} {}", &o), 0);
+    ck_assert_int_lt(event_rc(&g, "{\"choices\":[{\"token_ids\":[1", &o), 0);
+    ck_assert_int_lt(event_rc(&g, "", &o), 0);
+    ck_assert_int_lt(event_rc(&g, "{\"text\":\"no choices\"}", &o), 0);
+    ck_assert_ptr_nonnull(strstr(o.err, "choices"));
+    /* The engine's error wins, wherever it is and whatever else is wrong. */
+    ck_assert_int_lt(event_rc(&g, "{\"choices\":[{\"token_ids\":[\"x\"]}],\"error\":\"boom\"}", &o),
+                     0);
+    ck_assert_str_eq(o.err, "engine error: boom");
+    ck_assert_int_lt(event_rc(&g, "{\"error\":{\"code\":3,\"message\":\"bad prompt\"}}", &o), 0);
+    ck_assert_str_eq(o.err, "engine error: bad prompt");
+    ck_assert_int_lt(event_rc(&g, "{\"error\":null}", &o), 0);
+    ck_assert_str_eq(o.err, "engine error: (no message)");
+    /* token_ids win over logprobs (whose strings are then not read), only choices[0] counts,
+     * unknown fields of any shape are skipped. */
+    event_ok(&g,
+             "{\"x\":[{\"token_ids\":[\"no\"]},{}],\"choices\":[{\"logprobs\":{\"tokens\":"
+             "[\"junk\"]},\"token_ids\":[6]},{\"token_ids\":[\"ignored\"]}]}",
+             &o);
+    ck_assert_uint_eq(o.n, 5);
+    ck_assert_int_eq(o.toks[4], 6);
+    ck_assert_int_eq(o.done, 0);
+    ck_assert_int_lt(
+        event_rc(&g, "{\"choices\":[{\"logprobs\":{\"tokens\":[\"token_id:-3\"]}}]}", &o), 0);
+    ck_assert_int_lt(
+        event_rc(&g, "{\"choices\":[{\"logprobs\":{\"tokens\":[\"token_id:99999999999\"]}}]}", &o),
+        0);
+    /* Deep nesting in a skipped field: no recursion, no crash; unterminated: refused. */
+    deep = malloc(2 * n + 64);
+    ck_assert_ptr_nonnull(deep);
+    i = (size_t)sprintf(deep, "{\"choices\":[],\"x\":");
+    memset(deep + i, '[', n);
+    deep[i + n] = '\0';
+    ck_assert_int_lt(event_rc(&g, deep, &o), 0);
+    memset(deep + i + n, ']', n);
+    strcpy(deep + i + 2 * n, "}");
+    event_ok(&g, deep, &o);
+    oai_out_free(&o);
+    free(deep);
+
+    /* llama.cpp: only "stop":true ends; SGLang incremental appends. */
+    memset(&o, 0, sizeof(o));
+    o.max = 8;
+    g.dialect = OAI_LLAMACPP;
+    event_ok(&g, "{\"tokens\":[1],\"stop\":1}", &o);
+    event_ok(&g, "{\"tokens\":[2],\"stop\":\"true\"}", &o);
+    ck_assert_int_eq(o.done, 0);
+    ck_assert_int_lt(event_rc(&g, "{\"tokens\":[2,-1],\"stop\":true}", &o), 0);
+    ck_assert_int_eq(o.done, 0);
+    oai_out_free(&o);
+    memset(&o, 0, sizeof(o));
+    o.max = 8;
+    g.dialect = OAI_SGLANG;
+    g.incremental = 1;
+    event_ok(&g, "{\"output_ids\":[1,2]}", &o);
+    event_ok(&g, "{\"output_ids\":[3],\"meta_info\":{\"finish_reason\":\"stop\"}}", &o);
+    ck_assert_uint_eq(o.n, 3);
+    ck_assert_int_eq(o.toks[2], 3);
+    ck_assert_int_eq(o.done, 1);
+    oai_out_free(&o);
+}
+END_TEST
+
 /* ---- KServe v2 ---- */
 
 START_TEST(kserve_v2)
@@ -389,6 +482,10 @@ static TCase *tc_dialects(void)
 {
     return tc("dialects", dialects);
 }
+static TCase *tc_event_scanner_hostile(void)
+{
+    return tc("event_scanner_hostile", event_scanner_hostile);
+}
 static TCase *tc_kserve_v2(void)
 {
     return tc("kserve_v2", kserve_v2);
@@ -398,4 +495,5 @@ static TCase *tc_http_pool(void)
     return tc("http_pool", http_pool);
 }
 
-CHECK_MAIN("openai", tc_sse_bytewise, tc_sse_limits, tc_dialects, tc_kserve_v2, tc_http_pool)
+CHECK_MAIN("openai", tc_sse_bytewise, tc_sse_limits, tc_dialects, tc_event_scanner_hostile,
+           tc_kserve_v2, tc_http_pool)

@@ -1,0 +1,461 @@
+/* One SSE event's JSON, read with yajl's event (SAX) parser (Debian libyajl-dev): no document
+ * tree is built; only the few fields a dialect reads are looked at, by their path, and the token
+ * IDs go straight into the output. yajl checks the whole text is one JSON value and keeps its
+ * nesting on the heap, so depth costs memory (bounded by the event size, max_event), not stack.
+ *
+ * What is read (see oai_dialect.h): "error" (any value: a string, or an object's "message"),
+ * "object":"error" with "message"; vllm/trtllm: choices[0].token_ids, else
+ * choices[0].logprobs.tokens ("token_id:N"), choices[0].finish_reason; sglang: output_ids,
+ * meta_info.finish_reason; llamacpp: tokens, stop. An engine error wins over everything else. */
+#include "oai_dialect.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yajl/yajl_parse.h>
+
+/* What a value is, from its parent and key or index. */
+typedef enum {
+    S_OTHER = 0,
+    S_ROOT,
+    S_ERROR,    /* root.error */
+    S_ERRMSG,   /* root.error.message */
+    S_OBJECT,   /* root.object */
+    S_MESSAGE,  /* root.message */
+    S_CHOICES,  /* root.choices */
+    S_CHOICE0,  /* root.choices[0] */
+    S_LOGPROBS, /* choices[0].logprobs */
+    S_LPTOK,    /* choices[0].logprobs.tokens */
+    S_LPSTR,    /* an element of it */
+    S_IDS,      /* choices[0].token_ids, output_ids, tokens */
+    S_ID,       /* an element of it */
+    S_META,     /* root.meta_info */
+    S_FINISH,   /* choices[0].finish_reason, meta_info.finish_reason */
+    S_STOP,     /* root.stop */
+} slot_t;
+
+/* Containers whose slots are tracked; deeper ones are S_OTHER (their content is skipped). */
+#define MAX_TRACK 8
+
+typedef struct {
+    const oai_gen_t *g;
+    oai_out_t *o;
+    size_t n0;      /* o->n before the event */
+    unsigned depth; /* open containers */
+    slot_t kind[MAX_TRACK];
+    size_t index[MAX_TRACK]; /* arrays: the next element's index */
+    slot_t key;              /* the slot of the value after the last map key */
+    int rc;                  /* the first token error (reported unless an engine error) */
+    char tok_err[160];
+    int root_map, has_error, object_error, done, choices_array, have_ids;
+    char msg[208]; /* the engine's message */
+    int32_t *lp;   /* logprobs token strings, used only without token_ids */
+    size_t lp_n, lp_cap;
+    int lp_rc;
+    char lp_err[160];
+} scan_t;
+
+static int fail(scan_t *s, int *rc, char *buf, size_t len, const char *msg)
+{
+    if (*rc == 0) {
+        *rc = -EPROTO;
+        snprintf(buf, len, "%s", msg);
+    }
+    (void)s;
+    return 1; /* keep parsing: an engine error later in the event still wins */
+}
+
+static slot_t parent(const scan_t *s)
+{
+    return s->depth == 0 ? S_OTHER : s->depth <= MAX_TRACK ? s->kind[s->depth - 1] : S_OTHER;
+}
+
+/* The slot of the value that begins now (and the element index it consumes). */
+static slot_t value_slot(scan_t *s)
+{
+    slot_t p;
+    size_t i;
+
+    if (s->depth == 0)
+        return S_ROOT;
+    p = parent(s);
+    if (p == S_CHOICES || p == S_IDS || p == S_LPTOK) {
+        i = s->index[s->depth - 1]++;
+        return p == S_CHOICES ? (i == 0 ? S_CHOICE0 : S_OTHER) : p == S_IDS ? S_ID : S_LPSTR;
+    }
+    return s->depth <= MAX_TRACK ? s->key : S_OTHER;
+}
+
+static int slot_ids_seen(scan_t *s, slot_t v)
+{
+    if (v != S_IDS)
+        return 0;
+    if (s->have_ids)
+        return fail(s, &s->rc, s->tok_err, sizeof(s->tok_err), "the token array appears twice");
+    s->have_ids = 1;
+    s->n0 = s->o->n;
+    return 0;
+}
+
+static int push_id(scan_t *s, double v)
+{
+    oai_out_t *o = s->o;
+    size_t idx = s->index[s->depth - 1] - 1;
+
+    if (s->rc)
+        return 1;
+    /* sglang's cumulative output_ids repeat the tokens already taken. */
+    if (s->g->dialect == OAI_SGLANG && !s->g->incremental && idx < s->n0)
+        return 1;
+    if (v < 0 || v > 2147483647.0 || v != (double)(int32_t)v) {
+        s->rc = -EPROTO;
+        snprintf(s->tok_err, sizeof(s->tok_err), "token id %g is not a non-negative int32", v);
+        return 1;
+    }
+    if (o->n >= o->max) {
+        s->rc = -EPROTO;
+        snprintf(s->tok_err, sizeof(s->tok_err), "the engine sent more than max_tokens=%zu tokens",
+                 o->max);
+        return 1;
+    }
+    if (o->n == o->cap) {
+        size_t ncap = o->cap ? o->cap * 2 : 64;
+        int32_t *nt;
+
+        if (ncap > o->max)
+            ncap = o->max;
+        nt = realloc(o->toks, ncap * sizeof(*nt));
+        if (!nt) {
+            s->rc = -ENOMEM;
+            snprintf(s->tok_err, sizeof(s->tok_err), "out of memory for %zu tokens", ncap);
+            return 1;
+        }
+        o->toks = nt;
+        o->cap = ncap;
+    }
+    o->toks[o->n++] = (int32_t)v;
+    return 1;
+}
+
+/* A scalar that is not a number where a token ID, or a string where a "token_id:N", belongs. */
+static void scalar(scan_t *s, slot_t v, int is_null, int is_true)
+{
+    if (v == S_ID)
+        fail(s, &s->rc, s->tok_err, sizeof(s->tok_err), "a token id that is not a number");
+    else if (v == S_LPSTR)
+        fail(s, &s->lp_rc, s->lp_err, sizeof(s->lp_err),
+             "logprobs token is not \"token_id:N\" (start the engine with "
+             "return_tokens_as_token_ids, or use one that returns token_ids)");
+    else if (v == S_ERROR)
+        s->has_error = 1;
+    else if (v == S_FINISH && !is_null)
+        s->done = 1;
+    else if (v == S_STOP && is_true && s->g->dialect == OAI_LLAMACPP)
+        s->done = 1;
+}
+
+static int cb_null(void *ctx)
+{
+    scan_t *s = ctx;
+
+    scalar(s, value_slot(s), 1, 0);
+    return 1;
+}
+
+static int cb_boolean(void *ctx, int b)
+{
+    scan_t *s = ctx;
+
+    scalar(s, value_slot(s), 0, b);
+    return 1;
+}
+
+/* Token IDs are integers: digits are read here; anything else (sign, fraction, exponent) goes
+ * through strtod on a bounded copy and must be integral. */
+static int cb_number(void *ctx, const char *num, size_t len)
+{
+    scan_t *s = ctx;
+    slot_t v = value_slot(s);
+    double d = 0;
+    size_t i;
+
+    if (v != S_ID) {
+        scalar(s, v, 0, 0);
+        return 1;
+    }
+    for (i = 0; i < len && num[i] >= '0' && num[i] <= '9' && i < 16; i++)
+        d = d * 10 + (num[i] - '0');
+    if (i != len) {
+        char buf[64];
+
+        if (len >= sizeof(buf)) {
+            fail(s, &s->rc, s->tok_err, sizeof(s->tok_err),
+                 "a token id of more than 63 characters");
+            return 1;
+        }
+        memcpy(buf, num, len);
+        buf[len] = '\0';
+        d = strtod(buf, NULL);
+    }
+    return push_id(s, d);
+}
+
+static int cb_string(void *ctx, const unsigned char *str, size_t len)
+{
+    scan_t *s = ctx;
+    slot_t v = value_slot(s);
+
+    switch (v) {
+    case S_ERROR:
+    case S_ERRMSG:
+    case S_MESSAGE:
+        if (v == S_ERROR)
+            s->has_error = 1;
+        if (v != S_MESSAGE || !s->has_error || !s->msg[0])
+            snprintf(s->msg, sizeof(s->msg), "%.*s", (int)(len < 200 ? len : 200),
+                     (const char *)str);
+        break;
+    case S_OBJECT:
+        if (len == 5 && memcmp(str, "error", 5) == 0)
+            s->object_error = 1;
+        break;
+    case S_LPSTR: {
+        char buf[32], *end;
+        long t;
+
+        if (s->lp_rc)
+            break;
+        if (len < 10 || len >= sizeof(buf) || memcmp(str, "token_id:", 9) != 0) {
+            if (len >= 9 && memcmp(str, "token_id:", 9) == 0)
+                snprintf(s->lp_err, sizeof(s->lp_err), "bad token string '%.*s'",
+                         (int)(len < 40 ? len : 40), (const char *)str);
+            else
+                fail(s, &s->lp_rc, s->lp_err, sizeof(s->lp_err),
+                     "logprobs token is not \"token_id:N\" (start the engine with "
+                     "return_tokens_as_token_ids, or use one that returns token_ids)");
+            s->lp_rc = -EPROTO;
+            break;
+        }
+        memcpy(buf, str, len);
+        buf[len] = '\0';
+        errno = 0;
+        t = strtol(buf + 9, &end, 10);
+        if (errno || *end || t < 0 || t > 2147483647L || buf[9] == '-' || buf[9] == '+' ||
+            buf[9] == ' ') {
+            s->lp_rc = -EPROTO;
+            snprintf(s->lp_err, sizeof(s->lp_err), "bad token string '%.40s'", buf);
+            break;
+        }
+        if (s->lp_n >= s->o->max) {
+            s->lp_rc = -EPROTO;
+            snprintf(s->lp_err, sizeof(s->lp_err),
+                     "the engine sent more than max_tokens=%zu tokens", s->o->max);
+            break;
+        }
+        if (s->lp_n == s->lp_cap) {
+            size_t ncap = s->lp_cap ? 2 * s->lp_cap : 16;
+            int32_t *np;
+
+            if (ncap > s->o->max)
+                ncap = s->o->max;
+            np = realloc(s->lp, ncap * sizeof(*np));
+            if (!np) {
+                s->lp_rc = -ENOMEM;
+                snprintf(s->lp_err, sizeof(s->lp_err), "out of memory for %zu tokens", ncap);
+                break;
+            }
+            s->lp = np;
+            s->lp_cap = ncap;
+        }
+        s->lp[s->lp_n++] = (int32_t)t;
+        break;
+    }
+    default:
+        scalar(s, v, 0, 0);
+    }
+    return 1;
+}
+
+static int cb_map_key(void *ctx, const unsigned char *k, size_t len)
+{
+    scan_t *s = ctx;
+    slot_t p = parent(s);
+    oai_dialect_t d = s->g->dialect;
+    int oai = d == OAI_VLLM || d == OAI_TRTLLM;
+
+#define IS(lit) (len == sizeof(lit) - 1 && memcmp(k, lit, len) == 0)
+    s->key = S_OTHER;
+    if (p == S_ROOT) {
+        if (IS("error"))
+            s->key = S_ERROR;
+        else if (IS("object"))
+            s->key = S_OBJECT;
+        else if (IS("message"))
+            s->key = S_MESSAGE;
+        else if (oai && IS("choices"))
+            s->key = S_CHOICES;
+        else if (d == OAI_SGLANG && IS("output_ids"))
+            s->key = S_IDS;
+        else if (d == OAI_SGLANG && IS("meta_info"))
+            s->key = S_META;
+        else if (d == OAI_LLAMACPP && IS("tokens"))
+            s->key = S_IDS;
+        else if (d == OAI_LLAMACPP && IS("stop"))
+            s->key = S_STOP;
+    } else if (p == S_ERROR) {
+        if (IS("message"))
+            s->key = S_ERRMSG;
+    } else if (p == S_CHOICE0) {
+        if (IS("token_ids"))
+            s->key = S_IDS;
+        else if (IS("logprobs"))
+            s->key = S_LOGPROBS;
+        else if (IS("finish_reason"))
+            s->key = S_FINISH;
+    } else if (p == S_LOGPROBS) {
+        if (IS("tokens"))
+            s->key = S_LPTOK;
+    } else if (p == S_META) {
+        if (IS("finish_reason"))
+            s->key = S_FINISH;
+    }
+#undef IS
+    return 1;
+}
+
+static int open_container(scan_t *s, int is_map)
+{
+    slot_t v = value_slot(s), k = S_OTHER;
+
+    if (v == S_ROOT && !is_map)
+        return 0; /* the event must be an object */
+    if (v == S_ROOT)
+        s->root_map = 1;
+    if (v == S_ID || v == S_LPSTR)
+        scalar(s, v, 0, 0); /* a container where a token belongs */
+    else if (v == S_ERROR)
+        s->has_error = 1;
+    else if (v == S_FINISH)
+        s->done = 1; /* not null */
+    if (is_map && (v == S_ROOT || v == S_ERROR || v == S_CHOICE0 || v == S_LOGPROBS || v == S_META))
+        k = v;
+    if (!is_map && (v == S_CHOICES || v == S_IDS || v == S_LPTOK))
+        k = v;
+    if (!is_map && v == S_CHOICES)
+        s->choices_array = 1;
+    if (!is_map && slot_ids_seen(s, k))
+        k = S_OTHER;
+    if (s->depth < MAX_TRACK) {
+        s->kind[s->depth] = k;
+        s->index[s->depth] = 0;
+    }
+    s->depth++;
+    s->key = S_OTHER;
+    return 1;
+}
+
+static int cb_start_map(void *ctx)
+{
+    return open_container(ctx, 1);
+}
+
+static int cb_start_array(void *ctx)
+{
+    return open_container(ctx, 0);
+}
+
+static int cb_end(void *ctx)
+{
+    scan_t *s = ctx;
+
+    s->depth--;
+    s->key = S_OTHER;
+    /* sglang's cumulative output_ids must not shrink. */
+    if (s->depth < MAX_TRACK && s->kind[s->depth] == S_IDS && s->g->dialect == OAI_SGLANG &&
+        !s->g->incremental && s->index[s->depth] < s->n0 && !s->rc) {
+        s->rc = -EPROTO;
+        snprintf(s->tok_err, sizeof(s->tok_err),
+                 "cumulative output_ids shrank from %zu to %zu (is the engine streaming "
+                 "incrementally? set incremental=1)",
+                 s->n0, s->index[s->depth]);
+    }
+    return 1;
+}
+
+static const yajl_callbacks callbacks = {
+    .yajl_null = cb_null,
+    .yajl_boolean = cb_boolean,
+    .yajl_number = cb_number,
+    .yajl_string = cb_string,
+    .yajl_start_map = cb_start_map,
+    .yajl_map_key = cb_map_key,
+    .yajl_end_map = cb_end,
+    .yajl_start_array = cb_start_array,
+    .yajl_end_array = cb_end,
+};
+
+int oai_dialect_event(const oai_gen_t *g, const char *data, size_t len, oai_out_t *o)
+{
+    scan_t s;
+    yajl_handle h;
+    yajl_status st;
+    int rc = 0;
+    size_t before = o->n;
+
+    if (len == 6 && memcmp(data, "[DONE]", 6) == 0) {
+        o->done = 1;
+        return 0;
+    }
+    memset(&s, 0, sizeof(s));
+    s.g = g;
+    s.o = o;
+    s.n0 = o->n;
+    h = yajl_alloc(&callbacks, NULL, &s);
+    if (!h) {
+        snprintf(o->err, sizeof(o->err), "out of memory for the JSON parser");
+        return -ENOMEM;
+    }
+    /* Engines send UTF-8; the fields read here are ASCII, so checking the rest is wasted work. */
+    yajl_config(h, yajl_dont_validate_strings, 1);
+    st = yajl_parse(h, (const unsigned char *)data, len);
+    if (st == yajl_status_ok)
+        st = yajl_complete_parse(h);
+    yajl_free(h);
+    if (st != yajl_status_ok || s.depth != 0 || !s.root_map) {
+        snprintf(o->err, sizeof(o->err), "event is not a JSON object: '%.60s'", data);
+        rc = -EPROTO;
+    } else if (s.has_error || s.object_error) {
+        snprintf(o->err, sizeof(o->err), "engine error: %.200s", s.msg[0] ? s.msg : "(no message)");
+        rc = -EPROTO;
+    } else if (s.rc) {
+        snprintf(o->err, sizeof(o->err), "%s", s.tok_err);
+        rc = s.rc;
+    } else if ((g->dialect == OAI_VLLM || g->dialect == OAI_TRTLLM) && !s.choices_array) {
+        snprintf(o->err, sizeof(o->err), "event without a choices array");
+        rc = -EPROTO;
+    } else if (!s.have_ids && s.lp_rc) {
+        snprintf(o->err, sizeof(o->err), "%s", s.lp_err);
+        rc = s.lp_rc;
+    } else if (!s.have_ids) {
+        size_t i;
+
+        for (i = 0; i < s.lp_n && rc == 0; i++) {
+            s.depth = 1;
+            s.index[0] = 1;
+            push_id(&s, (double)s.lp[i]);
+            if (s.rc) {
+                snprintf(o->err, sizeof(o->err), "%s", s.tok_err);
+                rc = s.rc;
+            }
+        }
+    }
+    free(s.lp);
+    if (rc < 0) {
+        o->n = before;
+        return rc;
+    }
+    if (s.done)
+        o->done = 1;
+    return 0;
+}
