@@ -6,4 +6,5 @@ pkg_check_modules(LZ4 REQUIRED IMPORTED_TARGET liblz4>=1.9)
 pkg_check_modules(CHECK REQUIRED IMPORTED_TARGET check>=0.15)
 find_package(OpenSSL 3.0 REQUIRED)
 find_package(Threads REQUIRED)
+find_package(ZLIB REQUIRED) # the onnx tests read the gzip-compressed Fashion-MNIST files
 find_program(PROTOC_C_EXECUTABLE NAMES protoc-c protoc-gen-c REQUIRED)

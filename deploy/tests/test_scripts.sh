@@ -29,11 +29,12 @@ expect_fail() { # status message-substring command...
 # ---- --help everywhere
 for cmd in "$deploy/netns/fabric.sh" "$deploy/netns/test_netns.sh" "$deploy/netns/bench-lz4.sh" \
            "$deploy/slurm/mlperf-network.sbatch" "$deploy/gpu/pack-runtime-debs.sh" \
-           "$deploy/gpu/gpu-check.sh" "$drive" "$relay"; do
+           "$deploy/gpu/gpu-check.sh" "$deploy/install-deps.sh" "$deploy/test.sh" "$deploy/demo.sh" \
+           "$drive" "$relay"; do
     "$cmd" --help >"$tmp/help" 2>&1 || fail "$cmd --help failed"
     grep -qi "usage\|--" "$tmp/help" || fail "$cmd --help printed no usage"
 done
-for py in netns/fmnist-like.py metadata/netmeta.py plot/latplot.py k8s/check-manifests.py; do
+for py in demo-check.py netns/fmnist-like.py metadata/netmeta.py plot/latplot.py k8s/check-manifests.py; do
     "$python" "$deploy/$py" --help >/dev/null || fail "$py --help failed"
 done
 echo "test_scripts: --help: ok"

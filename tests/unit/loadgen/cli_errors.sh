@@ -41,5 +41,10 @@ expect 3 "performance_issue_same_index 99" --scenario SingleStream --set min_dur
     --set single_stream_expected_latency_ns=100 --qsl-synthetic 64 --sample-size 16 \
     --sut null --output-dir "$out/logs" --progress off --set performance_issue_same=1 \
     --set performance_issue_same_index=99
+# A second run into an output folder that holds a run's logs would overwrite them: refused.
+used="--scenario Offline --sut null --qsl-synthetic 64 --sample-size 16 --set min_duration_ms=0 \
+    --output-dir $out/used --progress off --quiet"
+"$bin" $used >/dev/null 2>&1
+expect 2 "already holds the logs of an earlier run" $used
 [ "$fails" -eq 0 ] && echo "OK: every bad input was refused clearly"
 exit "$fails"
