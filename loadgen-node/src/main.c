@@ -1,5 +1,6 @@
 /* loadgen-node: runs an MLPerf LoadGen test against the in-process null SUT or, through the QDL,
  * against sut-node daemons, and writes the official logs. See --help and README.md. */
+#include "build_info.h"
 #include "cmn/conf.h"
 #include "cmn/err.h"
 #include "cmn/log.h"
@@ -512,7 +513,8 @@ static int parse_args(int argc, char **argv, opts_t *o, cmn_errbuf_t *eb)
             o->log.latency_interval_ms = u;
             break;
         case O_VERSION:
-            printf("%s\n", LG_VERSION_STRING);
+            printf("%s\ngit commit %s (%s), built %s\n", LG_VERSION_STRING, BUILD_GIT_COMMIT,
+                   BUILD_GIT_COMMIT_DATE, BUILD_DATE_UTC);
             exit(0);
         case O_OUTDIR:
             o->outdir = optarg;

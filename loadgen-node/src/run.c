@@ -8,6 +8,7 @@
  * batch. Chunks are never moved, so completions read them while the issue thread adds more. */
 #include "lg/lg.h"
 
+#include "build_info.h"
 #include "cmn/clock.h"
 #include "cmn/digest.h"
 #include "cmn/log.h"
@@ -1748,10 +1749,10 @@ int lg_start_test(lg_sut_t *sut, lg_qsl_t *qsl, const lg_test_settings_t *settin
     snprintf(res->sut_name, sizeof(res->sut_name), "%s", run->sut_name);
 
     LG_DSTR(&run->dlog, "loadgen_version", LG_VERSION_STRING);
-    LG_DSTR(&run->dlog, "loadgen_build_date_local", "NA");
-    LG_DSTR(&run->dlog, "loadgen_build_date_utc", "NA");
-    LG_DSTR(&run->dlog, "loadgen_git_commit_date", "NA");
-    LG_DSTR(&run->dlog, "loadgen_git_log_message", "NA");
+    LG_DSTR(&run->dlog, "loadgen_build_date_local", BUILD_DATE_LOCAL);
+    LG_DSTR(&run->dlog, "loadgen_build_date_utc", BUILD_DATE_UTC);
+    LG_DSTR(&run->dlog, "loadgen_git_commit_date", BUILD_GIT_COMMIT_DATE);
+    LG_DSTR(&run->dlog, "loadgen_git_log_message", "commit " BUILD_GIT_COMMIT);
     LG_DSTR(&run->dlog, "loadgen_git_status_message", "NA");
     log_msgs(&run->dlog, log->msgs);
     local_datetime(dt, sizeof(dt), 1);
