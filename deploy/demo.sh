@@ -119,15 +119,21 @@ finish() {
     exit 0
 }
 
-# Runs loadgen-node (its stderr into $out/NAME.stderr, shown afterwards without the note that no
-# mlperf.conf was given: the demo says that once, above) and checks the run with demo-check.py.
+# Runs loadgen-node (its stderr into $out/NAME.stderr) and checks the run with demo-check.py.
+# Quiet when all is well: of loadgen-node's stderr only warnings and errors are shown, without
+# the note that no mlperf.conf was given (the demo says that once, above); after a failure or an
+# INVALID run, all of it, the per-node table included.
 # Sets $lg_status to loadgen-node's exit status (0 VALID, 1 INVALID or sample errors, 2-3 failed).
 lg_run() { # name (the output folder under $out), mode, then loadgen-node options
     local name=$1 mode=$2; shift 2
     lg_status=0
     "$lg" "$@" --output-dir "$out/$name" --quiet --progress off --log-level warn \
         2>"$out/$name.stderr" || lg_status=$?
-    grep -v -e '--mlperf-conf' "$out/$name.stderr" >&2 || true
+    if [[ $lg_status -eq 0 ]]; then
+        grep -E ' (WARN|ERROR): ' "$out/$name.stderr" | grep -v -e '--mlperf-conf' >&2 || true
+    else
+        grep -v -e '--mlperf-conf' "$out/$name.stderr" >&2 || true
+    fi
     if [[ $lg_status -ge 2 ]]; then
         failures+=("$name: loadgen-node exited $lg_status, see $out/$name.stderr")
         return 1
