@@ -12,7 +12,7 @@ packages=(
     # toolchain and build
     build-essential cmake pkg-config clang clang-format
     # libraries
-    libuv1-dev libprotobuf-c-dev protobuf-c-compiler liblz4-dev libssl-dev zlib1g-dev
+    libuv1-dev libprotobuf-c-dev protobuf-c-compiler liblz4-dev libssl-dev libxxhash-dev zlib1g-dev
     # unit tests
     check libsubunit-dev
     # the onnx backend: oneDNN, the ONNX schema, the ONNX conformance test vectors
@@ -24,6 +24,8 @@ packages=(
     # deployment tooling: the Kubernetes manifest check, systemd-analyze for the unit, lspci for
     # NIC models in the submission metadata
     python3-yaml systemd pciutils
+    # metrics: sut-node's Prometheus endpoint, and the real server that scrapes it in the tests
+    libmicrohttpd-dev prometheus
 )
 case "${1:-}" in
     "") ;;

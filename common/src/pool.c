@@ -65,6 +65,24 @@ void cmn_pool_free(cmn_pool_t *p)
     free(p);
 }
 
+void cmn_pool_trim(cmn_pool_t *p)
+{
+    unsigned i;
+    pool_hdr_t *h, *n;
+
+    for (i = 0; i < POOL_CLASSES; i++) {
+        uv_mutex_lock(&p->cls[i].mu);
+        h = p->cls[i].idle;
+        p->cls[i].idle = NULL;
+        p->cls[i].n_idle = 0;
+        uv_mutex_unlock(&p->cls[i].mu);
+        for (; h; h = n) {
+            n = h->next;
+            free(h);
+        }
+    }
+}
+
 static uint32_t class_of(size_t size)
 {
     uint32_t s = POOL_MIN_SHIFT;

@@ -78,7 +78,7 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,dri
 t=$build/tests/unit/onnx
 
 # 1. What needs no GPU, here too (the same binaries with this host's libraries).
-for c in cuda_options cuplan cuplan_nodes; do
+for c in cuda_options cuda_plan cuda_plan_nodes; do
     run env CK_RUN_CASE=$c "$t/test_onnx"
 done
 

@@ -327,6 +327,12 @@ int lg__npy_parse(const uint8_t *p, size_t n, lg__npy_t *out, cmn_errbuf_t *eb)
     while (!c.err && !accept(&c, '}')) {
         if (parse_string(&c, key, sizeof(key)) || !accept(&c, ':'))
             return fail(&c, "expected 'key': value");
+        /* A key given twice would leave the earlier value half-overwritten (two shapes would
+         * concatenate): Python's dict keeps the last, a reader that is not Python refuses. */
+        if ((strcmp(key, "descr") == 0 && have_descr) ||
+            (strcmp(key, "fortran_order") == 0 && have_order) ||
+            (strcmp(key, "shape") == 0 && have_shape))
+            return fail(&c, "a key appears twice in the header");
         if (strcmp(key, "descr") == 0) {
             if (parse_descr(&c, &out->itemsize, out->descr, sizeof(out->descr)))
                 return c.err;

@@ -552,6 +552,11 @@ static void write_summary(summary_t *m, const char *sut_name, FILE *f, int valid
                     " responses did not match their sample's digest.\n"
                     "   See the detailed log for the reasons.\n",
                     pr->failed, pr->lost, pr->digest_bad);
+        if (pr->interrupted)
+            fprintf(f,
+                    " * The run was interrupted (signal %d) before it ended; the results cover "
+                    "only the part that ran.\n",
+                    pr->interrupted);
     }
     if (s->scenario != LG_OFFLINE) {
         if (!s->use_token_latencies) {
@@ -652,6 +657,10 @@ static void write_detail(summary_t *m, lg__dlog_t *d, int valid, int perf_met, i
                 "%s%" PRIu64 " samples failed in the SUT, %" PRIu64 " never completed and %" PRIu64
                 " responses did not match their sample's digest.",
                 used && reason[used - 1] != ' ' ? " " : "", pr->failed, pr->lost, pr->digest_bad);
+        used = strlen(reason);
+        if (pr->interrupted && used < sizeof(reason))
+            snprintf(reason + used, sizeof(reason) - used, "%sThe run was interrupted (signal %d).",
+                     used && reason[used - 1] != ' ' ? " " : "", pr->interrupted);
         replace_newlines(reason);
         LG_DSTR(d, "result_invalid_reason", reason);
     }
@@ -751,7 +760,8 @@ void lg__perf_report(const char *sut_name, const lg_effective_settings_t *s, lg_
                                 pr->qlat, s->server_ttft_latency);
     }
     perf_met = perf_constraints(&m, perf_rec, sizeof(perf_rec));
-    valid = dur_met && q_met && perf_met && es_met && !pr->failed && !pr->lost && !pr->digest_bad;
+    valid = dur_met && q_met && perf_met && es_met && !pr->failed && !pr->lost && !pr->digest_bad &&
+            !pr->interrupted;
 
     mem = open_memstream(&text, &text_len);
     if (mem) {

@@ -22,6 +22,7 @@ typedef struct {
     /* Beyond the official result: samples that failed in the SUT, never completed, or whose
      * response did not match the sample's digest. Any of them makes the run INVALID. */
     uint64_t failed, lost, digest_bad;
+    int interrupted; /* the signal that ended the series early (INVALID), 0 if none */
     int processed;
 } lg__perf_t;
 

@@ -2,6 +2,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -412,6 +413,153 @@ int lg_test_settings_from_config(lg_test_settings_t *s, const char *path, const 
 out:
     kv_free(&kv);
     return rc;
+}
+
+/* ---- conf lint (loadgen-node's own checks, beyond the official reader) ------------------- */
+
+/* Every key the official reader looks up (and target_duration, which mlperf.conf carries). */
+static const char *const conf_keys[] = {
+    "accuracy_log_probability",
+    "accuracy_log_rng_seed",
+    "accuracy_log_sampling_target",
+    "accuracy_sample_count_override",
+    "coalesce_queries",
+    "infer_token_latencies",
+    "max_async_queries",
+    "max_duration",
+    "max_query_count",
+    "min_duration",
+    "min_query_count",
+    "mode",
+    "performance_issue_same",
+    "performance_issue_same_index",
+    "performance_issue_unique",
+    "performance_sample_count_override",
+    "print_timestamps",
+    "qsl_rng_seed",
+    "sample_concatenate_permutation",
+    "sample_index_rng_seed",
+    "samples_per_query",
+    "schedule_rng_seed",
+    "target_duration",
+    "target_latency",
+    "target_latency_percentile",
+    "target_qps",
+    "test05",
+    "test05_qsl_rng_seed",
+    "test05_sample_index_rng_seed",
+    "test05_schedule_rng_seed",
+    "token_latency_scaling_factor",
+    "tpot_latency",
+    "ttft_latency",
+    "use_token_latencies",
+};
+
+static int known_key(const char *k)
+{
+    size_t i;
+
+    for (i = 0; i < sizeof(conf_keys) / sizeof(conf_keys[0]); i++)
+        if (strcmp(conf_keys[i], k) == 0)
+            return 1;
+    return 0;
+}
+
+/* Checks one "model.scenario.key = value" line of a user.conf. 0 or CMN_ECONFIG. */
+static int lint_line(const char *path, int lineno, char *key, const char *value, cmn_errbuf_t *eb)
+{
+    char *d1 = strchr(key, '.'), *d2 = d1 ? strchr(d1 + 1, '.') : NULL;
+    int sc, known = 0;
+
+    if (!d1 || !d2 || strchr(d2 + 1, '.'))
+        return cmn_errf(eb, CMN_ECONFIG, "%s:%d: '%s' is not model.scenario.key", path, lineno,
+                        key);
+    *d1 = *d2 = '\0';
+    /* The official lookup is case-sensitive: "server" would never match. */
+    for (sc = LG_SINGLE_STREAM; sc <= LG_OFFLINE; sc++)
+        known |= strcmp(d1 + 1, lg_scenario_name((lg_scenario_t)sc)) == 0;
+    if (strcmp(d1 + 1, "*") != 0 && !known)
+        return cmn_errf(eb, CMN_ECONFIG,
+                        "%s:%d: '%s' is not a scenario (SingleStream, MultiStream, Server, "
+                        "Offline or *)",
+                        path, lineno, d1 + 1);
+    if (!known_key(d2 + 1))
+        return cmn_errf(eb, CMN_ECONFIG,
+                        "%s:%d: '%s' is not a key LoadGen reads (misspelt? the line would be "
+                        "ignored)",
+                        path, lineno, d2 + 1);
+    if (value && value[0] == '-')
+        return cmn_errf(eb, CMN_ECONFIG,
+                        "%s:%d: %s = %s: a negative value (durations, counts, latencies and "
+                        "rates are at least 0)",
+                        path, lineno, d2 + 1, value);
+    return 0;
+}
+
+int lg_conf_lint(const char *path, const char *model, lg_conf_kind_t kind, lg_msgs_t *msgs,
+                 cmn_errbuf_t *eb)
+{
+    FILE *f = fopen(path, "r");
+    char *line = NULL, *p, models[256] = "";
+    size_t cap = 0, mlen = 0;
+    int lineno = 0, rc = 0, for_model = 0, for_others = 0;
+
+    if (!f)
+        return cmn_errf(eb, -errno, "cannot open config file %s: %s", path, strerror(errno));
+    while (rc == 0 && getline(&line, &cap, f) >= 0) {
+        char *key, *eq, *val, *dot;
+
+        lineno++;
+        p = line;
+        key = next_token(&p);
+        if (!key || key[0] == '#')
+            continue;
+        eq = next_token(&p);
+        val = eq && strcmp(eq, "=") == 0 ? next_token(&p) : NULL;
+        dot = strchr(key, '.');
+        if (dot && (size_t)(dot - key) == strlen(model) && strncmp(key, model, strlen(model)) == 0)
+            for_model = 1;
+        else if (dot && !(dot == key + 1 && key[0] == '*')) {
+            for_others = 1;
+            if (mlen + (size_t)(dot - key) + 3 < sizeof(models) && !strstr(models, key)) {
+                mlen += (size_t)snprintf(models + mlen, sizeof(models) - mlen, "%s%.*s",
+                                         mlen ? ", " : "", (int)(dot - key), key);
+            }
+        }
+        if (kind != LG_CONF_USER)
+            continue;
+        if (!val)
+            rc = cmn_errf(eb, CMN_ECONFIG,
+                          "%s:%d: '%s' has no ' = value' (spaces around '=' are required; "
+                          "the official reader ignores the line)",
+                          path, lineno, key);
+        else
+            rc = lint_line(path, lineno, key, val, eb);
+    }
+    free(line);
+    fclose(f);
+    if (rc == 0 && !for_model && (kind == LG_CONF_MLPERF || for_others))
+        lg_msgs_add(msgs, 0, "warning_generic_message",
+                    "--model %s matches no line of %s%s%s%s; only its '*' lines apply", model, path,
+                    for_others ? " (its lines are for " : "", for_others ? models : "",
+                    for_others ? ")" : "");
+    return rc;
+}
+
+int lg_test_settings_check(const lg_test_settings_t *s, cmn_errbuf_t *eb)
+{
+    double q = s->server_target_qps, n = s->min_query_count ? (double)s->min_query_count : 1;
+
+    if (s->scenario != LG_SERVER || s->mode == LG_MODE_ACCURACY_ONLY)
+        return 0;
+    if (!(q > 0) || !isfinite(q))
+        return cmn_errf(eb, CMN_ECONFIG, "server_target_qps = %g: must be a positive number", q);
+    if (n / q > LG_MAX_EXPECTED_RUN_S)
+        return cmn_errf(eb, CMN_ECONFIG,
+                        "server_target_qps = %g: issuing min_query_count %.0f queries would take "
+                        "%.3g s, more than the limit of %d s (7 days); raise the QPS",
+                        q, n, n / q, LG_MAX_EXPECTED_RUN_S);
+    return 0;
 }
 
 /* ---- effective settings -------------------------------------------------------------------- */

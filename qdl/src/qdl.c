@@ -1,4 +1,6 @@
-/* The QDL's public API: configuration, the loop thread, and the requests other threads hand it. */
+/* The QDL's public API and its loop thread: configuration, the requests other threads hand it,
+ * the timers, and the one place that dispatches (once per loop turn, when something below marked
+ * dispatch due). */
 #include "qdl_internal.h"
 
 #include "cmn/clock.h"
@@ -13,17 +15,12 @@
 #include <string.h>
 #include <unistd.h>
 
-/* A query's sample records live in one block, freed when its last sample completes. The issue
- * request travels inside the same block, so issuing costs one allocation. */
-typedef struct {
-    qdl_req_t req;
-    size_t n_left;
-    qdl_srec_t recs[];
-} qdl_qblock_t;
+#define TICK_MS 50u
 
 static void errfmt(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* The one place the API's (err, errlen) pair is written. */
 static void errfmt(char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
@@ -49,96 +46,118 @@ void qdl_config_init(qdl_config_t *cfg)
     cfg->reconnect_max_ms = 2000;
     cfg->max_frame_size = CMN_FRAME_DEFAULT_MAX;
     cfg->max_part_samples = 1024;
+    cfg->max_dispatches = 3;
 }
 
 /* ---- the loop thread ------------------------------------------------------------------------- */
 
-static void req_done(qdl_req_t *r, int rc)
+/* With no healthy node for fail_timeout_ms, waiting samples fail instead of waiting for ever, and
+ * so do later ones until a node is back: a run against dead or stuck nodes ends. */
+static void expire_pending(qdl_t *q, uint64_t now)
 {
-    r->rc = rc;
-    uv_sem_post(&r->done);
-}
+    const uint64_t timeout = q->cfg.fail_timeout_ms * 1000000u;
+    char what[160];
 
-void qdl__srec_done(qdl_t *q, qdl_srec_t *s)
-{
-    /* container_of: the records array sits at a fixed offset in its block. */
-    qdl_qblock_t *b =
-        (qdl_qblock_t *)(void *)((char *)(s - s->index_in_block) - offsetof(qdl_qblock_t, recs));
-    (void)q;
-    if (--b->n_left == 0)
-        free(b);
+    if (qdl__ready_nodes(q) > 0) {
+        q->no_node_since_ns = 0;
+        return;
+    }
+    if (!q->no_node_since_ns)
+        q->no_node_since_ns = now;
+    if (!q->pending_head)
+        return;
+    snprintf(what, sizeof(what), "no healthy sut-node (all down, stuck or draining) for %llu ms",
+             (unsigned long long)((now - q->no_node_since_ns) / 1000000u));
+    qdl__pending_expire(q, now, now - q->no_node_since_ns > timeout ? 0 : timeout, CMN_ENONODE,
+                        what);
 }
 
 static void on_tick(uv_timer_t *t)
 {
-    qdl__tick(t->data);
+    qdl_t *q = t->data;
+    uint64_t now = cmn_now_ns();
+
+    qdl__name_tick(q, now);
+    qdl__nodes_tick(q, now);
+    expire_pending(q, now);
+}
+
+/* After every loop turn's I/O: the one place dispatch runs. */
+static void on_check(uv_check_t *c)
+{
+    qdl_t *q = c->data;
+
+    if (q->dispatch_due && !q->stopping) {
+        q->dispatch_due = 0;
+        qdl__dispatch(q);
+    }
 }
 
 static void close_loop_handles(qdl_t *q)
 {
     uv_close((uv_handle_t *)&q->tick, NULL);
+    uv_close((uv_handle_t *)&q->check, NULL);
     cmn_xq_close(&q->reqs, NULL);
+}
+
+/* Issued after destroy began: fail at once, never silently drop. */
+static void issue_after_stop(qdl_t *q, qdl_req_t *r)
+{
+    qdl_srec_t *recs = qdl__qblock_recs(r);
+    qdl_response_t resp;
+    size_t i;
+
+    for (i = 0; i < r->n; i++) {
+        memset(&resp, 0, sizeof(resp));
+        resp.response_id = recs[i].s.response_id;
+        resp.status = CMN_ECLOSED;
+        q->cfg.on_complete(q->cfg.user, &resp, 1);
+    }
+    qdl__qblock_free(r);
+}
+
+static void name_req(qdl_t *q, qdl_req_t *r)
+{
+    qdl_req_t *t;
+
+    if (!q->name_req) {
+        (void)qdl__name_start(q, r);
+        return;
+    }
+    /* One at a time: wait behind the others. */
+    r->link.next = NULL;
+    if (!q->name_queue) {
+        q->name_queue = r;
+        return;
+    }
+    for (t = q->name_queue; t->link.next; t = (qdl_req_t *)t->link.next)
+        ;
+    t->link.next = &r->link;
 }
 
 static void handle_req(qdl_t *q, qdl_req_t *r)
 {
     switch (r->kind) {
-    case RQ_ISSUE: {
-        qdl_qblock_t *b = (qdl_qblock_t *)r;
-        if (q->stopping) {
-            /* Issued after destroy began: fail at once, never silently drop. */
-            qdl_response_t resp;
-            size_t i;
-            for (i = 0; i < b->req.n; i++) {
-                memset(&resp, 0, sizeof(resp));
-                resp.response_id = b->recs[i].s.response_id;
-                resp.status = CMN_ECLOSED;
-                q->cfg.on_complete(q->cfg.user, &resp, 1);
-            }
-            free(b);
-            break;
-        }
-        qdl__enqueue(q, b->recs, b->req.n);
+    case RQ_ISSUE:
+        if (q->stopping)
+            issue_after_stop(q, r);
+        else
+            qdl__pending_enqueue(q, qdl__qblock_recs(r), r->n);
         break;
-    }
     case RQ_FLUSH:
         /* Everything issued before the flush is on its way first. */
+        q->dispatch_due = 0;
         qdl__dispatch(q);
         qdl__flush_nodes(q);
         free(r);
         break;
     case RQ_NAME:
-        if (q->name_req) {
-            r->link.next = NULL;
-            if (!q->name_queue) {
-                q->name_queue = r;
-            } else {
-                qdl_req_t *t = q->name_queue;
-                while (t->link.next)
-                    t = (qdl_req_t *)t->link.next;
-                t->link.next = &r->link;
-            }
-            break;
-        }
-        if (qdl__name_start(q, r) < 0)
-            req_done(r, r->rc);
+        name_req(q, r);
         break;
-    case RQ_STATS: {
-        size_t i;
-        for (i = 0; i < q->n_nodes && i < r->cap; i++) {
-            qdl_node_t *nd = &q->nodes[i];
-            r->stats[i] = nd->st;
-            snprintf(r->stats[i].name, sizeof(r->stats[i].name), "%s",
-                     nd->named ? nd->name : "(unknown)");
-            snprintf(r->stats[i].address, sizeof(r->stats[i].address), "%s", nd->address);
-            r->stats[i].inflight = nd->inflight;
-            r->stats[i].up = 0;
-            for (unsigned k = 0; k < q->cfg.connections_per_node; k++)
-                r->stats[i].up |= nd->conns[k].state == QC_READY;
-        }
-        req_done(r, (int)q->n_nodes);
+    case RQ_STATS:
+        qdl__stats_fill(q, r->stats, r->cap);
+        qdl__req_done(r, (int)q->n_nodes);
         break;
-    }
     case RQ_START:
         q->start_req = r;
         r->start_ns = cmn_now_ns();
@@ -147,10 +166,12 @@ static void handle_req(qdl_t *q, qdl_req_t *r)
         break;
     case RQ_STOP:
         q->stopping = 1;
-        qdl__fail_all(q, CMN_ECLOSED);
+        qdl__pending_fail_all(q, CMN_ECLOSED);
+        qdl__nodes_fail_inflight(q, CMN_ECLOSED);
+        qdl__name_fail_all(q);
         qdl__stop_nodes(q);
         close_loop_handles(q);
-        req_done(r, 0);
+        qdl__req_done(r, 0);
         break;
     default:
         break;
@@ -166,8 +187,6 @@ static void on_reqs(cmn_xq_t *x, cmn_xq_node_t *list)
         list = list->next;
         handle_req(q, r);
     }
-    if (!q->stopping)
-        qdl__dispatch(q);
 }
 
 static void loop_main(void *arg)
@@ -224,7 +243,7 @@ static int copy_config(qdl_t *q, const qdl_config_t *cfg)
         bytes += strlen(cfg->nodes[i]) + 1;
     for (i = 0; i < 5; i++)
         bytes += strs[i] ? strlen(strs[i]) + 1 : 0;
-    q->strings = malloc(bytes + cfg->n_nodes * sizeof(char *) + 1);
+    q->strings = qdl__malloc(bytes + cfg->n_nodes * sizeof(char *) + 1);
     if (!q->strings)
         return UV_ENOMEM;
     nodes = (const char **)(void *)q->strings;
@@ -238,66 +257,41 @@ static int copy_config(qdl_t *q, const qdl_config_t *cfg)
     q->cfg.tls_cert_file = dup_str(&cur, cfg->tls_cert_file);
     q->cfg.tls_key_file = dup_str(&cur, cfg->tls_key_file);
     q->cfg.tls_server_name = dup_str(&cur, cfg->tls_server_name);
+    if (!q->cfg.max_dispatches)
+        q->cfg.max_dispatches = 3;
     return 0;
 }
 
-static int check_config(const qdl_config_t *c, char *err, size_t errlen)
+static int check_config(const qdl_config_t *c, cmn_errbuf_t *eb)
 {
-    if (!c->n_nodes || !c->nodes) {
-        errfmt(err, errlen, "no sut-node address given");
-        return CMN_ECONFIG;
-    }
-    if (!c->on_complete) {
-        errfmt(err, errlen, "no completion callback");
-        return CMN_ECONFIG;
-    }
-    if (c->connections_per_node < 1 || c->connections_per_node > 64) {
-        errfmt(err, errlen, "connections per node %u: expected 1..64", c->connections_per_node);
-        return CMN_ECONFIG;
-    }
+    if (!c->n_nodes || !c->nodes)
+        return cmn_errf(eb, CMN_ECONFIG, "no sut-node address given");
+    if (!c->on_complete)
+        return cmn_errf(eb, CMN_ECONFIG, "no completion callback");
+    if (c->connections_per_node < 1 || c->connections_per_node > 64)
+        return cmn_errf(eb, CMN_ECONFIG, "connections per node %u: expected 1..64",
+                        c->connections_per_node);
     if (c->policy != QDL_POLICY_LEAST_OUTSTANDING && c->policy != QDL_POLICY_ROUND_ROBIN &&
-        c->policy != QDL_POLICY_WEIGHTED) {
-        errfmt(err, errlen, "unknown dispatch policy %d", (int)c->policy);
-        return CMN_ECONFIG;
-    }
-    if (c->result_codec != CMPR_NONE && c->result_codec != CMPR_LZ4) {
-        errfmt(err, errlen, "unknown result codec %d", c->result_codec);
-        return CMN_ECODEC;
-    }
-    if (c->max_frame_size < CMN_FRAME_PREAUTH_MAX || c->max_frame_size > CMN_FRAME_ABS_MAX) {
-        errfmt(err, errlen, "max frame size %llu: expected 16 KiB .. 4 GiB - 1",
-               (unsigned long long)c->max_frame_size);
-        return CMN_ECONFIG;
-    }
-    if (c->max_part_samples < 1) {
-        errfmt(err, errlen, "max part samples must be at least 1");
-        return CMN_ECONFIG;
-    }
-    if (c->ping_interval_ms && c->ping_timeout_ms < c->ping_interval_ms) {
-        errfmt(err, errlen, "ping timeout %llu ms is shorter than the ping interval %llu ms",
-               (unsigned long long)c->ping_timeout_ms, (unsigned long long)c->ping_interval_ms);
-        return CMN_ECONFIG;
-    }
+        c->policy != QDL_POLICY_WEIGHTED)
+        return cmn_errf(eb, CMN_ECONFIG, "unknown dispatch policy %d", (int)c->policy);
+    if (c->result_codec != CMPR_NONE && c->result_codec != CMPR_LZ4)
+        return cmn_errf(eb, CMN_ECODEC, "unknown result codec %d", c->result_codec);
+    if (c->max_frame_size < CMN_FRAME_PREAUTH_MAX || c->max_frame_size > CMN_FRAME_ABS_MAX)
+        return cmn_errf(eb, CMN_ECONFIG, "max frame size %llu: expected 16 KiB .. 4 GiB - 1",
+                        (unsigned long long)c->max_frame_size);
+    if (c->max_part_samples < 1)
+        return cmn_errf(eb, CMN_ECONFIG, "max part samples must be at least 1");
+    if (c->ping_interval_ms && c->ping_timeout_ms < c->ping_interval_ms)
+        return cmn_errf(
+            eb, CMN_ECONFIG, "ping timeout %llu ms is shorter than the ping interval %llu ms",
+            (unsigned long long)c->ping_timeout_ms, (unsigned long long)c->ping_interval_ms);
     return 0;
 }
 
 static void free_qdl(qdl_t *q)
 {
-    size_t i;
-
-    if (q->nodes) {
-        for (i = 0; i < q->n_nodes; i++) {
-            unsigned k;
-            if (!q->nodes[i].conns)
-                continue;
-            for (k = 0; k < q->cfg.connections_per_node; k++)
-                cmn_idmap_free(&q->nodes[i].conns[k].inflight);
-            free(q->nodes[i].conns);
-        }
-        free(q->nodes);
-    }
+    qdl__nodes_free(q);
     cmn_arena_free(&q->arena);
-    cmn_pool_free(q->pool);
     cmn_tls_ctx_free(q->tls);
     free(q->scratch);
     free(q->resp);
@@ -305,91 +299,104 @@ static void free_qdl(qdl_t *q)
     free(q);
 }
 
+static void set_client_name(qdl_t *q)
+{
+    char host[64];
+
+    if (q->cfg.client_name) {
+        snprintf(q->client_name, sizeof(q->client_name), "%s", q->cfg.client_name);
+        return;
+    }
+    if (gethostname(host, sizeof(host)) != 0)
+        snprintf(host, sizeof(host), "localhost");
+    host[sizeof(host) - 1] = '\0';
+    snprintf(q->client_name, sizeof(q->client_name), "qdl@%s:%d", host, (int)getpid());
+}
+
+/* The loop, its handles and the nodes; on failure everything it made is undone. */
+static int loop_init(qdl_t *q, cmn_errbuf_t *eb)
+{
+    int rc = uv_loop_init(&q->loop);
+
+    if (rc < 0)
+        return cmn_errf(eb, rc, "cannot create the event loop: %s", cmn_strerror(rc));
+    rc = cmn_xq_init(&q->loop, &q->reqs, on_reqs);
+    if (rc < 0) {
+        uv_loop_close(&q->loop);
+        return cmn_errf(eb, rc, "cannot create the request queue: %s", cmn_strerror(rc));
+    }
+    q->reqs.data = q;
+    uv_timer_init(&q->loop, &q->tick);
+    q->tick.data = q;
+    uv_check_init(&q->loop, &q->check);
+    q->check.data = q;
+    rc = qdl__nodes_init(q, eb);
+    if (rc == 0) {
+        uv_timer_start(&q->tick, on_tick, TICK_MS, TICK_MS);
+        uv_check_start(&q->check, on_check);
+        rc = uv_thread_create(&q->thread, loop_main, q);
+        if (rc < 0)
+            cmn_errf(eb, rc, "cannot start the QDL thread: %s", cmn_strerror(rc));
+    }
+    if (rc < 0) {
+        if (q->conns)
+            qdl__stop_nodes(q);
+        close_loop_handles(q);
+        uv_run(&q->loop, UV_RUN_DEFAULT);
+        uv_loop_close(&q->loop);
+    }
+    return rc;
+}
+
 int qdl_create(const qdl_config_t *cfg, qdl_t **out, char *err, size_t errlen)
 {
     qdl_t *q;
     qdl_req_t start;
-    char host[64];
+    cmn_errbuf_t eb = {""};
     int rc;
 
-    rc = check_config(cfg, err, errlen);
+    rc = check_config(cfg, &eb);
     if (rc < 0)
-        return rc;
-    q = calloc(1, sizeof(*q));
-    if (!q)
-        return UV_ENOMEM;
-    rc = copy_config(q, cfg);
-    if (rc < 0)
-        goto fail_config;
-    if (q->cfg.client_name) {
-        snprintf(q->client_name, sizeof(q->client_name), "%s", q->cfg.client_name);
-    } else {
-        if (gethostname(host, sizeof(host)) != 0)
-            snprintf(host, sizeof(host), "localhost");
-        host[sizeof(host) - 1] = '\0';
-        snprintf(q->client_name, sizeof(q->client_name), "qdl@%s:%d", host, (int)getpid());
+        goto fail;
+    q = qdl__calloc(1, sizeof(*q));
+    if (!q) {
+        rc = cmn_errf(&eb, UV_ENOMEM, "out of memory");
+        goto fail;
     }
+    rc = copy_config(q, cfg);
+    if (rc < 0) {
+        cmn_errf(&eb, rc, "out of memory");
+        goto fail_q;
+    }
+    set_client_name(q);
     q->next_wire_id = 1;
     q->next_query_id = 1;
     if (q->cfg.tls_ca_file || q->cfg.tls_cert_file || q->cfg.tls_key_file) {
-        cmn_errbuf_t eb;
         rc = cmn_tls_client_ctx(q->cfg.tls_ca_file, q->cfg.tls_cert_file, q->cfg.tls_key_file,
                                 &q->tls, &eb);
-        if (rc < 0) {
-            errfmt(err, errlen, "%s", eb.msg);
-            free_qdl(q);
-            return rc;
-        }
+        if (rc < 0)
+            goto fail_q;
     }
     cmn_arena_init(&q->arena, 64u * 1024u);
-    q->pool = cmn_pool_new(64u << 20);
-    if (!q->pool) {
-        rc = UV_ENOMEM;
-        goto fail_config;
-    }
-    rc = uv_loop_init(&q->loop);
+    rc = loop_init(q, &eb);
     if (rc < 0)
-        goto fail_config;
-    rc = cmn_xq_init(&q->loop, &q->reqs, on_reqs);
-    if (rc < 0)
-        goto fail_loop;
-    q->reqs.data = q;
-    uv_timer_init(&q->loop, &q->tick);
-    q->tick.data = q;
-    rc = qdl__nodes_init(q, err, errlen);
-    if (rc < 0) {
-        close_loop_handles(q);
-        uv_run(&q->loop, UV_RUN_DEFAULT);
-        goto fail_loop;
-    }
-    uv_timer_start(&q->tick, on_tick, 50, 50);
-    rc = uv_thread_create(&q->thread, loop_main, q);
-    if (rc < 0) {
-        errfmt(err, errlen, "cannot start the QDL thread: %s", cmn_strerror(rc));
-        qdl__stop_nodes(q);
-        close_loop_handles(q);
-        uv_run(&q->loop, UV_RUN_DEFAULT);
-        goto fail_loop;
-    }
+        goto fail_q;
 
     memset(&start, 0, sizeof(start));
     start.kind = RQ_START;
-    start.err = err;
-    start.errlen = errlen;
+    start.eb = &eb;
     rc = sync_req(q, &start);
     if (rc < 0) {
         qdl_destroy(q);
-        return rc;
+        goto fail;
     }
     *out = q;
     return 0;
 
-fail_loop:
-    uv_loop_close(&q->loop);
-fail_config:
-    if (rc == UV_ENOMEM)
-        errfmt(err, errlen, "out of memory");
+fail_q:
     free_qdl(q);
+fail:
+    errfmt(err, errlen, "%s", eb.msg);
     return rc;
 }
 
@@ -397,30 +404,20 @@ fail_config:
 
 int qdl_issue_query(qdl_t *q, const qdl_sample_t *samples, size_t n)
 {
-    qdl_qblock_t *b;
-    size_t i;
+    qdl_req_t *r;
 
     if (n == 0)
         return 0;
-    b = malloc(sizeof(*b) + n * sizeof(b->recs[0]));
-    if (!b)
+    r = qdl__qblock_new(samples, n);
+    if (!r)
         return UV_ENOMEM;
-    b->req.kind = RQ_ISSUE;
-    b->req.n = n;
-    b->n_left = n;
-    for (i = 0; i < n; i++) {
-        b->recs[i].s = samples[i];
-        b->recs[i].index_in_block = i;
-        b->recs[i].conn = NULL;
-        b->recs[i].next = NULL;
-    }
-    cmn_xq_push(&q->reqs, &b->req.link);
+    cmn_xq_push(&q->reqs, &r->link);
     return 0;
 }
 
 int qdl_flush(qdl_t *q)
 {
-    qdl_req_t *r = calloc(1, sizeof(*r));
+    qdl_req_t *r = qdl__calloc(1, sizeof(*r));
 
     if (!r)
         return UV_ENOMEM;
@@ -432,17 +429,19 @@ int qdl_flush(qdl_t *q)
 int qdl_name(qdl_t *q, char *buf, size_t len, uint64_t *duration_ns, char *err, size_t errlen)
 {
     qdl_req_t r;
+    cmn_errbuf_t eb = {""};
     int rc;
 
     memset(&r, 0, sizeof(r));
     r.kind = RQ_NAME;
     r.buf = buf;
     r.len = len;
-    r.err = err;
-    r.errlen = errlen;
+    r.eb = &eb;
     rc = sync_req(q, &r);
     if (duration_ns)
         *duration_ns = r.duration_ns;
+    if (rc < 0)
+        errfmt(err, errlen, "%s", eb.msg);
     return rc;
 }
 
@@ -457,30 +456,91 @@ int qdl_stats(qdl_t *q, qdl_node_stats_t *out, size_t cap)
     return sync_req(q, &r);
 }
 
+/* Every node's counters, or NULL (out of memory). */
+static qdl_node_stats_t *stats_all(qdl_t *q, size_t *n)
+{
+    qdl_node_stats_t *st = calloc(q->n_nodes, sizeof(*st));
+    int got;
+
+    if (!st)
+        return NULL;
+    got = qdl_stats(q, st, q->n_nodes);
+    *n = got < 0 ? 0 : (size_t)got < q->n_nodes ? (size_t)got : q->n_nodes;
+    return st;
+}
+
 void qdl_stats_print(qdl_t *q, void *file)
 {
     FILE *f = file ? file : stderr;
-    qdl_node_stats_t *st = calloc(q->n_nodes, sizeof(*st));
-    size_t i;
-    int n;
+    size_t i, n;
+    qdl_node_stats_t *st = stats_all(q, &n);
 
     if (!st)
         return;
-    n = qdl_stats(q, st, q->n_nodes);
-    fprintf(f, "%-24s %-22s %-4s %10s %10s %8s %8s %8s %6s %10s %10s %12s %12s\n", "node",
-            "address", "up", "sent", "completed", "failed", "redisp", "errors", "recon",
-            "rtt_min_us", "rtt_last_us", "bytes_out", "bytes_in");
-    for (i = 0; i < (size_t)n && i < q->n_nodes; i++)
-        fprintf(
-            f,
-            "%-24s %-22s %-4s %10llu %10llu %8llu %8llu %8llu %6llu %10.1f %10.1f %12llu %12llu\n",
-            st[i].name, st[i].address, st[i].up ? "yes" : "no",
-            (unsigned long long)st[i].samples_sent, (unsigned long long)st[i].samples_completed,
-            (unsigned long long)st[i].samples_failed, (unsigned long long)st[i].redispatched,
-            (unsigned long long)st[i].errors, (unsigned long long)st[i].reconnects,
-            (double)st[i].rtt_ns_min / 1e3, (double)st[i].rtt_ns_last / 1e3,
-            (unsigned long long)st[i].bytes_out, (unsigned long long)st[i].bytes_in);
+    fprintf(f, "%-24s %-22s %-4s %10s %10s %8s %8s %8s %6s %6s %6s %10s %10s %12s %12s\n", "node",
+            "address", "up", "sent", "completed", "failed", "redisp", "errors", "recon", "lost",
+            "stalls", "rtt_min_us", "rtt_last_us", "bytes_out", "bytes_in");
+    for (i = 0; i < n; i++)
+        fprintf(f,
+                "%-24s %-22s %-4s %10llu %10llu %8llu %8llu %8llu %6llu %6llu %6llu %10.1f "
+                "%10.1f %12llu %12llu\n",
+                st[i].name, st[i].address, st[i].up ? "yes" : "no",
+                (unsigned long long)st[i].samples_sent, (unsigned long long)st[i].samples_completed,
+                (unsigned long long)st[i].samples_failed, (unsigned long long)st[i].redispatched,
+                (unsigned long long)st[i].errors, (unsigned long long)st[i].reconnects,
+                (unsigned long long)st[i].losses, (unsigned long long)st[i].stalls,
+                (double)st[i].rtt_ns_min / 1e3, (double)st[i].rtt_ns_last / 1e3,
+                (unsigned long long)st[i].bytes_out, (unsigned long long)st[i].bytes_in);
     free(st);
+}
+
+/* |s| as a JSON string body: quotes, backslashes and control bytes escaped. */
+static void json_str(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+}
+
+int qdl_stats_write_json(qdl_t *q, void *file)
+{
+    FILE *f = file;
+    size_t i, n;
+    qdl_node_stats_t *st = stats_all(q, &n);
+
+    if (!st)
+        return UV_ENOMEM;
+    fprintf(f, "{\"nodes\": [");
+    for (i = 0; i < n; i++) {
+        const qdl_node_stats_t *s = &st[i];
+        fprintf(f, "%s\n  {\"name\": \"", i ? "," : "");
+        json_str(f, s->name);
+        fprintf(f, "\", \"address\": \"");
+        json_str(f, s->address);
+        fprintf(f,
+                "\", \"up\": %s, \"degraded\": %s, \"samples_sent\": %llu, "
+                "\"samples_completed\": %llu, \"samples_failed\": %llu, \"redispatched\": %llu, "
+                "\"errors\": %llu, \"reconnects\": %llu, \"losses\": %llu, \"stalls\": %llu, "
+                "\"inflight\": %llu, \"bytes_out\": %llu, \"bytes_in\": %llu, "
+                "\"rtt_us_last\": %.1f, \"rtt_us_min\": %.1f}",
+                s->up ? "true" : "false", s->degraded ? "true" : "false",
+                (unsigned long long)s->samples_sent, (unsigned long long)s->samples_completed,
+                (unsigned long long)s->samples_failed, (unsigned long long)s->redispatched,
+                (unsigned long long)s->errors, (unsigned long long)s->reconnects,
+                (unsigned long long)s->losses, (unsigned long long)s->stalls,
+                (unsigned long long)s->inflight, (unsigned long long)s->bytes_out,
+                (unsigned long long)s->bytes_in, (double)s->rtt_ns_last / 1e3,
+                (double)s->rtt_ns_min / 1e3);
+    }
+    fprintf(f, "\n]}\n");
+    free(st);
+    return ferror(f) ? UV_EIO : 0;
 }
 
 void qdl_destroy(qdl_t *q)

@@ -3,7 +3,20 @@
  * One libuv loop thread owns every node, connection, sample record and timer. Other threads talk
  * to it only through |reqs|, a cross-thread queue with coalesced wake-ups: issued queries, flush,
  * name, stats and stop requests. Synchronous requests (name, stats, stop, create) carry a
- * semaphore the caller waits on. */
+ * semaphore the caller waits on.
+ *
+ * The files form layers; each calls only the ones below it (README.md has the map):
+ *
+ *   qdl.c       the API and the loop thread (requests, config, timers, the dispatch check)
+ *   dispatch.c  the policy that picks a connection, part sizing, sending Query parts
+ *   node.c      connections, handshake, liveness and shutdown
+ *   results.c   Response/FirstToken results decoded and completed     name.c  Name() aggregation
+ *   pending.c   the queue of samples waiting for a connection
+ *   complete.c  query blocks, sample completion, synchronous requests answered
+ *   alloc.c     allocation (with a failing hook for tests)
+ *
+ * An event in a lower layer that may let samples move (a result, a handshake, a lost connection)
+ * never dispatches itself: it sets |dispatch_due|, and qdl.c acts on it once per loop turn. */
 #ifndef QDL_INTERNAL_H
 #define QDL_INTERNAL_H
 
@@ -14,7 +27,6 @@
 #include "cmn/err.h"
 #include "cmn/idmap.h"
 #include "cmn/msg.h"
-#include "cmn/pool.h"
 #include "cmn/tls.h"
 #include "cmn/xq.h"
 
@@ -34,6 +46,9 @@ typedef struct qdl_srec {
     uint64_t queued_ns;    /* when it became pending (for fail_timeout) */
     qdl_conn_t *conn;      /* NULL while pending */
     size_t index_in_block; /* position in its query's block (see qdl__srec_done) */
+    uint32_t dispatches;   /* times sent to a node */
+    uint64_t sent_ns;      /* when last sent */
+    int first_token_seen;  /* a first token was passed on: never a second one */
     struct qdl_srec *next;
 } qdl_srec_t;
 
@@ -51,7 +66,7 @@ enum { QC_IDLE, QC_CONNECTING, QC_HANDSHAKE, QC_READY, QC_CLOSING };
 struct qdl_conn {
     cmn_conn_t c;
     qdl_node_t *node;
-    unsigned index;
+    unsigned index; /* within its node */
     int state;
     int open;     /* cmn_conn initialised and not yet closed */
     int draining; /* the node said Goodbye or rejected: no new samples */
@@ -60,12 +75,11 @@ struct qdl_conn {
     uint64_t ping_seq;
     uint64_t ping_sent_ns; /* 0: no Ping outstanding */
     uint64_t last_rx_ns;   /* the last frame from the node: proof it is alive */
+    uint64_t progress_ns;  /* the last completion, or when samples began to wait on it */
     uint64_t state_ns;     /* when the current state began */
-    uint64_t backoff_ms;
-    uint64_t connects; /* connection attempts so far */
-    int was_ready;     /* the closing connection had completed its handshake */
-    char why[400];     /* why we closed it */
-    uv_timer_t retry;  /* reconnect backoff */
+    int was_ready;         /* the closing connection had completed its handshake */
+    char why[400];         /* why we closed it */
+    uv_timer_t retry;      /* reconnect backoff */
     int retry_open;
 };
 
@@ -77,17 +91,20 @@ struct qdl_node {
     char name[256];
     char host[64]; /* the address's host part: the name its TLS certificate must carry */
     int named;     /* name known from a HelloAck */
-    Nsut__Capabilities caps;
     char caps_backend[64], caps_device[256];
     int result_codec;
     unsigned sample_codecs; /* bit per codec the node accepts */
     double weight;
-    uint64_t window; /* samples in flight per connection */
-    uint64_t max_frame;
-    qdl_conn_t *conns;
-    uint32_t inflight; /* over all its connections */
+    uint64_t window;     /* samples in flight per connection */
+    uint64_t max_frame;  /* the smaller of ours and the node's advertised frame limit */
+    uint64_t backoff_ms; /* reconnect delay; grows until the node completes work */
+    int degraded;        /* missed a progress deadline: one sample at a time until it completes */
+    int streaming;       /* its backend streams (an LLM): a longer default progress deadline */
+    uint64_t lat_max_ns; /* the slowest completion seen (send to result), for the deadline */
+    uint64_t connects;   /* connection attempts so far */
+    qdl_conn_t *conns;   /* its connections_per_node entries of qdl_t.conns */
+    uint32_t inflight;   /* over all its connections */
     qdl_node_stats_t st;
-    uint64_t name_reply_ns;
     char name_reply[256];
     int name_pending;
 };
@@ -111,10 +128,15 @@ typedef struct qdl_req {
     /* RQ_STATS */
     qdl_node_stats_t *stats;
     size_t cap;
-    /* errors for the caller */
-    char *err;
-    size_t errlen;
+    cmn_errbuf_t *eb; /* the caller's reason for a failure (may be NULL) */
 } qdl_req_t;
+
+/* A rate-limited log line: the first few, then one summary per interval with the count. */
+typedef struct {
+    uint64_t window_ns;
+    unsigned in_window;
+    uint64_t suppressed;
+} qdl_ratelog_t;
 
 struct qdl {
     qdl_config_t cfg;
@@ -123,11 +145,13 @@ struct qdl {
     uv_thread_t thread;
     cmn_xq_t reqs;
     uv_timer_t tick;
-    cmn_pool_t *pool;
+    uv_check_t check; /* runs dispatch once per loop turn when |dispatch_due| */
     cmn_arena_t arena;
     cmn_tls_ctx_t *tls; /* NULL: plaintext */
     qdl_node_t *nodes;
     size_t n_nodes;
+    qdl_conn_t *conns; /* every connection: node i's are conns[i * cpn .. (i + 1) * cpn) */
+    size_t n_conns;
     char client_name[128];
 
     uint64_t next_wire_id;
@@ -135,37 +159,129 @@ struct qdl {
     uint64_t rr; /* round-robin cursor */
 
     qdl_pq_t *pending_head, *pending_tail; /* queries waiting for room */
-    size_t pending_samples;
+    int dispatch_due;
+    uint64_t no_node_since_ns; /* when the last healthy node went; 0 while one is up */
 
     uint8_t *scratch; /* decoded response bytes for one frame */
     size_t scratch_cap;
     qdl_response_t *resp;
     size_t resp_cap;
 
+    qdl_ratelog_t log_stray;  /* results for ids not outstanding */
+    qdl_ratelog_t log_decode; /* results that do not decode */
+    qdl_ratelog_t log_big;    /* samples larger than any node accepts */
+
     qdl_req_t *start_req;  /* qdl_create waiting for every node */
     qdl_req_t *name_req;   /* the Name() in progress */
     qdl_req_t *name_queue; /* Name() calls waiting their turn */
     int stopping;
-    int handles_open;
     uint64_t name_seq;
 };
 
-/* qdl.c: a sample is finished (completed or failed); frees its query's block after the last. */
-void qdl__srec_done(qdl_t *q, qdl_srec_t *s);
+/* How a node is named in messages: its name once known, else its address. */
+static inline const char *qdl__node_label(const qdl_node_t *nd)
+{
+    return nd->named ? nd->name : nd->address;
+}
 
-/* dispatch.c */
-int qdl__nodes_init(qdl_t *q, char *err, size_t errlen);
+/* ---- alloc.c -------------------------------------------------------------------------------- */
+
+/* malloc/calloc/realloc for the QDL. A test may install |qdl__alloc_fail| to fail chosen calls. */
+void *qdl__malloc(size_t n);
+void *qdl__calloc(size_t n, size_t size);
+void *qdl__realloc(void *p, size_t n);
+extern int (*qdl__alloc_fail)(size_t n); /* NULL, or returns non-zero to fail this allocation */
+
+/* ---- complete.c ----------------------------------------------------------------------------- */
+
+/* A block holding one issued query's sample records (and the request that carried it). */
+qdl_req_t *qdl__qblock_new(const qdl_sample_t *samples, size_t n);
+qdl_srec_t *qdl__qblock_recs(qdl_req_t *issue);
+void qdl__qblock_free(qdl_req_t *issue);
+/* A sample is finished (completed or failed); frees its query's block after the last. */
+void qdl__srec_done(qdl_srec_t *s);
+/* Room for |n| responses in q->resp. */
+int qdl__resp_reserve(qdl_t *q, size_t n);
+/* Completes a chain of sample records with |status| (failures), then releases them. */
+void qdl__fail_chain(qdl_t *q, qdl_srec_t *s, int status);
+/* Answers a synchronous request. */
+void qdl__req_done(qdl_req_t *r, int rc);
+/* qdl_create's request: fails it with |rc| and a message (no-op when none is waiting). */
+void qdl__start_fail(qdl_t *q, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Rate-limited logging: returns 1 when this occurrence is to be logged (and then *suppressed
+ * holds how many were dropped since the last logged one, reset to 0). */
+int qdl__ratelog(qdl_ratelog_t *rl, uint64_t now, uint64_t *suppressed);
+/* " (and 1234 more like this)" for a logged line after |dropped| suppressed ones, or "". The
+ * string is valid until the next call on this thread. */
+const char *qdl__more_like_this(uint64_t dropped);
+
+/* ---- pending.c ------------------------------------------------------------------------------ */
+
+/* Queues an issued query's |n| records at the tail. */
+void qdl__pending_enqueue(qdl_t *q, qdl_srec_t *samples, size_t n);
+/* Puts |n| records (any order, any queries) back at the front, grouped by query, oldest first. */
+void qdl__pending_requeue(qdl_t *q, qdl_srec_t **recs, size_t n);
+/* The first query with samples waiting (empty queries are dropped), or NULL. */
+qdl_pq_t *qdl__pending_head(qdl_t *q);
+/* Takes the first |n| records of |pq| (a part) as a chain. */
+qdl_srec_t *qdl__pending_take(qdl_t *q, qdl_pq_t *pq, size_t n);
+/* Fails every pending sample queued longer than |timeout_ns| ago with |status|, logging one line
+ * "qdl: <what>: failing ..."; returns how many. */
+size_t qdl__pending_expire(qdl_t *q, uint64_t now, uint64_t timeout_ns, int status,
+                           const char *what);
+/* Fails every pending sample with |status|. */
+void qdl__pending_fail_all(qdl_t *q, int status);
+size_t qdl__pending_count(const qdl_t *q);
+
+/* ---- results.c ------------------------------------------------------------------------------ */
+
+/* Completes the results of one Response (or FirstToken) frame that arrived on |qc|. Returns 0, or
+ * a negative code when the connection must be closed (|eb| says why). */
+int qdl__results_handle(qdl_t *q, qdl_conn_t *qc, int first_token, Nsut__Result *const *res,
+                        size_t nr, const uint8_t *payload, cmn_errbuf_t *eb);
+
+/* ---- name.c --------------------------------------------------------------------------------- */
+
+/* Sends a NameRequest to every node; returns 0, or CMN_ENONODE (r answered) with none up. */
+int qdl__name_start(qdl_t *q, qdl_req_t *r);
+/* A NameReply from |nd|. */
+void qdl__name_reply(qdl_t *q, qdl_node_t *nd, const Nsut__NameReply *r);
+/* |nd| can no longer answer the Name() in progress. */
+void qdl__name_node_lost(qdl_t *q, qdl_node_t *nd);
+/* Ends the Name() in progress: formats the answer (rc 0) or reports |why|; starts the next. */
+void qdl__name_finish(qdl_t *q, int rc, const char *why);
+/* The Name() in progress has waited longer than name_timeout_ms: finish it. */
+void qdl__name_tick(qdl_t *q, uint64_t now);
+/* Fails the Name() in progress and every queued one. */
+void qdl__name_fail_all(qdl_t *q);
+
+/* ---- node.c --------------------------------------------------------------------------------- */
+
+int qdl__conn_usable(const qdl_conn_t *qc);
+int qdl__ready_nodes(const qdl_t *q);
+int qdl__nodes_init(qdl_t *q, cmn_errbuf_t *eb);
+void qdl__nodes_free(qdl_t *q);
 void qdl__connect_all(qdl_t *q);
 void qdl__conn_close(qdl_conn_t *qc, int reason, const char *why);
-void qdl__enqueue(qdl_t *q, qdl_srec_t *samples, size_t n);
-void qdl__dispatch(qdl_t *q);
-void qdl__flush_nodes(qdl_t *q);
-void qdl__tick(qdl_t *q);
-void qdl__fail_all(qdl_t *q, int status);
-int qdl__name_start(qdl_t *q, qdl_req_t *r);
-void qdl__name_finish(qdl_t *q, int rc, const char *why);
+/* Connect deadlines, pings, liveness and progress deadlines. */
+void qdl__nodes_tick(qdl_t *q, uint64_t now);
+/* Answers qdl_create's request once every connection is ready. */
 void qdl__check_start(qdl_t *q);
+/* Fails every sample in flight with |status|. */
+void qdl__nodes_fail_inflight(qdl_t *q, int status);
 void qdl__stop_nodes(qdl_t *q);
-int qdl__ready_nodes(const qdl_t *q);
+void qdl__flush_nodes(qdl_t *q);
+void qdl__stats_fill(const qdl_t *q, qdl_node_stats_t *out, size_t cap);
+
+/* ---- dispatch.c ----------------------------------------------------------------------------- */
+
+/* The connection the policy picks for a part with codec mask |codecs| on a node that accepts
+ * frames of |min_frame| bytes, or NULL (no room). */
+qdl_conn_t *qdl__pick(qdl_t *q, unsigned codecs, uint64_t min_frame);
+/* How many of |pq|'s first samples the next part to |qc| carries (at least 1); *bytes their
+ * payload. */
+size_t qdl__part_size(const qdl_t *q, const qdl_conn_t *qc, const qdl_pq_t *pq, uint64_t *bytes);
+/* Sends pending samples while some connection has room. */
+void qdl__dispatch(qdl_t *q);
 
 #endif

@@ -1,6 +1,8 @@
 /* Backend registry: the built-ins, plus plugins loaded with dlopen from a path that comes only
  * from the node's own command line or configuration file (never from a network peer). */
-#include "node.h"
+#include "backend.h"
+
+#include "cmn/err.h"
 
 #include "cmn/log.h"
 
@@ -43,9 +45,8 @@ static void backend_log(int level, const char *msg)
     cmn_log((cmn_log_level_t)level, "backend: %s", msg);
 }
 
-static int resolve(sut_node_t *n, const sut_backend_ops_t **ops, cmn_errbuf_t *eb)
+static int resolve(sut_be_t *n, const char *b, const sut_backend_ops_t **ops, cmn_errbuf_t *eb)
 {
-    const char *b = n->opt.backend;
     sut_backend_entry_fn entry;
     size_t i;
 
@@ -74,52 +75,51 @@ static int resolve(sut_node_t *n, const sut_backend_ops_t **ops, cmn_errbuf_t *e
     return 0;
 }
 
-int sut__backend_load(sut_node_t *n, cmn_errbuf_t *eb)
+int sut__backend_load(sut_be_t *n, const sut_opts_t *o, cmn_errbuf_t *eb)
 {
     const sut_backend_ops_t *ops = NULL;
     sut_backend_config_t cfg;
     char err[512] = "";
     int rc;
 
-    rc = resolve(n, &ops, eb);
+    rc = resolve(n, o->backend, &ops, eb);
     if (rc < 0)
         return rc;
     if (ops->abi_version != SUT_BACKEND_ABI_VERSION)
         return cmn_errf(eb, CMN_EVERSION,
-                        "backend %s speaks ABI version %u; this sut-node speaks %u", n->opt.backend,
+                        "backend %s speaks ABI version %u; this sut-node speaks %u", o->backend,
                         ops->abi_version, SUT_BACKEND_ABI_VERSION);
     if (ops->struct_size < offsetof(sut_backend_ops_t, alloc_input) || !ops->create ||
         !ops->destroy || !ops->describe || !ops->infer)
-        return cmn_errf(eb, CMN_EVERSION, "backend %s: incomplete function table", n->opt.backend);
+        return cmn_errf(eb, CMN_EVERSION, "backend %s: incomplete function table", o->backend);
     memset(&cfg, 0, sizeof(cfg));
-    cfg.device = n->opt.device;
-    cfg.max_batch = n->opt.max_batch;
-    cfg.threads = n->opt.threads;
-    cfg.seed = n->opt.seed;
-    cfg.n_options = n->opt.n_opts;
-    cfg.keys = n->opt.opt_keys;
-    cfg.values = n->opt.opt_values;
+    cfg.device = o->device;
+    cfg.max_batch = o->max_batch;
+    cfg.threads = o->threads;
+    cfg.seed = o->seed;
+    cfg.n_options = o->n_opts;
+    cfg.keys = o->opt_keys;
+    cfg.values = o->opt_values;
     cfg.log = backend_log;
     rc = ops->create(&cfg, &n->be, err, sizeof(err));
     if (rc < 0)
-        return cmn_errf(eb, rc < 0 ? rc : CMN_EBACKEND, "backend %s: %s", n->opt.backend,
+        return cmn_errf(eb, rc < 0 ? rc : CMN_EBACKEND, "backend %s: %s", o->backend,
                         err[0] ? err : cmn_strerror(rc));
     n->ops = ops;
     memset(&n->info, 0, sizeof(n->info));
     rc = ops->describe(n->be, &n->info);
     if (rc < 0)
-        return cmn_errf(eb, rc, "backend %s: describe failed: %s", n->opt.backend,
-                        cmn_strerror(rc));
+        return cmn_errf(eb, rc, "backend %s: describe failed: %s", o->backend, cmn_strerror(rc));
     if (!n->info.name)
         n->info.name = ops->name ? ops->name : "plugin";
     if (!n->info.device)
-        n->info.device = n->opt.device;
+        n->info.device = o->device;
     if (!(n->info.weight > 0))
         n->info.weight = 1.0;
     return 0;
 }
 
-void sut__backend_unload(sut_node_t *n)
+void sut__backend_unload(sut_be_t *n)
 {
     if (n->ops && n->be)
         n->ops->destroy(n->be);

@@ -5,7 +5,7 @@
  *   sim     an accelerator model: N engines, batch latency a + b*batch us with seeded jitter, a
  *           configurable output size, and an LLM mode that streams a first token after a TTFT
  *           and completes after n_tokens x TPOT. */
-#include "node.h"
+#include "backend.h"
 
 #include "cmn/clock.h"
 #include "cmn/conf.h"

@@ -1,7 +1,10 @@
 /* sut-node: the SUT daemon of one accelerator host. Every option can be given on the command line
  * (--key value) or in a configuration file (key = value, one per line, --config FILE); the
  * command line wins. The option table below is also the --help text. */
+#include "backend.h"
 #include "node.h"
+#include "opts.h"
+#include "statsclient.h"
 
 #include "build_info.h"
 #include "cmn/conf.h"
@@ -39,17 +42,33 @@ static const opt_doc_t options[] = {
     {"max-frame", "SIZE", "largest frame accepted after the handshake (default 256M)"},
     {"max-connections", "N", "connections accepted at once (default 256)"},
     {"max-conn-per-peer", "N", "connections from one peer address (default 64)"},
+    {"max-preauth", "N",
+     "connections still before their Hello, all peers together; more are refused before any TLS "
+     "work (default: half of --max-connections)"},
+    {"memory-budget", "SIZE",
+     "bytes all peers together can make the node hold: batch inputs, frames being received, "
+     "queued results (default: half of the machine's or cgroup's memory, at least 256M)"},
     {"max-inflight", "N",
      "samples in flight per connection before reading pauses; clients keep at most this "
      "many outstanding (default: 4 x engines x max batch, at least 64)"},
     {"handshake-timeout-ms", "MS", "close a connection without Hello after this (default 5000)"},
-    {"frame-timeout-ms", "MS", "close a connection stalled mid-frame after this (default 10000)"},
+    {"frame-timeout-ms", "MS",
+     "a frame must arrive whole within this plus its size at 1 MiB/s, from its first byte "
+     "(default 10000)"},
+    {"idle-timeout-ms", "MS",
+     "close a connection that sent no frame and has no work for this long (default 60000)"},
+    {"write-timeout-ms", "MS",
+     "close a connection that takes none of its queued results for this long (default 10000)"},
     {"drain-timeout-ms", "MS", "on SIGTERM, wait this long for work in flight (default 30000)"},
     {"heartbeat-ms", "MS",
      "send a Ping on a connection idle this long, so clients see the node alive "
      "while it is busy (default 1000; 0 disables; keep it under the QDL's ping timeout)"},
     {"seed", "N", "seed for backends with randomness (sim) (default 0)"},
     {"port-file", "FILE", "write the bound port here once listening (for scripts using port 0)"},
+    {"metrics-listen", "ADDR:PORT",
+     "serve Prometheus metrics over HTTP at http://ADDR:PORT/metrics (default: none)"},
+    {"stats", "HOST:PORT",
+     "print the counters of the node running at HOST:PORT (plaintext) and exit"},
     {"tls-cert", "FILE", "serve TLS 1.3 with this certificate (PEM); plaintext when absent"},
     {"tls-key", "FILE", "private key of --tls-cert"},
     {"tls-ca", "FILE", "require client certificates signed by this CA (mutual TLS)"},
@@ -140,8 +159,30 @@ static int apply(sut_opts_t *o, const char *name, const char *v, cmn_errbuf_t *e
             return cmn_errf(eb, CMN_ECONFIG, "--max-frame %s: must be between 16K and 4G-1", v);
     } else if (strcmp(name, "max-connections") == 0) {
         rc = set_u32(v, &o->max_connections);
+        if (rc == 0 && o->max_connections == 0)
+            return cmn_errf(eb, CMN_ECONFIG,
+                            "--max-connections 0: the node would refuse every "
+                            "client; give at least 1");
     } else if (strcmp(name, "max-conn-per-peer") == 0) {
         rc = set_u32(v, &o->max_conn_per_peer);
+    } else if (strcmp(name, "max-preauth") == 0) {
+        rc = set_u32(v, &o->max_preauth);
+        if (rc == 0 && o->max_preauth == 0)
+            return cmn_errf(eb, CMN_ECONFIG,
+                            "--max-preauth 0: the node would refuse every "
+                            "client; give at least 1");
+    } else if (strcmp(name, "memory-budget") == 0) {
+        rc = cmn_parse_size(v, &o->memory_budget);
+        if (rc == 0 && o->memory_budget < (16u << 20))
+            return cmn_errf(eb, CMN_ECONFIG, "--memory-budget %s: at least 16M", v);
+    } else if (strcmp(name, "idle-timeout-ms") == 0) {
+        rc = cmn_parse_u64(v, &o->idle_timeout_ms);
+        if (rc == 0 && o->idle_timeout_ms == 0)
+            rc = CMN_ECONFIG;
+    } else if (strcmp(name, "write-timeout-ms") == 0) {
+        rc = cmn_parse_u64(v, &o->write_timeout_ms);
+        if (rc == 0 && o->write_timeout_ms == 0)
+            rc = CMN_ECONFIG;
     } else if (strcmp(name, "max-inflight") == 0) {
         rc = set_u32(v, &o->max_inflight);
         if (rc == 0 && o->max_inflight == 0)
@@ -150,12 +191,20 @@ static int apply(sut_opts_t *o, const char *name, const char *v, cmn_errbuf_t *e
         rc = cmn_parse_u64(v, &o->handshake_timeout_ms);
     } else if (strcmp(name, "frame-timeout-ms") == 0) {
         rc = cmn_parse_u64(v, &o->frame_timeout_ms);
+        if (rc == 0 && o->frame_timeout_ms == 0)
+            return cmn_errf(eb, CMN_ECONFIG,
+                            "--frame-timeout-ms 0: every partly received frame "
+                            "would time out; give at least 1");
     } else if (strcmp(name, "drain-timeout-ms") == 0) {
         rc = cmn_parse_u64(v, &o->drain_timeout_ms);
     } else if (strcmp(name, "heartbeat-ms") == 0) {
         rc = cmn_parse_u64(v, &o->heartbeat_ms);
     } else if (strcmp(name, "seed") == 0) {
         rc = cmn_parse_u64(v, &o->seed);
+    } else if (strcmp(name, "metrics-listen") == 0) {
+        o->metrics_listen = v;
+    } else if (strcmp(name, "stats") == 0) {
+        o->stats = v;
     } else if (strcmp(name, "port-file") == 0) {
         o->port_file = v;
     } else if (strcmp(name, "tls-cert") == 0) {
@@ -288,6 +337,11 @@ int main(int argc, char **argv)
         sut__opts_free(&opt);
         return 2;
     }
+    if (opt.stats) {
+        rc = sut__stats_query(opt.stats, 5000);
+        sut__opts_free(&opt);
+        return rc;
+    }
     if (opt.n_listen == 0)
         opt.listen[opt.n_listen++] = "0.0.0.0:7000";
     /* A peer closing mid-write must be an error code, not a signal that kills the daemon. */
@@ -312,8 +366,8 @@ int main(int argc, char **argv)
         cmn_log_info("sut-node %s: node '%s', backend %s on %s, max batch %u, %u engine(s), result "
                      "codec %s, "
                      "tls %s",
-                     SUT_VERSION, node->name, node->info.name, node->info.device, node->max_batch,
-                     node->engines, cmpr_codec_name(opt.result_codec),
+                     SUT_VERSION, node->name, node->be.info.name, node->be.info.device,
+                     node->max_batch, node->engines, cmpr_codec_name(opt.result_codec),
                      !opt.tls_cert   ? "off (plaintext: a trusted fabric only)"
                      : opt.tls_allow ? "on (TLS 1.3, client certificates required, names pinned)"
                      : opt.tls_ca    ? "on (TLS 1.3, client certificates required)"
@@ -321,14 +375,10 @@ int main(int argc, char **argv)
     }
     uv_run(&loop, UV_RUN_DEFAULT);
 
-    sut__batcher_shutdown(node);
-    sut__backend_unload(node);
-    cmn_arena_free(&node->arena);
-    cmn_tls_ctx_free(node->tls);
     rc = node->exit_code;
     if (uv_loop_close(&loop) != 0)
         cmn_log_warn("event loop closed with handles still open");
-    cmn_pool_free(node->pool);
+    sut__node_free(node);
     free(node);
     sut__opts_free(&opt);
     return rc;

@@ -718,13 +718,19 @@ START_TEST(command_line_and_config)
                                              "--max-frame",
                                              "--max-connections",
                                              "--max-conn-per-peer",
+                                             "--max-preauth",
+                                             "--memory-budget",
                                              "--max-inflight",
                                              "--handshake-timeout-ms",
                                              "--frame-timeout-ms",
+                                             "--idle-timeout-ms",
+                                             "--write-timeout-ms",
                                              "--drain-timeout-ms",
                                              "--heartbeat-ms",
                                              "--seed",
                                              "--port-file",
+                                             "--metrics-listen",
+                                             "--stats",
                                              "--tls-cert",
                                              "--tls-key",
                                              "--tls-ca",
@@ -736,6 +742,8 @@ START_TEST(command_line_and_config)
     const char *help[] = {"--help", NULL};
     const char *badflag[] = {"--no-such-flag", NULL};
     const char *badval[] = {"--max-batch", "lots", NULL};
+    const char *noconn[] = {"--max-connections", "0", NULL};
+    const char *noframe[] = {"--frame-timeout-ms", "0", NULL};
     char conf[] = "/tmp/sutconf_XXXXXX", out[] = "/tmp/sutout_XXXXXX";
     const char *withconf[] = {"--config", conf, NULL};
     tn_proc_t p;
@@ -753,6 +761,11 @@ START_TEST(command_line_and_config)
     ck_assert(file_contains(out, "unknown option '--no-such-flag'"));
     ck_assert_int_eq(run_cli(badval, out), 2);
     ck_assert(file_contains(out, "--max-batch: invalid value 'lots'"));
+    /* Values that would make the node useless are refused, saying why. */
+    ck_assert_int_eq(run_cli(noconn, out), 2);
+    ck_assert(file_contains(out, "--max-connections 0: the node would refuse every client"));
+    ck_assert_int_eq(run_cli(noframe, out), 2);
+    ck_assert(file_contains(out, "--frame-timeout-ms 0: every partly received frame"));
 
     close(mkstemp(conf));
     f = fopen(conf, "w");

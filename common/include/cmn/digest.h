@@ -2,12 +2,13 @@
  * loadgen-node's --verify-digest mode, so the LoadGen side can prove every sample byte arrived
  * intact. It detects corruption, truncation and reordering; it is not a cryptographic hash.
  *
- * Definition (so other tools can reproduce it): state h = 0x9E3779B97F4A7C15 ^ len; for each
- * 8-byte little-endian word w: h = (h ^ mix(w)) * 0xFF51AFD7ED558CCD, then h ^= h >> 32, where
- * mix(w) = (w * 0xC2B2AE3D27D4EB4F) rotated left by 31; the tail of (len % 8) bytes is packed
- * little-endian into one zero-padded word and mixed the same way; the result is fmix64(h) of
- * MurmurHash3 (x ^= x>>33; x *= 0xFF51AFD7ED558CCD; x ^= x>>33; x *= 0xC4CEB9FE1A85EC53;
- * x ^= x>>33). Transmitted as 8 bytes little-endian. Reentrant. */
+ * Definition (so other tools can reproduce it): XXH3-64 of xxHash 0.8 (XXH3_64bits, seed 0,
+ * no secret), from Debian's libxxhash; e.g. `xxhsum -H3` prints it, and Python's
+ * xxhash.xxh3_64_intdigest(). Transmitted as 8 bytes little-endian.
+ *
+ * Its values changed with the move to XXH3 (before, a hand-written MurmurHash3-style digest):
+ * a node and a LoadGen side built before and after that change disagree on every digest, so
+ * --verify-digest reports every response as wrong between them. Reentrant. */
 #ifndef CMN_DIGEST_H
 #define CMN_DIGEST_H
 

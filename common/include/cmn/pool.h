@@ -22,6 +22,10 @@ void *cmn_pool_get(cmn_pool_t *p, size_t size);
 /* Returns a buffer from cmn_pool_get (NULL is ignored). Thread-safe. */
 void cmn_pool_put(cmn_pool_t *p, void *buf);
 
+/* Frees every idle buffer (memory back to the system when the load that needed them is gone).
+ * Thread-safe. */
+void cmn_pool_trim(cmn_pool_t *p);
+
 /* The usable size of a pooled buffer. */
 size_t cmn_pool_size(const void *buf);
 

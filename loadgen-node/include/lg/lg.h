@@ -29,10 +29,10 @@
 
 typedef struct lg_run lg_run_t;
 
-/* One sample of an issued query. Same fields as qdl_sample_t plus the QSL index. */
 /* This implementation's name and version, as logged in loadgen_version. */
 #define LG_VERSION_STRING "loadgen-node 0.1.0 (LoadGen 6.0.17 compatible)"
 
+/* One sample of an issued query. Same fields as qdl_sample_t plus the QSL index. */
 typedef struct {
     uint64_t id;      /* response id: the sample's sequence number in the test (0, 1, 2, ...) */
     uint64_t index;   /* QSL sample index (for local SUTs; the QDL never sends it) */
@@ -53,6 +53,16 @@ typedef struct {
 
 typedef struct lg_sut lg_sut_t;
 
+/* A SUT's own trouble, counted since the SUT was created; the run reports what changed during each
+ * performance series (a warning in the summary and the detail log). */
+typedef struct {
+    uint64_t nodes;        /* nodes in total */
+    uint64_t nodes_down;   /* nodes not connected now */
+    uint64_t nodes_lost;   /* nodes that lost their connection at least once */
+    uint64_t reconnects;   /* reconnect attempts, all nodes */
+    uint64_t redispatched; /* samples sent again to another node after a loss */
+} lg_sut_health_t;
+
 /* The SUT interface. issue() may complete inline or return at once; it should not block for long
  * (in Server its time is charged to the latency of every later query). A query with more than
  * LG_ISSUE_CHUNK samples (only Offline's) arrives as consecutive issue() calls, each a part of
@@ -69,6 +79,8 @@ struct lg_sut {
      * lg_complete(). A completion for a sample still outstanding when the test ended (see
      * drain_timeout_ms) is safe: it finds the run closed and is dropped. */
     lg_run_t *run;
+    /* Optional (NULL): fills |h|; called by the issue thread before and after each series. */
+    int (*health)(lg_sut_t *sut, lg_sut_health_t *h);
 };
 
 #define LG_ISSUE_CHUNK 65536u
@@ -100,8 +112,13 @@ typedef struct {
     /* 0: wait for every response forever, as officially. Otherwise samples still outstanding
      * this long after the last issue are counted as lost (errors) and the run is INVALID. */
     uint64_t drain_timeout_ms;
-    /* Server: spin this long before each scheduled issue after sleeping (default 30 us). */
+    /* Server: the issue thread never sleeps when less than the measured cost of a sleep plus
+     * this remains before a scheduled issue; it spins instead (default 30 us). */
     uint64_t spin_ns;
+    /* Server: the most of the series' wall time the issue thread may spin, in percent (1-100,
+     * default 100: up to one core). Past it, short gaps are slept and issues come late, which
+     * the harness block of the summary reports. */
+    unsigned spin_budget_pct;
     /* SingleStream/MultiStream: spin this long for a query's completion before sleeping on a
      * condition variable (default 150 us). A sleeping issue thread on a virtual machine takes
      * tens of microseconds to wake, which would be charged to the SUT's latency. */
@@ -109,8 +126,10 @@ typedef struct {
     /* Check every response against the digest of its sample (the sut-node digest backend). */
     bool verify_digest;
     /* Also write <prefix>sample_latencies<suffix>.csv: one line per performance-run sample,
-     * "sample_seq,scheduled_ns,latency_ns" (ns from the start of its series; latency -1 for a
-     * sample that never completed). Costs 8 more bytes per sample while the run lasts. */
+     * "sample_seq,scheduled_ns,latency_ns,issue_late_ns,issue_call_ns" (ns from the start of its
+     * series; latency -1 for a sample that never completed; issue_late_ns: issued this long after
+     * its scheduled time (Server; 0 elsewhere); issue_call_ns: from the issue thread taking it to
+     * issue() returning). Costs 16 more bytes per sample while the run lasts. */
     bool sample_latencies;
     /* Non-zero: also write <prefix>latency_intervals<suffix>.csv: the performance-run samples
      * grouped by scheduled time into intervals of this many ms, each with its count and latency
@@ -132,6 +151,7 @@ typedef struct {
     uint64_t num_errors; /* as logged in num_errors */
     uint64_t failed_samples, lost_samples, digest_mismatches;
     uint64_t samples_issued;
+    int interrupted; /* the signal that ended the run early (lg_interrupt), 0 if none */
     char sut_name[512];
 } lg_result_t;
 
@@ -139,5 +159,14 @@ typedef struct {
  * reason when it could not run (output files, SUT name, QSL load, invalid settings). */
 int lg_start_test(lg_sut_t *sut, lg_qsl_t *qsl, const lg_test_settings_t *settings,
                   const lg_log_settings_t *log, lg_result_t *res, cmn_errbuf_t *eb);
+
+/* Asks the running test to end early, as on Ctrl-C: it stops issuing, waits for the samples in
+ * flight (at most LG_INTERRUPT_DRAIN_MS, or drain_timeout_ms when that is shorter), and writes
+ * its logs with the run INVALID and marked interrupted (lg_result_t.interrupted = |signo|).
+ * Async-signal-safe; process-wide: it also ends any test started later until
+ * lg_interrupt_clear(). */
+#define LG_INTERRUPT_DRAIN_MS 2000u
+void lg_interrupt(int signo);
+void lg_interrupt_clear(void);
 
 #endif

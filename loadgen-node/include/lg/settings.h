@@ -115,6 +115,21 @@ typedef enum {
     LG_CONF_AUDIT = 2,  /* audit.config, read with model "*" by lg_start_test */
 } lg_conf_kind_t;
 
+/* loadgen-node's checks of a conf file before lg_test_settings_from_config() reads it, for
+ * mistakes the official reader passes over in silence. LG_CONF_USER: every line must be
+ * `model.scenario.key = value` with a scenario name or '*', a key LoadGen reads, and a value that
+ * is not negative; otherwise CMN_ECONFIG with "path:line: reason" in |eb|. Any kind: when no line
+ * names |model| (and, for a user.conf, some lines name other models), a warning goes into |msgs|,
+ * since the run would silently use the '*' placeholders (Server target_qps 1.0). */
+int lg_conf_lint(const char *path, const char *model, lg_conf_kind_t kind, lg_msgs_t *msgs,
+                 cmn_errbuf_t *eb);
+
+/* Refuses settings that would make a run wait for ever: for Server, a target QPS that is not
+ * positive and finite, or so small that issuing max(min_query_count, 1) queries would take more
+ * than LG_MAX_EXPECTED_RUN_S. CMN_ECONFIG with the key, its value and the limit in |eb|. */
+#define LG_MAX_EXPECTED_RUN_S (7 * 24 * 3600)
+int lg_test_settings_check(const lg_test_settings_t *s, cmn_errbuf_t *eb);
+
 /* TestSettings::FromConfig. Reads |path| and applies the keys that match |model| and |scenario|
  * (the scenario's conf name, e.g. "Server"), with the official precedence model.scenario.key,
  * *.scenario.key, model.*.key, *.*.key.

@@ -20,4 +20,9 @@ void lg_sut_qdl_destroy(lg_sut_t *sut);
 /* The QDL behind the adapter, e.g. for qdl_stats_print(). */
 qdl_t *lg_sut_qdl_handle(lg_sut_t *sut);
 
+/* Writes the QDL's per-node counters to |path| as a JSON array (one object per node: name,
+ * address, up, samples sent/completed/failed, redispatched, errors, reconnects, bytes, ping
+ * round trips). 0 or a negative code with the path and reason in |eb|. */
+int lg_sut_qdl_write_nodes(lg_sut_t *sut, const char *path, cmn_errbuf_t *eb);
+
 #endif

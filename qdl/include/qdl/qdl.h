@@ -18,8 +18,10 @@
  * Errors: functions return 0 or a negative code (cmn/err.h codes or negated errno values) and
  * write a sentence naming what failed and why into err[0..errlen) when err is not NULL.
  *
- * Faults: a node that disconnects or misses its ping deadline is marked down; its in-flight
- * samples are sent again to the remaining nodes and it is reconnected with backoff. When no node
+ * Faults: a node that disconnects or misses its ping deadline is marked down, and one that holds
+ * samples past its progress deadline (progress_timeout_ms) is marked degraded; its in-flight
+ * samples are sent again to the remaining nodes (at most max_dispatches times per sample) and it
+ * is reconnected with a backoff that grows until the node completes work. When no node
  * is left, every outstanding and later sample completes with a negative status within
  * fail_timeout_ms: a lost node never hangs the caller. A response for an unknown or already
  * completed id is logged and dropped, never passed on twice. */
@@ -77,6 +79,12 @@ typedef struct {
     uint64_t max_frame_size;     /* largest frame sent or accepted; default 256 MiB */
     uint32_t max_part_samples;   /* samples per Query frame when a query is split; default 1024 */
     const char *client_name;     /* shown in node logs; default "qdl@<host>:<pid>" */
+    /* A node holding samples without completing any for this long is marked degraded: its
+     * samples go to other nodes and it gets one sample at a time until it completes work.
+     * 0 (default): 10 s (60 s for a streaming backend), or 4 x the slowest completion
+     * the node has shown if longer. */
+    uint64_t progress_timeout_ms;
+    uint32_t max_dispatches; /* a sample sent this often without a result fails; default 3 */
 
     qdl_complete_cb on_complete;    /* required */
     qdl_complete_cb on_first_token; /* optional (LLM streaming) */
@@ -122,6 +130,9 @@ typedef struct {
     uint64_t errors;
     uint64_t reconnects;
     uint64_t rtt_ns_last, rtt_ns_min; /* ping round trips */
+    uint64_t losses; /* connections lost after their handshake (closed, stuck, dead) */
+    uint64_t stalls; /* progress deadlines missed (samples held, none completed) */
+    int degraded;    /* now on probation: one sample at a time until it completes one */
 } qdl_node_stats_t;
 
 /* Copies up to |cap| nodes' counters into |out|; returns the number of nodes (may exceed cap). */
@@ -129,6 +140,13 @@ int qdl_stats(qdl_t *q, qdl_node_stats_t *out, size_t cap);
 
 /* Prints the per-node counters as a table (for the end of a run). */
 void qdl_stats_print(qdl_t *q, void *file /* FILE* */);
+
+/* Writes the per-node counters as one JSON object {"nodes": [{"name": ..., "address": ...,
+ * "up", "degraded", "samples_sent", "samples_completed", "samples_failed", "redispatched",
+ * "errors", "reconnects", "losses", "stalls", "inflight", "bytes_out", "bytes_in",
+ * "rtt_us_last", "rtt_us_min"}, ...]} followed by a newline, e.g. into a run's output folder.
+ * Thread-safe. Returns 0, UV_ENOMEM, or UV_EIO when the write fails. */
+int qdl_stats_write_json(qdl_t *q, void *file /* FILE* */);
 
 /* Stops the loop thread and closes every connection (sending Goodbye). Samples still outstanding
  * complete with CMN_ECLOSED before it returns. */

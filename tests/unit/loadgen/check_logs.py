@@ -62,7 +62,14 @@ def check_intervals(out):
     if not os.path.exists(path):
         return ""
     with open(out + "/mlperf_log_sample_latencies.csv", encoding="utf-8") as f:
-        rows = [tuple(int(x) for x in line.split(",")) for line in list(f)[1:]]
+        head, *body = list(f)
+        rows = [tuple(int(x) for x in line.split(",")) for line in body]
+    if head.strip() != "sample_seq,scheduled_ns,latency_ns,issue_late_ns,issue_call_ns":
+        fail("sample_latencies.csv header is %r" % head)
+    # The breakdown: a Server sample is issued at or after its scheduled time, and its hand-off
+    # takes some time; neither can exceed the sample's own latency by much (both are clamped).
+    if not rows or any(r[3] < 0 or r[4] <= 0 for r in rows):
+        fail("sample_latencies.csv: a negative lateness or a zero issue_call_ns")
     with open(path, encoding="utf-8") as f:
         header, *lines = [line.strip().split(",") for line in f]
     if header != ["interval_start_ms", "samples", "lost", "p50_ns", "p90_ns", "p99_ns",
@@ -70,7 +77,7 @@ def check_intervals(out):
         fail("latency_intervals.csv header is %r" % header)
     width_ms = int(os.environ.get("INTERVAL_MS", "100"))
     groups = {}
-    for _, sched, lat in rows:
+    for _, sched, lat, *_ in rows:
         groups.setdefault(sched // (width_ms * 1000000), []).append(lat)
     if len(lines) != len(groups):
         fail("%d interval lines for %d intervals with samples" % (len(lines), len(groups)))

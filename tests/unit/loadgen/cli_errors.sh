@@ -41,6 +41,48 @@ expect 3 "performance_issue_same_index 99" --scenario SingleStream --set min_dur
     --set single_stream_expected_latency_ns=100 --qsl-synthetic 64 --sample-size 16 \
     --sut null --output-dir "$out/logs" --progress off --set performance_issue_same=1 \
     --set performance_issue_same_index=99
+# Mistakes that used to exit 3 or pass in silence (issue 16, item 13).
+expect 2 "'node1' is not HOST:PORT" --scenario Server --nodes node1 --qsl-synthetic 4 --sample-size 16
+expect 2 "no port from 1 to 65535" --scenario Server --nodes 127.0.0.1:70000 --qsl-synthetic 4 \
+    --sample-size 16
+expect 2 "an empty entry" --scenario Server --nodes 127.0.0.1:1,,127.0.0.1:2 --qsl-synthetic 4 \
+    --sample-size 16
+expect 2 "\[ADDR\]:PORT" --scenario Server --nodes "[::1]7000" --qsl-synthetic 4 --sample-size 16
+expect 2 "--tls-ca $out/missing.pem: cannot read it" --scenario Server --nodes 127.0.0.1:1 \
+    --tls-ca "$out/missing.pem" --qsl-synthetic 4 --sample-size 16
+printf '*.Server.min_duration = -1000\n' > "$out/neg.conf"
+expect 2 "neg.conf:1: min_duration = -1000: a negative value" --scenario Server --model resnet50 \
+    --user-conf "$out/neg.conf" $qsl
+printf '*.Server.target_qsp = 5000\n' > "$out/typo.conf"
+expect 2 "typo.conf:1: 'target_qsp' is not a key" --scenario Server --model resnet50 \
+    --user-conf "$out/typo.conf" $qsl
+printf '*.Sever.target_qps = 5000\n' > "$out/scen.conf"
+expect 2 "scen.conf:1: 'Sever' is not a scenario" --scenario Server --model resnet50 \
+    --user-conf "$out/scen.conf" $qsl
+printf '*.Server.target_qps=5000\n' > "$out/glued.conf"
+expect 2 "glued.conf:1: '\*.Server.target_qps=5000' has no ' = value'" --scenario Server \
+    --model resnet50 --user-conf "$out/glued.conf" $qsl
+expect 2 "server_target_qps = 1e-06: issuing min_query_count 100 queries would take 1e+08 s" \
+    --scenario Server --set server_target_qps=0.000001 $qsl
+expect 2 "server_target_qps = 0: must be a positive number" --scenario Server \
+    --set server_target_qps=0 $qsl
+expect 2 "--spin-budget: 0 is not a percentage from 1 to 100" --scenario Server --spin-budget 0 $qsl
+# A user.conf whose lines are all for another model: a warning, not a silent fallback.
+printf 'bert.Offline.target_qps = 100\n*.Offline.min_duration = 10\n' > "$out/other.conf"
+"$bin" --scenario Offline --model resnet50 --user-conf "$out/other.conf" $qsl \
+    --output-dir "$out/other" > "$out/stdout" 2> "$out/stderr"
+grep -q -- "--model resnet50 matches no line of $out/other.conf (its lines are for bert)" \
+    "$out/stderr" || { echo "FAIL: no warning for a --model no line names"; fails=$((fails + 1)); }
+grep -q "1 warning encountered" "$out/other/mlperf_log_summary.txt" ||
+    { echo "FAIL: the --model warning is not counted in the summary"; fails=$((fails + 1)); }
+# The option table is also the --config keys: a file names its line, a good file runs.
+printf 'scenario = Server\nfrobnicate = 1\n' > "$out/bad.cfg"
+expect 2 "bad.cfg:2: 'frobnicate' is not an option" --config "$out/bad.cfg" $qsl
+printf 'scenario = Offline\nset = offline_expected_qps=100\nset = min_duration_ms=10\nquiet = 1\n' \
+    > "$out/good.cfg"
+"$bin" --config "$out/good.cfg" $qsl --output-dir "$out/good" > /dev/null 2>&1
+grep -q "Scenario : Offline" "$out/good/mlperf_log_summary.txt" ||
+    { echo "FAIL: --config did not set the scenario"; fails=$((fails + 1)); }
 # A second run into an output folder that holds a run's logs would overwrite them: refused.
 used="--scenario Offline --sut null --qsl-synthetic 64 --sample-size 16 --set min_duration_ms=0 \
     --output-dir $out/used --progress off --quiet"

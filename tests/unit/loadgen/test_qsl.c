@@ -117,6 +117,15 @@ START_TEST(npy_hostile)
               &eb),
         CMN_EFORMAT);
     ck_assert_int_eq(parse(1, "['descr']", &h, &eb), CMN_EFORMAT);
+    /* A key given twice (two shapes would otherwise concatenate into a 2-D array). */
+    ck_assert_int_eq(
+        parse(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), 'shape': (4,)}", &h, &eb),
+        CMN_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(eb.msg, "appears twice"));
+    ck_assert_int_eq(
+        parse(1, "{'descr': '<f4', 'descr': '<f8', 'fortran_order': False, 'shape': (3,)}", &h,
+              &eb),
+        CMN_EFORMAT);
     ck_assert_int_eq(parse(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3,", &h, &eb),
                      CMN_EFORMAT);
 

@@ -8,6 +8,7 @@
 #include "lg/lg.h"
 #include "lg/sut_null.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -414,7 +415,7 @@ static int slow_issue(lg_sut_t *sut, const lg_sample_t *s, size_t n)
 START_TEST(find_peak_server)
 {
     slow_t st = {20000, 0, 0, 0}; /* about 50k samples per second at most */
-    lg_sut_t sut = {slow_name, slow_issue, NULL, &st, NULL};
+    lg_sut_t sut = {slow_name, slow_issue, NULL, &st, NULL, NULL};
     char *s;
 
     /* A low base rate passes even on a busy machine (a 250 ms bound: a 2-core host loaded 6 times
@@ -443,7 +444,7 @@ END_TEST
 START_TEST(coalescing_and_max_async)
 {
     slow_t st = {0, 0, 0, 2000000}; /* each IssueQuery blocks 2 ms */
-    lg_sut_t sut = {slow_name, slow_issue, NULL, &st, NULL};
+    lg_sut_t sut = {slow_name, slow_issue, NULL, &st, NULL, NULL};
     char buf[256];
 
     /* Queries overdue after a blocking IssueQuery join the next one. */
@@ -604,7 +605,7 @@ static int failing_issue(lg_sut_t *sut, const lg_sample_t *s, size_t n)
 START_TEST(issue_failure_completes_as_failed)
 {
     slow_t st = {0, 0, 0, 0};
-    lg_sut_t sut = {slow_name, failing_issue, NULL, &st, NULL};
+    lg_sut_t sut = {slow_name, failing_issue, NULL, &st, NULL, NULL};
 
     rt.ts.min_duration_ms = 0;
     rt.ts.min_query_count = 20;
@@ -662,7 +663,7 @@ static int keeper_issue(lg_sut_t *sut, const lg_sample_t *s, size_t n)
 START_TEST(late_completion_after_the_test)
 {
     keeper_t k = {0};
-    lg_sut_t sut = {slow_name, keeper_issue, NULL, &k, NULL};
+    lg_sut_t sut = {slow_name, keeper_issue, NULL, &k, NULL, NULL};
     lg_response_t r[64];
     size_t i;
 
@@ -687,6 +688,111 @@ START_TEST(late_completion_after_the_test)
 }
 END_TEST
 
+/* A SUT that answers inline and, at its 100th sample, does what a Ctrl-C does. */
+static int interrupting_issue(lg_sut_t *sut, const lg_sample_t *s, size_t n)
+{
+    uint64_t *count = sut->data;
+    lg_response_t r = {0};
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        r.id = s[i].id;
+        lg_complete(sut->run, &r, 1);
+        if (++*count == 100)
+            lg_interrupt(SIGINT);
+    }
+    return 0;
+}
+
+START_TEST(interrupt_ends_the_run)
+{
+    uint64_t count = 0;
+    lg_sut_t sut = {slow_name, interrupting_issue, NULL, &count, NULL, NULL};
+    char *s;
+
+    /* An hour-long run: only the interrupt can end it within the test's timeout. */
+    rt.ts.scenario = LG_SERVER;
+    rt.ts.server_target_qps = 2000;
+    rt.ts.min_duration_ms = 3600000;
+    ck_assert_int_eq(rt_run_sut(&sut), 0);
+    lg_interrupt_clear();
+    rt_check_logs();
+    ck_assert_int_eq(rt.res.interrupted, SIGINT);
+    ck_assert(!rt.res.performance_valid);
+    ck_assert_uint_ge(rt.res.samples_issued, 100);
+    ck_assert_uint_lt(rt.res.samples_issued, 100000);
+    s = rt_summary();
+    ck_assert_ptr_nonnull(strstr(s, "Result is : INVALID\n"));
+    ck_assert_ptr_nonnull(strstr(s, "The run was interrupted (signal 2)"));
+    free(s);
+    ck_assert_int_eq(tl_detail_count(rt.detail, "result_validity"), 1);
+
+    /* An accuracy run interrupted stops after its current set and reports no accuracy. */
+    count = 0;
+    rt.ts.mode = LG_MODE_SUBMISSION_RUN;
+    ck_assert_int_eq(rt_run_sut(&sut), 0);
+    lg_interrupt_clear();
+    ck_assert_int_eq(rt.res.interrupted, SIGINT);
+    ck_assert(!rt.res.performance_ran);
+}
+END_TEST
+
+/* The summary's harness block: lateness and hand-off figures, the breakdown columns, and the loud
+ * warning when the issue thread (here held up by a SUT whose issue() takes 2 ms at 1000 QPS)
+ * used more than a tenth of the latency bound. */
+START_TEST(harness_block_and_late_warning)
+{
+    slow_t st = {2000000, 0, 0, 0};
+    lg_sut_t sut = {slow_name, slow_issue, NULL, &st, NULL, NULL};
+    char path[600], *s, *csv;
+
+    rt.ts.scenario = LG_SERVER;
+    rt.ts.server_target_qps = 1000;
+    rt.ts.server_target_latency_ns = 1000000;
+    rt.ts.min_duration_ms = 200;
+    rt.ts.min_query_count = 1;
+    rt.ls.sample_latencies = true;
+    ck_assert_int_eq(rt_run_sut(&sut), 0);
+    rt_check_logs();
+    s = rt_summary();
+    ck_assert_ptr_nonnull(strstr(s, "Harness (loadgen-node; not part of the official summary)"));
+    ck_assert_ptr_nonnull(strstr(s, "Issue lateness p99 (ns)"));
+    ck_assert_ptr_nonnull(strstr(s, "Issue hand-off p50 (ns)"));
+    ck_assert_ptr_nonnull(strstr(s, "WARNING: the harness, not the SUT, used"));
+    ck_assert_ptr_nonnull(strstr(s, "warning encountered. See detailed log."));
+    free(s);
+    /* Lateness grows by about 1 ms per query: the p99 is far above a tenth of the bound. */
+    ck_assert_uint_gt(rt_detail_u64("harness_issue_late_p99_ns"), 100000);
+    /* The hand-off includes issue(), which takes 2 ms here. */
+    ck_assert_uint_ge(rt_detail_u64("harness_issue_call_p50_ns"), 2000000);
+    snprintf(path, sizeof(path), "%s/mlperf_log_sample_latencies.csv", rt.dir);
+    csv = tl_read(path, NULL);
+    ck_assert_ptr_nonnull(csv);
+    ck_assert(
+        strncmp(csv, "sample_seq,scheduled_ns,latency_ns,issue_late_ns,issue_call_ns\n", 63) == 0);
+    free(csv);
+}
+END_TEST
+
+/* --spin-budget: a 1 % budget at 20k QPS (mean gap 50 us, mostly shorter than a sleep's cost
+ * plus the 30 us spin) forces sleeps, and the harness block says so. */
+START_TEST(spin_budget_forces_sleeps)
+{
+    char *s;
+
+    rt.ts.scenario = LG_SERVER;
+    rt.ts.server_target_qps = 20000;
+    rt.ts.server_target_latency_ns = 10000000000ull;
+    rt.ts.min_duration_ms = 400;
+    rt.ls.spin_budget_pct = 1;
+    ck_assert_int_eq(rt_run(), 0);
+    s = rt_summary();
+    ck_assert_ptr_nonnull(strstr(s, "(budget 1)"));
+    ck_assert_ptr_nonnull(strstr(s, "Sleeps forced by the budget"));
+    free(s);
+}
+END_TEST
+
 TCase *tcase_sched_faults(void)
 {
     TCase *tc = tcase_create("sched_faults");
@@ -697,6 +803,9 @@ TCase *tcase_sched_faults(void)
     tcase_add_test(tc, issue_failure_completes_as_failed);
     tcase_add_test(tc, digest_verification);
     tcase_add_test(tc, late_completion_after_the_test);
+    tcase_add_test(tc, interrupt_ends_the_run);
+    tcase_add_test(tc, harness_block_and_late_warning);
+    tcase_add_test(tc, spin_budget_forces_sleeps);
     tcase_set_timeout(tc, 60);
     return tc;
 }

@@ -270,6 +270,91 @@ START_TEST(names_parse)
 }
 END_TEST
 
+/* Writes |text| to a conf file and lints it. */
+static int lint(const char *text, const char *model, lg_conf_kind_t kind, lg_msgs_t *msgs,
+                cmn_errbuf_t *eb)
+{
+    char path[512];
+
+    snprintf(path, sizeof(path), "%s/lint.conf", conf_dir);
+    tl_write(path, text);
+    return lg_conf_lint(path, model, kind, msgs, eb);
+}
+
+START_TEST(lint_user_conf)
+{
+    lg_msgs_t msgs = {0};
+    cmn_errbuf_t eb;
+
+    /* A good file, with comments, wildcards and lines for other models too. */
+    ck_assert_int_eq(lint("# x\n\nresnet50.Server.target_qps = 100\n*.*.min_duration = 0x10\n"
+                          "bert.Offline.target_qps = 5\n",
+                          "resnet50", LG_CONF_USER, &msgs, &eb),
+                     0);
+    ck_assert_uint_eq(msgs.n, 0);
+    /* Each mistake the official reader passes over names the file, the line and the reason. */
+    ck_assert_int_eq(
+        lint("*.*.min_duration = 1\n*.*.max_duration = -5\n", "resnet50", LG_CONF_USER, &msgs, &eb),
+        CMN_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(eb.msg, "lint.conf:2: max_duration = -5: a negative value"));
+    ck_assert_int_eq(lint("*.Server.targetqps = 1\n", "resnet50", LG_CONF_USER, &msgs, &eb),
+                     CMN_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(eb.msg, "'targetqps' is not a key"));
+    ck_assert_int_eq(lint("*.server.target_qps = 1\n", "resnet50", LG_CONF_USER, &msgs, &eb),
+                     CMN_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(eb.msg, "'server' is not a scenario"));
+    ck_assert_int_eq(lint("Server.target_qps = 1\n", "resnet50", LG_CONF_USER, &msgs, &eb),
+                     CMN_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(eb.msg, "is not model.scenario.key"));
+    ck_assert_int_eq(lint("*.Server.target_qps=1\n", "resnet50", LG_CONF_USER, &msgs, &eb),
+                     CMN_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(eb.msg, "has no ' = value'"));
+    ck_assert_uint_eq(msgs.n, 0);
+    /* Lines only for other models: a warning naming them. */
+    ck_assert_int_eq(lint("bert.Server.target_qps = 9\n*.*.min_duration = 1\n", "resnet",
+                          LG_CONF_USER, &msgs, &eb),
+                     0);
+    ck_assert_uint_eq(msgs.n, 1);
+    ck_assert(!msgs.m[0].is_error);
+    ck_assert_ptr_nonnull(strstr(msgs.m[0].text, "--model resnet matches no line"));
+    ck_assert_ptr_nonnull(strstr(msgs.m[0].text, "(its lines are for bert)"));
+    /* mlperf.conf is not linted line by line, but a model it does not know is a warning. */
+    memset(&msgs, 0, sizeof(msgs));
+    ck_assert_int_eq(lint("resnet50.Server.target_qps = 1\n*.Server.whatever = -1\n", "resnet",
+                          LG_CONF_MLPERF, &msgs, &eb),
+                     0);
+    ck_assert_uint_eq(msgs.n, 1);
+    ck_assert_int_eq(
+        lint("resnet50.Server.target_qps = 1\n", "resnet50", LG_CONF_MLPERF, &msgs, &eb), 0);
+    ck_assert_uint_eq(msgs.n, 1);
+}
+END_TEST
+
+START_TEST(settings_check_server_qps)
+{
+    lg_test_settings_t s;
+    cmn_errbuf_t eb;
+
+    lg_test_settings_init(&s);
+    s.scenario = LG_SERVER;
+    s.server_target_qps = 1;
+    s.min_query_count = 100;
+    ck_assert_int_eq(lg_test_settings_check(&s, &eb), 0);
+    s.server_target_qps = 0;
+    ck_assert_int_eq(lg_test_settings_check(&s, &eb), CMN_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(eb.msg, "server_target_qps = 0"));
+    s.server_target_qps = -3;
+    ck_assert_int_eq(lg_test_settings_check(&s, &eb), CMN_ECONFIG);
+    /* 100 queries at 1e-4 QPS: 1e6 s, more than the 7-day limit (604800 s). */
+    s.server_target_qps = 1e-4;
+    ck_assert_int_eq(lg_test_settings_check(&s, &eb), CMN_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(eb.msg, "limit of 604800 s"));
+    /* The same rate is fine for a scenario that does not use it. */
+    s.scenario = LG_OFFLINE;
+    ck_assert_int_eq(lg_test_settings_check(&s, &eb), 0);
+}
+END_TEST
+
 TCase *tcase_conf(void)
 {
     TCase *tc = tcase_create("conf");
@@ -282,6 +367,8 @@ TCase *tcase_conf(void)
     tcase_add_test(tc, mlperf_only_keys);
     tcase_add_test(tc, token_keys_gated);
     tcase_add_test(tc, names_parse);
+    tcase_add_test(tc, lint_user_conf);
+    tcase_add_test(tc, settings_check_server_qps);
     return tc;
 }
 

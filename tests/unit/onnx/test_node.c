@@ -11,13 +11,13 @@
  * Batchable models are also run as a batch of three copies of the sample.
  *
  * Each vector runs on an engine: the CPU one (oneDNN, through the ABI), the CUDA engine's plan on
- * the CPU emulator (cuemu.h: every machine), or the CUDA engine itself on a GPU (device=cuda
+ * the CPU emulator (cuda_emu.h: every machine), or the CUDA engine itself on a GPU (device=cuda
  * through the ABI; test_onnx_cuda only). */
 #include "../check_main.h"
-#include "cuemu.h"
+#include "cuda_emu.h"
 #include "test_onnx.h"
 #include "onnx_backend.h"
-#include "onnx_cuplan.h"
+#include "onnx_cuda_plan.h"
 #include "onnx_graph.h"
 
 #include <stdio.h>
@@ -159,7 +159,7 @@ typedef struct {
     node_engine_t engine;
     tb_t t;          /* ENG_CPU, ENG_CUDA: the backend */
     onnx_graph_t *g; /* ENG_EMU: the graph and its CUDA plans */
-    onnx_cuprog_t *prog;
+    onnx_cuda_program_t *prog;
     size_t input_size, output_size;
     uint32_t max_batch;
     int rc;
@@ -178,14 +178,14 @@ static void eng_open(eng_t *e, node_engine_t engine, const char *model)
         eb.msg[0] = '\0';
         e->rc = onnx_graph_load(model, &e->g, &eb);
         if (e->rc == 0)
-            e->rc = onnx_cuprog_build(e->g, batches, e->g->batched ? 3 : 1, &e->prog, &eb);
+            e->rc = onnx_cuda_program_build(e->g, batches, e->g->batched ? 3 : 1, &e->prog, &eb);
         snprintf(e->err, sizeof(e->err), "%s", eb.msg);
         if (e->rc < 0) {
             onnx_graph_free(e->g);
             e->g = NULL;
             return;
         }
-        cuemu_check_plans(e->prog);
+        cuda_emu_check_plans(e->prog);
         e->input_size = e->g->input_size;
         e->output_size = e->g->output_size;
         e->max_batch = e->g->batched ? 4 : 1;
@@ -204,7 +204,7 @@ static int eng_run(eng_t *e, const void *input, size_t n, void *out, size_t out_
     if (e->engine != ENG_EMU)
         return tb_run(&e->t, input, n, out, out_stride);
     ck_assert_uint_eq(out_stride, e->output_size);
-    cuemu_run(e->prog, n, input, out);
+    cuda_emu_run(e->prog, n, input, out);
     return 0;
 }
 
@@ -214,7 +214,7 @@ static void eng_close(eng_t *e)
         tb_close(&e->t);
         return;
     }
-    onnx_cuprog_free(e->prog);
+    onnx_cuda_program_free(e->prog);
     onnx_graph_free(e->g);
 }
 
@@ -556,9 +556,9 @@ START_TEST(test_engine_nodes)
 }
 END_TEST
 
-TCase *tcase_cuplan_nodes(void)
+TCase *tcase_cuda_plan_nodes(void)
 {
-    TCase *tc = tcase_create("cuplan_nodes");
+    TCase *tc = tcase_create("cuda_plan_nodes");
     tcase_set_timeout(tc, 120);
     tcase_add_checked_fixture(tc, engine_emu, NULL);
     tcase_add_loop_test(tc, test_engine_nodes, 0, (int)all_cases());

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "onnx/onnx.pb-c.h"
+#include "onnx_model_builder.h"
 #include "sut/sut_backend.h"
 
 /* ---- the backend, through its ops table ---- */
@@ -44,21 +45,8 @@ int write_all(const char *path, const void *data, size_t len);
 
 /* ---- building models ---- */
 
-typedef struct mb mb_t;
-
-mb_t *mb_new(int64_t opset);
-/* dims: -1 marks a symbolic dimension ("N"). */
-void mb_input(mb_t *m, const char *name, int dtype, int rank, const int64_t *dims);
-void mb_output(mb_t *m, const char *name, int dtype, int rank, const int64_t *dims);
-void mb_init(mb_t *m, const char *name, int dtype, int rank, const int64_t *dims, const void *data);
-/* |ins| and |outs| are comma-separated names ("x,W,B"; an empty name is an omitted input). */
-Onnx__NodeProto *mb_node(mb_t *m, const char *op, const char *name, const char *ins,
-                         const char *outs);
-void mb_attr_int(mb_t *m, Onnx__NodeProto *n, const char *name, int64_t v);
-void mb_attr_float(mb_t *m, Onnx__NodeProto *n, const char *name, float v);
-void mb_attr_ints(mb_t *m, Onnx__NodeProto *n, const char *name, size_t count, const int64_t *v);
-void mb_attr_str(mb_t *m, Onnx__NodeProto *n, const char *name, const char *v);
-/* Serialises the model into a new temporary file (path malloc'd) and frees the builder. */
+/* onnx_model_builder.h, plus: the model in a new temporary file (path malloc'd); frees the
+ * builder. */
 char *mb_write(mb_t *m);
 
 /* Deterministic pseudo-random floats in [lo, hi). */
@@ -90,9 +78,9 @@ TCase *tcase_fusion(void);
 TCase *tcase_batching(void);
 TCase *tcase_cast(void);
 TCase *tcase_fmnist_accuracy(void);
-TCase *tcase_cuplan(void);
-TCase *tcase_cuplan_nodes(void);
-TCase *tcase_cuplan_resnet50(void);
+TCase *tcase_cuda_plan(void);
+TCase *tcase_cuda_plan_nodes(void);
+TCase *tcase_cuda_plan_resnet50(void);
 TCase *tcase_cuda_nodes(void);
 TCase *tcase_cuda_options(void);
 TCase *tcase_cuda_engine(void);

@@ -1,6 +1,6 @@
 /* The onnx backend's side of the plugin ABI: options, describe(), infer() and the result
  * formats. The model itself is onnx_graph.c's business; running it onnx_dnnl.c's on the CPU, or
- * for device=cuda the CUDA engine's (onnx_cuplan.c plans it here, libsut_onnx_cuda.so runs it;
+ * for device=cuda the CUDA engine's (onnx_cuda_plan.c plans it here, libsut_onnx_cuda.so runs it;
  * see onnx_cuda.h for why it is loaded with dlopen).
  *
  * Compiled twice from this one file: into the static library sut_backend_onnx (the built-in
@@ -11,7 +11,7 @@
 #include "cmn/conf.h"
 #include "cmn/err.h"
 #include "onnx_cuda.h"
-#include "onnx_cuplan.h"
+#include "onnx_cuda_plan.h"
 #include "onnx_dnnl.h"
 #include "onnx_graph.h"
 
@@ -39,7 +39,7 @@ struct sut_backend {
     pthread_mutex_t lock;      /* cpu: one batch at a time, the executor's buffers are shared */
     const onnx_cuda_api_t *cu; /* device=cuda: the engine library's functions */
     onnx_cuda_t *cx;
-    onnx_cuprog_t *prog;
+    onnx_cuda_program_t *prog;
     int cuda_dev;
     uint32_t engines; /* cpu 1; cuda: streams, each with its own results below */
     int argmax;
@@ -420,14 +420,14 @@ static int onnx_create(const sut_backend_config_t *cfg, sut_backend_t **out, cha
         if ((rc = onnx_dnnl_create(b->g, (int)threads, batches, n_batches, &b->x, &eb)) < 0)
             goto fail_exec;
     } else {
-        if ((rc = onnx_cuprog_build(b->g, batches, n_batches, &b->prog, &eb)) < 0)
+        if ((rc = onnx_cuda_program_build(b->g, batches, n_batches, &b->prog, &eb)) < 0)
             goto fail_exec;
         if (!(pool = malloc(b->prog->pool_size + 1))) {
             rc = cmn_errf(&eb, -ENOMEM, "out of memory for %zu bytes of weights",
                           b->prog->pool_size);
             goto fail_results;
         }
-        onnx_cuprog_fill_pool(b->prog, pool);
+        onnx_cuda_program_fill_pool(b->prog, pool);
         memset(&co, 0, sizeof(co));
         co.device = dev;
         co.streams = (int)streams;
@@ -477,7 +477,7 @@ fail_results:
     onnx_dnnl_destroy(b->x);
     if (b->cx)
         b->cu->destroy(b->cx);
-    onnx_cuprog_free(b->prog);
+    onnx_cuda_program_free(b->prog);
 fail_exec:
     onnx_graph_free(b->g);
 fail_graph:
@@ -500,7 +500,7 @@ static void onnx_destroy(sut_backend_t *b)
     onnx_dnnl_destroy(b->x);
     if (b->cx)
         b->cu->destroy(b->cx);
-    onnx_cuprog_free(b->prog);
+    onnx_cuda_program_free(b->prog);
     onnx_graph_free(b->g);
     free(b->results);
     free(b->classes);

@@ -1,21 +1,20 @@
 /* The oneDNN executor: plans built once per batch size, then runs that only execute primitives.
  *
- * Vocabulary: an "xval" is a tensor in one plan, with the oneDNN memory descriptor (layout) it
- * has there. Several xvals can share storage: an alias (Reshape, a grouped view of weights, a
- * Conv that accumulates in place into its residual input) points at a root xval that owns it.
- * Roots are the activation tensors (placed in the arena), the graph inputs (given by the caller,
- * or staged in the arena) and the constants (reordered once, owned by the executor). */
+ * Vocabulary: an "xval" is a tensor in one plan (onnx_lower.h), with the oneDNN memory
+ * descriptor (layout) it has there. Several xvals can share storage: an alias (Reshape, a
+ * grouped view of weights, a Conv that accumulates in place into its residual input) points at
+ * a root xval that owns it. Roots are the activation tensors (placed in the arena), the graph
+ * inputs (given by the caller, or staged in the arena) and the constants (reordered once, owned
+ * by the executor). The walk over the graph, lifetimes and placement are onnx_lower.c's. */
 #include "onnx_dnnl.h"
 
-#include "onnx_arena.h"
+#include "onnx_lower.h"
 
 #include <dnnl.h>
 #include <dnnl_debug.h>
 #include <errno.h>
-#include <limits.h>
 #include <omp.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,16 +22,10 @@
 #define MAX_ARGS 10
 #define ALIGN 64
 
-enum { XV_ARENA, XV_INPUT, XV_CONST };
-
 typedef struct {
+    onnx_slot_t slot; /* storage, lifetime and place: onnx_lower.h */
     dnnl_memory_desc_t md;
-    int root;   /* the xval that owns the storage (itself for a root) */
-    int kind;   /* XV_*: of the root */
-    void *data; /* XV_CONST roots: the contents, laid out as md */
-    size_t size;
-    int first, last; /* roots: first and last step that touches the storage */
-    size_t offset;   /* XV_ARENA and XV_INPUT roots: place in the arena */
+    void *data; /* constants: the contents, laid out as md */
     dnnl_memory_t mem;
 } xval_t;
 
@@ -49,9 +42,8 @@ typedef struct {
 
 typedef struct {
     size_t batch;
-    xval_t *xv;
-    int n_xv, cap_xv;
-    int *val_xv; /* IR value -> the xval that holds it in this plan, or -1 */
+    xval_t *xv; /* while building: the lowering's array, refreshed by new_xv() and alias() */
+    int n_xv;
     step_t *steps;
     int n_steps, cap_steps;
     int *in_xv;   /* per graph input: its root */
@@ -86,30 +78,14 @@ struct onnx_dnnl {
     void **inp;      /* per graph input: where it is in the current run */
     size_t *in_off;  /* per graph input: offset in a sample, and size */
     size_t *in_size;
-    int *last_use; /* per IR value: the last live node reading it */
     /* while building */
-    cmn_errbuf_t *eb;
-    const onnx_node_t *cur;
+    onnx_lower_t lw;
+    plan_t *cur_plan;
 };
 
 /* ---- errors ---------------------------------------------------------------------------------- */
 
-static int fail(onnx_dnnl_t *x, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(onnx_dnnl_t *x, int rc, const char *fmt, ...)
-{
-    size_t off = 0;
-    va_list ap;
-    if (!x->eb)
-        return rc;
-    if (x->cur)
-        off = (size_t)snprintf(x->eb->msg, sizeof(x->eb->msg), "node \"%s\" (%s): ", x->cur->name,
-                               x->cur->op_type);
-    va_start(ap, fmt);
-    if (off < sizeof(x->eb->msg))
-        vsnprintf(x->eb->msg + off, sizeof(x->eb->msg) - off, fmt, ap);
-    va_end(ap);
-    return rc;
-}
+#define fail(x, ...) onnx_lower_fail(&(x)->lw, __VA_ARGS__)
 
 static int dfail(onnx_dnnl_t *x, dnnl_status_t st, const char *what)
 {
@@ -167,53 +143,40 @@ static int md_eq(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b)
     return dnnl_memory_desc_equal(a, b) != 0;
 }
 
-/* A value's dims in a plan of |batch| samples; rank-0 values become [1]. */
-static int vdims(const onnx_graph_t *g, int v, size_t batch, dnnl_dims_t d)
-{
-    const onnx_value_t *val = &g->values[v];
-    int i;
-    d[0] = 1; /* rank-0 values; and -O2 cannot see that the loop below sets it otherwise */
-    if (val->rank <= 0)
-        return 1;
-    for (i = 0; i < val->rank; i++)
-        d[i] = val->dims[i];
-    if (val->batched)
-        d[0] *= (dnnl_dim_t)batch;
-    return val->rank;
-}
-
 /* ---- xvals and steps ------------------------------------------------------------------------- */
 
-static int new_xv(onnx_dnnl_t *x, plan_t *p, int kind, const dnnl_memory_desc_t *md)
+/* A value's dims in this plan, as oneDNN takes them. */
+#define vdims(x, v, d) onnx_lower_dims(&(x)->lw, (v), (d))
+
+/* The lowering's array may move with every new xval: |p| follows it. Returns |i|. */
+static int synced(plan_t *p, const onnx_lower_t *lw, int i)
 {
-    xval_t *v;
-    if (p->n_xv == p->cap_xv) {
-        int cap = p->cap_xv ? p->cap_xv * 2 : 64;
-        xval_t *n = realloc(p->xv, (size_t)cap * sizeof(*n));
-        if (!n)
-            return fail(x, -ENOMEM, "out of memory");
-        p->xv = n;
-        p->cap_xv = cap;
-    }
-    v = &p->xv[p->n_xv];
-    memset(v, 0, sizeof(*v));
-    v->md = *md;
-    v->root = p->n_xv;
-    v->kind = kind;
-    v->size = dnnl_memory_desc_get_size(md);
-    v->first = INT_MAX;
-    v->last = -1;
-    return p->n_xv++;
+    p->xv = lw->t;
+    p->n_xv = lw->n_t;
+    return i;
+}
+
+/* |md| may point into the array that a new xval moves: both copy it first. */
+static int new_xv(onnx_dnnl_t *x, plan_t *p, onnx_store_t store, const dnnl_memory_desc_t *md)
+{
+    dnnl_memory_desc_t m = *md;
+    int i = onnx_lower_new(&x->lw, store, dnnl_memory_desc_get_size(&m));
+    if (i < 0)
+        return i;
+    synced(p, &x->lw, i);
+    p->xv[i].md = m;
+    return i;
 }
 
 /* Another view of |of|'s storage (same bytes, another descriptor of at most the same size). */
 static int alias(onnx_dnnl_t *x, plan_t *p, int of, const dnnl_memory_desc_t *md)
 {
-    int root = p->xv[of].root, kind = p->xv[of].kind, i;
-    if ((i = new_xv(x, p, kind, md)) < 0)
+    dnnl_memory_desc_t m = *md;
+    int i = onnx_lower_alias(&x->lw, of, dnnl_memory_desc_get_size(&m));
+    if (i < 0)
         return i;
-    p->xv[i].root = root;
-    p->xv[i].data = p->xv[root].data;
+    synced(p, &x->lw, i);
+    p->xv[i].md = m;
     return i;
 }
 
@@ -380,34 +343,17 @@ static int const_in(onnx_dnnl_t *x, plan_t *p, const void *src, const dnnl_memor
     x->const_bytes += size;
     x->n_consts++;
 found:
-    if ((xv = new_xv(x, p, XV_CONST, md)) < 0)
+    if ((xv = new_xv(x, p, ONNX_STORE_CONST, md)) < 0)
         return xv;
     p->xv[xv].data = c->data;
     return xv;
 }
 
-/* The xval holding IR value |v| in plan |p|; constants enter the plan in their plain layout. */
+/* The xval holding IR value |v| in plan |p|; constants enter the plan in their plain layout
+ * (lower_constant). */
 static int get_xv(onnx_dnnl_t *x, plan_t *p, int v)
 {
-    const onnx_value_t *val = &x->g->values[v];
-    dnnl_memory_desc_t md;
-    dnnl_dims_t d;
-    int nd, i;
-
-    if (p->val_xv[v] >= 0)
-        return p->val_xv[v];
-    if (!val->data)
-        return fail(x, CMN_EBACKEND, "value \"%s\" is computed by no node", val->name);
-    if (dt_of(val->dtype) == dnnl_data_type_undef)
-        return fail(x, CMN_EBACKEND, "%s value \"%s\" cannot be used as a tensor",
-                    onnx_dtype_name(val->dtype), val->name);
-    nd = vdims(x->g, v, p->batch, d);
-    md_plain(&md, nd, d, dt_of(val->dtype));
-    if ((i = new_xv(x, p, XV_CONST, &md)) < 0)
-        return i;
-    p->xv[i].data = val->data;
-    p->val_xv[v] = i;
-    return i;
+    return synced(p, &x->lw, onnx_lower_get(&x->lw, v));
 }
 
 /* Copies (and converts) |src| into the existing xval |dst| at run time. */
@@ -435,9 +381,9 @@ static int ensure(onnx_dnnl_t *x, plan_t *p, int xv, const dnnl_memory_desc_t *m
     int dst, rc;
     if (md_eq(&p->xv[xv].md, md))
         return xv;
-    if (p->xv[xv].kind == XV_CONST)
+    if (p->xv[xv].slot.store == ONNX_STORE_CONST)
         return const_in(x, p, p->xv[xv].data, &p->xv[xv].md, md, 1.0f);
-    if ((dst = new_xv(x, p, XV_ARENA, md)) < 0)
+    if ((dst = new_xv(x, p, ONNX_STORE_ARENA, md)) < 0)
         return dst;
     if ((rc = add_reorder(x, p, xv, dst, 1.0f)) < 0)
         return rc;
@@ -459,28 +405,6 @@ static int view(onnx_dnnl_t *x, plan_t *p, int xv, int nd, const dnnl_dims_t d)
     return alias(x, p, src, &md);
 }
 
-/* Whether the storage of xval |xv| may be overwritten by node |n|: no graph output lives there,
- * no value stored there is read after |n|, and |n| does not read it as an input. */
-static int storage_dies_at(const onnx_dnnl_t *x, const plan_t *p, int xv, const onnx_node_t *n)
-{
-    const onnx_graph_t *g = x->g;
-    int root = p->xv[xv].root, at = (int)(n - g->nodes), v, j;
-
-    if (p->xv[root].kind != XV_ARENA)
-        return 0;
-    for (v = 0; v < g->n_values; v++) {
-        int vx = p->val_xv[v];
-        if (vx < 0 || p->xv[vx].root != root)
-            continue;
-        if (g->values[v].output || x->last_use[v] > at)
-            return 0;
-        for (j = 0; j < n->n_in; j++)
-            if (n->in[j] == v)
-                return 0;
-    }
-    return 1;
-}
-
 /* The destination of node |n| in layout |md|. With a SUM post-op it must start out holding the
  * addend: in the addend's own buffer when nothing reads that buffer later (a ResNet block's
  * input, itself usually the previous block's accumulator), else in a copy. */
@@ -494,15 +418,15 @@ static int make_dst(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n, const dnnl_
         o = n->post[k].value;
         if ((ox = get_xv(x, p, o)) < 0)
             return ox;
-        if (md_eq(&p->xv[ox].md, md) && storage_dies_at(x, p, ox, n))
+        if (md_eq(&p->xv[ox].md, md) && onnx_lower_dies_at(&x->lw, ox, n))
             return alias(x, p, ox, md); /* accumulate in place */
-        if ((dst = new_xv(x, p, XV_ARENA, md)) < 0)
+        if ((dst = new_xv(x, p, ONNX_STORE_ARENA, md)) < 0)
             return dst;
         if ((rc = add_reorder(x, p, ox, dst, 1.0f)) < 0)
             return rc;
         return dst;
     }
-    return new_xv(x, p, XV_ARENA, md);
+    return new_xv(x, p, ONNX_STORE_ARENA, md);
 }
 
 /* For the emitters: evaluate, and on a negative result jump to fail_pd (which destroys pd). */
@@ -523,7 +447,6 @@ static const dnnl_memory_desc_t *pd_md(dnnl_primitive_desc_t pd, dnnl_query_t q)
 
 static int emit_conv(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
 {
-    const onnx_graph_t *g = x->g;
     dnnl_memory_desc_t src_md, w_md, b_md, dst_md, w_view;
     dnnl_dims_t sd, wd, od, bd, strides, dil, pl, pr;
     dnnl_convolution_desc_t cd;
@@ -531,9 +454,9 @@ static int emit_conv(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
     dnnl_primitive_desc_t pd;
     int ids[5], xvs[5], na = 0, nd, i, s, rc, src, w, b = -1, dst, has_bias;
 
-    nd = vdims(g, n->in[0], p->batch, sd);
-    vdims(g, n->in[1], p->batch, wd);
-    vdims(g, n->out, p->batch, od);
+    nd = vdims(x, n->in[0], sd);
+    vdims(x, n->in[1], wd);
+    vdims(x, n->out, od);
     has_bias = n->n_in > 2 && n->in[2] >= 0;
     for (s = 0; s < n->n_spatial; s++) {
         strides[s] = n->stride[s];
@@ -586,7 +509,7 @@ static int emit_conv(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
     }
     ids[na] = DNNL_ARG_DST;
     xvs[na++] = dst;
-    p->val_xv[n->out] = dst;
+    onnx_lower_set_value(&x->lw, n->out, dst);
     return add_step(x, p, pd, na, ids, xvs);
 
 fail_pd:
@@ -603,10 +526,10 @@ static int add_src_dst_step(onnx_dnnl_t *x, plan_t *p, dnnl_primitive_desc_t pd,
     int xvs[2], rc, dst;
 
     TRY(src, ensure(x, p, src, pd_md(pd, dnnl_query_src_md)));
-    TRY(dst, new_xv(x, p, XV_ARENA, pd_md(pd, dnnl_query_dst_md)));
+    TRY(dst, new_xv(x, p, ONNX_STORE_ARENA, pd_md(pd, dnnl_query_dst_md)));
     xvs[0] = src;
     xvs[1] = dst;
-    p->val_xv[n->out] = dst;
+    onnx_lower_set_value(&x->lw, n->out, dst);
     return add_step(x, p, pd, 2, ids, xvs);
 
 fail_pd:
@@ -626,7 +549,7 @@ static int emit_pool(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
 
     if ((src = get_xv(x, p, n->in[0])) < 0)
         return src;
-    nd = vdims(x->g, n->out, p->batch, od);
+    nd = vdims(x, n->out, od);
     for (s = 0; s < n->n_spatial; s++) {
         strides[s] = n->stride[s];
         kernel[s] = n->kernel[s];
@@ -680,9 +603,9 @@ static int emit_batchnorm(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
         TRY(xvs[i], get_xv(x, p, n->in[i]));
         TRY(xvs[i], ensure(x, p, xvs[i], &stat_md));
     }
-    TRY(dst, new_xv(x, p, XV_ARENA, pd_md(pd, dnnl_query_dst_md)));
+    TRY(dst, new_xv(x, p, ONNX_STORE_ARENA, pd_md(pd, dnnl_query_dst_md)));
     xvs[5] = dst;
-    p->val_xv[n->out] = dst;
+    onnx_lower_set_value(&x->lw, n->out, dst);
     return add_step(x, p, pd, 6, ids, xvs);
 
 fail_pd:
@@ -711,7 +634,6 @@ static int emit_relu(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
  * refused the other cases). */
 static int emit_binary(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
 {
-    const onnx_graph_t *g = x->g;
     dnnl_dims_t od, d[2], al[2];
     dnnl_memory_desc_t dst_md, s1_md;
     dnnl_binary_desc_t bd;
@@ -719,13 +641,12 @@ static int emit_binary(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
     dnnl_primitive_desc_t pd;
     dnnl_alg_kind_t alg;
     int ids[3] = {DNNL_ARG_SRC_0, DNNL_ARG_SRC_1, DNNL_ARG_DST}, xvs[3];
-    int nd, r[2], k, i, s0, rc, xv[2], dst;
+    int nd, r[2], k, s0, rc, xv[2], dst;
 
-    nd = vdims(g, n->out, p->batch, od);
+    nd = vdims(x, n->out, od);
     for (k = 0; k < 2; k++) {
-        r[k] = vdims(g, n->in[k], p->batch, d[k]);
-        for (i = 0; i < nd; i++)
-            al[k][i] = i < nd - r[k] ? 1 : d[k][i - (nd - r[k])];
+        r[k] = vdims(x, n->in[k], d[k]);
+        onnx_lower_align(d[k], r[k], nd, al[k]);
     }
     s0 = memcmp(al[0], od, (size_t)nd * sizeof(dnnl_dim_t)) == 0 ? 0 : 1;
     switch (n->op) {
@@ -762,9 +683,9 @@ static int emit_binary(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
         return rc;
     TRY(xvs[0], ensure(x, p, xv[0], pd_md(pd, dnnl_query_src_md)));
     TRY(xvs[1], ensure(x, p, xv[1], &s1_md));
-    TRY(dst, new_xv(x, p, XV_ARENA, pd_md(pd, dnnl_query_dst_md)));
+    TRY(dst, new_xv(x, p, ONNX_STORE_ARENA, pd_md(pd, dnnl_query_dst_md)));
     xvs[2] = dst;
-    p->val_xv[n->out] = dst;
+    onnx_lower_set_value(&x->lw, n->out, dst);
     return add_step(x, p, pd, 3, ids, xvs);
 
 fail_pd:
@@ -782,7 +703,7 @@ static int matmul_step(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n, int a, i
     dnnl_primitive_attr_t attr;
     dnnl_primitive_desc_t pd;
     int ids[4], xvs[4], na = 0, rc, dst;
-    int b_const = p->xv[b].kind == XV_CONST;
+    int b_const = p->xv[b].slot.store == ONNX_STORE_CONST;
 
     if (b_const && p->xv[b].md.ndims == 2)
         md_any(&b_any, 2, p->xv[b].md.dims, dnnl_f32);
@@ -843,9 +764,9 @@ static int emit_gemm(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
     int a, b, c = -1, dst, rc, cr;
     float cscale = n->beta / n->alpha;
 
-    vdims(g, n->in[0], p->batch, ad);
-    vdims(g, n->in[1], p->batch, bd);
-    vdims(g, n->out, p->batch, od);
+    vdims(x, n->in[0], ad);
+    vdims(x, n->in[1], bd);
+    vdims(x, n->out, od);
     md[0] = n->trans_a ? ad[1] : ad[0];
     md[1] = n->trans_a ? ad[0] : ad[1];
     vd[0] = n->trans_b ? bd[1] : bd[0];
@@ -855,7 +776,7 @@ static int emit_gemm(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
     if ((b = get_xv(x, p, n->in[1])) < 0 || (b = strided_view(x, p, b, vd, n->trans_b)) < 0)
         return b;
     if (n->n_in > 2 && n->in[2] >= 0 && n->beta != 0.0f) {
-        cr = vdims(g, n->in[2], p->batch, cd);
+        cr = vdims(x, n->in[2], cd);
         if (g->values[n->in[2]].rank < 2) {
             cd[1] = g->values[n->in[2]].rank == 1 ? cd[0] : 1;
             cd[0] = 1;
@@ -863,14 +784,14 @@ static int emit_gemm(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
         md_plain(&c_md, 2, cd, dnnl_f32);
         if ((c = get_xv(x, p, n->in[2])) < 0)
             return c;
-        if (p->xv[c].kind == XV_CONST) {
+        if (p->xv[c].slot.store == ONNX_STORE_CONST) {
             if (cscale != 1.0f)
                 c = const_in(x, p, p->xv[c].data, &p->xv[c].md, &p->xv[c].md, cscale);
             if (c >= 0 && cr != 2)
                 c = alias(x, p, c, &c_md);
         } else {
             if ((c = view(x, p, c, 2, cd)) >= 0 && cscale != 1.0f) {
-                int scaled = new_xv(x, p, XV_ARENA, &c_md);
+                int scaled = new_xv(x, p, ONNX_STORE_ARENA, &c_md);
                 if (scaled < 0)
                     return scaled;
                 if ((rc = add_reorder(x, p, c, scaled, cscale)) < 0)
@@ -884,62 +805,41 @@ static int emit_gemm(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
     md_any(&dst_md, 2, od, dnnl_f32);
     if ((rc = matmul_step(x, p, n, a, b, c, n->alpha, &dst_md, &dst)) < 0)
         return rc;
-    p->val_xv[n->out] = dst;
+    onnx_lower_set_value(&x->lw, n->out, dst);
     return 0;
 }
 
 /* MatMul with numpy semantics: vectors gain a unit dim, batch dims broadcast. */
 static int emit_matmul(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
 {
-    const onnx_graph_t *g = x->g;
-    dnnl_dims_t d[2], al[2], od, full;
+    dnnl_dims_t al[2], od, full;
     dnnl_memory_desc_t dst_md;
-    int r[2], rank, k, i, xv[2], dst, rc, on;
+    int rank = onnx_lower_matmul_dims(&x->lw, n, al[0], al[1], full), k, xv[2], dst, rc, on;
 
-    for (k = 0; k < 2; k++) {
-        r[k] = vdims(g, n->in[k], p->batch, d[k]);
-        if (g->values[n->in[k]].rank == 1) {
-            if (k == 0) {
-                d[0][1] = d[0][0];
-                d[0][0] = 1;
-            } else {
-                d[1][1] = 1;
-            }
-            r[k] = 2;
-        }
-    }
-    rank = r[0] > r[1] ? r[0] : r[1];
-    for (k = 0; k < 2; k++)
-        for (i = 0; i < rank; i++)
-            al[k][i] = i < rank - r[k] ? 1 : d[k][i - (rank - r[k])];
-    for (i = 0; i < rank - 2; i++)
-        full[i] = al[0][i] > al[1][i] ? al[0][i] : al[1][i];
-    full[rank - 2] = al[0][rank - 2];
-    full[rank - 1] = al[1][rank - 1];
     for (k = 0; k < 2; k++)
         if ((xv[k] = get_xv(x, p, n->in[k])) < 0 || (xv[k] = view(x, p, xv[k], rank, al[k])) < 0)
             return xv[k];
     md_any(&dst_md, rank, full, dnnl_f32);
     if ((rc = matmul_step(x, p, n, xv[0], xv[1], -1, 1.0f, &dst_md, &dst)) < 0)
         return rc;
-    on = vdims(g, n->out, p->batch, od);
+    on = vdims(x, n->out, od);
     if (on != rank || memcmp(od, full, (size_t)rank * sizeof(dnnl_dim_t)) != 0)
         if ((dst = view(x, p, dst, on, od)) < 0)
             return dst;
-    p->val_xv[n->out] = dst;
+    onnx_lower_set_value(&x->lw, n->out, dst);
     return 0;
 }
 
 static int emit_reshape(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
 {
     dnnl_dims_t od;
-    int nd = vdims(x->g, n->out, p->batch, od), src;
+    int nd = vdims(x, n->out, od), src;
     if ((src = get_xv(x, p, n->in[0])) < 0 || (src = view(x, p, src, nd, od)) < 0)
         return src;
     /* A new xval even when nothing changes, so an in-place SUM sees the extra reader. */
-    if (src == p->val_xv[n->in[0]] && (src = alias(x, p, src, &p->xv[src].md)) < 0)
+    if (src == onnx_lower_get(&x->lw, n->in[0]) && (src = alias(x, p, src, &p->xv[src].md)) < 0)
         return src;
-    p->val_xv[n->out] = src;
+    onnx_lower_set_value(&x->lw, n->out, src);
     return 0;
 }
 
@@ -951,7 +851,7 @@ static int emit_softmax(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
     dnnl_primitive_desc_t pd;
     int ids[2] = {DNNL_ARG_SRC, DNNL_ARG_DST}, xvs[2], nd, vn, axis = n->axis, i, rc, src, dst;
 
-    nd = vdims(x->g, n->in[0], p->batch, d);
+    nd = vdims(x, n->in[0], d);
     if (n->softmax_2d) {
         /* opset < 13: over all dims from axis on, as one row */
         v[0] = v[1] = 1;
@@ -969,14 +869,14 @@ static int emit_softmax(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
        "softmax");
     if ((rc = make_attr(x, n, 1.0f, &attr)) < 0 || (rc = make_pd(x, &sd, attr, &pd, "softmax")) < 0)
         return rc;
-    TRY(dst, new_xv(x, p, XV_ARENA, pd_md(pd, dnnl_query_dst_md)));
+    TRY(dst, new_xv(x, p, ONNX_STORE_ARENA, pd_md(pd, dnnl_query_dst_md)));
     xvs[0] = src;
     xvs[1] = dst;
     if ((rc = add_step(x, p, pd, 2, ids, xvs)) < 0)
         return rc;
     if (vn != nd && (dst = view(x, p, dst, nd, d)) < 0)
         return dst;
-    p->val_xv[n->out] = dst;
+    onnx_lower_set_value(&x->lw, n->out, dst);
     return 0;
 
 fail_pd:
@@ -994,11 +894,11 @@ static int emit_cast(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
     md_plain(&md, p->xv[src].md.ndims, p->xv[src].md.dims, dt_of(n->to));
     if ((src = view(x, p, src, md.ndims, md.dims)) < 0)
         return src;
-    if ((dst = new_xv(x, p, XV_ARENA, &md)) < 0)
+    if ((dst = new_xv(x, p, ONNX_STORE_ARENA, &md)) < 0)
         return dst;
     if ((rc = add_reorder(x, p, src, dst, n->scale)) < 0)
         return rc;
-    p->val_xv[n->out] = dst;
+    onnx_lower_set_value(&x->lw, n->out, dst);
     return 0;
 }
 
@@ -1034,100 +934,100 @@ static int emit_node(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
     case ONNX_OP_IDENTITY:
         if ((src = get_xv(x, p, n->in[0])) < 0 || (src = alias(x, p, src, &p->xv[src].md)) < 0)
             return src;
-        p->val_xv[n->out] = src;
+        onnx_lower_set_value(&x->lw, n->out, src);
         return 0;
     }
     return fail(x, CMN_EBACKEND, "operator not implemented by the oneDNN executor");
 }
 
-/* ---- planning -------------------------------------------------------------------------------- */
+/* ---- the executor's part of the lowering (onnx_lower_ops_t) ------------------------------------
+ */
 
-/* Places the roots in the arena: largest first, each at the lowest offset free for its whole
- * lifetime (the greedy-by-size scheme of TFLite's arena planner). */
-static int place_roots(onnx_dnnl_t *x, plan_t *p)
+static int lower_input(void *ctx, int i)
 {
-    onnx_span_t *s;
-    int n = 0, i;
-
-    s = malloc((size_t)p->n_xv * sizeof(*s) + 1);
-    if (!s)
-        return fail(x, -ENOMEM, "out of memory");
-    for (i = 0; i < p->n_xv; i++) {
-        xval_t *v = &p->xv[i];
-        if (v->root == i && v->kind != XV_CONST && v->first <= v->last) {
-            v->size = (v->size + ALIGN - 1) / ALIGN * ALIGN;
-            s[n++] = (onnx_span_t){.size = v->size, .first = v->first, .last = v->last, .id = i};
-        }
-    }
-    onnx_arena_place(s, n, &p->arena_size);
-    for (i = 0; i < n; i++)
-        p->xv[s[i].id].offset = s[i].offset;
-    free(s);
-    return 0;
+    onnx_dnnl_t *x = ctx;
+    const onnx_value_t *v = &x->g->values[x->g->inputs[i]];
+    dnnl_memory_desc_t md;
+    dnnl_dims_t d;
+    int nd = vdims(x, x->g->inputs[i], d);
+    md_plain(&md, nd, d, dt_of(v->dtype));
+    return new_xv(x, x->cur_plan, ONNX_STORE_ARENA, &md);
 }
+
+static int lower_constant(void *ctx, int v)
+{
+    onnx_dnnl_t *x = ctx;
+    const onnx_value_t *val = &x->g->values[v];
+    dnnl_memory_desc_t md;
+    dnnl_dims_t d;
+    int nd, i;
+
+    if (dt_of(val->dtype) == dnnl_data_type_undef)
+        return fail(x, CMN_EBACKEND, "%s value \"%s\" cannot be used as a tensor",
+                    onnx_dtype_name(val->dtype), val->name);
+    nd = vdims(x, v, d);
+    md_plain(&md, nd, d, dt_of(val->dtype));
+    if ((i = new_xv(x, x->cur_plan, ONNX_STORE_CONST, &md)) < 0)
+        return i;
+    x->cur_plan->xv[i].data = val->data;
+    return i;
+}
+
+static int lower_node(void *ctx, const onnx_node_t *n)
+{
+    onnx_dnnl_t *x = ctx;
+    return emit_node(x, x->cur_plan, n);
+}
+
+/* A graph output in the plain layout the caller reads. */
+static int lower_output(void *ctx, int i)
+{
+    onnx_dnnl_t *x = ctx;
+    plan_t *p = x->cur_plan;
+    int v = x->g->outputs[i], xv, nd;
+    dnnl_memory_desc_t md;
+    dnnl_dims_t d;
+    nd = vdims(x, v, d);
+    md_plain(&md, nd, d, dt_of(x->g->values[v].dtype));
+    if ((xv = get_xv(x, p, v)) < 0)
+        return xv;
+    return ensure(x, p, xv, &md);
+}
+
+static int lower_n_steps(void *ctx)
+{
+    return ((onnx_dnnl_t *)ctx)->cur_plan->n_steps;
+}
+
+static int lower_step_tensors(void *ctx, int s, int *t)
+{
+    const step_t *st = &((onnx_dnnl_t *)ctx)->cur_plan->steps[s];
+    memcpy(t, st->arg_xv, (size_t)st->n_args * sizeof(int));
+    return st->n_args;
+}
+
+static const onnx_lower_ops_t lower_ops = {
+    .input = lower_input,
+    .constant = lower_constant,
+    .node = lower_node,
+    .output = lower_output,
+    .n_steps = lower_n_steps,
+    .step_tensors = lower_step_tensors,
+};
 
 static int build_plan(onnx_dnnl_t *x, plan_t *p)
 {
-    const onnx_graph_t *g = x->g;
-    dnnl_memory_desc_t md;
-    dnnl_dims_t d;
-    int i, k, rc, nd;
-
-    p->val_xv = malloc((size_t)g->n_values * sizeof(int));
-    p->in_xv = calloc((size_t)g->n_inputs + 1, sizeof(int));
-    p->out_xv = calloc((size_t)g->n_outputs + 1, sizeof(int));
-    if (!p->val_xv || !p->in_xv || !p->out_xv)
-        return fail(x, -ENOMEM, "out of memory");
-    for (i = 0; i < g->n_values; i++)
-        p->val_xv[i] = -1;
-    for (i = 0; i < g->n_inputs; i++) {
-        int v = g->inputs[i];
-        nd = vdims(g, v, p->batch, d);
-        md_plain(&md, nd, d, dt_of(g->values[v].dtype));
-        if ((p->in_xv[i] = new_xv(x, p, XV_INPUT, &md)) < 0)
-            return p->in_xv[i];
-        p->val_xv[v] = p->in_xv[i];
+    int rc;
+    x->cur_plan = p;
+    if ((rc = onnx_lower_plan(&x->lw, p->batch)) < 0) {
+        p->xv = NULL; /* the lowering's, freed with it */
+        p->n_xv = 0;
+        return rc;
     }
-    for (i = 0; i < g->n_nodes; i++) {
-        if (g->nodes[i].dead)
-            continue;
-        x->cur = &g->nodes[i];
-        if ((rc = emit_node(x, p, x->cur)) < 0)
-            return rc;
-    }
-    x->cur = NULL;
-    for (i = 0; i < g->n_outputs; i++) {
-        int v = g->outputs[i], xv;
-        nd = vdims(g, v, p->batch, d);
-        md_plain(&md, nd, d, dt_of(g->values[v].dtype));
-        if ((xv = get_xv(x, p, v)) < 0 || (xv = ensure(x, p, xv, &md)) < 0)
-            return xv;
-        p->out_xv[i] = xv;
-    }
-
-    /* Lifetimes: the inputs are written before the first step, the outputs read after the
-     * last. */
-    for (i = 0; i < p->n_steps; i++)
-        for (k = 0; k < p->steps[i].n_args; k++) {
-            xval_t *r = &p->xv[p->xv[p->steps[i].arg_xv[k]].root];
-            if (i < r->first)
-                r->first = i;
-            if (i > r->last)
-                r->last = i;
-        }
-    for (i = 0; i < g->n_inputs; i++) {
-        xval_t *r = &p->xv[p->in_xv[i]];
-        r->first = 0;
-        if (r->last < 0)
-            r->last = 0;
-    }
-    for (i = 0; i < g->n_outputs; i++) {
-        xval_t *r = &p->xv[p->xv[p->out_xv[i]].root];
-        if (r->first > p->n_steps)
-            r->first = p->n_steps;
-        r->last = p->n_steps;
-    }
-    return place_roots(x, p);
+    p->n_xv = x->lw.n_t;
+    p->arena_size = x->lw.arena_size;
+    p->xv = onnx_lower_take(&x->lw, &p->in_xv, &p->out_xv);
+    return 0;
 }
 
 /* Creates every memory object once the arena and scratchpad exist. */
@@ -1139,10 +1039,10 @@ static int bind_plan(onnx_dnnl_t *x, plan_t *p)
         return fail(x, -ENOMEM, "out of memory");
     for (i = 0; i < p->n_xv; i++) {
         xval_t *v = &p->xv[i];
-        const xval_t *r = &p->xv[v->root];
-        void *h = r->kind == XV_CONST ? r->data : x->arena + r->offset;
+        const xval_t *r = &p->xv[v->slot.root];
+        void *h = r->slot.store == ONNX_STORE_CONST ? r->data : x->arena + r->slot.offset;
         CK(dnnl_memory_create(&v->mem, &v->md, x->eng, h), "memory");
-        if (r->kind == XV_INPUT)
+        if (r->slot.input >= 0)
             p->in_refs[p->n_in_refs++] = i;
     }
     for (i = 0; i < p->n_steps; i++) {
@@ -1173,7 +1073,6 @@ static void free_plan(plan_t *p)
     }
     free(p->xv);
     free(p->steps);
-    free(p->val_xv);
     free(p->in_xv);
     free(p->out_xv);
     free(p->in_refs);
@@ -1185,57 +1084,38 @@ int onnx_dnnl_create(const onnx_graph_t *g, int threads, const size_t *batches, 
                      onnx_dnnl_t **out, cmn_errbuf_t *eb)
 {
     onnx_dnnl_t *x;
-    size_t i, off, gather = 0;
-    int k, j, rc;
+    size_t i, gather = 0;
+    int rc;
 
     x = calloc(1, sizeof(*x));
     if (!x)
         return cmn_errf(eb, -ENOMEM, "out of memory");
     x->g = g;
-    x->eb = eb;
     x->threads = threads > 0 ? threads : 1;
     omp_set_num_threads(x->threads);
-    rc = -ENOMEM;
     x->plans = calloc(n_batches, sizeof(*x->plans));
-    x->last_use = malloc((size_t)g->n_values * sizeof(int));
     x->in_off = calloc((size_t)g->n_inputs + 1, sizeof(size_t));
     x->in_size = calloc((size_t)g->n_inputs + 1, sizeof(size_t));
     x->inp = calloc((size_t)g->n_inputs + 1, sizeof(void *));
-    if (!x->plans || !x->last_use || !x->in_off || !x->in_size || !x->inp) {
-        fail(x, rc, "out of memory");
-        goto fail_alloc;
+    if (!x->plans || !x->in_off || !x->in_size || !x->inp) {
+        rc = cmn_errf(eb, -ENOMEM, "out of memory");
+        goto fail;
     }
-    for (k = 0; k < g->n_values; k++)
-        x->last_use[k] = -1;
-    for (k = 0; k < g->n_nodes; k++) {
-        const onnx_node_t *n = &g->nodes[k];
-        if (n->dead)
-            continue;
-        for (j = 0; j < n->n_in; j++)
-            if (n->in[j] >= 0)
-                x->last_use[n->in[j]] = k;
-        for (j = 0; j < n->n_post; j++)
-            if (n->post[j].kind == ONNX_POST_SUM)
-                x->last_use[n->post[j].value] = k;
-    }
-    for (off = 0, k = 0; k < g->n_inputs; k++) {
-        const onnx_value_t *v = &g->values[g->inputs[k]];
-        x->in_off[k] = off;
-        x->in_size[k] = onnx_value_numel(v) * onnx_dtype_size(v->dtype);
-        off += x->in_size[k];
-    }
+    if ((rc = onnx_lower_init(&x->lw, g, &lower_ops, x, sizeof(xval_t), ALIGN, eb)) < 0)
+        goto fail;
+    onnx_lower_sample_layout(g, 0, x->in_off, x->in_size);
 
     if (dnnl_engine_create(&x->eng, dnnl_cpu, 0) != dnnl_success ||
         dnnl_stream_create(&x->stream, x->eng, dnnl_stream_default_flags) != dnnl_success) {
         rc = fail(x, CMN_EBACKEND, "cannot create the oneDNN CPU engine and stream");
-        goto fail_engine;
+        goto fail;
     }
     for (i = 0; i < n_batches; i++) {
         plan_t *p = &x->plans[i];
         p->batch = batches[i];
         x->n_plans++;
         if ((rc = build_plan(x, p)) < 0)
-            goto fail_plan;
+            goto fail;
         if (p->arena_size > x->arena_size)
             x->arena_size = p->arena_size;
         if (p->scratch_size > x->scratch_size)
@@ -1248,22 +1128,18 @@ int onnx_dnnl_create(const onnx_graph_t *g, int threads, const size_t *batches, 
         (gather && !(x->gather = malloc(gather)))) {
         rc = fail(x, -ENOMEM, "out of memory for %zu bytes of activations",
                   x->arena_size + x->scratch_size);
-        goto fail_plan;
+        goto fail;
     }
     /* Input staging is read before it is fully written when a batch is padded: start at zero. */
     memset(x->arena, 0, x->arena_size);
     for (i = 0; i < x->n_plans; i++)
         if ((rc = bind_plan(x, &x->plans[i])) < 0)
-            goto fail_plan;
-    x->eb = NULL;
+            goto fail;
+    onnx_lower_fini(&x->lw);
     *out = x;
     return 0;
 
-fail_plan:
-    x->cur = NULL;
-fail_engine:
-fail_alloc:
-    x->eb = NULL;
+fail:
     onnx_dnnl_destroy(x);
     return rc;
 }
@@ -1289,22 +1165,19 @@ void onnx_dnnl_destroy(onnx_dnnl_t *x)
     free(x->in_off);
     free(x->in_size);
     free(x->inp);
-    free(x->last_use);
+    onnx_lower_fini(&x->lw);
     free(x);
 }
 
 /* Where the storage of xval |i| is in this run. */
 static const uint8_t *xv_ptr(const onnx_dnnl_t *x, const plan_t *p, int i, void *const *in_ptr)
 {
-    const xval_t *r = &p->xv[p->xv[i].root];
-    int k;
-    if (r->kind == XV_CONST)
+    const xval_t *r = &p->xv[p->xv[i].slot.root];
+    if (r->slot.store == ONNX_STORE_CONST)
         return r->data;
-    if (r->kind == XV_INPUT)
-        for (k = 0; k < x->g->n_inputs; k++)
-            if (p->in_xv[k] == p->xv[i].root)
-                return in_ptr[k];
-    return x->arena + r->offset;
+    if (r->slot.input >= 0)
+        return in_ptr[r->slot.input];
+    return x->arena + r->slot.offset;
 }
 
 int onnx_dnnl_run(onnx_dnnl_t *x, size_t n, const void *input, const void **output,
@@ -1330,7 +1203,7 @@ int onnx_dnnl_run(onnx_dnnl_t *x, size_t n, const void *input, const void **outp
     /* One input and a full batch: oneDNN reads the node's buffer directly. Otherwise each
      * input is gathered into its place in the arena, padding zeroed. */
     for (k = 0; k < g->n_inputs; k++) {
-        uint8_t *stage = x->arena + p->xv[p->in_xv[k]].offset;
+        uint8_t *stage = x->arena + p->xv[p->in_xv[k]].slot.offset;
         if (g->n_inputs == 1 && n == p->batch) {
             inp[k] = (void *)input;
         } else {

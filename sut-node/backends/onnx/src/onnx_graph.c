@@ -26,50 +26,10 @@
 
 /* ---- small helpers --------------------------------------------------------------------------- */
 
-size_t onnx_dtype_size(onnx_dtype_t t)
-{
-    switch (t) {
-    case ONNX_DT_FLOAT:
-    case ONNX_DT_INT32:
-        return 4;
-    case ONNX_DT_UINT8:
-    case ONNX_DT_INT8:
-        return 1;
-    case ONNX_DT_INT64:
-        return 8;
-    }
-    return 0;
-}
-
-const char *onnx_dtype_name(int t)
-{
-    static const char *const names[] = {"undefined",  "float",   "uint8",  "int8",   "uint16",
-                                        "int16",      "int32",   "int64",  "string", "bool",
-                                        "float16",    "double",  "uint32", "uint64", "complex64",
-                                        "complex128", "bfloat16"};
-    if (t >= 0 && (size_t)t < sizeof(names) / sizeof(names[0]))
-        return names[t];
-    return "unknown";
-}
-
 static int dtype_known(int t)
 {
     return t == ONNX_DT_FLOAT || t == ONNX_DT_UINT8 || t == ONNX_DT_INT8 || t == ONNX_DT_INT32 ||
            t == ONNX_DT_INT64;
-}
-
-static int64_t numel(const int64_t *dims, int rank)
-{
-    int64_t n = 1;
-    int i;
-    for (i = 0; i < rank; i++)
-        n *= dims[i];
-    return n;
-}
-
-size_t onnx_value_numel(const onnx_value_t *v)
-{
-    return (size_t)numel(v->dims, v->rank);
 }
 
 static void shape_str(char *buf, size_t len, const int64_t *dims, int rank)
@@ -131,27 +91,6 @@ static int find_value(const onnx_graph_t *g, const char *name)
         if (strcmp(g->values[i].name, name) == 0)
             return i;
     return -1;
-}
-
-int onnx_graph_add_value(onnx_graph_t *g, const char *name)
-{
-    onnx_value_t *v;
-    if (g->n_values == g->cap_values) {
-        int cap = g->cap_values ? g->cap_values * 2 : 64;
-        onnx_value_t *nv = realloc(g->values, (size_t)cap * sizeof(*nv));
-        if (!nv)
-            return -ENOMEM;
-        g->values = nv;
-        g->cap_values = cap;
-    }
-    v = &g->values[g->n_values];
-    memset(v, 0, sizeof(*v));
-    v->name = strdup(name);
-    if (!v->name)
-        return -ENOMEM;
-    v->producer = -1;
-    v->input = -1;
-    return g->n_values++;
 }
 
 /* ---- tensors --------------------------------------------------------------------------------- */
@@ -281,7 +220,7 @@ int onnx_tensor_read(const char *path, onnx_tensor_t *t, cmn_errbuf_t *eb)
     rc = tensor_from_proto(tp, path, &t->dtype, &t->rank, t->dims, &t->data, eb);
     onnx__tensor_proto__free_unpacked(tp, NULL);
     if (rc == 0)
-        t->size = (size_t)numel(t->dims, t->rank) * onnx_dtype_size(t->dtype);
+        t->size = (size_t)onnx_dims_numel(t->dims, t->rank) * onnx_dtype_size(t->dtype);
     return rc;
 }
 
@@ -873,8 +812,8 @@ static int infer_flatten(infer_t *x)
         return node_bad(x->eb, x->n, "axis out of range for rank %d", in->rank);
     x->out->dtype = in->dtype;
     x->out->rank = 2;
-    x->out->dims[0] = numel(in->dims, (int)axis);
-    x->out->dims[1] = numel(in->dims + axis, in->rank - (int)axis);
+    x->out->dims[0] = onnx_dims_numel(in->dims, (int)axis);
+    x->out->dims[1] = onnx_dims_numel(in->dims + axis, in->rank - (int)axis);
     x->out->batched = in->batched;
     if (in->batched && axis == 0 && !x->unsafe)
         x->unsafe = "axis 0 merges the samples";
@@ -904,7 +843,7 @@ static int infer_reshape(infer_t *x)
         return node_bad(x->eb, x->n, "target rank %lld is over the limit of %d",
                         (long long)sh->dims[0], ONNX_MAX_RANK);
     s = sh->data;
-    total = numel(in->dims, in->rank);
+    total = onnx_dims_numel(in->dims, in->rank);
     x->out->rank = (int)sh->dims[0];
     for (i = 0; i < x->out->rank; i++) {
         int64_t d = s[i];
@@ -1177,7 +1116,7 @@ static int load_node(onnx_graph_t *g, const Onnx__NodeProto *p, int index, const
     n = x.n;
     n->out = out;
     x.out->producer = g->n_nodes - 1;
-    if (numel(x.out->dims, x.out->rank) > ONNX_MAX_NUMEL)
+    if (onnx_dims_numel(x.out->dims, x.out->rank) > ONNX_MAX_NUMEL)
         return node_bad(eb, n, "output too large");
     for (i = 0; i < (size_t)n->n_in; i++)
         if (n->in[i] >= 0)
@@ -1253,7 +1192,7 @@ static int load_io(onnx_graph_t *g, const Onnx__ValueInfoProto *vi, int is_input
         if (i == 0)
             *first_dim = fixed ? (int)(d->dim_value > 1 ? 2 : 1) : 0;
     }
-    if (numel(v->dims, v->rank) > ONNX_MAX_NUMEL)
+    if (onnx_dims_numel(v->dims, v->rank) > ONNX_MAX_NUMEL)
         return bad(eb, "input \"%s\" is too large", name);
     return idx;
 }
@@ -1396,22 +1335,4 @@ fail_load:
 fail_graph:
     onnx__model_proto__free_unpacked(m, NULL);
     return rc;
-}
-
-void onnx_graph_free(onnx_graph_t *g)
-{
-    int i;
-    if (!g)
-        return;
-    for (i = 0; i < g->n_values; i++) {
-        free(g->values[i].name);
-        free(g->values[i].data);
-    }
-    for (i = 0; i < g->n_nodes; i++)
-        free(g->nodes[i].name);
-    free(g->values);
-    free(g->nodes);
-    free(g->inputs);
-    free(g->outputs);
-    free(g);
 }

@@ -4,8 +4,8 @@
  * checks every node against what the backend supports, infers every tensor's shape and type,
  * decides whether the first dimension is a batch axis, and runs the graph-level optimisations
  * (BatchNormalization folded into the preceding Conv, ReLU and residual Add fused into their
- * producer as post-ops). The result knows nothing about oneDNN: an executor (onnx_dnnl.h today, a
- * CUDA one later) turns it into something that runs.
+ * producer as post-ops). The result knows nothing about oneDNN or CUDA: an executor (onnx_dnnl.h,
+ * cuda/onnx_cuda_plan.h, both through onnx_lower.h) turns it into something that runs.
  *
  * Shapes are stored for one sample: when the graph is batched (graph->batched), dims[0] of every
  * value with value->batched set is multiplied by the batch size at run time (it is 1 for the
@@ -122,14 +122,16 @@ typedef struct {
     size_t output_size;  /* bytes per sample, all outputs */
 } onnx_graph_t;
 
-/* Loads and checks the model at |path|. Returns 0 and *out, or CMN_EFORMAT (not a readable ONNX
- * model, or an unsupported operator, attribute, type or shape: |eb| names the node and op), a
- * negated errno (the file cannot be read) or -ENOMEM. */
+/* The loader (onnx_graph.c): loads and checks the model at |path|. Returns 0 and *out, or
+ * CMN_EFORMAT (not a readable ONNX model, or an unsupported operator, attribute, type or shape:
+ * |eb| names the node and op), a negated errno (the file cannot be read) or -ENOMEM. */
 int onnx_graph_load(const char *path, onnx_graph_t **out, cmn_errbuf_t *eb);
-void onnx_graph_free(onnx_graph_t *g);
 
 /* Graph-level optimisations, run by onnx_graph_load() (onnx_opt.c). */
 void onnx_graph_optimize(onnx_graph_t *g);
+
+/* The IR itself (onnx_ir.c), which the loader and the optimisations build on. */
+void onnx_graph_free(onnx_graph_t *g);
 
 /* Appends an empty value named |name| (copied), with no producer. Returns its index or -ENOMEM.
  * The graph's values array may move. */
@@ -137,6 +139,8 @@ int onnx_graph_add_value(onnx_graph_t *g, const char *name);
 
 size_t onnx_dtype_size(onnx_dtype_t t);
 const char *onnx_dtype_name(int onnx_type);
+/* The product of |rank| dims (1 for rank 0). */
+int64_t onnx_dims_numel(const int64_t *dims, int rank);
 /* Elements of |v| for one sample (or the whole tensor when not batched). */
 size_t onnx_value_numel(const onnx_value_t *v);
 

@@ -1,0 +1,1 @@
+"""deploy/submission: the Network-division submission runner (see submit.py)."""

@@ -1,0 +1,412 @@
+"""The steps of a submission, in order, each done once (see state.py) unless asked again.
+
+Per benchmark and scenario: accuracy run, accuracy script, performance run, placing the logs,
+measurements.json/user.conf/README.md, then per compliance test: the run (audit.config placed in
+the run's working folder and removed after) and the official run_verification.py. Then, once:
+the system description with the network fields and diagram (deploy/metadata/netmeta.py), the
+accuracy-log truncation, and the official submission checker.
+"""
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+
+from . import provenance, tree
+from .progress import Progress
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+NETMETA = os.path.normpath(os.path.join(HERE, "..", "..", "metadata", "netmeta.py"))
+REPO = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
+
+
+GLOBAL_STEPS = ("readme", "system", "truncate", "check")
+
+
+class StepFailed(Exception):
+    pass
+
+
+class Runner:
+    def __init__(self, cfg, state, dry_run, redo=(), checker_flags=(), out=sys.stdout):
+        self.cfg = cfg
+        self.state = state
+        self.dry_run = dry_run
+        self.redo = list(redo)
+        self.checker_flags = list(checker_flags)
+        self.out = out
+        self.command = None  # what the running step ran, kept with it in the state
+        self.ran_any = False
+
+    # ---- helpers ----------------------------------------------------------------------------
+    def work(self, *p):
+        return os.path.join(self.cfg.work, *p)
+
+    def inference(self, *p):
+        return os.path.join(self.cfg.inference, *p) if self.cfg.inference else None
+
+    def have_inference(self):
+        return bool(self.cfg.inference) and os.path.isdir(self.inference("tools", "submission"))
+
+    def log_path(self, step):
+        return self.work("logs", step.replace("/", "_") + ".log")
+
+    def run(self, step, argv, cwd, shell=False):
+        os.makedirs(os.path.dirname(self.log_path(step)), exist_ok=True)
+        os.makedirs(cwd, exist_ok=True)
+        with open(self.log_path(step), "w") as log:
+            log.write(("$ " + (argv if shell else shlex.join(argv))) + f"\n(in {cwd})\n")
+            log.flush()
+            r = subprocess.run(argv, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, shell=shell,
+                               stdin=subprocess.DEVNULL)
+        return r.returncode
+
+    def tail(self, step, n=15):
+        try:
+            with open(self.log_path(step), errors="replace") as f:
+                return "".join(f.readlines()[-n:])
+        except OSError:
+            return ""
+
+    def wanted_again(self, step):
+        return any(r == "all" or step == r or step.startswith(r.rstrip("/") + "/")
+                   for r in self.redo)
+
+    # ---- loadgen-node -----------------------------------------------------------------------
+    def loadgen_argv(self, bench, scenario, outdir, mode):
+        c = self.cfg
+        argv = [c.loadgen_node, "--loadgen", "builtin" if self.dry_run else "official",
+                "--scenario", scenario, "--model", bench.model, "--user-conf", bench.user_conf,
+                "--nodes", c.nodes, "--output-dir", outdir, "--progress", "off", "--quiet"]
+        if self.dry_run and c.mlperf_conf:
+            argv += ["--mlperf-conf", c.mlperf_conf]
+        if mode:
+            argv += ["--mode", mode]
+        return argv + c.node_flags + bench.qsl + bench.flags
+
+    def loadgen(self, step, bench, scenario, rundir, mode, audit=None):
+        if os.path.isdir(rundir):
+            shutil.rmtree(rundir)
+        os.makedirs(rundir)
+        argv = self.loadgen_argv(bench, scenario, rundir, mode)
+        placed = os.path.join(rundir, "audit.config")
+        if audit:
+            shutil.copy2(audit, placed)
+        try:
+            rc = self.run(step, argv, rundir)
+        finally:
+            if audit and os.path.exists(placed):
+                os.remove(placed)
+        self.command = (f"cd {rundir}\n" + (f"cp {audit} audit.config\n" if audit else "")
+                        + shlex.join(argv) + ("\nrm audit.config" if audit else ""))
+        if rc not in (0, 1) or not os.path.exists(os.path.join(rundir, "mlperf_log_detail.txt")):
+            raise StepFailed(f"loadgen-node exited {rc}; its output (in {self.log_path(step)}):\n"
+                             + self.tail(step))
+        if not self.dry_run:
+            why = provenance.official_problem(os.path.join(rundir, "mlperf_log_detail.txt"))
+            if why:
+                raise StepFailed(why)
+        return "VALID" if rc == 0 else "INVALID (see the summary)"
+
+    # ---- the plan ---------------------------------------------------------------------------
+    def plan(self):
+        steps = []
+        for b in self.cfg.benchmarks:
+            for s in b.scenarios:
+                k = f"{b.model}/{s}"
+                # Accuracy first: it also warms the nodes up (connections, buffers, caches of
+                # the engine) before the timed run that TEST01/TEST04 are compared against.
+                steps += [(f"{k}/accuracy", self.step_accuracy, b, s),
+                          (f"{k}/accuracy-script", self.step_accuracy_script, b, s),
+                          (f"{k}/performance", self.step_performance, b, s),
+                          (f"{k}/place", self.step_place, b, s)]
+                for t in b.compliance:
+                    steps += [(f"{k}/{t}/run", self.step_compliance_run, b, s, t),
+                              (f"{k}/{t}/verify", self.step_compliance_verify, b, s, t)]
+        steps += [("readme", self.step_readme), ("system", self.step_system),
+                  ("truncate", self.step_truncate), ("check", self.step_check)]
+        return steps
+
+    def unknown_redo(self):
+        """The first --redo that names no step, or None."""
+        names = [s[0] for s in self.plan()]
+        for r in self.redo:
+            if r != "all" and not any(n == r or n.startswith(r.rstrip("/") + "/") for n in names):
+                return r
+        return None
+
+    def execute(self):
+        steps = self.plan()
+        if self.redo:
+            self.state.forget(self.wanted_again)
+        prog = Progress(len(steps))
+        for st in steps:
+            name, fn, args = st[0], st[1], st[2:]
+            # The system description and the checker are cheap and read files the user may have
+            # fixed (system_json, deployment): always again. Truncation follows any change.
+            if name in ("readme", "system", "check") or (name == "truncate" and self.ran_any):
+                self.state.forget(lambda s, n=name: s == n)
+            if self.state.done(name):
+                prog.skip(name, f"done ({self.state.info(name).get('verdict', 'ok')}), kept")
+                continue
+            prog.begin(name)
+            self.command = None
+            try:
+                verdict = fn(name, *args)
+            except StepFailed as e:
+                prog.end("FAILED")
+                raise StepFailed(f"step {name}: {e}") from None
+            prog.end(verdict)
+            self.state.mark(name, verdict=verdict, command=self.command)
+            if name not in GLOBAL_STEPS:
+                self.ran_any = True
+        return self.state.info("check").get("verdict", "")
+
+    # ---- per scenario -----------------------------------------------------------------------
+    def step_performance(self, name, b, s):
+        return self.loadgen(name, b, s, self.work("runs", b.model, s, "performance"),
+                            "PerformanceOnly")
+
+    def step_accuracy(self, name, b, s):
+        self.loadgen(name, b, s, self.work("runs", b.model, s, "accuracy"), "AccuracyOnly")
+        return "done"
+
+    def step_accuracy_script(self, name, b, s):
+        rundir = self.work("runs", b.model, s, "accuracy")
+        cmd = b.accuracy.format(inference=self.cfg.inference or "",
+                                accuracy_log=os.path.join(rundir, "mlperf_log_accuracy.json"),
+                                scenario=s)
+        rc = self.run(name, cmd, rundir, shell=True)
+        if rc != 0:
+            raise StepFailed(f"the accuracy command exited {rc}:\n{self.tail(name)}")
+        with open(self.log_path(name)) as f:
+            out = f.read().split("\n", 2)[2]  # drop the command and folder lines
+        with open(os.path.join(rundir, "accuracy.txt"), "w") as f:
+            f.write(out)
+        self.command = f"cd {rundir}\n{cmd} > accuracy.txt"
+        last = [ln for ln in out.splitlines() if ln.strip()]
+        return last[-1][:80] if last else "no output"
+
+    def step_place(self, name, b, s):
+        sdir = tree.scenario_dir(self.cfg, b, s)
+        perf = self.work("runs", b.model, s, "performance")
+        acc = self.work("runs", b.model, s, "accuracy")
+        if not self.dry_run:
+            for d in (perf, acc):
+                why = provenance.official_problem(os.path.join(d, "mlperf_log_detail.txt"))
+                if why:
+                    raise StepFailed(why + "; official results must come from the unaltered "
+                                     "official LoadGen: redo the runs with --submission "
+                                     f"(--redo {b.model}/{s})")
+        tree.place_performance(perf, sdir)
+        tree.place_accuracy(acc, os.path.join(acc, "accuracy.txt"), sdir)
+        tree.write_measurements(self.cfg, b, s, sdir, self.dry_run)
+        return "placed"
+
+    def audit_config(self, b, t):
+        if not self.have_inference():
+            return None
+        if t == "TEST01":
+            p = self.inference("compliance", "TEST01", b.model, "audit.config")
+            if not os.path.exists(p):
+                p = self.inference("compliance", "TEST01", b.tree_name, "audit.config")
+        else:
+            p = self.inference("compliance", t, "audit.config")
+        if not os.path.exists(p):
+            raise StepFailed(f"{p} is missing from the inference checkout")
+        return p
+
+    def step_compliance_run(self, name, b, s, t):
+        audit = self.audit_config(b, t)
+        rundir = self.work("runs", b.model, s, t)
+        if audit is None:
+            # No checkout (dry run only): the audit settings the official TEST01/TEST04 use.
+            audit = self.work("audit", t, "audit.config")
+            os.makedirs(os.path.dirname(audit), exist_ok=True)
+            with open(audit, "w") as f:
+                f.write(FALLBACK_AUDIT[t])
+        return self.loadgen(name, b, s, rundir, None, audit=audit)
+
+    def step_compliance_verify(self, name, b, s, t):
+        sdir = tree.scenario_dir(self.cfg, b, s)
+        rundir = self.work("runs", b.model, s, t)
+        if not self.dry_run:
+            why = provenance.official_problem(os.path.join(rundir, "mlperf_log_detail.txt"))
+            if why:
+                raise StepFailed(why)
+        if not self.have_inference():
+            if not self.dry_run:
+                raise StepFailed("inference = (a checkout of mlcommons/inference) is required "
+                                 "for the official compliance verification")
+            return self.place_unverified(rundir, sdir, t)
+        script = self.inference("compliance", t, "run_verification.py")
+        argv = [sys.executable, script, "-c", rundir, "-o", sdir]
+        self.command = None  # set below, once the flags are known
+        argv += (["-s", s] if t == "TEST06" else ["-r", sdir]) + b.verify_flags.get(t, [])
+        if os.path.isdir(os.path.join(sdir, t)):
+            shutil.rmtree(os.path.join(sdir, t))
+        self.command = f"cd {self.work('verify', b.model, s, t)}\n{shlex.join(argv)}"
+        rc = self.run(name, argv, self.work("verify", b.model, s, t))
+        out = self.tail(name, 200)
+        if rc != 0 or not os.path.isdir(os.path.join(sdir, t)):
+            raise StepFailed(f"{script} exited {rc}:\n{self.tail(name)}")
+        passes = [ln.strip() for ln in out.splitlines() if "pass" in ln.lower()]
+        failed = [ln for ln in passes if ln.lower().endswith("false") or "FAIL" in ln]
+        if t == "TEST01":
+            self.test01_accuracy(name, b, s, sdir,
+                                 any("accuracy check pass: false" in ln.lower() for ln in failed))
+        return ("FAILED: " + "; ".join(failed)) if failed else ("; ".join(passes[-3:]) or "done")
+
+    def accuracy_of(self, name, b, s, log, cwd, out):
+        """Runs the benchmark's accuracy command on |log|; its output goes to |out|."""
+        cmd = b.accuracy.format(inference=self.cfg.inference or "", accuracy_log=log, scenario=s)
+        with open(out, "w") as f:
+            r = subprocess.run(cmd, shell=True, cwd=cwd, stdout=f, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL)
+        if r.returncode != 0:
+            raise StepFailed(f"the accuracy command exited {r.returncode} on {log} (see {out})")
+
+    def test01_accuracy(self, name, b, s, sdir, mismatch):
+        """TEST01/accuracy/accuracy.txt: the score of the compliance run's sampled responses
+        (truncate_accuracy_log.py appends its hash there). When the accuracy log of the
+        compliance run differs from the accuracy run's (a non-deterministic SUT), the README's
+        part III: baseline_accuracy.txt from create_accuracy_baseline.sh's subset of the accuracy
+        run, and compliance_accuracy.txt, for the checker to compare."""
+        acc = os.path.join(sdir, "TEST01", "accuracy")
+        log = os.path.join(acc, "mlperf_log_accuracy.json")
+        cwd = self.work("verify", b.model, s, "TEST01")
+        self.accuracy_of(name, b, s, log, cwd, os.path.join(acc, "accuracy.txt"))
+        if not mismatch:
+            return
+        script = self.inference("compliance", "TEST01", "create_accuracy_baseline.sh")
+        full = os.path.join(self.work("runs", b.model, s, "accuracy"), "mlperf_log_accuracy.json")
+        r = subprocess.run(["bash", script, full, log], cwd=cwd, capture_output=True, text=True)
+        base = os.path.join(cwd, "mlperf_log_accuracy_baseline.json")
+        if r.returncode != 0 or not os.path.exists(base):
+            raise StepFailed(f"{script} failed: {r.stdout}{r.stderr}")
+        self.accuracy_of(name, b, s, base, cwd, os.path.join(acc, "baseline_accuracy.txt"))
+        shutil.copy2(os.path.join(acc, "accuracy.txt"), os.path.join(acc, "compliance_accuracy.txt"))
+
+    def place_unverified(self, rundir, sdir, t):
+        """Dry run without an inference checkout: the compliance folder with the run's logs, and
+        a verify file that says it was not verified (the checker would reject it, rightly)."""
+        d = os.path.join(sdir, t)
+        if os.path.isdir(d):
+            shutil.rmtree(d)
+        tree.copy_files(rundir, os.path.join(d, "performance", "run_1"),
+                        ["mlperf_log_summary.txt", "mlperf_log_detail.txt"])
+        if t in ("TEST01", "TEST06"):
+            tree.copy_files(rundir, os.path.join(d, "accuracy"), ["mlperf_log_accuracy.json"])
+        names = ["verify_accuracy.txt"] if t == "TEST06" else (
+            ["verify_accuracy.txt", "verify_performance.txt"] if t == "TEST01"
+            else ["verify_performance.txt"])
+        for n in names:
+            with open(os.path.join(d, n), "w") as f:
+                f.write("NOT VERIFIED: dry run without an mlcommons/inference checkout "
+                        f"(compliance/{t}/run_verification.py was not run)\n")
+        return "placed, not verified (no inference checkout)"
+
+    # ---- once -------------------------------------------------------------------------------
+    def step_readme(self, name):
+        """Each scenario's README.md: how its logs were made, the commands as they ran."""
+        n = 0
+        for b in self.cfg.benchmarks:
+            for s in b.scenarios:
+                sdir = tree.scenario_dir(self.cfg, b, s)
+                if not os.path.isdir(sdir):
+                    continue
+                prefix = f"{b.model}/{s}/"
+                cmds = [(k, v["command"]) for k, v in self.state.data["done"].items()
+                        if k.startswith(prefix) and v.get("command")]
+                order = [st[0] for st in self.plan()]
+                cmds.sort(key=lambda kv: order.index(kv[0]) if kv[0] in order else 0)
+                tree.write_readme(self.cfg, b, s, sdir, cmds, self.dry_run)
+                n += 1
+        return f"{n} written"
+
+    def step_system(self, name):
+        c = self.cfg
+        sysdir = os.path.join(c.root(), "systems")
+        os.makedirs(sysdir, exist_ok=True)
+        base = {}
+        if c.system_json:
+            with open(c.system_json) as f:
+                base = json.load(f)
+        merged = self.work("system-base.json")
+        with open(merged, "w") as f:
+            json.dump(tree.system_json_fields(c, base), f, indent=4)
+        out = os.path.join(sysdir, c.system + ".json")
+        if not c.deployment:
+            raise StepFailed("deployment = (a deploy/metadata/netmeta.py config) is required for "
+                             "the 13 network fields and the system diagram")
+        argv = [sys.executable, NETMETA, "--config", c.deployment, "--system-json", merged,
+                "--out", out, "--dot", os.path.join(sysdir, c.system + "_network.dot")]
+        if shutil.which("dot"):
+            argv += ["--svg", os.path.join(sysdir, c.system + "_network.svg")]
+        rc = self.run(name, argv + c.netmeta_flags, self.work())
+        if rc not in (0, 1):
+            raise StepFailed(f"netmeta.py exited {rc}:\n{self.tail(name)}")
+        tree.write_src_readme(c, harness_revision())
+        todo = [ln for ln in self.tail(name, 100).splitlines() if "TODO" in ln]
+        return f"{len(todo)} TODO field warnings (see {self.log_path(name)})" if todo else "written"
+
+    def step_truncate(self, name):
+        if not self.have_inference():
+            if not self.dry_run:
+                raise StepFailed("inference = is required for the accuracy-log truncation")
+            return "skipped (no inference checkout; dry run)"
+        backup = self.work("accuracy-log-backup")
+        if os.path.isdir(backup):
+            shutil.rmtree(backup)
+        script = self.inference("tools", "submission", "truncate_accuracy_log.py")
+        rc = self.run(name, [sys.executable, script, "--input", self.cfg.output, "--submitter",
+                             self.cfg.org, "--backup", backup], self.work())
+        if rc != 0:
+            raise StepFailed(f"{script} exited {rc}:\n{self.tail(name)}")
+        return f"done (full logs in {backup})"
+
+    def step_check(self, name):
+        if not self.have_inference():
+            if not self.dry_run:
+                raise StepFailed("inference = is required for the submission checker")
+            return "skipped (no inference checkout; dry run)"
+        argv = [sys.executable, "-m", "submission_checker.main", "--input", self.cfg.output,
+                "--version", self.cfg.version, "--submitter", self.cfg.org,
+                "--csv", self.work("summary.csv")] + self.checker_flags
+        rc = self.run(name, argv, self.inference("tools", "submission"))
+        with open(self.log_path(name), errors="replace") as f:
+            lines = f.read().splitlines()
+        errors = [ln for ln in lines if re.search(r"\bERROR\b", ln)]
+        print(f"\nThe official submission checker (exit {rc}); its full output is in "
+              f"{self.log_path(name)}:", file=self.out)
+        for ln in errors:
+            print("  " + ln, file=self.out)
+        for ln in lines[-12:]:
+            if ln not in errors:
+                print("  " + ln, file=self.out)
+        return f"exit {rc}, {len(errors)} error lines"
+
+
+# What compliance/TEST01/<model>/audit.config and compliance/TEST04/audit.config set, for dry runs
+# without a checkout only (a submission always uses the checkout's own files).
+FALLBACK_AUDIT = {
+    "TEST01": "*.*.mode = 2\n*.*.accuracy_log_rng_seed = 720381539243781796\n"
+              "*.*.accuracy_log_sampling_target = 4096\n",
+    "TEST04": "".join(f"*.{s}.mode = 2\n*.{s}.performance_issue_unique = 0\n"
+                      f"*.{s}.performance_issue_same = 1\n*.{s}.performance_issue_same_index = 3\n"
+                      for s in ("SingleStream", "MultiStream", "Server", "Offline")),
+    "TEST06": "*.*.mode = 2\n*.*.accuracy_log_rng_seed = 720381539243781796\n"
+              "*.*.accuracy_log_sampling_target = 100\n*.*.min_query_count = 100\n"
+              "*.*.min_duration = 0\n*.*.sample_concatenate_permutation = 0\n",
+}
+
+
+def harness_revision():
+    try:
+        r = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
+                           capture_output=True, text=True, timeout=10)
+        return r.stdout.strip() or "unknown"
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"

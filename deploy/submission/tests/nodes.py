@@ -1,0 +1,55 @@
+"""Start and stop sut-node daemons on loopback for the tests (ephemeral ports, bounded waits)."""
+import os
+import re
+import signal
+import subprocess
+import time
+
+
+class Node:
+    def __init__(self, exe, name, backend="digest", extra=(), logdir="."):
+        self.log_path = os.path.join(logdir, f"sut-{name}.log")
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            [exe, "--listen", "127.0.0.1:0", "--backend", backend, "--name", name, *extra],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        self.address = None
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with open(self.log_path, "rb") as f:
+                m = re.search(rb"listening on (127\.0\.0\.1:\d+)", f.read())
+            if m:
+                self.address = m.group(1).decode()
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"sut-node {name} did not start: see {self.log_path}")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+def detail_entries(path, keys):
+    """{key: value-as-JSON-text} of the first entry of each key in an MLPerf detail log."""
+    import json
+    out = {}
+    with open(path) as f:
+        for line in f:
+            if not line.startswith(":::MLLOG "):
+                continue
+            try:
+                e = json.loads(line[len(":::MLLOG "):])
+            except ValueError:
+                continue  # the official LoadGen writes a few non-JSON lines (inf, nan)
+            if e.get("key") in keys and e["key"] not in out:
+                out[e["key"]] = e["value"]
+    return out

@@ -1,0 +1,47 @@
+/* loadgen-node's command line: one option table drives the parser, --help and the keys of a
+ * --config file (key = value lines, keys as the long options; the command line wins). */
+#ifndef LG_ARGS_H
+#define LG_ARGS_H
+
+#include "cmn/err.h"
+#include "lg/lg.h"
+#include "lg/sut_null.h"
+
+#include <stdint.h>
+
+#define LG_ARGS_MAX_USER_CONFS 8
+#define LG_ARGS_MAX_SETS 64
+#define LG_ARGS_MAX_NODES 64
+
+typedef struct {
+    const char *scenario, *mode, *model, *mlperf_conf, *audit, *outdir, *loadgen;
+    const char *user_conf[LG_ARGS_MAX_USER_CONFS];
+    int n_user_conf;
+    const char *sets[LG_ARGS_MAX_SETS];
+    int n_sets;
+    const char *qsl_npy, *qsl_raw, *synth_kind, *compress;
+    uint64_t synth_n, sample_size, synth_seed, perf_count;
+    int have_synth;
+    const char *sut, *nodes, *policy, *result_codec;
+    const char *tls_ca, *tls_cert, *tls_key, *tls_name;
+    uint64_t connections;
+    lg_null_config_t null;
+    lg_log_settings_t log;
+    const char *config_file; /* the --config file being read, for its messages */
+    /* Strings read from a --config file, owned until lg_args_free(). */
+    char **owned;
+    size_t n_owned;
+} lg_args_t;
+
+/* Parses argv into |o| (defaults first, then --config, then the command line) and checks what
+ * can be checked without opening the QSL or the network: required options, --nodes syntax,
+ * readable TLS files. --help and --version print and exit(0). Returns 0, or CMN_ECONFIG with a
+ * message naming the option and the reason (the caller exits 2). */
+int lg_args_parse(int argc, char **argv, lg_args_t *o, cmn_errbuf_t *eb);
+
+/* Applies the conf files, --mode and every --set to |s|. 0 or CMN_ECONFIG (exit 2). */
+int lg_args_settings(const lg_args_t *o, lg_test_settings_t *s, lg_msgs_t *msgs, cmn_errbuf_t *eb);
+
+void lg_args_free(lg_args_t *o);
+
+#endif

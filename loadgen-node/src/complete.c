@@ -1,0 +1,246 @@
+/* The completion path: lg_complete() (QuerySamplesComplete) and lg_first_token()
+ * (FirstTokenComplete), called from any thread, usually the QDL's.
+ *
+ * A response id is the sample's sequence number, so its slot is found by arithmetic. Per batch:
+ * one timestamp, then per sample a compare-and-swap of its slot from -(scheduled + 1) to the
+ * latency (a second completion finds a non-negative value and is an error), and at the end one
+ * update of the counters the issue thread waits on. No lock and no allocation, except for the
+ * first tokens of the few samples whose response goes to the accuracy log (a small hash table
+ * under a mutex). |active| and |closed| keep completions out of a series that has ended. */
+#include "run.h"
+
+#include "cmn/clock.h"
+#include "cmn/digest.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void tok_put(lg_run_t *run, uint64_t seq, const void *data, size_t size)
+{
+    lg__tok_node_t *n = malloc(sizeof(*n) + size);
+
+    if (!n)
+        return;
+    n->seq = seq;
+    n->size = size;
+    if (size)
+        memcpy(n->data, data, size);
+    pthread_mutex_lock(&run->tok_mu);
+    n->next = run->tok[seq % LG__TOK_BUCKETS];
+    run->tok[seq % LG__TOK_BUCKETS] = n;
+    pthread_mutex_unlock(&run->tok_mu);
+}
+
+static lg__tok_node_t *tok_take(lg_run_t *run, uint64_t seq)
+{
+    lg__tok_node_t **pp, *n = NULL;
+
+    pthread_mutex_lock(&run->tok_mu);
+    for (pp = &run->tok[seq % LG__TOK_BUCKETS]; *pp; pp = &(*pp)->next) {
+        if ((*pp)->seq == seq) {
+            n = *pp;
+            *pp = n->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&run->tok_mu);
+    return n;
+}
+
+void lg__tok_clear(lg_run_t *run)
+{
+    size_t i;
+
+    for (i = 0; i < LG__TOK_BUCKETS; i++) {
+        while (run->tok[i]) {
+            lg__tok_node_t *n = run->tok[i];
+
+            run->tok[i] = n->next;
+            free(n);
+        }
+    }
+}
+
+/* Finds the slot of response id |id| in the current series, or NULL. */
+lg__chunk_t *lg__slot_find(lg_run_t *run, uint64_t id, uint64_t hi, size_t *k)
+{
+    uint64_t o;
+
+    if (id < run->first_seq || id >= hi)
+        return NULL;
+    o = id - run->first_seq;
+    *k = (size_t)(o & LG__CHUNK_MASK);
+    return atomic_load_explicit(&run->dir[o >> LG__CHUNK_BITS], memory_order_acquire);
+}
+
+static int enter(lg_run_t *run)
+{
+    if (atomic_load(&run->finished))
+        return 0;
+    atomic_fetch_add(&run->active, 1);
+    if (atomic_load(&run->closed)) {
+        atomic_fetch_sub(&run->active, 1);
+        lg__run_error(run, LG__E_LATE, "a completion arrived after the end of its series; dropped");
+        return 0;
+    }
+    return 1;
+}
+
+static void record_tokens(lg_run_t *run, lg__chunk_t *c, size_t k, int64_t *n_tokens, uint64_t id)
+{
+    if (run->needs_first_token && atomic_load_explicit(&c->ttft[k], memory_order_relaxed) == 0)
+        lg__run_error(
+            run, LG__E_NO_FIRST_TOKEN,
+            "Attempted to record a sample latency before it's first token latency (sample %" PRIu64
+            ")",
+            id);
+    if (*n_tokens == 0) {
+        lg__run_error(run, LG__E_TOKENS_ZERO,
+                      "n_tokens argument missing or attempted to record 0 as number of tokens "
+                      "(sample %" PRIu64 ")",
+                      id);
+    } else if (*n_tokens < 0) {
+        lg__run_error(run, LG__E_TOKENS_NEGATIVE,
+                      "Attempted to record a negative number of tokens (sample %" PRIu64 ")", id);
+        *n_tokens = 0;
+    } else if (*n_tokens == 1) {
+        lg__run_error(run, LG__E_TOKENS_ONE,
+                      "Number of tokens need to be greater than 1 (sample %" PRIu64 ")", id);
+        *n_tokens = 0;
+    }
+    c->ntok[k] = *n_tokens;
+}
+
+void lg_complete(lg_run_t *run, const lg_response_t *r, size_t n)
+{
+    uint64_t now = cmn_now_ns(), hi, done;
+    int64_t rel, cur, q_left = 1;
+    size_t i, ok = 0, failed = 0, bad = 0;
+
+    if (!run || n == 0 || !enter(run))
+        return;
+    rel = (int64_t)(now - run->t0);
+    hi = atomic_load_explicit(&run->issued_hi, memory_order_acquire);
+    for (i = 0; i < n; i++) {
+        size_t k;
+        lg__chunk_t *c = lg__slot_find(run, r[i].id, hi, &k);
+        int64_t old, lat;
+        uint32_t idx;
+        int64_t n_tokens = r[i].n_tokens;
+
+        if (!c) {
+            lg__run_error(run, LG__E_UNKNOWN_ID,
+                          "Received a completion for sample id %" PRIu64
+                          ", which is not outstanding in this series",
+                          r[i].id);
+            continue;
+        }
+        old = atomic_load_explicit(&c->lat[k], memory_order_relaxed);
+        if (old >= 0) {
+            lg__run_error(run, LG__E_TWICE,
+                          "Attempted to complete a sample twice. (sample %" PRIu64 ")", r[i].id);
+            continue;
+        }
+        lat = rel + old + 1;
+        idx = c->idx[k];
+        if (r[i].status < 0) {
+            failed++;
+            lg__run_error(run, LG__E_FAILED,
+                          "Sample %" PRIu64 " (qsl_idx %u) failed in the SUT: %s (%s)", r[i].id,
+                          idx & LG__IDX_MASK, cmn_strerror(r[i].status), cmn_err_name(r[i].status));
+        } else {
+            if (run->verify_digest) {
+                uint64_t want = lg_qsl_digest(run->qsl, idx & LG__IDX_MASK);
+
+                if (r[i].size != 8 || !r[i].data || cmn_digest_get(r[i].data) != want) {
+                    bad++;
+                    lg__run_error(
+                        run, LG__E_DIGEST,
+                        "Sample %" PRIu64 " (qsl_idx %u): the response (%zu bytes, digest "
+                        "%016" PRIx64 ") does not match the sample's digest %016" PRIx64,
+                        r[i].id, idx & LG__IDX_MASK, r[i].size,
+                        r[i].size == 8 && r[i].data ? cmn_digest_get(r[i].data) : 0, want);
+                }
+            }
+            if (run->use_tokens)
+                record_tokens(run, c, k, &n_tokens, r[i].id);
+            if (run->accuracy || (idx & LG__ACC_FLAG)) {
+                int mode = !run->use_tokens ? 0 : !run->needs_first_token ? 1 : 2;
+                lg__tok_node_t *t = mode == 2 ? tok_take(run, r[i].id) : NULL;
+
+                lg__acclog_write(&run->acc, r[i].id, idx & LG__IDX_MASK, r[i].data, r[i].size, mode,
+                                 t ? t->data : NULL, t ? t->size : 0, n_tokens);
+                free(t);
+            }
+        }
+        if (!atomic_compare_exchange_strong(&c->lat[k], &old, lat)) {
+            lg__run_error(run, LG__E_TWICE,
+                          "Attempted to complete a sample twice. (sample %" PRIu64 ")", r[i].id);
+            continue;
+        }
+        if (run->progress_on)
+            lg__hist_add(&run->hist, lat);
+        ok++;
+    }
+    if (failed)
+        atomic_fetch_add(&run->failed, failed);
+    if (bad)
+        atomic_fetch_add(&run->digest_bad, bad);
+    if (ok) {
+        cur = atomic_load(&run->max_done_rel);
+        while (cur < rel && !atomic_compare_exchange_weak(&run->max_done_rel, &cur, rel)) {
+        }
+        if (run->scenario == LG_SINGLE_STREAM || run->scenario == LG_MULTI_STREAM)
+            q_left = atomic_fetch_sub(&run->q_remaining, (int64_t)ok) - (int64_t)ok;
+        done = atomic_fetch_add(&run->completed, ok) + ok;
+        lg__wait_wake(run, q_left, done);
+    }
+    atomic_fetch_sub(&run->active, 1);
+}
+
+void lg_first_token(lg_run_t *run, const lg_response_t *r, size_t n)
+{
+    uint64_t now = cmn_now_ns(), hi;
+    int64_t rel;
+    size_t i;
+
+    if (!run || n == 0 || !enter(run))
+        return;
+    rel = (int64_t)(now - run->t0);
+    hi = atomic_load_explicit(&run->issued_hi, memory_order_acquire);
+    for (i = 0; i < n; i++) {
+        size_t k;
+        lg__chunk_t *c = lg__slot_find(run, r[i].id, hi, &k);
+        int64_t old, expect = 0;
+
+        if (!c) {
+            lg__run_error(run, LG__E_UNKNOWN_ID,
+                          "Received a first token for sample id %" PRIu64
+                          ", which is not outstanding in this series",
+                          r[i].id);
+            continue;
+        }
+        if (!c->ttft)
+            continue; /* token latencies are off */
+        old = atomic_load_explicit(&c->lat[k], memory_order_relaxed);
+        if (old >= 0) {
+            lg__run_error(
+                run, LG__E_TOKEN_AFTER,
+                "Attempted to record token latency after sample was completed (sample %" PRIu64 ")",
+                r[i].id);
+            continue;
+        }
+        if (!atomic_compare_exchange_strong(&c->ttft[k], &expect, rel + old + 2)) {
+            lg__run_error(run, LG__E_TOKEN_TWICE,
+                          "Attempted to complete a sample twice. (first token of sample %" PRIu64
+                          ")",
+                          r[i].id);
+            continue;
+        }
+        /* Only a logged response of a scenario that records first tokens needs the bytes. */
+        if (run->needs_first_token && (run->accuracy || (c->idx[k] & LG__ACC_FLAG)))
+            tok_put(run, r[i].id, r[i].data, r[i].data ? r[i].size : 0);
+    }
+    atomic_fetch_sub(&run->active, 1);
+}

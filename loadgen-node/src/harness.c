@@ -1,0 +1,129 @@
+/* The harness's own block at the end of each performance summary: what loadgen-node and the QDL
+ * cost the run (Server issue lateness against the schedule, the hand-off from the issue thread to
+ * issue() returning, the spin the Server wait took; p50/p99 from 12.5 %-wide histogram buckets,
+ * upper edges) and what happened to the SUT's nodes
+ * (losses, re-dispatched samples), with a warning in the summary and the detail log when either
+ * may have spoilt the result. The official summary has no such block; its checker ignores it. */
+#include "run.h"
+
+#include "cmn/clock.h"
+#include "cmn/log.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <string.h>
+
+static void out(lg_run_t *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* One line to the summary and, with copy_summary_to_stdout, to stdout. */
+static void out(lg_run_t *run, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (run->summary) {
+        va_start(ap, fmt);
+        vfprintf(run->summary, fmt, ap);
+        va_end(ap);
+    }
+    if (run->ls->copy_summary_to_stdout) {
+        va_start(ap, fmt);
+        vprintf(fmt, ap);
+        va_end(ap);
+    }
+}
+
+static void health_lines(lg_run_t *run)
+{
+    lg_sut_health_t h;
+    uint64_t lost, redisp, recon;
+
+    if (!run->sut->health || run->sut->health(run->sut, &h) < 0)
+        return;
+    lost = h.nodes_lost - run->health0.nodes_lost;
+    recon = h.reconnects - run->health0.reconnects;
+    redisp = h.redispatched - run->health0.redispatched;
+    out(run, "Nodes up at the end / total   : %" PRIu64 " / %" PRIu64 "\n", h.nodes - h.nodes_down,
+        h.nodes);
+    out(run, "Nodes lost during the series  : %" PRIu64 " (%" PRIu64 " reconnect attempts)\n", lost,
+        recon);
+    out(run, "Samples re-dispatched         : %" PRIu64 "\n", redisp);
+    if (lost || recon || redisp || h.nodes_down) {
+        LG_DWARN(&run->dlog, "warning_generic_message",
+                 "SUT nodes: %" PRIu64 " lost during the series, %" PRIu64
+                 " samples re-dispatched, %" PRIu64 " of %" PRIu64
+                 " nodes down at its end (per-node counters: %snodes%s.json)",
+                 lost, redisp, h.nodes_down, h.nodes, run->ls->prefix, run->ls->suffix);
+        out(run,
+            "WARNING: %" PRIu64 " nodes lost and %" PRIu64
+            " re-dispatched samples during the series; %" PRIu64
+            " nodes down at its end. See %snodes%s.json.\n",
+            lost, redisp, h.nodes_down, run->ls->prefix, run->ls->suffix);
+    }
+}
+
+/* The share of the latency bound above which the harness's own lateness is called out. */
+#define LATE_WARN_FRACTION 0.10
+
+static void overhead_lines(lg_run_t *run, const lg_effective_settings_t *s)
+{
+    uint64_t c50 = lg__hist_quantile(&run->call_hist, 0.50);
+    uint64_t c99 = lg__hist_quantile(&run->call_hist, 0.99);
+    const lg__pace_t *p = &run->pace;
+
+    if (s->scenario == LG_SERVER) {
+        uint64_t l50 = lg__hist_quantile(&run->late_hist, 0.50);
+        uint64_t l99 = lg__hist_quantile(&run->late_hist, 0.99);
+        uint64_t end = cmn_now_ns(), wall = end > p->t_start ? end - p->t_start : 1;
+        double bound = (double)s->target_latency_ns;
+
+        out(run, "Issue lateness p50 (ns)       : %" PRIu64 "\n", l50);
+        out(run, "Issue lateness p99 (ns)       : %" PRIu64 "\n", l99);
+        out(run, "Sleep cost, calibrated (ns)   : %" PRIu64 "\n", p->sleep_cost_ns);
+        out(run, "Spin guard, largest (ns)      : %" PRIu64 "\n",
+            p->max_guard_ns > p->guard_ns ? p->max_guard_ns : p->guard_ns);
+        out(run, "Issue thread spinning (%%)     : %.1f (budget %.0f)\n",
+            100.0 * (double)p->spin_ns / (double)wall, 100.0 * p->budget);
+        LG_DU64(&run->dlog, "harness_issue_late_p50_ns", l50);
+        LG_DU64(&run->dlog, "harness_issue_late_p99_ns", l99);
+        LG_DU64(&run->dlog, "harness_sleep_cost_ns", p->sleep_cost_ns);
+        LG_DF64(&run->dlog, "harness_spin_share", (double)p->spin_ns / (double)wall);
+        if (p->contended_windows)
+            out(run,
+                "Spins preempted, slept instead: %" PRIu64 " times (a host with more "
+                "runnable threads than cores)\n",
+                p->contended_windows);
+        if (p->budget_sleeps)
+            out(run, "Sleeps forced by the budget   : %" PRIu64 "\n", p->budget_sleeps);
+        if (bound > 0 && (double)l99 > LATE_WARN_FRACTION * bound) {
+            LG_DWARN(&run->dlog, "warning_generic_message",
+                     "The harness issued samples late: p99 issue lateness %" PRIu64
+                     " ns is more than %.0f%% of the latency bound (%.0f ns); the SUT is charged "
+                     "for it",
+                     l99, 100 * LATE_WARN_FRACTION, bound);
+            out(run,
+                "WARNING: the harness, not the SUT, used %.1f%% of the latency bound: p99 issue "
+                "lateness %" PRIu64 " ns against a bound of %.0f ns.\n",
+                100.0 * (double)l99 / bound, l99, bound);
+            cmn_log_warn("the harness issued late: p99 issue lateness %" PRIu64
+                         " ns is %.1f%% of the %.0f ns latency bound (see the summary's harness "
+                         "block)",
+                         l99, 100.0 * (double)l99 / bound, bound);
+        }
+    }
+    out(run, "Issue hand-off p50 (ns)       : %" PRIu64 "\n", c50);
+    out(run, "Issue hand-off p99 (ns)       : %" PRIu64 "\n", c99);
+    LG_DU64(&run->dlog, "harness_issue_call_p50_ns", c50);
+    LG_DU64(&run->dlog, "harness_issue_call_p99_ns", c99);
+    /* qdl.h reports no per-sample send time yet; say so rather than print a zero. */
+    out(run, "QDL queueing                  : not reported by the QDL (no per-sample send "
+             "time in qdl.h)\n");
+}
+
+void lg__harness_report(lg_run_t *run, const lg_effective_settings_t *s)
+{
+    out(run, "\n================================================\n"
+             "Harness (loadgen-node; not part of the official summary)\n"
+             "================================================\n");
+    overhead_lines(run, s);
+    health_lines(run);
+}

@@ -1,0 +1,183 @@
+/* How the Server issue thread waits for a query's scheduled time without depending on what a
+ * sleep costs on this machine.
+ *
+ * On a virtual machine clock_nanosleep() may cost tens of microseconds of CPU and wake 80 us late
+ * even for a deadline already passed. So the thread measures that cost at the start of each
+ * series (lg__pace_init: 32 sleeps of 1 us, the 90th percentile of how late they woke) and keeps
+ * measuring it on every sleep during the run (the 90th percentile of the last 64). It never
+ * sleeps when less than that cost plus --spin-us remains before the deadline: it spins instead
+ * (yielding while more than 10 us remain, a pause instruction after). A host with more runnable
+ * threads than cores preempts a spinner for whole time slices; when spins are seen preempted the
+ * thread sleeps instead for a while (judge_contention). The CPU the spin takes is counted (shown in
+ * the summary's harness block) and bounded by --spin-budget: past that share of the run's wall time
+ * the thread sleeps even short gaps, is late, and the lateness is measured and reported. */
+#include "run.h"
+
+#include "cmn/clock.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Longest single sleep, so that lg_interrupt() is seen within it. */
+#define SLICE_NS 50000000u
+/* The guard never grows beyond this: a machine this slow to wake gets late issues, reported. */
+#define GUARD_MAX_NS 2000000u
+/* A gap this long between two clock reads of a spin means the thread lost its CPU. */
+#define PREEMPT_NS 20000u
+/* Contention is judged over windows of this long; a contended host keeps the thread sleeping
+ * for CONTENDED_HOLD of them. */
+#define WINDOW_NS 100000000u
+#define CONTENDED_HOLD 10u
+/* Closer than this to the deadline the spin no longer yields the CPU. */
+#define YIELD_ABOVE_NS 10000u
+/* The budget is checked only after this much of the series, so the start can spin. */
+#define BUDGET_AFTER_NS 100000000u
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+static uint32_t p90(const uint32_t *v, size_t n)
+{
+    uint32_t s[LG__PACE_RING];
+
+    memcpy(s, v, n * sizeof(*s));
+    qsort(s, n, sizeof(*s), cmp_u32);
+    return s[n * 9 / 10];
+}
+
+/* Sleeps until the absolute CLOCK_MONOTONIC time |t|; returns how late it woke (ns). */
+static uint64_t sleep_abs(uint64_t t)
+{
+    struct timespec ts = {.tv_sec = (time_t)(t / 1000000000u), .tv_nsec = (long)(t % 1000000000u)};
+    uint64_t after;
+
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+    }
+    after = cmn_now_ns();
+    return after > t ? after - t : 0;
+}
+
+static uint32_t clamp32(uint64_t v)
+{
+    return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+}
+
+void lg__pace_init(lg__pace_t *p, uint64_t min_spin_ns, unsigned budget_pct)
+{
+    uint32_t v[32];
+    size_t i;
+
+    memset(p, 0, sizeof(*p));
+    for (i = 0; i < 32; i++)
+        v[i] = clamp32(sleep_abs(cmn_now_ns() + 1000u));
+    p->sleep_cost_ns = p90(v, 32);
+    p->min_spin_ns = min_spin_ns;
+    p->base_guard_ns = p->sleep_cost_ns + min_spin_ns;
+    if (p->base_guard_ns > GUARD_MAX_NS)
+        p->base_guard_ns = GUARD_MAX_NS;
+    p->guard_ns = p->base_guard_ns;
+    /* 0 (settings not from lg_log_settings_init) counts as no limit, as 100 does. */
+    p->budget = budget_pct == 0 || budget_pct >= 100 ? 1.0 : budget_pct / 100.0;
+    p->t_start = cmn_now_ns();
+}
+
+/* A sleep woke |late| ns after its target: every 64 sleeps the guard follows the 90th
+ * percentile of the last 64 (never below the calibrated one, never above GUARD_MAX_NS). */
+static void watch(lg__pace_t *p, uint64_t late)
+{
+    uint64_t g;
+
+    p->ring[p->sleeps % LG__PACE_RING] = clamp32(late);
+    p->sleeps++;
+    if (late > p->max_oversleep_ns)
+        p->max_oversleep_ns = late;
+    if (p->sleeps % LG__PACE_RING)
+        return;
+    g = p90(p->ring, LG__PACE_RING) + p->min_spin_ns;
+    g = g < p->base_guard_ns ? p->base_guard_ns : g;
+    p->guard_ns = g > GUARD_MAX_NS ? GUARD_MAX_NS : g;
+    if (p->guard_ns > p->max_guard_ns)
+        p->max_guard_ns = p->guard_ns;
+}
+
+/* Spinning pays only while the thread keeps its CPU. On a host with more runnable threads than
+ * cores a spinner is preempted for whole time slices and falls behind, while a sleeper is woken
+ * promptly; so when more than 2 % of the spin time of a 100 ms window was lost to preemption
+ * (gaps between two clock reads), the thread sleeps up to --spin-us before each issue for the
+ * next CONTENDED_HOLD windows, then tries spinning again. */
+static void judge_contention(lg__pace_t *p, uint64_t now, uint64_t spun, uint64_t lost)
+{
+    if (!p->win_start)
+        p->win_start = now;
+    p->win_spin_ns += spun;
+    p->win_lost_ns += lost;
+    if (now - p->win_start < WINDOW_NS)
+        return;
+    if (p->contended) {
+        p->contended--;
+    } else if (p->win_lost_ns * 50 > p->win_spin_ns && p->win_lost_ns > 0) {
+        p->contended = CONTENDED_HOLD;
+        p->contended_windows++;
+    }
+    p->win_start = now;
+    p->win_spin_ns = p->win_lost_ns = 0;
+}
+
+static int over_budget(const lg__pace_t *p, uint64_t now)
+{
+    uint64_t elapsed = now - p->t_start;
+
+    return p->budget < 1.0 && elapsed > BUDGET_AFTER_NS &&
+           (double)p->spin_ns > p->budget * (double)elapsed;
+}
+
+int lg__pace_wait(lg__pace_t *p, uint64_t deadline)
+{
+    for (;;) {
+        uint64_t now = cmn_now_ns(), t, prev, guard, lost = 0;
+        int sig = lg__interrupted();
+
+        if (sig)
+            return sig;
+        if (now >= deadline)
+            return 0;
+        guard = p->contended ? p->min_spin_ns : p->guard_ns;
+        if (deadline - now > guard) {
+            t = deadline - guard;
+            if (t - now > SLICE_NS)
+                t = now + SLICE_NS;
+            watch(p, sleep_abs(t));
+            continue;
+        }
+        if (over_budget(p, now)) {
+            p->budget_sleeps++;
+            watch(p, sleep_abs(deadline));
+            return 0;
+        }
+        /* A polite spin: while more than YIELD_ABOVE_NS remain, the thread yields, so the QDL's
+         * and the node's threads sharing the cores run whenever they have work (sched_yield
+         * returns at once when nobody else is runnable); the last microseconds are a pure spin. */
+        t = prev = now;
+        while ((now = cmn_now_ns()) < deadline) {
+            if (now - prev > PREEMPT_NS)
+                lost += now - prev;
+            prev = now;
+            if (deadline - now > YIELD_ABOVE_NS)
+                sched_yield();
+#if defined(__x86_64__) || defined(__i386__)
+            else
+                __builtin_ia32_pause();
+#endif
+        }
+        p->spin_ns += now - t;
+        judge_contention(p, now, now - t, lost);
+        return 0;
+    }
+}

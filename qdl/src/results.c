@@ -1,0 +1,205 @@
+/* Results: the samples of one Response (or FirstToken) frame, matched to the connection's
+ * in-flight map, decoded and handed to the caller in one callback.
+ *
+ * Exactly once: a result is accepted only if its id is in the map of the connection it arrived
+ * on, and is removed from it, so a duplicate or stray result is dropped; a sample passes on at
+ * most one first token, however often it is re-dispatched. Every byte here came from the network:
+ * codecs are the ones negotiated, and decoded bytes per frame are bounded by max_frame_size. */
+#include "qdl_internal.h"
+
+#include "cmn/clock.h"
+#include "cmn/log.h"
+#include "cmpr/cmpr.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Decoded bytes the frame's compressed results need in scratch, checked against the limit. */
+static int scratch_need(qdl_t *q, qdl_conn_t *qc, Nsut__Result *const *res, size_t nr,
+                        uint64_t *need, cmn_errbuf_t *eb)
+{
+    const qdl_node_t *nd = qc->node;
+    uint64_t total = 0;
+    size_t i;
+
+    for (i = 0; i < nr; i++) {
+        int codec = (int)res[i]->codec;
+        if (codec != CMPR_NONE && codec != nd->result_codec)
+            return cmn_errf(eb, CMN_ECODEC,
+                            "result for id %llu uses codec %d, which was not negotiated",
+                            (unsigned long long)res[i]->id, codec);
+        if (codec != CMPR_NONE)
+            total += res[i]->raw_size;
+    }
+    if (total > q->cfg.max_frame_size)
+        return cmn_errf(eb, CMN_ETOOBIG,
+                        "results of one frame decode to %llu bytes, over the %llu-byte limit",
+                        (unsigned long long)total, (unsigned long long)q->cfg.max_frame_size);
+    *need = total;
+    return 0;
+}
+
+static int scratch_reserve(qdl_t *q, uint64_t need)
+{
+    uint8_t *p;
+
+    if (need <= q->scratch_cap)
+        return 0;
+    p = qdl__realloc(q->scratch, (size_t)need);
+    if (!p)
+        return UV_ENOMEM;
+    q->scratch = p;
+    q->scratch_cap = (size_t)need;
+    return 0;
+}
+
+/* Fills |out| for the result |r| whose wire bytes are at |wire|. Codec-none bytes are passed in
+ * place (the frame's payload lives until the callback returns); compressed ones are decoded into
+ * scratch at *off (timed, inside the latency: the one processing the QDL may do). */
+static void decode_one(qdl_t *q, qdl_node_t *nd, const Nsut__Result *r, const uint8_t *wire,
+                       size_t *off, qdl_response_t *out)
+{
+    cmn_errbuf_t eb;
+    uint8_t *dst;
+    int rc;
+
+    if (r->status != NSUT__STATUS__STATUS_OK) {
+        out->status = CMN_EBACKEND;
+        nd->st.samples_failed++;
+        return;
+    }
+    if (r->codec == NSUT__CODEC__CODEC_NONE && r->raw_size == r->wire_size) {
+        out->data = wire;
+        out->size = (size_t)r->wire_size;
+        return;
+    }
+    dst = q->scratch + *off;
+    rc = cmpr_check_sizes((int)r->codec, r->raw_size, r->wire_size, q->cfg.max_frame_size, &eb);
+    if (rc == 0)
+        rc = cmpr_decompress((int)r->codec, wire, (size_t)r->wire_size, dst, (size_t)r->raw_size);
+    if (rc < 0) {
+        uint64_t dropped = 0;
+        out->status = rc;
+        nd->st.samples_failed++;
+        if (qdl__ratelog(&q->log_decode, cmn_now_ns(), &dropped))
+            cmn_log_error("qdl: node %s: result for id %llu does not decode (%s): sample failed%s",
+                          qdl__node_label(nd), (unsigned long long)r->id, cmn_strerror(rc),
+                          qdl__more_like_this(dropped));
+        return;
+    }
+    out->data = dst;
+    out->size = (size_t)r->raw_size;
+    *off += (size_t)r->raw_size;
+}
+
+static void log_stray(qdl_t *q, const qdl_node_t *nd, int first_token, uint64_t id)
+{
+    uint64_t dropped = 0;
+
+    if (qdl__ratelog(&q->log_stray, cmn_now_ns(), &dropped))
+        cmn_log_warn("qdl: node %s sent a %s for id %llu, which is not outstanding on that "
+                     "connection: dropped%s",
+                     qdl__node_label(nd), first_token ? "first token" : "result",
+                     (unsigned long long)id, qdl__more_like_this(dropped));
+}
+
+/* A sample the node rejected (it is stopping): back to the front of the queue for another. */
+static void reject_one(qdl_t *q, qdl_conn_t *qc, qdl_srec_t *s)
+{
+    qc->draining = 1;
+    qc->node->st.redispatched++;
+    qdl__pending_requeue(q, &s, 1);
+}
+
+/* The sample record a result is for, or NULL (stray; counted and logged). A result takes the
+ * record out of the connection's map; a first token only looks, and passes at most once. */
+static qdl_srec_t *match(qdl_t *q, qdl_conn_t *qc, int first_token, uint64_t id)
+{
+    qdl_node_t *nd = qc->node;
+    qdl_srec_t *s;
+
+    if (first_token) {
+        s = cmn_idmap_get(&qc->inflight, id);
+        if (s && s->first_token_seen)
+            return NULL; /* re-dispatched after its first token: LoadGen has it already */
+    } else {
+        s = cmn_idmap_del(&qc->inflight, id);
+    }
+    if (!s) {
+        nd->st.errors++;
+        log_stray(q, nd, first_token, id);
+        return NULL;
+    }
+    if (first_token) {
+        s->first_token_seen = 1;
+    } else {
+        qc->n_inflight--;
+        nd->inflight--;
+    }
+    return s;
+}
+
+int qdl__results_handle(qdl_t *q, qdl_conn_t *qc, int first_token, Nsut__Result *const *res,
+                        size_t nr, const uint8_t *payload, cmn_errbuf_t *eb)
+{
+    qdl_node_t *nd = qc->node;
+    qdl_srec_t *done = NULL, **tail = &done;
+    const uint8_t *p = payload;
+    uint64_t need = 0, now = cmn_now_ns();
+    size_t i, n = 0, off = 0;
+    int rc;
+
+    rc = scratch_need(q, qc, res, nr, &need, eb);
+    if (rc < 0)
+        return rc;
+    if (scratch_reserve(q, need) < 0 || qdl__resp_reserve(q, nr) < 0)
+        return cmn_errf(eb, UV_ENOMEM, "out of memory for results");
+    for (i = 0; i < nr; i++) {
+        const Nsut__Result *r = res[i];
+        const uint8_t *wire = p;
+        qdl_srec_t *s;
+        qdl_response_t *out;
+
+        p += r->wire_size;
+        s = match(q, qc, first_token, r->id);
+        if (!s)
+            continue;
+        if (!first_token && r->status == NSUT__STATUS__STATUS_REJECTED) {
+            reject_one(q, qc, s);
+            continue;
+        }
+        out = &q->resp[n++];
+        memset(out, 0, sizeof(*out));
+        out->response_id = s->s.response_id;
+        out->n_tokens = r->n_tokens;
+        decode_one(q, nd, r, wire, &off, out);
+        if (!first_token) {
+            uint64_t lat = now - s->sent_ns;
+            if (lat > nd->lat_max_ns)
+                nd->lat_max_ns = lat;
+            nd->st.samples_completed++;
+            *tail = s;
+            s->next = NULL;
+            tail = &s->next;
+        }
+    }
+    if (n && first_token)
+        qc->progress_ns = now; /* a first token is progress too (long generations) */
+    if (n && first_token && q->cfg.on_first_token)
+        q->cfg.on_first_token(q->cfg.user, q->resp, n);
+    else if (n && !first_token)
+        q->cfg.on_complete(q->cfg.user, q->resp, n);
+    if (done) {
+        /* Work done: the node makes progress, and completions freed room on this connection. */
+        qc->progress_ns = now;
+        nd->backoff_ms = 0;
+        nd->degraded = 0;
+        q->dispatch_due = 1;
+    }
+    while (done) {
+        qdl_srec_t *next = done->next;
+        qdl__srec_done(done);
+        done = next;
+    }
+    return 0;
+}

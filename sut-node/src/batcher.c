@@ -1,0 +1,335 @@
+/* The dynamic batcher (batcher.h). */
+#include "batcher.h"
+
+#include "alloc.h"
+#include "cmn/clock.h"
+#include "cmpr/cmpr.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void sut__batcher_init(sut_batcher_t *bt, uv_loop_t *loop, const sut_batcher_config_t *cfg,
+                       const sut_be_t *be, sut_workers_t *workers, sut_budget_t *budget)
+{
+    memset(bt, 0, sizeof(*bt));
+    bt->budget = budget;
+    bt->cfg = *cfg;
+    bt->be = be;
+    bt->workers = workers;
+    uv_timer_init(loop, &bt->timer);
+    bt->timer.data = bt;
+    bt->timer_ready = 1;
+}
+
+void sut__batcher_close(sut_batcher_t *bt)
+{
+    if (bt->timer_ready && !uv_is_closing((uv_handle_t *)&bt->timer))
+        uv_close((uv_handle_t *)&bt->timer, NULL);
+}
+
+static void *input_alloc(sut_batcher_t *bt, size_t size)
+{
+    void *p;
+
+    if (sut__budget_take(bt->budget, size) < 0)
+        return NULL;
+    if (bt->be->ops && bt->be->ops->alloc_input)
+        p = bt->be->ops->alloc_input(bt->be->be, size);
+    else
+        p = sut__malloc(size);
+    if (!p)
+        sut__budget_give(bt->budget, size);
+    return p;
+}
+
+static void input_free(sut_batcher_t *bt, void *p, size_t size)
+{
+    sut__budget_give(bt->budget, size);
+    if (bt->be->ops && bt->be->ops->free_input)
+        bt->be->ops->free_input(bt->be->be, p, size);
+    else
+        free(p);
+}
+
+static void batch_destroy(sut_batcher_t *bt, sut_nbatch_t *nb)
+{
+    if (nb->input)
+        input_free(bt, nb->input, nb->input_cap);
+    free(nb->samples);
+    free(nb->owners);
+    free(nb);
+}
+
+void sut__batcher_free(sut_batcher_t *bt)
+{
+    if (bt->open) {
+        batch_destroy(bt, bt->open);
+        bt->open = NULL;
+    }
+    sut__batcher_trim(bt);
+}
+
+void sut__batcher_trim(sut_batcher_t *bt)
+{
+    sut_nbatch_t *nb;
+
+    while ((nb = bt->free_list) != NULL) {
+        bt->free_list = nb->next;
+        batch_destroy(bt, nb);
+    }
+    bt->n_free = 0;
+}
+
+static sut_nbatch_t *batch_new(sut_batcher_t *bt)
+{
+    sut_nbatch_t *nb = sut__calloc(1, sizeof(*nb));
+
+    if (!nb)
+        return NULL;
+    nb->cap = bt->cfg.max_batch;
+    nb->samples = sut__calloc(nb->cap, sizeof(*nb->samples));
+    if (!nb->samples)
+        goto fail_samples;
+    nb->owners = sut__calloc(nb->cap, sizeof(*nb->owners));
+    if (!nb->owners)
+        goto fail_owners;
+    nb->done.kind = SUT_REC_BATCH_DONE;
+    return nb;
+
+fail_owners:
+    free(nb->samples);
+fail_samples:
+    free(nb);
+    return NULL;
+}
+
+/* A batch with room for |bytes| of input. */
+static sut_nbatch_t *batch_open(sut_batcher_t *bt, size_t bytes)
+{
+    sut_nbatch_t *nb = bt->free_list;
+
+    if (nb) {
+        bt->free_list = nb->next;
+        bt->n_free--;
+    } else if (!(nb = batch_new(bt)))
+        return NULL;
+    if (nb->input_cap < bytes) {
+        if (nb->input)
+            input_free(bt, nb->input, nb->input_cap);
+        nb->input = input_alloc(bt, bytes);
+        nb->input_cap = nb->input ? bytes : 0;
+        if (!nb->input) {
+            nb->next = bt->free_list;
+            bt->free_list = nb;
+            bt->n_free++;
+            return NULL;
+        }
+    }
+    nb->b.n = 0;
+    nb->b.samples = nb->samples;
+    nb->b.input = nb->input;
+    nb->b.input_size = 0;
+    nb->b.uniform = 1;
+    nb->b.backend_data = NULL;
+    nb->b.node_priv = nb;
+    nb->used = 0;
+    nb->first_ns = cmn_now_ns();
+    nb->start_ns = nb->done_ns = 0;
+    nb->next = NULL;
+    return nb;
+}
+
+/* Keeps a batch for reuse, or frees it when enough are idle already: one per engine and one
+ * open is all a steady load needs, and a burst's extra batches give their memory back. */
+static void batch_recycle(sut_batcher_t *bt, sut_nbatch_t *nb)
+{
+    if (bt->n_free > bt->cfg.engines) {
+        batch_destroy(bt, nb);
+        return;
+    }
+    nb->next = bt->free_list;
+    bt->free_list = nb;
+    bt->n_free++;
+}
+
+static void dispatch(sut_batcher_t *bt, sut_nbatch_t *nb)
+{
+    nb->b.input_size = nb->used;
+    nb->dispatch_ns = cmn_now_ns();
+    bt->inflight++;
+    bt->st.batches++;
+    bt->st.size_hist[sut__batch_bucket(nb->b.n)]++;
+    bt->st.size_sum += nb->b.n;
+    sut__workers_submit(bt->workers, nb);
+}
+
+static void close_open_batch(sut_batcher_t *bt)
+{
+    sut_nbatch_t *nb = bt->open;
+
+    if (!nb)
+        return;
+    bt->open = NULL;
+    uv_timer_stop(&bt->timer);
+    if (nb->b.n == 0)
+        batch_recycle(bt, nb);
+    else
+        dispatch(bt, nb);
+}
+
+void sut__batcher_flush(sut_batcher_t *bt)
+{
+    close_open_batch(bt);
+}
+
+void sut__batcher_drain(sut_batcher_t *bt)
+{
+    bt->draining = 1;
+    close_open_batch(bt);
+}
+
+static void place(sut_nbatch_t *nb, const sut_owner_t *ow, uint8_t *data, size_t size)
+{
+    size_t i = nb->b.n;
+
+    nb->samples[i].data = data;
+    nb->samples[i].size = size;
+    if (i > 0 && nb->samples[0].size != size)
+        nb->b.uniform = 0;
+    nb->owners[i] = *ow;
+    nb->b.n++;
+    nb->used += size;
+}
+
+sut_nbatch_t *sut__batcher_sink_open(sut_batcher_t *bt, size_t bytes)
+{
+    return batch_open(bt, bytes ? bytes : 1);
+}
+
+void sut__batcher_sink_add(sut_nbatch_t *nb, const sut_owner_t *ow, size_t size)
+{
+    place(nb, ow, nb->input + nb->used, size);
+}
+
+void sut__batcher_sink_commit(sut_batcher_t *bt, sut_nbatch_t *nb)
+{
+    if (nb->b.n == 0)
+        batch_recycle(bt, nb);
+    else
+        dispatch(bt, nb);
+}
+
+static int engine_idle(const sut_batcher_t *bt)
+{
+    return bt->cfg.inline_run || bt->inflight < bt->cfg.engines;
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    sut__batcher_kick(t->data);
+}
+
+void sut__batcher_kick(sut_batcher_t *bt)
+{
+    sut_nbatch_t *nb = bt->open;
+    uint64_t now, waited, wait_ns;
+
+    if (!nb || nb->b.n == 0)
+        return;
+    if (!engine_idle(bt) && nb->b.n < bt->cfg.max_batch)
+        return; /* it grows until an engine frees up */
+    if (nb->b.n >= bt->cfg.preferred_batch || bt->cfg.max_wait_us == 0 || bt->draining) {
+        close_open_batch(bt);
+        return;
+    }
+    now = cmn_now_ns();
+    waited = now - nb->first_ns;
+    wait_ns = bt->cfg.max_wait_us * 1000u;
+    if (waited >= wait_ns) {
+        close_open_batch(bt);
+        return;
+    }
+    if (!uv_is_active((uv_handle_t *)&bt->timer)) {
+        /* libuv timers have millisecond resolution: round the remaining wait up. */
+        uint64_t ms = (wait_ns - waited + 999999u) / 1000000u;
+        uv_timer_start(&bt->timer, on_timer, ms, 0);
+    }
+}
+
+/* Room for a full batch of samples of this size within the batch byte limit; a single sample
+ * larger than the limit gets a batch of its own (which the budget may still refuse). */
+static uint64_t open_size(const sut_batcher_t *bt, uint64_t raw_size)
+{
+    uint64_t want = raw_size * bt->cfg.max_batch;
+    uint64_t used = sut__budget_used(bt->budget), room = bt->budget->limit / 2;
+
+    if (want > bt->cfg.max_batch_bytes)
+        want = bt->cfg.max_batch_bytes;
+    /* And within what the memory budget has left: at most half of it for one batch, so that other
+     * batches and results still fit. */
+    room = used < bt->budget->limit
+               ? (bt->budget->limit - used < room ? bt->budget->limit - used : room)
+               : 0;
+    if (want > room)
+        want = room;
+    if (want < raw_size)
+        want = raw_size;
+    return want ? want : 64;
+}
+
+int sut__batcher_add(sut_batcher_t *bt, const sut_owner_t *ow, int codec, const uint8_t *wire,
+                     uint64_t wire_size, uint64_t raw_size, cmn_errbuf_t *eb)
+{
+    sut_nbatch_t *nb = bt->open;
+    uint64_t t0;
+    uint8_t *dst;
+    int rc;
+
+    if (nb && (nb->b.n >= nb->cap || nb->input_cap - nb->used < raw_size)) {
+        close_open_batch(bt);
+        nb = NULL;
+    }
+    if (!nb) {
+        uint64_t want = open_size(bt, raw_size);
+        nb = batch_open(bt, (size_t)want);
+        if (!nb && sut__budget_used(bt->budget) + want > bt->budget->limit)
+            return cmn_errf(eb, CMN_EOVERLOAD,
+                            "a batch of %llu bytes does not fit the memory budget (%llu of %llu "
+                            "bytes in use)",
+                            (unsigned long long)want,
+                            (unsigned long long)sut__budget_used(bt->budget),
+                            (unsigned long long)bt->budget->limit);
+        if (!nb)
+            return cmn_errf(eb, UV_ENOMEM, "no memory for a batch of %llu bytes",
+                            (unsigned long long)want);
+        bt->open = nb;
+    }
+    dst = nb->input + nb->used;
+    t0 = cmn_now_ns();
+    rc = cmpr_decompress(codec, wire, (size_t)wire_size, dst, (size_t)raw_size);
+    bt->st.decode_ns += cmn_now_ns() - t0;
+    if (rc < 0)
+        return cmn_errf(eb, CMN_EDECOMPRESS,
+                        "sample %llu (%s, %llu bytes) does not decode to its declared %llu bytes",
+                        (unsigned long long)ow->wire_id, cmpr_codec_name(codec),
+                        (unsigned long long)wire_size, (unsigned long long)raw_size);
+    place(nb, ow, dst, (size_t)raw_size);
+    if (nb->b.n >= bt->cfg.max_batch)
+        close_open_batch(bt);
+    return 0;
+}
+
+void sut__batcher_release(sut_batcher_t *bt, sut_nbatch_t *nb)
+{
+    if (nb->done_ns > nb->start_ns)
+        bt->st.infer_ns += nb->done_ns - nb->start_ns;
+    if (nb->start_ns > nb->dispatch_ns)
+        bt->st.queue_ns += nb->start_ns - nb->dispatch_ns;
+    bt->inflight--;
+    batch_recycle(bt, nb);
+}
+
+int sut__batcher_idle(const sut_batcher_t *bt)
+{
+    return bt->inflight == 0 && (!bt->open || bt->open->b.n == 0);
+}

@@ -1,0 +1,126 @@
+/* Sessions: one per client connection. The protocol handlers (Hello, NameRequest, Query, Flush,
+ * Ping, StatsRequest, Goodbye, Error), the per-connection limits and deadlines, and the way back:
+ * result records queued per session during one completion pass and sent as one Response (and one
+ * FirstToken) frame per session.
+ *
+ * The set of sessions (sut_sessions_t) owns the list, the admission limits, the shared metadata
+ * arena and the session counters. The node above drives it: accept, tick, records, flush, drain.
+ * Sessions call down into the batcher only.
+ *
+ * Lifecycle: a session lives from accept until its connection's close callback and every sample
+ * it has in flight has come back (refs). Threads: the loop thread only. */
+#ifndef SUT_SESSION_H
+#define SUT_SESSION_H
+
+#include "batcher.h"
+#include "budget.h"
+#include "metrics.h"
+#include "cmn/arena.h"
+#include "cmn/conn.h"
+#include "cmn/idmap.h"
+#include "cmn/msg.h"
+#include "cmn/pool.h"
+#include "cmn/tls.h"
+#include "types.h"
+#include "workers.h"
+
+typedef struct sut_sessions sut_sessions_t;
+
+struct sut_session {
+    cmn_conn_t conn;
+    sut_sessions_t *ss;
+    int ready; /* handshake done */
+    int dead;  /* connection closed: results are dropped */
+    int refs;  /* 1 for the connection + 1 per sample in flight + 1 while touched */
+    uint32_t inflight;
+    cmn_idmap_t ids;        /* wire ids in flight */
+    unsigned sample_codecs; /* bit per accepted codec */
+    int result_codec;
+    uint64_t result_max_frame;
+    int refused; /* over an admission limit: only its Error frame and close are left */
+    int preauth; /* counted in the pre-authentication budget (before its Hello) */
+    uint64_t accepted_ns;
+    uint64_t last_frame_ns;  /* idle deadline */
+    uint64_t frame_start_ns; /* the first byte of the frame being received, or 0 */
+    uint64_t frame_bytes_in; /* conn.bytes_in when it was first seen */
+    uint64_t frame_frames;   /* conn.frames_in then */
+    uint64_t congested_ns;   /* its results backed up above the high-water mark since, or 0 */
+    uint64_t congested_out;  /* conn.bytes_out then */
+    uint64_t frame_charge;   /* budget held by the frame being received */
+    uint64_t hb_frames;      /* conn.frames_out when the heartbeat clock last restarted */
+    uint64_t hb_ns;
+    uint64_t hb_seq;
+    char peer_ip[64];
+    sut_session_t *prev, *next;
+    /* results gathered during one completion pass */
+    sut_rec_t **pend_res, **pend_tok;
+    size_t n_res, n_tok, cap_res, cap_tok;
+    sut_session_t *touched_next;
+    int touched;
+    sut_nbatch_t *sink;       /* the batch receiving the current frame's payload directly */
+    ProtobufCMessage *sink_q; /* that frame's Query, unpacked once by the sink (malloc) */
+};
+
+/* What the sessions need from the node, fixed at init. */
+typedef struct {
+    const sut_opts_t *opt; /* max_inflight already sized */
+    const char *name;
+    const sut_backend_info_t *info;
+    uint32_t max_batch;
+    uint32_t engines;
+    sut_batcher_t *bt;
+    sut_workers_t *workers; /* for its counters */
+    cmn_pool_t *pool;
+    sut_budget_t *budget;
+    struct cmn_tls_ctx *tls; /* NULL: plaintext */
+} sut_sessions_env_t;
+
+typedef struct {
+    uint64_t connections_total;
+    uint64_t queries, samples;
+    uint64_t bytes_in, bytes_out;
+    uint64_t errors, samples_failed, samples_rejected;
+    uint64_t latency_hist[SUT_LATENCY_BUCKETS + 1]; /* in-node latency of answered samples */
+    uint64_t latency_sum_ns;
+} sut_sessions_stats_t;
+
+struct sut_sessions {
+    sut_sessions_env_t env;
+    uv_loop_t *loop;
+    uint64_t started_ns;
+    cmn_arena_t arena; /* unpacking of received metadata */
+    sut_session_t *head;
+    uint32_t n;
+    uint32_t n_preauth; /* sessions before their Hello, refused ones excluded */
+    uint32_t n_refused;
+    int closed;             /* a session closed since sut__sessions_closed() was last asked */
+    sut_session_t *touched; /* sessions with records queued this pass */
+    int draining;
+    cmn_conn_options_t conn_opt; /* write high-water mark sized from the budget */
+    /* refusing a connection that could not get a session: accepted here and closed */
+    uv_tcp_t spare;
+    int spare_busy;
+    uv_stream_t *refuse_pending;
+    sut_sessions_stats_t st;
+};
+
+void sut__sessions_init(sut_sessions_t *ss, uv_loop_t *loop, const sut_sessions_env_t *env);
+void sut__sessions_free(sut_sessions_t *ss);
+/* Accepts one connection from |server| (whatever fails, the listener keeps accepting). */
+void sut__sessions_accept(sut_sessions_t *ss, uv_stream_t *server);
+/* Whether a session closed since the last call (the node then gives memory back). */
+int sut__sessions_closed(sut_sessions_t *ss);
+/* Deadlines (handshake, whole frame, idle, results not taken) and heartbeats. */
+void sut__sessions_tick(sut_sessions_t *ss, uint64_t now_ns);
+/* Queues a result or first-token record on its session (or drops it when the session is gone). */
+void sut__sessions_take(sut_sessions_t *ss, sut_rec_t *rec);
+/* Sends what sut__sessions_take queued: one frame per session and kind. */
+void sut__sessions_flush(sut_sessions_t *ss);
+/* New samples are rejected (STATUS_REJECTED) from now on. */
+void sut__sessions_drain(sut_sessions_t *ss);
+/* Goodbye on every connection, then an orderly close. */
+void sut__sessions_goodbye(sut_sessions_t *ss, const char *reason);
+/* The node's counters, as a StatsRequest returns them. */
+void sut__sessions_stats(sut_sessions_t *ss, Nsut__Stats *st);
+
+#endif

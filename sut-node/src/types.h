@@ -1,0 +1,124 @@
+/* sut-node internals: the types that more than one file of the daemon sees. Types only: every
+ * function lives in the header of the file that owns it (opts.h, alloc.h, backend.h, workers.h,
+ * batcher.h, session.h, node.h). Not a public API.
+ *
+ * Threads: one libuv loop thread owns the listeners, every session, the batcher and all
+ * bookkeeping. Worker threads run the backend and turn its results into records (sut_rec_t) that
+ * reach the loop through one coalesced cross-thread queue (cmn/xq.h). */
+#ifndef SUT_TYPES_H
+#define SUT_TYPES_H
+
+#include "cmn/xq.h"
+#include "sut/sut_backend.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define SUT_MAX_LISTEN 8
+#define SUT_MAX_BACKEND_OPTS 64
+
+/* The node's configuration, from the command line and the config file (opts.c, main.c). Read-only
+ * once the node is initialised. */
+typedef struct {
+    const char *listen[SUT_MAX_LISTEN];
+    size_t n_listen;
+    const char *name;    /* NULL: <hostname>:<port> */
+    const char *backend; /* built-in name, or a path to a plugin (contains '/') */
+    const char *opt_keys[SUT_MAX_BACKEND_OPTS];
+    const char *opt_values[SUT_MAX_BACKEND_OPTS];
+    size_t n_opts;
+    const char *device;
+    uint32_t max_batch;       /* 0: the backend's max_batch */
+    uint64_t max_batch_bytes; /* input bytes in one batch */
+    uint64_t max_wait_us;     /* 0: dispatch as soon as an engine is idle */
+    uint32_t workers;         /* 0: the backend's engine count */
+    uint32_t threads;
+    int result_codec;
+    uint64_t max_frame;
+    uint32_t max_connections;
+    uint32_t max_conn_per_peer;
+    uint32_t max_preauth;   /* connections before their Hello, all peers together; 0: sized */
+    uint64_t memory_budget; /* bytes peers can make the node hold; 0: sized from the machine */
+    uint32_t max_inflight;  /* samples per connection before reading pauses; 0: sized at init */
+    uint64_t handshake_timeout_ms;
+    uint64_t frame_timeout_ms; /* a frame whole within this + its size at 1 MiB/s */
+    uint64_t idle_timeout_ms;  /* a handshaken connection with no frame and no work this long */
+    uint64_t write_timeout_ms; /* a peer that takes none of its results this long */
+    uint64_t drain_timeout_ms;
+    uint64_t heartbeat_ms; /* a Ping to a client that heard nothing from us this long */
+    uint64_t seed;
+    const char *port_file;
+    const char *metrics_listen; /* ADDR:PORT for Prometheus metrics, or NULL */
+    const char *stats;          /* --stats HOST:PORT: query that node and exit */
+    const char *config_file;
+    /* TLS (NULL cert: plaintext) */
+    const char *tls_cert;
+    const char *tls_key;
+    const char *tls_ca;    /* verify client certificates against this CA (mutual TLS) */
+    const char *tls_allow; /* comma-separated client certificate names allowed */
+    char *owned[256];      /* strings copied from the config file and option keys */
+    size_t n_owned;
+} sut_opts_t;
+
+/* The loaded backend (backend.c). */
+typedef struct {
+    const sut_backend_ops_t *ops;
+    sut_backend_t *be;
+    sut_backend_info_t info;
+    void *dl;
+} sut_be_t;
+
+typedef struct sut_session sut_session_t;
+
+/* What travels on the completion queue: a sample's result or first token, or a released batch. */
+enum { SUT_REC_RESULT = 1, SUT_REC_FIRST_TOKEN = 2, SUT_REC_BATCH_DONE = 3 };
+
+typedef struct {
+    cmn_xq_node_t link; /* first member */
+    int kind;
+} sut_qhdr_t;
+
+/* A completed sample (or first token): made by workers.c, consumed by session.c. */
+typedef struct {
+    sut_qhdr_t h; /* first member */
+    sut_session_t *s;
+    uint64_t wire_id;
+    int status; /* Nsut__Status */
+    int codec;
+    uint64_t raw_size;
+    uint64_t wire_size;
+    int64_t n_tokens;
+    uint8_t *data;       /* pool buffer with wire_size bytes, or NULL */
+    uint64_t charge;     /* bytes of the memory budget it holds until sent */
+    uint64_t arrival_ns; /* the sample's Query frame was received */
+} sut_rec_t;
+
+/* Who a sample in a batch belongs to; opaque to the batcher and the workers. */
+typedef struct {
+    sut_session_t *s;
+    uint64_t wire_id;
+    int result_codec;    /* the session's negotiated result codec */
+    uint64_t arrival_ns; /* its Query frame was received */
+} sut_owner_t;
+
+/* The node's view of a batch (formed by batcher.c, run by workers.c): the backend sees only |b|. */
+typedef struct sut_nbatch sut_nbatch_t;
+struct sut_nbatch {
+    sut_batch_t b;   /* first member: the backend's handle converts back with a cast */
+    sut_qhdr_t done; /* SUT_REC_BATCH_DONE travels on the completion queue as this */
+    void *workers;   /* the sut_workers_t that runs it (set at submit) */
+    sut_sample_t *samples;
+    sut_owner_t *owners;
+    size_t cap; /* sample slots */
+    uint8_t *input;
+    size_t input_cap;
+    size_t used;
+    atomic_size_t remaining; /* samples not yet completed (any thread) */
+    uint64_t first_ns;       /* arrival of the first sample */
+    uint64_t dispatch_ns;    /* handed to the workers */
+    uint64_t start_ns;       /* the backend started it (after any queue wait) */
+    uint64_t done_ns;        /* its last sample completed */
+    sut_nbatch_t *next;      /* work queue / free list */
+};
+
+#endif

@@ -1,0 +1,278 @@
+/* Worker threads and the completion path (workers.h). */
+#include "workers.h"
+
+#include "alloc.h"
+#include "cmn/clock.h"
+#include "cmn/log.h"
+#include "cmn/msg.h"
+#include "cmpr/cmpr.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static _Thread_local cmpr_ctx_t *tls_cmpr;
+
+/* Copies the result into a pooled buffer, compressed when the session asked for LZ4 and it
+ * pays. Returns 0, or UV_ENOMEM (the record then reports a backend error, without data). */
+static int record_data(cmn_pool_t *pool, sut_workers_t *w, sut_rec_t *rec, int codec,
+                       const sut_result_t *r)
+{
+    if (codec == CMPR_LZ4 && r->size >= CMPR_MIN_SIZE) {
+        size_t cap = cmpr_bound(CMPR_LZ4, r->size);
+        uint64_t t0 = cmn_now_ns();
+        long c = -1;
+
+        if (!tls_cmpr)
+            tls_cmpr = cmpr_ctx_new();
+        rec->data = cap ? cmn_pool_get(pool, cap) : NULL;
+        if (rec->data && tls_cmpr) {
+            c = cmpr_compress(tls_cmpr, CMPR_LZ4, r->data, r->size, rec->data, cap);
+            atomic_fetch_add_explicit(&w->encode_ns, cmn_now_ns() - t0, memory_order_relaxed);
+        }
+        if (c > 0) {
+            rec->codec = CMPR_LZ4;
+            rec->wire_size = (uint64_t)c;
+            return 0;
+        }
+        if (rec->data) { /* incompressible: sent as it is from the same buffer */
+            memcpy(rec->data, r->data, r->size);
+            return 0;
+        }
+    }
+    rec->data = cmn_pool_get(pool, r->size);
+    if (!rec->data)
+        return UV_ENOMEM;
+    memcpy(rec->data, r->data, r->size);
+    return 0;
+}
+
+static sut_rec_t *make_record(sut_workers_t *w, int kind, const sut_owner_t *ow,
+                              const sut_result_t *r)
+{
+    sut_rec_t *rec = cmn_pool_get(w->pool, sizeof(*rec));
+
+    if (!rec)
+        return NULL;
+    memset(rec, 0, sizeof(*rec));
+    rec->h.kind = kind;
+    rec->s = ow->s;
+    rec->wire_id = ow->wire_id;
+    rec->arrival_ns = ow->arrival_ns;
+    rec->n_tokens = r->n_tokens;
+    rec->codec = CMPR_NONE;
+    if (r->status < 0) {
+        rec->status = NSUT__STATUS__STATUS_BACKEND_ERROR;
+        return rec;
+    }
+    rec->status = NSUT__STATUS__STATUS_OK;
+    rec->raw_size = rec->wire_size = r->size;
+    if (r->size == 0)
+        return rec;
+    /* A peer that does not take its results must not make the node hold more than the budget:
+     * past it the sample is answered REJECTED (the QDL runs it elsewhere). */
+    if (sut__budget_take(w->budget, r->size) < 0) {
+        rec->status = NSUT__STATUS__STATUS_REJECTED;
+        rec->raw_size = rec->wire_size = 0;
+        return rec;
+    }
+    rec->charge = r->size;
+    if (record_data(w->pool, w, rec, ow->result_codec, r) < 0) {
+        sut__budget_give(w->budget, rec->charge);
+        rec->charge = 0;
+        rec->status = NSUT__STATUS__STATUS_BACKEND_ERROR;
+        rec->raw_size = rec->wire_size = 0;
+    }
+    return rec;
+}
+
+static void push_results(sut_batch_t *b, const sut_result_t *results, size_t cnt, int kind)
+{
+    sut_nbatch_t *nb = (sut_nbatch_t *)b;
+    sut_workers_t *w = nb->workers;
+    cmn_xq_node_t *first = NULL, *last = NULL;
+    size_t i, done = 0;
+
+    for (i = 0; i < cnt; i++) {
+        sut_rec_t *rec;
+        if (results[i].index >= b->n) {
+            cmn_log_error("backend %s completed sample index %zu of a batch of %zu: ignored",
+                          w->be->info.name, results[i].index, b->n);
+            continue;
+        }
+        rec = make_record(w, kind, &nb->owners[results[i].index], &results[i]);
+        if (!rec) {
+            /* The sample cannot be answered; its client times it out rather than the node
+             * crashing. */
+            cmn_log_error("out of memory for the result of sample index %zu", results[i].index);
+            continue;
+        }
+        if (last)
+            last->next = &rec->h.link;
+        else
+            first = &rec->h.link;
+        last = &rec->h.link;
+        done++;
+    }
+    /* The batch follows its last result on the same queue. */
+    if (kind == SUT_REC_RESULT && done &&
+        atomic_fetch_sub_explicit(&nb->remaining, done, memory_order_acq_rel) == done) {
+        nb->done_ns = cmn_now_ns();
+        if (last)
+            last->next = &nb->done.link;
+        else
+            first = &nb->done.link;
+        last = &nb->done.link;
+    }
+    if (first)
+        cmn_xq_push_list(w->done_q, first, last);
+}
+
+static void batch_complete(sut_batch_t *b, const sut_result_t *results, size_t cnt)
+{
+    push_results(b, results, cnt, SUT_REC_RESULT);
+}
+
+static void batch_first_token(sut_batch_t *b, const sut_result_t *results, size_t cnt)
+{
+    push_results(b, results, cnt, SUT_REC_FIRST_TOKEN);
+}
+
+/* Fails every sample of a batch that the backend refused to start. */
+static void fail_batch(sut_nbatch_t *nb, int rc)
+{
+    const size_t n = nb->b.n; /* the last completion hands the batch back: read it once */
+    sut_result_t r;
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        memset(&r, 0, sizeof(r));
+        r.index = i;
+        r.status = rc < 0 ? rc : CMN_EBACKEND;
+        batch_complete(&nb->b, &r, 1);
+    }
+}
+
+static void run_batch(sut_workers_t *w, sut_nbatch_t *nb)
+{
+    size_t count = nb->b.n;
+    int rc;
+
+    nb->start_ns = cmn_now_ns();
+    rc = w->be->ops->infer(w->be->be, &nb->b);
+    /* On failure the backend completed nothing, so the batch is still ours. */
+    if (rc < 0) {
+        cmn_log_error("backend %s failed a batch of %zu: %s", w->be->info.name, count,
+                      cmn_strerror(rc));
+        fail_batch(nb, rc);
+    }
+}
+
+static void worker_main(void *arg)
+{
+    sut_workers_t *w = arg;
+    sut_nbatch_t *nb;
+
+    /* Backends that sleep (sim) then wake when asked, not up to 50 us late. */
+    cmn_timer_slack_min();
+    for (;;) {
+        uv_mutex_lock(&w->mu);
+        while (!w->head && !w->stop)
+            uv_cond_wait(&w->cv, &w->mu);
+        nb = w->stop ? NULL : w->head;
+        if (nb) {
+            w->head = nb->next;
+            if (!w->head)
+                w->tail = NULL;
+        }
+        uv_mutex_unlock(&w->mu);
+        if (!nb)
+            break;
+        run_batch(w, nb);
+    }
+    cmpr_ctx_free(tls_cmpr);
+    tls_cmpr = NULL;
+}
+
+int sut__workers_init(sut_workers_t *w, const sut_be_t *be, cmn_xq_t *done_q, cmn_pool_t *pool,
+                      sut_budget_t *budget, uint32_t n_threads, cmn_errbuf_t *eb)
+{
+    uint32_t i;
+    int rc;
+
+    memset(w, 0, sizeof(*w));
+    w->be = be;
+    w->done_q = done_q;
+    w->pool = pool;
+    w->budget = budget;
+    atomic_init(&w->encode_ns, 0);
+    rc = uv_mutex_init(&w->mu);
+    if (rc < 0)
+        return cmn_errf(eb, rc, "work queue mutex: %s", cmn_strerror(rc));
+    rc = uv_cond_init(&w->cv);
+    if (rc < 0) {
+        uv_mutex_destroy(&w->mu);
+        return cmn_errf(eb, rc, "work queue condition: %s", cmn_strerror(rc));
+    }
+    w->ready = 1;
+    w->inline_run = (be->info.flags & SUT_BACKEND_F_INLINE) != 0;
+    if (w->inline_run)
+        return 0;
+    w->threads = sut__calloc(n_threads, sizeof(uv_thread_t));
+    if (!w->threads)
+        return cmn_errf(eb, UV_ENOMEM, "worker threads: out of memory");
+    for (i = 0; i < n_threads; i++) {
+        rc = uv_thread_create(&w->threads[i], worker_main, w);
+        if (rc < 0)
+            return cmn_errf(eb, rc, "starting worker thread %u: %s", i, cmn_strerror(rc));
+        w->n_threads = i + 1;
+    }
+    return 0;
+}
+
+void sut__workers_submit(sut_workers_t *w, sut_nbatch_t *nb)
+{
+    nb->workers = w;
+    nb->b.complete = batch_complete;
+    nb->b.first_token = batch_first_token;
+    atomic_store_explicit(&nb->remaining, nb->b.n, memory_order_relaxed);
+    if (w->inline_run) {
+        run_batch(w, nb);
+        return;
+    }
+    nb->next = NULL;
+    uv_mutex_lock(&w->mu);
+    if (w->tail)
+        w->tail->next = nb;
+    else
+        w->head = nb;
+    w->tail = nb;
+    uv_cond_signal(&w->cv);
+    uv_mutex_unlock(&w->mu);
+}
+
+void sut__workers_shutdown(sut_workers_t *w)
+{
+    uint32_t i;
+
+    if (!w->ready)
+        return;
+    uv_mutex_lock(&w->mu);
+    w->stop = 1;
+    uv_cond_broadcast(&w->cv);
+    uv_mutex_unlock(&w->mu);
+    for (i = 0; i < w->n_threads; i++)
+        uv_thread_join(&w->threads[i]);
+    free(w->threads);
+    w->threads = NULL;
+    w->n_threads = 0;
+    uv_cond_destroy(&w->cv);
+    uv_mutex_destroy(&w->mu);
+    w->ready = 0;
+    cmpr_ctx_free(tls_cmpr); /* an inline backend's compression context */
+    tls_cmpr = NULL;
+}
+
+uint64_t sut__workers_encode_ns(sut_workers_t *w)
+{
+    return atomic_load_explicit(&w->encode_ns, memory_order_relaxed);
+}

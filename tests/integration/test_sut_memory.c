@@ -1,0 +1,460 @@
+/* sut-node under peers that try to exhaust it, one case per attack class: results never read,
+ * LZ4 bombs within the per-sample ratio, frames trickled a byte at a time, oversized metadata, and
+ * floods of connections that never say Hello or go idle after it. Each case asserts that the
+ * node's RSS (from /proc) stays within its memory budget above idle, that a good client is served
+ * while the attack runs, and that RSS is back within 10 % of idle once the attacker has left. */
+#include "../unit/check_main.h"
+#include "testnet.h"
+
+#include "cmn/clock.h"
+#include "cmpr/cmpr.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+static long rss_kb(pid_t pid)
+{
+    char path[64], line[256];
+    long kb = -1;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    f = fopen(path, "r");
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb;
+}
+
+/* One good client: a 64-byte sample answered OK (a REJECTED answer is retried, as the QDL
+ * would send it elsewhere and back), within 10 s. */
+static int good_served(int port)
+{
+    static const uint8_t bytes[64] = {1, 2, 3};
+    const void *ptr = bytes;
+    size_t size = sizeof(bytes);
+    int none = CMPR_NONE, ok = 0;
+    uint64_t end = cmn_now_ns() + 10000000000ull, id = 1;
+    tn_client_t *c = malloc(sizeof(*c));
+    Nsut__HelloAck *ack;
+
+    if (!c || tn_connect(c, port) < 0) {
+        free(c);
+        return 0;
+    }
+    ack = tn_handshake(c, &none, 1);
+    if (ack)
+        cmn_msg_free(&ack->base, NULL);
+    while (ack && !ok && cmn_now_ns() < end) {
+        unsigned type;
+        ProtobufCMessage *m;
+        uint8_t *payload;
+        size_t plen;
+
+        if (tn_send_query(c, id, id, 1, &ptr, &size, &size, &none) < 0 ||
+            tn_recv(c, 10000, &type, &m, &payload, &plen) < 0)
+            break;
+        id++;
+        if (type == CMN_MSG_RESPONSE)
+            ok = ((Nsut__Response *)m)->results[0]->status == NSUT__STATUS__STATUS_OK;
+        cmn_msg_free(m, NULL);
+        free(payload);
+    }
+    tn_close(c);
+    free(c);
+    return ok;
+}
+
+/* RSS once it has settled (two readings 250 ms apart within 1 %), or after 10 s. */
+static long settled_rss(pid_t pid)
+{
+    uint64_t end = cmn_now_ns() + 10000000000ull;
+    long a = rss_kb(pid), b;
+
+    for (;;) {
+        usleep(250000);
+        b = rss_kb(pid);
+        if (labs(b - a) * 100 <= a || cmn_now_ns() > end)
+            return b;
+        a = b;
+    }
+}
+
+/* Waits up to 15 s for RSS within 10 % of |idle|; returns the last reading. */
+static long rss_back(pid_t pid, long idle)
+{
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    uint64_t end = cmn_now_ns(); /* not waited for: see finish() */
+#else
+    uint64_t end = cmn_now_ns() + 15000000000ull;
+#endif
+    long r = rss_kb(pid);
+
+    while (r > idle + idle / 10 && cmn_now_ns() < end) {
+        usleep(100000);
+        r = rss_kb(pid);
+    }
+    return r;
+}
+
+static long start_node(tn_proc_t *p, const char *const *args)
+{
+    long idle;
+
+    ck_assert_int_eq(tn_spawn(p, SUT_NODE_EXE, args), 0);
+    ck_assert(good_served(p->port)); /* warm: one of everything a client uses */
+    idle = settled_rss(p->pid);
+    ck_assert_int_gt(idle, 0);
+    return idle;
+}
+
+static void finish(tn_proc_t *p, const char *attack, long idle, long peak, long budget_kb)
+{
+    long back;
+
+    ck_assert(good_served(p->port));
+    back = rss_back(p->pid, idle);
+    printf("%s: idle %ld KiB, peak %ld KiB (budget %ld KiB), after %ld KiB\n", attack, idle, peak,
+           budget_kb, back);
+#if defined(__SANITIZE_THREAD__)
+    /* ThreadSanitizer shadows every byte the node touches with four more of its own. */
+    ck_assert_msg(peak - idle <= 5 * budget_kb,
+                  "%s: RSS grew %ld KiB, over 5 x the budget of %ld KiB", attack, peak - idle,
+                  budget_kb);
+#elif defined(__SANITIZE_ADDRESS__)
+    /* A sanitizer's runtime (shadow memory, quarantine) is not the node's: bound the growth. */
+    ck_assert_msg(peak - idle <= budget_kb, "%s: RSS grew %ld KiB, over the budget of %ld KiB",
+                  attack, peak - idle, budget_kb);
+#else
+    ck_assert_msg(peak <= budget_kb, "%s: RSS %ld KiB, over the budget of %ld KiB", attack, peak,
+                  budget_kb);
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    /* Its allocator quarantines freed memory instead of returning it: glibc's behaviour, which
+     * the node relies on (malloc_trim), is checked by the plain build. */
+    printf("%s: RSS after the attack not checked under a sanitizer\n", attack);
+#else
+    ck_assert_msg(back <= idle + idle / 10, "%s: RSS %ld KiB after the attack, idle %ld KiB",
+                  attack, back, idle);
+#endif
+    ck_assert_int_eq(tn_stop(p, SIGTERM, 10000), 0);
+    tn_cleanup(p);
+}
+
+static void send_timeout(int fd, int ms)
+{
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+static int handshake(tn_client_t *c, int port)
+{
+    int codecs[2] = {CMPR_NONE, CMPR_LZ4};
+    Nsut__HelloAck *ack;
+
+    if (tn_connect(c, port) < 0)
+        return -1;
+    ack = tn_handshake(c, codecs, 2);
+    if (!ack)
+        return -1;
+    cmn_msg_free(&ack->base, NULL);
+    return 0;
+}
+
+/* ---- results that are never read ------------------------------------------------------------- */
+
+START_TEST(no_read)
+{
+    const char *args[] = {"--backend",
+                          "null",
+                          "--backend-opt",
+                          "output_size=65536",
+                          "--memory-budget",
+                          "128M",
+                          "--write-timeout-ms",
+                          "1500",
+                          NULL};
+    static const uint8_t bytes[64];
+    const void *ptr = bytes;
+    size_t size = sizeof(bytes);
+    int none = CMPR_NONE, i;
+    tn_proc_t p;
+    tn_client_t *evil = malloc(sizeof(*evil));
+    long idle, peak = 0;
+    uint64_t end;
+
+    idle = start_node(&p, args);
+    ck_assert_int_eq(handshake(evil, p.port), 0);
+    send_timeout(evil->fd, 1000);
+    /* 3000 results of 64 KiB (190 MiB) asked for, none read. */
+    for (i = 0; i < 3000; i++) {
+        if (tn_send_query(evil, (uint64_t)i, (uint64_t)i, 1, &ptr, &size, &size, &none) < 0)
+            break;
+        if (i % 100 == 0) {
+            long r = rss_kb(p.pid);
+            peak = r > peak ? r : peak;
+        }
+    }
+    ck_assert(good_served(p.port));
+    end = cmn_now_ns() + 15000000000ull;
+    while (!tn_log_contains(&p, "took none of its") && cmn_now_ns() < end) {
+        long r = rss_kb(p.pid);
+        peak = r > peak ? r : peak;
+        usleep(50000);
+    }
+    ck_assert_msg(tn_log_contains(&p, "took none of its"), "the non-reading peer was not dropped");
+    tn_close(evil);
+    free(evil);
+    ck_assert_msg(peak - idle >= 16 * 1024, "the results did not queue up (peak %ld KiB)", peak);
+    finish(&p, "no_read", idle, peak, 128 * 1024);
+}
+END_TEST
+
+/* ---- LZ4 bombs ------------------------------------------------------------------------------- */
+
+START_TEST(lz4_bomb)
+{
+    const char *args[] = {"--backend", "digest", "--memory-budget", "128M", "--max-frame",
+                          "4M",        NULL};
+    enum { CONNS = 4, FRAMES = 10, PER = 8, RAW = 1 << 20 };
+    uint8_t *raw = calloc(1, RAW), *wire = malloc(RAW);
+    cmpr_ctx_t *ctx = cmpr_ctx_new();
+    const void *ptrs[PER];
+    size_t wsz[PER], rsz[PER];
+    int codecs[PER], c, f, k;
+    long cw, idle, peak = 0;
+    tn_client_t *evil = calloc(CONNS, sizeof(*evil));
+    tn_proc_t p;
+
+    ck_assert_ptr_nonnull(raw);
+    ck_assert_ptr_nonnull(wire);
+    ck_assert_ptr_nonnull(ctx);
+    srand(7);
+    for (k = 0; k < RAW; k += 64) /* compresses about 30:1, well within LZ4's ratio limit */
+        raw[k] = (uint8_t)rand();
+    cw = cmpr_compress(ctx, CMPR_LZ4, raw, RAW, wire, RAW);
+    ck_assert_int_gt(cw, 0);
+    for (k = 0; k < PER; k++) {
+        ptrs[k] = wire;
+        wsz[k] = (size_t)cw;
+        rsz[k] = RAW;
+        codecs[k] = CMPR_LZ4;
+    }
+    idle = start_node(&p, args);
+    /* 4 connections x 10 frames x 8 MiB decoded (within the per-frame limit of a quarter of
+     * the budget), from 40 x 8 x ~35 KiB on the wire. */
+    for (c = 0; c < CONNS; c++) {
+        ck_assert_int_eq(handshake(&evil[c], p.port), 0);
+        send_timeout(evil[c].fd, 1000);
+    }
+    for (f = 0; f < FRAMES; f++) {
+        for (c = 0; c < CONNS; c++) {
+            uint64_t id = (uint64_t)f * PER + 1;
+            (void)tn_send_query(&evil[c], id, id, PER, ptrs, wsz, rsz, codecs);
+        }
+        long r = rss_kb(p.pid);
+        peak = r > peak ? r : peak;
+    }
+    ck_assert(good_served(p.port));
+    for (k = 0; k < 20; k++) {
+        long r = rss_kb(p.pid);
+        peak = r > peak ? r : peak;
+        usleep(50000);
+    }
+    ck_assert_msg(peak - idle >= 16 * 1024, "the bombs did not take hold (peak %ld KiB)", peak);
+    for (c = 0; c < CONNS; c++)
+        tn_close(&evil[c]);
+    free(evil);
+    cmpr_ctx_free(ctx);
+    free(raw);
+    free(wire);
+    finish(&p, "lz4_bomb", idle, peak, 128 * 1024);
+}
+END_TEST
+
+/* ---- a frame trickled a byte at a time --------------------------------------------------------
+ */
+
+/* Header and metadata of a Query of one uncompressed sample of |size| bytes. */
+static size_t query_head(uint8_t *out, size_t cap, uint32_t size)
+{
+    Nsut__Query q = NSUT__QUERY__INIT;
+    Nsut__Sample s = NSUT__SAMPLE__INIT;
+    Nsut__Sample *sp = &s;
+    cmn_frame_header_t h;
+    size_t meta;
+
+    s.id = 1;
+    s.wire_size = s.raw_size = size;
+    q.query_id = 1;
+    q.n_samples = 1;
+    q.samples = &sp;
+    q.parts = 1;
+    meta = protobuf_c_message_get_packed_size(&q.base);
+    ck_assert_uint_le(CMN_FRAME_HEADER_SIZE + meta, cap);
+    memset(&h, 0, sizeof(h));
+    h.version = CMN_PROTOCOL_VERSION;
+    h.type = CMN_MSG_QUERY;
+    h.meta_len = (uint32_t)meta;
+    h.payload_len = size;
+    cmn_frame_header_write(out, &h);
+    protobuf_c_message_pack(&q.base, out + CMN_FRAME_HEADER_SIZE);
+    return CMN_FRAME_HEADER_SIZE + meta;
+}
+
+START_TEST(slow_frame)
+{
+    const char *args[] = {"--backend", "digest", "--frame-timeout-ms", "1000", "--memory-budget",
+                          "256M",      NULL};
+    enum { CONNS = 4 };
+    tn_client_t *evil = calloc(CONNS, sizeof(*evil));
+    uint8_t head[256];
+    size_t hl = query_head(head, sizeof(head), 1u << 20);
+    int c, timed_out = 0;
+    long idle, peak = 0;
+    uint64_t t0, end, elapsed_ms = 0;
+    tn_proc_t p;
+
+    idle = start_node(&p, args);
+    for (c = 0; c < CONNS; c++) {
+        ck_assert_int_eq(handshake(&evil[c], p.port), 0);
+        ck_assert_int_eq(tn_send_raw(&evil[c], head, hl), 0);
+    }
+    /* A byte every 100 ms on each: progress, but the 1 MiB frame may take 1 s + 1 s at most. */
+    t0 = cmn_now_ns();
+    end = t0 + 10000000000ull;
+    while (!timed_out && cmn_now_ns() < end) {
+        for (c = 0; c < CONNS; c++)
+            (void)tn_send_raw(&evil[c], "x", 1);
+        usleep(100000);
+        timed_out = tn_log_contains(&p, "not whole after 2000 ms");
+        long r = rss_kb(p.pid);
+        peak = r > peak ? r : peak;
+    }
+    elapsed_ms = (cmn_now_ns() - t0) / 1000000u;
+    printf("slow_frame: dropped after %llu ms\n", (unsigned long long)elapsed_ms);
+    ck_assert_msg(timed_out, "a trickled frame outlived its whole-frame deadline");
+    ck_assert(tn_log_contains(&p, "(ERROR_TIMEOUT); closing the connection"));
+    ck_assert_uint_lt(elapsed_ms, 6000);
+    for (c = 0; c < CONNS; c++)
+        tn_close(&evil[c]);
+    free(evil);
+    finish(&p, "slow_frame", idle, peak, 256 * 1024);
+}
+END_TEST
+
+/* ---- metadata over the limit, refused by its header ------------------------------------------ */
+
+START_TEST(big_meta)
+{
+    const char *args[] = {"--backend", "digest", "--memory-budget", "256M", NULL};
+    tn_client_t *evil = malloc(sizeof(*evil));
+    cmn_frame_header_t h;
+    uint8_t hb[CMN_FRAME_HEADER_SIZE];
+    long idle, peak;
+    tn_proc_t p;
+
+    idle = start_node(&p, args);
+    ck_assert_int_eq(handshake(evil, p.port), 0);
+    /* 16 MiB of metadata (a Query of about a million samples) announced. */
+    memset(&h, 0, sizeof(h));
+    h.version = CMN_PROTOCOL_VERSION;
+    h.type = CMN_MSG_QUERY;
+    h.meta_len = 16u << 20;
+    cmn_frame_header_write(hb, &h);
+    ck_assert_int_eq(tn_send_raw(evil, hb, sizeof(hb)), 0);
+    ck_assert_int_eq(tn_expect_error(evil, 5000), NSUT__ERROR_CODE__ERROR_TOO_LARGE);
+    peak = rss_kb(p.pid);
+    tn_close(evil);
+    free(evil);
+    finish(&p, "big_meta", idle, peak, 256 * 1024);
+}
+END_TEST
+
+/* ---- connections that never say Hello, or go quiet after it ---------------------------------- */
+
+START_TEST(preauth_flood)
+{
+    const char *args[] = {"--backend",
+                          "digest",
+                          "--max-preauth",
+                          "20",
+                          "--handshake-timeout-ms",
+                          "1500",
+                          "--idle-timeout-ms",
+                          "1000",
+                          "--heartbeat-ms",
+                          "0",
+                          NULL};
+    enum { FLOOD = 60 };
+    tn_client_t *fl = calloc(FLOOD, sizeof(*fl)), *quiet = malloc(sizeof(*quiet));
+    int i, refused = 0, served = 0;
+    long idle, peak;
+    uint64_t end;
+    tn_proc_t p;
+
+    idle = start_node(&p, args);
+    for (i = 0; i < FLOOD; i++)
+        ck_assert_int_eq(tn_connect(&fl[i], p.port), 0);
+    /* Past the budget: an Error frame saying which limit, before any work on the connection. */
+    for (i = 0; i < FLOOD; i++)
+        refused += tn_expect_error(&fl[i], i < 20 ? 100 : 3000) == NSUT__ERROR_CODE__ERROR_OVERLOAD;
+    peak = rss_kb(p.pid);
+    printf("preauth_flood: %d of %d connections refused with ERROR_OVERLOAD\n", refused, FLOOD);
+    ck_assert_int_ge(refused, FLOOD - 20 - 1);
+    /* Once the Hello deadline has cleared the rest, a good client is served. */
+    end = cmn_now_ns() + 10000000000ull;
+    while (!served && cmn_now_ns() < end)
+        served = good_served(p.port);
+    ck_assert(served);
+    /* A client that goes quiet after its Hello is closed at the idle deadline. */
+    ck_assert_int_eq(handshake(quiet, p.port), 0);
+    ck_assert_int_eq(tn_expect_error(quiet, 5000), NSUT__ERROR_CODE__ERROR_TIMEOUT);
+    ck_assert(tn_log_contains(&p, "no frame and no work for 1000 ms"));
+    tn_close(quiet);
+    for (i = 0; i < FLOOD; i++)
+        tn_close(&fl[i]);
+    free(fl);
+    free(quiet);
+    finish(&p, "preauth_flood", idle, peak, 256 * 1024);
+}
+END_TEST
+
+static TCase *tc(const char *name, const TTest *t)
+{
+    TCase *c = tcase_create(name);
+    tcase_add_test(c, t);
+    tcase_set_timeout(c, 90);
+    return c;
+}
+
+static TCase *tc_no_read(void)
+{
+    return tc("no_read", no_read);
+}
+static TCase *tc_lz4_bomb(void)
+{
+    return tc("lz4_bomb", lz4_bomb);
+}
+static TCase *tc_slow_frame(void)
+{
+    return tc("slow_frame", slow_frame);
+}
+static TCase *tc_big_meta(void)
+{
+    return tc("big_meta", big_meta);
+}
+static TCase *tc_preauth_flood(void)
+{
+    return tc("preauth_flood", preauth_flood);
+}
+
+CHECK_MAIN("sut_memory", tc_no_read, tc_lz4_bomb, tc_slow_frame, tc_big_meta, tc_preauth_flood)

@@ -1,0 +1,315 @@
+/* The batcher's rules (max batch, max wait, uniform, growth while engines are busy) and its
+ * allocation failures, on a loop with a test backend that records every batch it is given. */
+#include "test_sut.h"
+
+#include "alloc.h"
+#include "batcher.h"
+#include "cmn/clock.h"
+#include "cmpr/cmpr.h"
+#include "workers.h"
+
+#include <string.h>
+
+#define MAX_SEEN 64
+
+typedef struct {
+    int hold; /* keep batches until the test completes them */
+    size_t n_seen;
+    size_t sizes[MAX_SEEN];
+    int uniform[MAX_SEEN];
+    uint64_t at_ns[MAX_SEEN];
+    sut_batch_t *held[MAX_SEEN];
+    size_t n_held;
+} rec_backend_t;
+
+static rec_backend_t RB;
+
+static void complete_all(sut_batch_t *b)
+{
+    sut_result_t r;
+    size_t i, n = b->n;
+
+    for (i = 0; i < n; i++) {
+        memset(&r, 0, sizeof(r));
+        r.index = i;
+        b->complete(b, &r, 1);
+    }
+}
+
+static int rb_infer(sut_backend_t *be, sut_batch_t *b)
+{
+    (void)be;
+    ck_assert_uint_lt(RB.n_seen, MAX_SEEN);
+    RB.sizes[RB.n_seen] = b->n;
+    RB.uniform[RB.n_seen] = b->uniform;
+    RB.at_ns[RB.n_seen++] = cmn_now_ns();
+    if (RB.hold)
+        RB.held[RB.n_held++] = b;
+    else
+        complete_all(b);
+    return 0;
+}
+
+static const sut_backend_ops_t rb_ops = {
+    .abi_version = SUT_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(sut_backend_ops_t),
+    .name = "record",
+    .infer = rb_infer,
+};
+
+typedef struct {
+    uv_loop_t loop;
+    cmn_xq_t q;
+    cmn_pool_t *pool;
+    sut_be_t be;
+    sut_workers_t w;
+    sut_batcher_t bt;
+    sut_budget_t budget;
+    size_t results;
+} fixture_t;
+
+static fixture_t F;
+
+static void on_records(cmn_xq_t *q, cmn_xq_node_t *list)
+{
+    fixture_t *f = q->data;
+
+    while (list) {
+        sut_qhdr_t *h = (sut_qhdr_t *)list;
+        list = list->next;
+        if (h->kind == SUT_REC_BATCH_DONE) {
+            sut__batcher_release(
+                &f->bt, (sut_nbatch_t *)(void *)((char *)h - offsetof(sut_nbatch_t, done)));
+            sut__batcher_kick(&f->bt);
+        } else {
+            sut_rec_t *r = (sut_rec_t *)h;
+            f->results++;
+            cmn_pool_put(f->pool, r->data);
+            cmn_pool_put(f->pool, r);
+        }
+    }
+}
+
+/* A batcher over the recording backend, run inline on this thread. |busy_model|: the batcher
+ * counts one engine that is busy while a batch is held, as with worker threads. */
+static void setup(uint32_t max_batch, uint32_t preferred, uint64_t max_wait_us, int busy_model)
+{
+    sut_batcher_config_t cfg;
+    cmn_errbuf_t eb;
+
+    memset(&F, 0, sizeof(F));
+    memset(&RB, 0, sizeof(RB));
+    ck_assert_int_eq(uv_loop_init(&F.loop), 0);
+    ck_assert_int_eq(cmn_xq_init(&F.loop, &F.q, on_records), 0);
+    F.q.data = &F;
+    F.pool = cmn_pool_new(1u << 20);
+    ck_assert_ptr_nonnull(F.pool);
+    F.be.ops = &rb_ops;
+    F.be.info.name = "record";
+    F.be.info.flags = SUT_BACKEND_F_INLINE;
+    sut__budget_init(&F.budget, 64u << 20);
+    ck_assert_int_eq(sut__workers_init(&F.w, &F.be, &F.q, F.pool, &F.budget, 0, &eb), 0);
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.max_batch = max_batch;
+    cfg.preferred_batch = preferred;
+    cfg.max_batch_bytes = 1u << 20;
+    cfg.max_wait_us = max_wait_us;
+    cfg.engines = 1;
+    cfg.inline_run = !busy_model;
+    sut__batcher_init(&F.bt, &F.loop, &cfg, &F.be, &F.w, &F.budget);
+}
+
+static void teardown(void)
+{
+    sut__batcher_close(&F.bt);
+    cmn_xq_close(&F.q, NULL);
+    uv_run(&F.loop, UV_RUN_DEFAULT);
+    ck_assert_int_eq(uv_loop_close(&F.loop), 0);
+    sut__batcher_free(&F.bt);
+    sut__workers_shutdown(&F.w);
+    cmn_pool_free(F.pool);
+    sut__alloc_fail_after(-1);
+}
+
+static int add(uint64_t id, size_t size)
+{
+    static uint8_t bytes[4096];
+    sut_owner_t ow = {NULL, id, CMPR_NONE, 0};
+    cmn_errbuf_t eb;
+
+    return sut__batcher_add(&F.bt, &ow, CMPR_NONE, bytes, size, size, &eb);
+}
+
+/* Runs the loop until |n| batches were seen or 10 s passed. */
+static void run_until_batches(size_t n)
+{
+    uint64_t end = cmn_now_ns() + 10000000000ull;
+
+    while (RB.n_seen < n && cmn_now_ns() < end)
+        uv_run(&F.loop, UV_RUN_ONCE);
+    ck_assert_uint_eq(RB.n_seen, n);
+}
+
+START_TEST(batch_max)
+{
+    int i;
+
+    setup(4, 4, 1000000, 0); /* a second's wait: only a full batch or Flush sends */
+    for (i = 0; i < 10; i++)
+        ck_assert_int_eq(add((uint64_t)i, 16), 0);
+    ck_assert_uint_eq(RB.n_seen, 2); /* two full batches went at once */
+    ck_assert_uint_eq(RB.sizes[0], 4);
+    ck_assert_uint_eq(RB.sizes[1], 4);
+    sut__batcher_kick(&F.bt);
+    ck_assert_uint_eq(RB.n_seen, 2); /* 2 < preferred and the wait has not passed */
+    sut__batcher_flush(&F.bt);
+    ck_assert_uint_eq(RB.n_seen, 3);
+    ck_assert_uint_eq(RB.sizes[2], 2);
+    while (F.results < 10)
+        uv_run(&F.loop, UV_RUN_ONCE);
+    ck_assert(sut__batcher_idle(&F.bt));
+    ck_assert_uint_eq(F.bt.st.batches, 3);
+    teardown();
+}
+END_TEST
+
+START_TEST(batch_wait)
+{
+    uint64_t t0;
+
+    /* max_wait 0: an idle engine takes a single sample at once. */
+    setup(8, 8, 0, 0);
+    ck_assert_int_eq(add(1, 16), 0);
+    sut__batcher_kick(&F.bt);
+    ck_assert_uint_eq(RB.n_seen, 1);
+    ck_assert_uint_eq(RB.sizes[0], 1);
+    run_until_batches(1);
+    teardown();
+
+    /* max_wait 30 ms: the sample waits for company, then goes alone (never before the wait). */
+    setup(8, 8, 30000, 0);
+    t0 = cmn_now_ns();
+    ck_assert_int_eq(add(1, 16), 0);
+    ck_assert_int_eq(add(2, 16), 0);
+    sut__batcher_kick(&F.bt);
+    ck_assert_uint_eq(RB.n_seen, 0);
+    run_until_batches(1);
+    ck_assert_uint_eq(RB.sizes[0], 2);
+    ck_assert_uint_ge(RB.at_ns[0] - t0, 30000000u);
+    teardown();
+
+    /* Reaching the preferred batch sends without waiting. */
+    setup(8, 2, 10000000, 0);
+    ck_assert_int_eq(add(1, 16), 0);
+    ck_assert_int_eq(add(2, 16), 0);
+    sut__batcher_kick(&F.bt);
+    ck_assert_uint_eq(RB.n_seen, 1);
+    teardown();
+}
+END_TEST
+
+START_TEST(batch_uniform)
+{
+    setup(8, 8, 1000000, 0);
+    ck_assert_int_eq(add(1, 16), 0);
+    ck_assert_int_eq(add(2, 16), 0);
+    ck_assert_int_eq(add(3, 16), 0);
+    sut__batcher_flush(&F.bt);
+    ck_assert_int_eq(add(4, 16), 0);
+    ck_assert_int_eq(add(5, 32), 0);
+    sut__batcher_flush(&F.bt);
+    ck_assert_uint_eq(RB.n_seen, 2);
+    ck_assert_int_eq(RB.uniform[0], 1);
+    ck_assert_int_eq(RB.uniform[1], 0);
+    teardown();
+}
+END_TEST
+
+START_TEST(batch_busy)
+{
+    int i;
+
+    /* One engine: the first sample goes at once; while it runs the open batch grows; when the
+     * engine frees up the grown batch goes as one. */
+    setup(16, 16, 0, 1);
+    RB.hold = 1;
+    ck_assert_int_eq(add(0, 16), 0);
+    sut__batcher_kick(&F.bt);
+    ck_assert_uint_eq(RB.n_seen, 1);
+    for (i = 1; i <= 5; i++)
+        ck_assert_int_eq(add((uint64_t)i, 16), 0);
+    sut__batcher_kick(&F.bt);
+    ck_assert_uint_eq(RB.n_seen, 1); /* the engine is busy */
+    RB.hold = 0;
+    complete_all(RB.held[0]);
+    run_until_batches(2);
+    ck_assert_uint_eq(RB.sizes[1], 5);
+    while (F.results < 6)
+        uv_run(&F.loop, UV_RUN_ONCE);
+    teardown();
+}
+END_TEST
+
+START_TEST(batch_alloc_fail)
+{
+    cmn_errbuf_t eb;
+    sut_owner_t ow = {NULL, 7, CMPR_NONE, 0};
+    uint8_t junk[64];
+    long k;
+
+    /* Each allocation of a new batch in turn (the batch, its sample slots, its owners, its
+     * input): the sample is refused with a reason, nothing leaks (ASan), and the next try works. */
+    for (k = 0; k < 4; k++) {
+        setup(4, 4, 1000000, 0);
+        sut__alloc_fail_after(k);
+        ck_assert_int_eq(add(1, 16), UV_ENOMEM);
+        ck_assert_int_ge(sut__alloc_fail_after(-1), 1);
+        ck_assert_int_eq(add(1, 16), 0);
+        sut__batcher_flush(&F.bt);
+        ck_assert_uint_eq(RB.n_seen, 1);
+        teardown();
+    }
+    /* A sample that does not decode to its declared size. */
+    setup(4, 4, 1000000, 0);
+    memset(junk, 0xff, sizeof(junk));
+    ck_assert_int_eq(sut__batcher_add(&F.bt, &ow, CMPR_LZ4, junk, sizeof(junk), 1000, &eb),
+                     CMN_EDECOMPRESS);
+    ck_assert_ptr_nonnull(strstr(eb.msg, "sample 7"));
+    teardown();
+}
+END_TEST
+
+TCase *tc_batch_max(void)
+{
+    TCase *tc = tcase_create("batch_max");
+    tcase_add_test(tc, batch_max);
+    return tc;
+}
+
+TCase *tc_batch_wait(void)
+{
+    TCase *tc = tcase_create("batch_wait");
+    tcase_add_test(tc, batch_wait);
+    return tc;
+}
+
+TCase *tc_batch_uniform(void)
+{
+    TCase *tc = tcase_create("batch_uniform");
+    tcase_add_test(tc, batch_uniform);
+    return tc;
+}
+
+TCase *tc_batch_busy(void)
+{
+    TCase *tc = tcase_create("batch_busy");
+    tcase_add_test(tc, batch_busy);
+    return tc;
+}
+
+TCase *tc_batch_alloc_fail(void)
+{
+    TCase *tc = tcase_create("batch_alloc_fail");
+    tcase_add_test(tc, batch_alloc_fail);
+    return tc;
+}

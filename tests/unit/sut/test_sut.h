@@ -1,0 +1,17 @@
+/* The sut-node unit suite: one TCase maker per group. */
+#ifndef TEST_SUT_H
+#define TEST_SUT_H
+
+#include <check.h>
+
+TCase *tc_batch_max(void);
+TCase *tc_batch_wait(void);
+TCase *tc_batch_uniform(void);
+TCase *tc_batch_busy(void);
+TCase *tc_batch_alloc_fail(void);
+TCase *tc_session_results(void);
+TCase *tc_session_alloc_fail(void);
+TCase *tc_accept_tls_fail(void);
+TCase *tc_budget(void);
+
+#endif
