@@ -92,11 +92,14 @@ def main():
     if mode == "performance":
         try:
             with open(out + "/mlperf_log_sample_latencies.csv", encoding="utf-8") as f:
-                rows = list(csv.reader(f))[1:]
-        except OSError as e:
+                header, *rows = list(csv.reader(f))
+        except (OSError, ValueError) as e:
             fail("no per-sample latency file (--sample-latencies): %s" % e)
+        # sample_seq, scheduled_ns, latency_ns (and more columns after them in newer versions)
+        if header[:3] != ["sample_seq", "scheduled_ns", "latency_ns"]:
+            fail("sample_latencies.csv header is %r" % header)
         for r in rows:
-            if len(r) != 3 or int(r[2]) < 0:
+            if len(r) != len(header) or int(r[2]) < 0:
                 fail("sample %s did not complete (%r)" % (r[0] if r else "?", r))
         n = exactly_once((int(r[0]) for r in rows), "sample")
         verdict = detail.get("result_validity")
