@@ -11,4 +11,5 @@ pkg_check_modules(MHD REQUIRED IMPORTED_TARGET libmicrohttpd>=0.9.71)
 pkg_check_modules(CHECK REQUIRED IMPORTED_TARGET check>=0.15)
 find_package(OpenSSL 3.0 REQUIRED)
 find_package(Threads REQUIRED)
+find_package(ZLIB REQUIRED) # the onnx tests read the gzip-compressed Fashion-MNIST files
 find_program(PROTOC_C_EXECUTABLE NAMES protoc-c protoc-gen-c REQUIRED)

@@ -5,6 +5,12 @@
 # checked against the digest of the exact sample bytes. Prints each run's summary and stops the
 # daemons. Logs stay in the output folder.
 #
+# Each run is checked for what does not depend on the machine's speed (deploy/demo-check.py: every
+# sample answered exactly once, no errors, well-formed logs, and the accuracy); the performance
+# runs must also be VALID, with loads chosen to leave a wide margin on a 2-core host that is busy
+# with a parallel build. The last line says it all: `demo: all scenarios VALID`, or
+# `demo: FAILED (...)` naming each scenario that failed and why.
+#
 # With --real it runs a real model instead: the Fashion-MNIST CNN (the onnx backend on oneDNN) on
 # two sut-nodes, the 10 000 test images of Debian's dataset-fashion-mnist sent LZ4-compressed
 # through the network; an accuracy run scored against the PyTorch FP32 reference (it must reach
@@ -15,6 +21,9 @@
 #   deploy/demo.sh --real       the real-model demo (about 40 seconds; with --quick about 20)
 #   deploy/demo.sh --out DIR    where the logs go (default: a new folder under /tmp)
 #   deploy/demo.sh --bin-dir B  use the programs of an existing build folder B (no install, no build)
+#   deploy/demo.sh --functional a performance run's VALID/INVALID is reported, not required (the
+#                               tests use this: whether a load is VALID on a busy machine is for
+#                               the benchmarks; every functional check still applies)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,13 +31,15 @@ quick=0
 real=0
 out=""
 bin_dir=""
+functional=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --quick) quick=1 ;;
         --real) real=1 ;;
         --out) out=$2; shift ;;
         --bin-dir) bin_dir=$2; shift ;;
-        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        --functional) functional=1 ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "demo: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -45,9 +56,10 @@ else
 fi
 sut="$build/sut-node/sut-node"
 lg="$build/loadgen-node/loadgen-node"
-[[ -x "$sut" && -x "$lg" ]] || { echo "demo: no sut-node or loadgen-node under $build" >&2; exit 3; }
+[[ -x "$sut" && -x "$lg" ]] || { echo "demo: FAILED (no sut-node or loadgen-node under $build)"; exit 3; }
 
-[[ -n "$out" ]] || out=$(mktemp -d /tmp/mlperf-demo.XXXXXX)
+own_out=0
+[[ -n "$out" ]] || { out=$(mktemp -d /tmp/mlperf-demo.XXXXXX); own_out=1; }
 mkdir -p "$out"
 pids=()
 addr=""
@@ -69,7 +81,7 @@ start_node() { # name, then sut-node options
         >"$out/$name.log" 2>&1 &
     pids+=($!)
     for _ in $(seq 100); do [[ -s "$out/$name.port" ]] && break; sleep 0.05; done
-    [[ -s "$out/$name.port" ]] || { echo "demo: $name did not start; see $out/$name.log" >&2; exit 3; }
+    [[ -s "$out/$name.port" ]] || { echo "demo: FAILED ($name did not start; see $out/$name.log)"; exit 3; }
     addr="127.0.0.1:$(cat "$out/$name.port")"
 }
 
@@ -78,17 +90,60 @@ seeds=(--set qsl_rng_seed=2085463073848966840 --set sample_index_rng_seed=274721
        --set schedule_rng_seed=16159082839903944936)
 if [[ $quick -eq 1 ]]; then dur=2000; else dur=10000; fi
 
-# Stops the daemons and exits with the demo's status (a daemon that fails to stop cleanly fails it).
+failures=() # "what: why", one per failed check; the last line names them
+verdicts=() # "Scenario VALID|INVALID", one per performance run
+# Stops the daemons, prints the verdict as the last line and exits 0 only when nothing failed (a
+# daemon that fails to stop cleanly fails the demo too).
 finish() {
     echo
     cleanup
     trap - EXIT
-    if [[ $stop_failed -ne 0 ]]; then
-        echo "demo: a sut-node did not exit cleanly on SIGTERM (see $out/*.log)" >&2
-        status=1
+    [[ $stop_failed -eq 0 ]] || failures+=("sut-node: did not exit cleanly on SIGTERM (see $out/*.log)")
+    if [[ ${#failures[@]} -eq 0 && $functional -eq 1 && $own_out -eq 1 ]]; then
+        # A test run that passed leaves nothing behind in /tmp; a failed one keeps its logs.
+        rm -rf "$out"
+        echo "demo: daemons stopped; logs removed (every check passed)"
+    else
+        echo "demo: daemons stopped; logs in $out"
     fi
-    echo "demo: daemons stopped cleanly; logs in $out"
-    exit $status
+    if [[ ${#failures[@]} -gt 0 ]]; then
+        local IFS=';'
+        echo "demo: FAILED (${failures[*]})"
+        exit 1
+    fi
+    if [[ $functional -eq 1 ]]; then
+        echo "demo: all checks passed (performance verdicts, not required here: ${verdicts[*]})"
+    else
+        echo "demo: all scenarios VALID"
+    fi
+    exit 0
+}
+
+# Runs loadgen-node (its stderr into $out/NAME.stderr) and checks the run with demo-check.py.
+# Quiet when all is well: of loadgen-node's stderr only warnings and errors are shown, without
+# the note that no mlperf.conf was given (the demo says that once, above); after a failure or an
+# INVALID run, all of it, the per-node table included.
+# Sets $lg_status to loadgen-node's exit status (0 VALID, 1 INVALID or sample errors, 2-3 failed).
+lg_run() { # name (the output folder under $out), mode, then loadgen-node options
+    local name=$1 mode=$2; shift 2
+    lg_status=0
+    "$lg" "$@" --output-dir "$out/$name" --quiet --progress off --log-level warn \
+        2>"$out/$name.stderr" || lg_status=$?
+    if [[ $lg_status -eq 0 ]]; then
+        grep -E ' (WARN|ERROR): ' "$out/$name.stderr" | grep -v -e '--mlperf-conf' >&2 || true
+    else
+        grep -v -e '--mlperf-conf' "$out/$name.stderr" >&2 || true
+    fi
+    if [[ $lg_status -ge 2 ]]; then
+        failures+=("$name: loadgen-node exited $lg_status, see $out/$name.stderr")
+        return 1
+    fi
+    if ! check=$(python3 "$root/deploy/demo-check.py" "$out/$name" "$scenario_of_run" "$mode"); then
+        echo "$check"
+        failures+=("$name: ${check#check: FAILED: }")
+        return 1
+    fi
+    echo "$check"
 }
 
 run() { # scenario, then extra loadgen-node options (the QSL options are in ${qsl[@]})
@@ -96,18 +151,27 @@ run() { # scenario, then extra loadgen-node options (the QSL options are in ${qs
     local dir="$out/$scenario"
     echo
     echo "=== $scenario ==="
-    if "$lg" --scenario "$scenario" "${qsl[@]}" "${seeds[@]}" --nodes "$n1,$n2" --output-dir "$dir" \
-        --quiet --progress off --log-level warn --set min_duration_ms=$dur "$@"; then :; else status=1; fi
+    scenario_of_run=$scenario
+    lg_run "$scenario" performance --scenario "$scenario" "${qsl[@]}" "${seeds[@]}" \
+        --nodes "$n1,$n2" --set min_duration_ms=$dur --sample-latencies "$@" || return 0
     local lines="SUT name|Scenario|Mode|Samples per second|Completed samples per second|Result is"
     # Offline latencies are those of one query holding every sample: not worth printing.
     [[ $scenario == Offline ]] || lines+="|(50|99)\.00 percentile latency"
     grep -E "^($lines)" "$dir/mlperf_log_summary.txt" || true
+    if [[ $lg_status -eq 0 ]]; then
+        verdicts+=("$scenario VALID")
+    else
+        verdicts+=("$scenario INVALID")
+        [[ $functional -eq 1 ]] ||
+            failures+=("$scenario: INVALID, see the summary above and $dir/mlperf_log_summary.txt")
+    fi
 }
 
-status=0
+echo "demo: the official seeds are given with --set, not read from mlperf.conf: these runs show the"
+echo "      harness at work; they are not valid for a submission (see README, Running it on real hosts)"
 if [[ $real -eq 1 ]]; then
     "$sut" --help | grep -q "Backends built in:.*onnx" ||
-        { echo "demo: this sut-node has no onnx backend (oneDNN or the ONNX schema was missing at build time)" >&2; exit 3; }
+        { echo "demo: FAILED (this sut-node has no onnx backend: oneDNN or the ONNX schema was missing at build time)"; exit 3; }
     py=/usr/bin/python3 # Debian's, with python3-numpy (install-deps.sh)
     model="$root/sut-node/backends/onnx/models/fashion_mnist_cnn.onnx"
     ref="$root/sut-node/backends/onnx/models/fashion_mnist_cnn.json"
@@ -124,8 +188,9 @@ if [[ $real -eq 1 ]]; then
 
     echo
     echo "=== Accuracy (Offline, all 10 000 test images through the network) ==="
-    if "$lg" --scenario Offline --mode AccuracyOnly "${qsl[@]}" "${seeds[@]}" --nodes "$n1,$n2" \
-        --output-dir "$out/Accuracy" --quiet --progress off --log-level warn; then
+    scenario_of_run=Offline
+    if lg_run Accuracy accuracy --scenario Offline --mode AccuracyOnly "${qsl[@]}" "${seeds[@]}" \
+        --nodes "$n1,$n2" && [[ $lg_status -eq 0 ]]; then
         acc=$("$py" "$root/loadgen-node/tools/accuracy_classification.py" \
             --log "$out/Accuracy/mlperf_log_accuracy.json" --labels "$data/fmnist_test_labels.npy")
         echo "$acc"
@@ -139,23 +204,28 @@ print(f"PyTorch FP32 reference {ref:.3f}%: {got / ref * 100:.2f}% of it (target 
       f"{'PASS' if ok else 'FAIL'}")
 sys.exit(0 if ok else 1)
 PY
-        then status=1; fi
-    else
-        echo "accuracy run: FAILED (see $out/Accuracy)"; status=1
+        then failures+=("Accuracy: below 99 % of the PyTorch FP32 reference"); fi
+    elif [[ $lg_status -eq 1 ]]; then
+        failures+=("Accuracy: loadgen-node reported sample errors, see $out/Accuracy.stderr")
     fi
 
-    # Two 1-thread nodes classify about 28 000 images/s on a 2-vCPU host. The Offline hint is set
-    # above what they do, so that the run (1.1 x hint x min_duration samples) outlasts its minimum
-    # duration on a faster host too. The Server load is about a fifth of the Offline rate, under
-    # ResNet-50's 15 ms bound (this project's demo classifier has no official one of its own).
-    run Offline --set offline_expected_qps=50000
-    run Server --set server_target_qps=6000 --set server_target_latency_ns=15000000
+    # Two 1-thread nodes classify 7 500 (2 cores busy with a parallel build) to 28 000 (idle)
+    # images/s on a 2-vCPU host. The Offline hint is set above what they do, so that the run
+    # (1.1 x hint x min_duration samples) outlasts its minimum duration on a faster host too. The
+    # Server load is a fifth of the busy rate, under ResNet-50's 15 ms bound (this project's demo
+    # classifier has no official one of its own): VALID while another build runs.
+    # --functional (the tests) does not need VALID, so a tenth of the samples: the run's length
+    # then stays bounded on a machine loaded many times over.
+    if [[ $functional -eq 1 ]]; then offline_hint=5000; else offline_hint=50000; fi
+    run Offline --set offline_expected_qps=$offline_hint
+    run Server --set server_target_qps=1500 --set server_target_latency_ns=15000000
     finish
 fi
 
 # A simulated accelerator per node: one engine, 300 + 200*batch us per batch (+-5% jitter), so at
-# most about 4.5k samples/s per node at batch 16: the accelerator, not this machine, sets the pace,
-# and the settings below hold on a fast or a slow host.
+# most about 4.5k samples/s per node at batch 16: the accelerator, not this machine, sets the pace.
+# The Server load (1 000/s of 150 KB samples, a ninth of the two nodes' capacity) leaves this
+# machine's cores room for a parallel build while it moves and decompresses 150 MB/s.
 sim=(--backend sim --backend-opt engines=1 --backend-opt a_us=300 --backend-opt b_us=200 --max-batch 16)
 start_node sim-node-1 "${sim[@]}"; n1=$addr
 start_node sim-node-2 "${sim[@]}" --seed 7; n2=$addr
@@ -165,7 +235,7 @@ echo "demo: sut-nodes sim-node-1 at $n1 and sim-node-2 at $n2; logs in $out"
 # shrink (image classification allows lossless compression, rules 6.2.4).
 qsl=(--model resnet50 --qsl-synthetic 1024 --sample-size 150528 --synthetic-kind image --compress lz4)
 run Offline --set offline_expected_qps=10000
-run Server --set server_target_qps=2500 --set server_target_latency_ns=15000000 --sample-latencies
+run Server --set server_target_qps=1000 --set server_target_latency_ns=15000000
 if python3 "$root/deploy/plot/latplot.py" "$out/Server" --out "$out/Server/latency.svg" >/dev/null 2>&1; then
     echo "latency over time and histogram: $out/Server/latency.svg"
 fi
@@ -182,12 +252,14 @@ start_node digest-node-1 --backend digest; d1=$addr
 start_node digest-node-2 --backend digest; d2=$addr
 echo
 echo "=== Accuracy (Offline, every sample's digest verified) ==="
-if "$lg" --scenario Offline --mode AccuracyOnly "${qsl[@]}" "${seeds[@]}" --nodes "$d1,$d2" \
-    --output-dir "$out/Accuracy" --quiet --progress off --log-level warn --verify-digest; then
-    echo "accuracy run: $(grep -c qsl_idx "$out/Accuracy/mlperf_log_accuracy.json") samples logged," \
-         "every response matched the digest of its sample"
-else
-    echo "accuracy run: FAILED (see $out/Accuracy)"; status=1
+scenario_of_run=Offline
+if lg_run Accuracy accuracy --scenario Offline --mode AccuracyOnly "${qsl[@]}" "${seeds[@]}" \
+    --nodes "$d1,$d2" --verify-digest; then
+    if [[ $lg_status -eq 0 ]]; then
+        echo "accuracy run: every response matched the digest of its sample"
+    else
+        failures+=("Accuracy: responses that do not match their sample's digest, see $out/Accuracy.stderr")
+    fi
 fi
 
 finish

@@ -5,13 +5,14 @@
 #
 #   deploy/install-deps.sh            build + test + demo dependencies
 #   deploy/install-deps.sh --bench    also the benchmark references (PyTorch, iperf3)
+#   deploy/install-deps.sh --help     this text (installs nothing)
 set -euo pipefail
 
 packages=(
     # toolchain and build
     build-essential cmake pkg-config clang clang-format
     # libraries
-    libuv1-dev libprotobuf-c-dev protobuf-c-compiler liblz4-dev libssl-dev libxxhash-dev
+    libuv1-dev libprotobuf-c-dev protobuf-c-compiler liblz4-dev libssl-dev libxxhash-dev zlib1g-dev
     # the /metrics endpoint (libmicrohttpd) and the Prometheus server that scrapes it in tests
     libmicrohttpd-dev prometheus
     # the ucx:// transport (RDMA, shared memory, TCP) and ucx_info to see what a host offers
@@ -32,9 +33,12 @@ packages=(
     # NIC models in the submission metadata
     python3-yaml systemd pciutils
 )
-if [[ "${1:-}" == "--bench" ]]; then
-    packages+=(python3-torch python3-torchvision python3-onnx iperf3 hyperfine)
-fi
+case "${1:-}" in
+    "") ;;
+    --bench) packages+=(python3-torch python3-torchvision python3-onnx iperf3 hyperfine) ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "install-deps: unknown option '$1' (see --help)" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

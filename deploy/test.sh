@@ -15,7 +15,7 @@ while [[ $# -gt 0 ]]; do
         --asan) variant=asan ;;
         --tsan) variant=tsan ;;
         --) shift; ctest_args=("$@"); break ;;
-        -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "test.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
     shift

@@ -136,8 +136,15 @@ int main(int argc, char **argv)
 
     memset(&g, 0, sizeof(g));
     g.rng = 2463534242u;
-    if (argc != 2 && !(argc == 4 && strcmp(argv[2], "--seed") == 0)) {
-        fprintf(stderr, "usage: resnet50_onnx OUT.onnx [--seed N]\n");
+    if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        printf("usage: resnet50_onnx OUT.onnx [--seed N]\n"
+               "Writes ResNet-50 v1.5 (torchvision's layout, opset 13) with seeded random weights\n"
+               "as ONNX: input \"input\" float [batch, 3, 224, 224] (602 112 bytes per sample),\n"
+               "output \"logits\" [batch, 1000]. For timing only: its answers mean nothing.\n");
+        return 0;
+    }
+    if ((argc != 2 && !(argc == 4 && strcmp(argv[2], "--seed") == 0)) || argv[1][0] == '-') {
+        fprintf(stderr, "usage: resnet50_onnx OUT.onnx [--seed N] (see --help)\n");
         return 2;
     }
     if (argc == 4)

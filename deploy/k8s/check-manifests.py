@@ -9,7 +9,11 @@ ports, selectors that match the pod labels, the headless Service's selector and 
 against the DaemonSet, volumes and ConfigMap keys that exist, the DaemonSet on labelled
 accelerator nodes, the Job off them (rules 6.2.2: LoadGen and SUT on separate machines) and
 pointing at the Service, and kustomization.yaml listing files that exist. With --sut-node, the
-sut-node.conf in the ConfigMap is also started with the real daemon on loopback.
+sut-node.conf in the ConfigMap is also started with the real daemon on loopback. With
+--image-root (the file system of the built image, deploy/container/build-image.sh; needs root),
+every container's program and the commands of the Job's script must be in the image, the
+ConfigMap's config starts the image's own sut-node (under chroot), and with --image the manifests
+must name that image.
 Exit status: 0 when everything holds, 1 with one line per problem otherwise, 2 bad arguments.
 """
 import argparse
@@ -104,14 +108,58 @@ def check_pod(where, pod_spec, objs):
     return ports
 
 
-def run_conf(sut_node, conf_text):
-    """Starts the real sut-node with the ConfigMap's config on loopback, then stops it."""
-    with tempfile.TemporaryDirectory() as d:
+IMAGE_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+
+
+def in_image(root, prog):
+    """Whether |prog| (a name looked up in PATH, or an absolute path) is an executable in |root|."""
+    cands = [prog] if prog.startswith("/") else [d + "/" + prog for d in IMAGE_PATH]
+    for c in cands:
+        path = os.path.join(root, c.lstrip("/"))
+        # Absolute symlinks inside the image point into the image, not the host.
+        for _ in range(8):
+            if not os.path.islink(path):
+                break
+            t = os.readlink(path)
+            path = os.path.join(root, t.lstrip("/")) if t.startswith("/") else \
+                os.path.join(os.path.dirname(path), t)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return True
+    return False
+
+
+def check_image(where, pod_spec, root, image):
+    """The pod's containers against the built image's file system."""
+    for c in get(pod_spec, "containers") or []:
+        cw = f"{where} container {c.get('name')}"
+        if image and c.get("image") != image:
+            bad(cw, f"names image {c.get('image')!r}; the image built here is {image!r}")
+        cmd = c.get("command") or []
+        if cmd and not in_image(root, cmd[0]):
+            bad(cw, f"command {cmd[0]!r} is not in the image")
+        # A shell script: the programs it runs must be there too.
+        if cmd and os.path.basename(cmd[0]) in ("bash", "sh") and "-c" in cmd:
+            script = cmd[cmd.index("-c") + 1] if cmd.index("-c") + 1 < len(cmd) else ""
+            for prog in ("getent", "awk", "sort", "loadgen-node", "sut-node"):
+                if re.search(r"(^|[\s|(;])" + re.escape(prog) + r"\s", script) and not in_image(root, prog):
+                    bad(cw, f"its script runs {prog!r}, which is not in the image")
+            for a in cmd[cmd.index("-c") + 2:]:
+                if re.match(r"^[a-z][-a-z]*$", a) and a.endswith("-node") and not in_image(root, a):
+                    bad(cw, f"its script runs {a!r}, which is not in the image")
+
+
+def run_conf(sut_node, conf_text, root=None):
+    """Starts the real sut-node with the ConfigMap's config on loopback, then stops it; with |root|
+    the image's sut-node under chroot."""
+    with tempfile.TemporaryDirectory(dir=os.path.join(root, "tmp") if root else None) as d:
         conf = os.path.join(d, "sut-node.conf")
         with open(conf, "w") as f:
             f.write("".join(l + "\n" for l in conf_text.splitlines() if not l.strip().startswith("listen")))
         pf = os.path.join(d, "port")
-        p = subprocess.Popen([sut_node, "--config", conf, "--listen", "127.0.0.1:0", "--port-file", pf],
+        inner = (lambda x: "/" + os.path.relpath(x, root)) if root else (lambda x: x)
+        prefix = ["chroot", root] if root else []
+        p = subprocess.Popen(prefix + [sut_node, "--config", inner(conf), "--listen", "127.0.0.1:0",
+                                       "--port-file", inner(pf)],
                              stderr=subprocess.PIPE, text=True)
         deadline = time.time() + 10
         while not os.path.exists(pf) and p.poll() is None and time.time() < deadline:
@@ -133,6 +181,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("dir", nargs="?", default=os.path.dirname(os.path.abspath(__file__)))
     ap.add_argument("--sut-node", help="start this sut-node with the ConfigMap's config")
+    ap.add_argument("--image-root", help="the built image's file system: check the containers against it")
+    ap.add_argument("--image", help="the built image's name: every container must name it")
     a = ap.parse_args()
 
     files = sorted(f for f in os.listdir(a.dir) if f.endswith((".yaml", ".yml")))
@@ -199,6 +249,8 @@ def main():
             bad(where, "DaemonSet must run only on nodes labelled mlperf.org/accelerator=\"true\"")
         ds_ports = check_pod(where, pod, objs)
         ds_labels = labels
+        if a.image_root:
+            check_image(where, pod, a.image_root, a.image)
 
     for where, name, d in services:
         spec = d.get("spec") or {}
@@ -220,6 +272,8 @@ def main():
         if pod.get("restartPolicy") not in ("Never", "OnFailure"):
             bad(where, "a Job's restartPolicy must be Never or OnFailure")
         check_pod(where, pod, objs)
+        if a.image_root:
+            check_image(where, pod, a.image_root, a.image)
         terms = get(pod, "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution",
                     "nodeSelectorTerms") or []
         off = any(e.get("key") == "mlperf.org/accelerator" and e.get("operator") == "DoesNotExist"
@@ -237,18 +291,24 @@ def main():
             if not os.path.exists(os.path.join(a.dir, r)):
                 bad(fn, f"resource {r} does not exist")
 
-    if a.sut_node:
+    if a.sut_node or a.image_root:
         for (kind, name), d in objs.items():
             if kind == "ConfigMap" and "sut-node.conf" in (d.get("data") or {}):
-                err = run_conf(a.sut_node, d["data"]["sut-node.conf"])
-                if err:
-                    bad(f"ConfigMap {name}", err)
+                if a.sut_node:
+                    err = run_conf(a.sut_node, d["data"]["sut-node.conf"])
+                    if err:
+                        bad(f"ConfigMap {name}", err)
+                if a.image_root:
+                    err = run_conf("sut-node", d["data"]["sut-node.conf"], a.image_root)
+                    if err:
+                        bad(f"ConfigMap {name} in the image", err)
 
     if problems:
         for p in problems:
             print(f"check-manifests: {p}", file=sys.stderr)
         return 1
-    print(f"check-manifests: {len(order)} objects in {len(files)} files: OK")
+    against = f"; against the image {a.image or a.image_root}" if a.image_root else ""
+    print(f"check-manifests: {len(order)} objects in {len(files)} files: OK{against}")
     return 0
 
 

@@ -29,11 +29,13 @@ expect_fail() { # status message-substring command...
 # ---- --help everywhere
 for cmd in "$deploy/netns/fabric.sh" "$deploy/netns/test_netns.sh" "$deploy/netns/bench-lz4.sh" \
            "$deploy/slurm/mlperf-network.sbatch" "$deploy/gpu/pack-runtime-debs.sh" \
-           "$deploy/gpu/gpu-check.sh" "$drive" "$relay"; do
+           "$deploy/gpu/gpu-check.sh" "$deploy/install-deps.sh" "$deploy/test.sh" "$deploy/demo.sh" \
+           "$deploy/package/build-debs.sh" "$deploy/package/test-debs.sh" "$deploy/package/test-install.sh" \
+           "$drive" "$relay"; do
     "$cmd" --help >"$tmp/help" 2>&1 || fail "$cmd --help failed"
     grep -qi "usage\|--" "$tmp/help" || fail "$cmd --help printed no usage"
 done
-for py in netns/fmnist-like.py metadata/netmeta.py plot/latplot.py k8s/check-manifests.py; do
+for py in demo-check.py netns/fmnist-like.py metadata/netmeta.py plot/latplot.py k8s/check-manifests.py; do
     "$python" "$deploy/$py" --help >/dev/null || fail "$py --help failed"
 done
 echo "test_scripts: --help: ok"
@@ -72,6 +74,10 @@ if command -v systemd-analyze >/dev/null; then
         fail "systemd-analyze verify: $(cat "$tmp/verify")"
     fi
     echo "test_scripts: systemd-analyze verify: ok"
+    # The sandbox: exposure at most 3.0 of 10 (systemd-analyze security; 1.9 when written).
+    systemd-analyze security --offline=true --threshold=30 "$unit" >"$tmp/security" 2>&1 ||
+        fail "systemd-analyze security: exposure above 3.0: $(grep Overall "$tmp/security")"
+    echo "test_scripts: systemd-analyze security: $(grep -o 'exposure level.*' "$tmp/security")"
 else
     awk '/^[[:space:]]*(#|$)/ {next} /^\[[A-Za-z]+\]$/ {next} /^[A-Za-z]+=/ {next}
          {print FILENAME ":" NR ": not a section, key=value or comment: " $0; bad=1} END {exit bad}' \

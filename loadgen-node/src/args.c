@@ -1,6 +1,8 @@
 /* loadgen-node's options: the table below is the parser, the --help text and the --config keys. */
 #include "args.h"
 
+#include "build_info.h"
+
 #include "cmn/conf.h"
 #include "cmn/log.h"
 
@@ -131,7 +133,9 @@ static const opt_t options[] = {
          "check every response against its sample's digest (use with the\n"
          "sut-node digest backend); any mismatch makes the run fail"),
     SECTION("Output and run control"),
-    STR("output-dir", "DIR", outdir, "where the logs go (created if missing; default .)"),
+    STR("output-dir", "DIR", outdir,
+        "where the logs go (created if missing; default .); refused\n"
+        "when it already holds the logs of an earlier run"),
     STR("metrics-listen", "ADDR:PORT", metrics_listen,
         "serve Prometheus metrics at http://ADDR:PORT/metrics during a QDL\n"
         "run (port 0: a free one, logged)"),
@@ -509,7 +513,8 @@ static int parse_argv(int argc, char **argv, lg_args_t *o, int pass, cmn_errbuf_
                 exit(0);
             }
             if (strcmp(name, "version") == 0) {
-                printf("%s\n", LG_VERSION_STRING);
+                printf("%s\ngit commit %s (%s), built %s\n", LG_VERSION_STRING, BUILD_GIT_COMMIT,
+                       BUILD_GIT_COMMIT_DATE, BUILD_DATE_UTC);
                 exit(0);
             }
             if (strcmp(name, "config") == 0) {

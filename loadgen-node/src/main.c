@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* The exit status the README documents; 128 + the signal when interrupted. */
 enum { EXIT_VALID = 0, EXIT_INVALID = 1, EXIT_USAGE = 2, EXIT_FAILED = 3 };
@@ -46,6 +47,28 @@ static int mkdir_p(const char *dir, cmn_errbuf_t *eb)
         return cmn_errf(eb, -errno, "--output-dir: cannot create %s: %s", path, strerror(errno));
     if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
         return cmn_errf(eb, -ENOTDIR, "--output-dir: %s is not a directory", path);
+    return 0;
+}
+
+/* Refuses an output folder that already holds the logs of an earlier run with the same file
+ * names: the new run would overwrite them without a word (names with --prefix-datetime differ). */
+static int refuse_used_outdir(const char *dir, const lg_log_settings_t *ls, cmn_errbuf_t *eb)
+{
+    static const char *const kinds[] = {"summary", "detail"};
+    char path[4200];
+    size_t i;
+
+    if (ls->prefix_with_datetime)
+        return 0;
+    for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+        snprintf(path, sizeof(path), "%s/%s%s%s.txt", dir, ls->prefix, kinds[i], ls->suffix);
+        if (access(path, F_OK) == 0)
+            return cmn_errf(eb, CMN_ECONFIG,
+                            "--output-dir: %s already holds the logs of an earlier run (%s); give "
+                            "each run its own folder (e.g. results/Server/performance) or remove "
+                            "them first",
+                            dir, path);
+    }
     return 0;
 }
 
@@ -283,6 +306,12 @@ static int run(lg_args_t *o, const lg_test_settings_t *settings)
     if (rc < 0) {
         fprintf(stderr, "loadgen-node: %s\n", eb.msg);
         return rc == CMN_EPOLICY || rc == CMN_ECONFIG ? EXIT_USAGE : EXIT_FAILED;
+    }
+    rc = refuse_used_outdir(o->outdir, &o->log, &eb);
+    if (rc < 0) {
+        fprintf(stderr, "loadgen-node: %s\n", eb.msg);
+        lg_qsl_close(qsl);
+        return EXIT_USAGE;
     }
     rc = mkdir_p(o->outdir, &eb);
     if (rc < 0)

@@ -3,6 +3,7 @@
  * still outstanding is parked, not freed, so a late completion finds it closed. */
 #include "run.h"
 
+#include "build_info.h"
 #include "cmn/clock.h"
 #include "cmn/log.h"
 
@@ -258,10 +259,10 @@ int lg_start_test(lg_sut_t *sut, lg_qsl_t *qsl, const lg_test_settings_t *settin
     snprintf(res->sut_name, sizeof(res->sut_name), "%s", run->sut_name);
 
     LG_DSTR(&run->dlog, "loadgen_version", LG_VERSION_STRING);
-    LG_DSTR(&run->dlog, "loadgen_build_date_local", "NA");
-    LG_DSTR(&run->dlog, "loadgen_build_date_utc", "NA");
-    LG_DSTR(&run->dlog, "loadgen_git_commit_date", "NA");
-    LG_DSTR(&run->dlog, "loadgen_git_log_message", "NA");
+    LG_DSTR(&run->dlog, "loadgen_build_date_local", BUILD_DATE_LOCAL);
+    LG_DSTR(&run->dlog, "loadgen_build_date_utc", BUILD_DATE_UTC);
+    LG_DSTR(&run->dlog, "loadgen_git_commit_date", BUILD_GIT_COMMIT_DATE);
+    LG_DSTR(&run->dlog, "loadgen_git_log_message", "commit " BUILD_GIT_COMMIT);
     LG_DSTR(&run->dlog, "loadgen_git_status_message", "NA");
     lg__log_msgs(&run->dlog, log->msgs);
     local_datetime(dt, sizeof(dt), 1);

@@ -6,6 +6,7 @@
 #include "opts.h"
 #include "statsq.h"
 
+#include "build_info.h"
 #include "cmn/conf.h"
 #include "cmn/log.h"
 #include "cmpr/cmpr.h"
@@ -309,8 +310,10 @@ static int parse_args(int argc, char **argv, sut_opts_t *o, cmn_errbuf_t *eb)
                     exit(0);
                 }
                 if (pass == 0 && strcmp(name, "version") == 0) {
-                    printf("sut-node %s (protocol %u, backend ABI %u)\n", SUT_VERSION,
-                           CMN_PROTOCOL_VERSION, SUT_BACKEND_ABI_VERSION);
+                    printf("sut-node %s (protocol %u, backend ABI %u)\ngit commit %s (%s), "
+                           "built %s\n",
+                           SUT_VERSION, CMN_PROTOCOL_VERSION, SUT_BACKEND_ABI_VERSION,
+                           BUILD_GIT_COMMIT, BUILD_GIT_COMMIT_DATE, BUILD_DATE_UTC);
                     sut__opts_free(o);
                     exit(0);
                 }

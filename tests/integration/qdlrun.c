@@ -149,6 +149,38 @@ size_t wait_done(size_t want, int timeout_ms)
     return done;
 }
 
+#define QR_MAX_NODES 16
+
+int wait_node_rejoined(qdl_t *q, size_t i, int timeout_ms)
+{
+    uint64_t deadline = cmn_now_ns() + (uint64_t)timeout_ms * 1000000u;
+    qdl_node_stats_t st[QR_MAX_NODES];
+
+    for (;;) {
+        int n = qdl_stats(q, st, QR_MAX_NODES);
+        if (n > (int)i && st[i].up && st[i].reconnects >= 1)
+            return 1;
+        if (cmn_now_ns() >= deadline)
+            return 0;
+        usleep(10000);
+    }
+}
+
+uint64_t wait_sent(qdl_t *q, uint64_t want, int timeout_ms)
+{
+    uint64_t deadline = cmn_now_ns() + (uint64_t)timeout_ms * 1000000u, sent;
+    qdl_node_stats_t st[QR_MAX_NODES];
+
+    for (;;) {
+        int n = qdl_stats(q, st, QR_MAX_NODES), i;
+        for (sent = 0, i = 0; i < n && i < QR_MAX_NODES; i++)
+            sent += st[i].samples_sent;
+        if (sent >= want || cmn_now_ns() >= deadline)
+            return sent;
+        usleep(10000);
+    }
+}
+
 void expect_exactly_once(int digest)
 {
     size_t i;

@@ -42,6 +42,12 @@ void issue_range(qdl_t *q, size_t from, size_t to, size_t per);
 void issue_paced(qdl_t *q, size_t from, size_t to, unsigned gap_us);
 /* Waits until |want| completions arrived or |timeout_ms| passed; returns the count. */
 size_t wait_done(size_t want, int timeout_ms);
+/* Waits until node |i| of |q|, after losing its connection, has reconnected and is up again
+ * (handshake done), or |timeout_ms| passed; returns whether it rejoined. */
+int wait_node_rejoined(qdl_t *q, size_t i, int timeout_ms);
+/* Waits until the nodes of |q| were sent |want| samples in all, or |timeout_ms| passed; returns
+ * the count. */
+uint64_t wait_sent(qdl_t *q, uint64_t want, int timeout_ms);
 /* Every sample completed exactly once, successfully (and with the right digest), its
  * issued_ns and sent_ns in order between its issue call and its completion. */
 void expect_exactly_once(int digest);

@@ -127,7 +127,7 @@ START_TEST(sigstop_past_the_ping_deadline)
     before = st[1].samples_completed;
     /* Resumed, it rejoins and takes work again. */
     kill(nodes[1].pid, SIGCONT);
-    usleep(1500000);
+    ck_assert_msg(wait_node_rejoined(q, 1, 30000), "the resumed node did not rejoin within 30 s");
     issue_paced(q, 2000, 3000, 300);
     ck_assert_uint_eq(wait_done(3000, 30000), 3000);
     expect_exactly_once(0);
@@ -168,7 +168,7 @@ START_TEST(restart_rejoins)
     before = st[1].samples_completed;
     /* The node comes back on the same address; the QDL's backoff reconnects to it. */
     ck_assert_int_eq(tn_spawn_port(&nodes[1], SUT_NODE_EXE, args, port), 0);
-    usleep(1200000);
+    ck_assert_msg(wait_node_rejoined(q, 1, 30000), "the restarted node did not rejoin within 30 s");
     issue_paced(q, 2000, 3000, 300);
     ck_assert_uint_eq(wait_done(3000, 30000), 3000);
     expect_exactly_once(0);
@@ -380,7 +380,7 @@ static void network_fault(int mode, const char *what)
     ck_assert_uint_gt(st[1].redispatched + st[1].samples_completed, 0);
     /* The network heals: the node is reachable again and rejoins. */
     atomic_store(&relay.mode, RELAY_PASS);
-    usleep(1500000);
+    ck_assert_msg(wait_node_rejoined(q, 1, 30000), "%s: the node did not rejoin within 30 s", what);
     issue_paced(q, 2000, 2500, 400);
     ck_assert_uint_eq(wait_done(2500, 30000), 2500);
     expect_exactly_once(0);

@@ -7,6 +7,7 @@
 #include "qdlrun.h"
 #include "testnet.h"
 
+#include "cmn/clock.h"
 #include "cmn/conn.h"
 #include "cmn/digest.h"
 #include "cmn/net.h"
@@ -190,15 +191,16 @@ START_TEST(malicious_node_cannot_complete_twice)
     ck_assert_msg(qdl_create(&cfg, &q, err, sizeof(err)) == 0, "%s", err);
     issue_paced(q, 0, 3000, 100);
     ck_assert_uint_eq(wait_done(3000, 30000), 3000);
-    usleep(100000); /* late duplicates have time to arrive, and must be dropped */
+    ck_assert_int_eq(qdl_stats(q, st, 2), 2);
+    /* Destroying the QDL joins its thread: the check below then covers every result it ever
+     * delivered, the late duplicates of the last queries included. */
+    qdl_destroy(q);
     /* Exactly once, and the right bytes: stray and duplicate results never reached the caller. */
     expect_exactly_once(1);
-    ck_assert_int_eq(qdl_stats(q, st, 2), 2);
     printf("malicious node: %llu stray or duplicate results dropped, %llu samples re-dispatched\n",
            (unsigned long long)st[0].errors, (unsigned long long)st[0].redispatched);
     ck_assert_uint_gt(st[0].errors, 1000);
     ck_assert_int_eq(evil.garbage_sent, 1);
-    qdl_destroy(q);
     uv_async_send(&evil.stop);
     uv_thread_join(&evil.thread);
     uv_loop_close(&evil.loop);
@@ -211,6 +213,19 @@ END_TEST
 /* ---- thousands of half-open connections ----------------------------------------------------- */
 
 #define HALF_OPEN 2000
+
+/* One StatsRequest round trip on |c| (free the answer with cmn_msg_free). */
+static Nsut__Stats *stats(tn_client_t *c)
+{
+    Nsut__StatsRequest sr = NSUT__STATS_REQUEST__INIT;
+    ProtobufCMessage *m;
+    unsigned type;
+
+    ck_assert_int_eq(tn_send(c, CMN_MSG_STATS_REQUEST, &sr.base, NULL, 0), 0);
+    ck_assert_int_eq(tn_recv(c, 10000, &type, &m, NULL, NULL), 0);
+    ck_assert_uint_eq(type, CMN_MSG_STATS);
+    return (Nsut__Stats *)m;
+}
 
 START_TEST(half_open_flood)
 {
@@ -227,11 +242,10 @@ START_TEST(half_open_flood)
     struct sockaddr_in a;
     tn_proc_t p;
     tn_client_t c;
-    Nsut__StatsRequest sr = NSUT__STATS_REQUEST__INIT;
-    ProtobufCMessage *m;
     const int codecs[1] = {0};
     Nsut__HelloAck *ack;
-    unsigned type;
+    Nsut__Stats *st;
+    uint64_t t0, served_ms, total, deadline;
     int i, open_now;
 
     ck_assert_int_eq(tn_spawn(&p, SUT_NODE_EXE, args), 0);
@@ -239,6 +253,7 @@ START_TEST(half_open_flood)
     a.sin_family = AF_INET;
     a.sin_port = htons((uint16_t)p.port);
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    t0 = cmn_now_ns();
     for (i = 0; i < HALF_OPEN; i++) {
         fds[i] = socket(AF_INET, SOCK_STREAM, 0);
         ck_assert_int_ge(fds[i], 0);
@@ -251,21 +266,34 @@ START_TEST(half_open_flood)
     ack = tn_handshake(&c, codecs, 1);
     ck_assert_ptr_nonnull(ack);
     cmn_msg_free(&ack->base, NULL);
-    ck_assert_int_eq(tn_send(&c, CMN_MSG_STATS_REQUEST, &sr.base, NULL, 0), 0);
-    ck_assert_int_eq(tn_recv(&c, 10000, &type, &m, NULL, NULL), 0);
-    ck_assert_uint_eq(type, CMN_MSG_STATS);
-    open_now = (int)((Nsut__Stats *)m)->connections_open;
-    cmn_msg_free(m, NULL);
-    printf("half-open flood: %d connections open at the node while serving a good client\n",
-           open_now);
-    ck_assert_int_ge(open_now, HALF_OPEN / 2);
-    /* After the handshake deadline only the good client is left. */
-    usleep(2500000);
-    ck_assert_int_eq(tn_send(&c, CMN_MSG_STATS_REQUEST, &sr.base, NULL, 0), 0);
-    ck_assert_int_eq(tn_recv(&c, 10000, &type, &m, NULL, NULL), 0);
-    ck_assert_uint_eq(((Nsut__Stats *)m)->connections_open, 1);
-    cmn_msg_free(m, NULL);
-    ck_assert(tn_log_contains(&p, "no Hello within 1500 ms"));
+    st = stats(&c);
+    served_ms = (cmn_now_ns() - t0) / 1000000u;
+    open_now = (int)st->connections_open;
+    total = st->connections_total;
+    cmn_msg_free(&st->base, NULL);
+    printf("half-open flood: %d connections open at the node while serving a good client "
+           "(%llu accepted, %llu ms after the first)\n",
+           open_now, (unsigned long long)total, (unsigned long long)served_ms);
+    /* The node accepts in order: the good client comes after every half-open one. */
+    ck_assert_uint_ge(total, HALF_OPEN + 1);
+    /* None of them can have reached its 1500 ms deadline yet when the good client was served
+     * sooner than that after the first connect; on a machine too busy for that, the count of
+     * accepted connections above is what can be asserted. */
+    if (served_ms < 1500)
+        ck_assert_int_eq(open_now, HALF_OPEN + 1);
+    /* Each half-open connection is closed at its handshake deadline: in the end only the good
+     * client is left (polled, however busy the machine is). */
+    deadline = cmn_now_ns() + 30000000000ull;
+    for (;;) {
+        st = stats(&c);
+        open_now = (int)st->connections_open;
+        cmn_msg_free(&st->base, NULL);
+        if (open_now == 1 || cmn_now_ns() > deadline)
+            break;
+        usleep(50000);
+    }
+    ck_assert_int_eq(open_now, 1);
+    ck_assert(tn_wait_log(&p, "no Hello within 1500 ms", 10000));
     for (i = 0; i < HALF_OPEN; i++)
         close(fds[i]);
     tn_close(&c);

@@ -252,7 +252,10 @@ START_TEST(least_outstanding_favours_the_fast_node)
     printf("least-outstanding: fast node %llu samples, slow node %llu\n",
            (unsigned long long)st[0].samples_completed,
            (unsigned long long)st[1].samples_completed);
-    ck_assert_uint_gt(st[0].samples_completed, 3 * st[1].samples_completed);
+    /* The simulated accelerators are 14 times apart (280 against 4080 us per batch of 16); how
+     * much of that shows depends on the CPU the two daemons get (idle: over 3 to 1; 2.2 to 1 with
+     * the 2-core host loaded 11 times over). The policy's promise is the direction. */
+    ck_assert_uint_gt(st[0].samples_completed, st[1].samples_completed);
     qdl_destroy(q);
     stop_nodes(2);
     run_free();
@@ -264,30 +267,54 @@ START_TEST(round_robin_and_weighted_spread)
     const char *a[] = {"--backend", "null", "--name", "n1", NULL};
     const char *b[] = {"--backend", "null", "--name", "n2", NULL};
     const char *const *args[] = {a, b};
+    /* Weighted: the same simulated accelerator, with three engines on w1 and one on w2, so the
+     * weights the nodes announce (samples/s at the preferred batch) are 3 : 1. */
+    const char *w1[] = {
+        "--backend",      "sim",           "--name",     "w1",          "--backend-opt",
+        "engines=3",      "--backend-opt", "a_us=20000", "--max-batch", "16",
+        "--max-inflight", "4096",          NULL};
+    const char *w2[] = {
+        "--backend",      "sim",           "--name",     "w2",          "--backend-opt",
+        "engines=1",      "--backend-opt", "a_us=20000", "--max-batch", "16",
+        "--max-inflight", "4096",          NULL};
+    const char *const *wargs[] = {w1, w2};
     qdl_node_stats_t st[2];
+    double ratio;
     qdl_t *q;
-    int pol;
 
-    for (pol = 0; pol < 2; pol++) {
-        run_init(1000, 32, 0);
-        start_nodes(2, args);
-        q = make_qdl(2, pol ? QDL_POLICY_WEIGHTED : QDL_POLICY_ROUND_ROBIN, NULL);
-        issue_range(q, 0, 1000, 1);
-        ck_assert_uint_eq(wait_done(1000, 30000), 1000);
-        expect_exactly_once(0);
-        ck_assert_int_eq(qdl_stats(q, st, 2), 2);
-        if (!pol) {
-            /* Round robin alternates exactly. */
-            ck_assert_uint_eq(st[0].samples_sent, 500);
-            ck_assert_uint_eq(st[1].samples_sent, 500);
-        } else {
-            ck_assert_uint_gt(st[0].samples_sent, 0);
-            ck_assert_uint_gt(st[1].samples_sent, 0);
-        }
-        qdl_destroy(q);
-        stop_nodes(2);
-        run_free();
-    }
+    /* Round robin alternates exactly. */
+    run_init(1000, 32, 0);
+    start_nodes(2, args);
+    q = make_qdl(2, QDL_POLICY_ROUND_ROBIN, NULL);
+    issue_range(q, 0, 1000, 1);
+    ck_assert_uint_eq(wait_done(1000, 30000), 1000);
+    expect_exactly_once(0);
+    ck_assert_int_eq(qdl_stats(q, st, 2), 2);
+    ck_assert_uint_eq(st[0].samples_sent, 500);
+    ck_assert_uint_eq(st[1].samples_sent, 500);
+    qdl_destroy(q);
+    stop_nodes(2);
+    run_free();
+
+    /* Weighted: in-flight samples divided by the weight stay level across the nodes, so the
+     * samples split 3 : 1. Both nodes' completions also run 3 : 1, so the split holds however
+     * much completes while the samples are being dispatched; the tolerance covers the jitter. */
+    run_init(2000, 32, 0);
+    start_nodes(2, wargs);
+    q = make_qdl(2, QDL_POLICY_WEIGHTED, NULL);
+    issue_range(q, 0, 2000, 1);
+    ck_assert_uint_eq(wait_done(2000, 60000), 2000);
+    expect_exactly_once(0);
+    ck_assert_int_eq(qdl_stats(q, st, 2), 2);
+    ck_assert_uint_gt(st[1].samples_sent, 0);
+    ratio = (double)st[0].samples_sent / (double)st[1].samples_sent;
+    printf("weighted 3:1: w1 was sent %llu samples, w2 %llu (ratio %.2f)\n",
+           (unsigned long long)st[0].samples_sent, (unsigned long long)st[1].samples_sent, ratio);
+    ck_assert_uint_eq(st[0].samples_sent + st[1].samples_sent, 2000);
+    ck_assert_msg(ratio > 2.4 && ratio < 3.6, "weighted split %.2f, expected 3 +- 20 %%", ratio);
+    qdl_destroy(q);
+    stop_nodes(2);
+    run_free();
 }
 END_TEST
 
@@ -352,7 +379,8 @@ START_TEST(kill_all_fails_fast)
     start_nodes(2, args);
     q = make_qdl(2, QDL_POLICY_LEAST_OUTSTANDING, quick_faults);
     issue_range(q, 0, 100, 1);
-    usleep(50000);
+    /* The first samples are on the wire (200 ms batches: in flight) when both nodes die. */
+    ck_assert_uint_ge(wait_sent(q, 1, 10000), 1);
     kill(nodes[0].pid, SIGKILL);
     kill(nodes[1].pid, SIGKILL);
     t0 = cmn_now_ns();

@@ -360,8 +360,7 @@ static void bad_raw(int handshake, const void *bytes, size_t len, int want, cons
     code = tn_expect_error(&c, 5000);
     ck_assert_msg(code == want, "expected error %d, got %d", want, code);
     tn_close(&c);
-    usleep(50000);
-    ck_assert_msg(tn_log_contains(&bad_node, log_needle), "log lacks '%s'", log_needle);
+    ck_assert_msg(tn_wait_log(&bad_node, log_needle, 10000), "log lacks '%s'", log_needle);
     good_query(&bad_node);
 }
 
@@ -535,8 +534,7 @@ START_TEST(bad_duplicate_id_and_limits)
     ck_assert_int_eq(tn_send_query(&c, 2, 42, 1, d, w, NULL, NULL), 0);
     ck_assert_int_eq(tn_expect_error(&c, 5000), NSUT__ERROR_CODE__ERROR_BAD_MESSAGE);
     tn_close(&c);
-    usleep(50000);
-    ck_assert(tn_log_contains(&p, "already in flight"));
+    ck_assert(tn_wait_log(&p, "already in flight", 10000));
 
     /* Connection limit: the third is refused with OVERLOAD. */
     connect_ready(&c, &p);
@@ -559,25 +557,52 @@ START_TEST(bad_duplicate_id_and_limits)
 }
 END_TEST
 
+/* Counts the results of a Response frame (OK ones must be of query 1, ids 1-20; rejected ones of
+ * query 2, ids from 100); returns whether the frame was the Goodbye. */
+static int count_results(unsigned type, const ProtobufCMessage *m, size_t *got, size_t *ok,
+                         size_t *rejected)
+{
+    size_t i;
+
+    if (type == CMN_MSG_RESPONSE) {
+        const Nsut__Response *r = (const Nsut__Response *)m;
+        for (i = 0; i < r->n_results; i++) {
+            (*got)++;
+            if (r->results[i]->status == NSUT__STATUS__STATUS_REJECTED) {
+                ck_assert_uint_ge(r->results[i]->id, 100);
+                (*rejected)++;
+            } else {
+                ck_assert_int_eq(r->results[i]->status, NSUT__STATUS__STATUS_OK);
+                ck_assert_uint_le(r->results[i]->id, 20);
+                (*ok)++;
+            }
+        }
+    }
+    return type == CMN_MSG_GOODBYE;
+}
+
 /* SIGTERM while batches run: every result arrives, then Goodbye, then exit 0; samples sent during
- * the drain are rejected, not lost. */
+ * the drain are rejected, not lost. Each step waits for its condition, not for a time: the query
+ * is known to be read (a Stats round trip after it), the drain to have begun (its log line), and
+ * 2.5 s of simulated batches keep the node draining however slowly this machine gets there. */
 START_TEST(sigterm_loses_nothing)
 {
     const char *args[] = {"--backend",
                           "sim",
                           "--backend-opt",
-                          "a_us=150000",
+                          "a_us=500000",
                           "--backend-opt",
                           "engines=1",
                           "--max-batch",
-                          "8",
+                          "4",
                           NULL};
+    Nsut__StatsRequest sr = NSUT__STATS_REQUEST__INIT;
     tn_proc_t p;
     tn_client_t c;
     uint8_t data[64] = {1};
     const void *d[20];
     size_t w[20], i, got = 0, rejected = 0, ok = 0;
-    int goodbye = 0;
+    int goodbye = 0, stats_seen = 0;
 
     start(&p, args);
     connect_ready(&c, &p);
@@ -586,30 +611,27 @@ START_TEST(sigterm_loses_nothing)
         w[i] = sizeof(data);
     }
     ck_assert_int_eq(tn_send_query(&c, 1, 1, 20, d, w, NULL, NULL), 0);
-    usleep(100000);
+    /* The node reads a connection's frames in order: once the Stats answer is here, query 1 is in
+     * its batches. */
+    ck_assert_int_eq(tn_send(&c, CMN_MSG_STATS_REQUEST, &sr.base, NULL, 0), 0);
+    while (!stats_seen) {
+        ProtobufCMessage *m = NULL;
+        unsigned type;
+        int rc = tn_recv(&c, 10000, &type, &m, NULL, NULL);
+        ck_assert_msg(rc == 0, "no Stats answer: %s", cmn_strerror(rc));
+        ck_assert(!count_results(type, m, &got, &ok, &rejected));
+        stats_seen = type == CMN_MSG_STATS;
+        cmn_msg_free(m, NULL);
+    }
     kill(p.pid, SIGTERM);
-    usleep(50000);
+    ck_assert_msg(tn_wait_log(&p, "SIGTERM: stop accepting", 10000), "no drain after SIGTERM");
     ck_assert_int_eq(tn_send_query(&c, 2, 100, 2, d, w, NULL, NULL), 0);
     while (!goodbye) {
         ProtobufCMessage *m = NULL;
         unsigned type;
         int rc = tn_recv(&c, 10000, &type, &m, NULL, NULL);
         ck_assert_msg(rc == 0, "lost the connection before Goodbye: %s", cmn_strerror(rc));
-        if (type == CMN_MSG_RESPONSE) {
-            Nsut__Response *r = (Nsut__Response *)m;
-            for (i = 0; i < r->n_results; i++) {
-                got++;
-                if (r->results[i]->status == NSUT__STATUS__STATUS_REJECTED) {
-                    ck_assert_uint_ge(r->results[i]->id, 100);
-                    rejected++;
-                } else {
-                    ck_assert_int_eq(r->results[i]->status, NSUT__STATUS__STATUS_OK);
-                    ck_assert_uint_le(r->results[i]->id, 20);
-                    ok++;
-                }
-            }
-        }
-        goodbye = type == CMN_MSG_GOODBYE;
+        goodbye = count_results(type, m, &got, &ok, &rejected);
         cmn_msg_free(m, NULL);
     }
     ck_assert_uint_eq(ok, 20);
@@ -617,7 +639,7 @@ START_TEST(sigterm_loses_nothing)
     ck_assert_uint_eq(got, 22);
     tn_close(&c);
     ck_assert_int_eq(tn_wait(&p, 10000), 0);
-    ck_assert(tn_log_contains(&p, "drained"));
+    ck_assert(tn_wait_log(&p, "drained", 10000));
     tn_cleanup(&p);
 }
 END_TEST

@@ -180,8 +180,7 @@ static void expect_rejected(const char *ca, const char *ccert, const char *ckey,
     ck_assert_ptr_null(q);
     ck_assert_msg(err[0] != '\0', "no reason given");
     printf("rejected as expected: %s\n", err);
-    usleep(100000);
-    ck_assert_msg(tn_log_contains(&p, node_log), "node log lacks '%s'", node_log);
+    ck_assert_msg(tn_wait_log(&p, node_log, 10000), "node log lacks '%s'", node_log);
     ck_assert_msg(try_qdl(p.port, cert("ca.pem"), cert("qdl-client.pem"), cert("qdl-client.key"),
                           &good, err, sizeof(err)) == 0,
                   "%s", err);
@@ -241,8 +240,7 @@ START_TEST(plaintext_peer_against_tls_node)
     /* A plaintext Hello is not a TLS record: the node drops the connection. */
     ck_assert_ptr_null(tn_handshake(&c, codecs, 1));
     tn_close(&c);
-    usleep(100000);
-    ck_assert(tn_log_contains(&p, "TLS"));
+    ck_assert(tn_wait_log(&p, "TLS", 10000));
     ck_assert_msg(try_qdl(p.port, cert("ca.pem"), NULL, NULL, &q, err, sizeof(err)) == 0, "%s",
                   err);
     qdl_destroy(q);

@@ -155,6 +155,19 @@ int tn_log_contains(const tn_proc_t *p, const char *needle)
     return found;
 }
 
+int tn_wait_log(const tn_proc_t *p, const char *needle, int timeout_ms)
+{
+    uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+
+    for (;;) {
+        if (tn_log_contains(p, needle))
+            return 1;
+        if (now_ms() >= deadline)
+            return 0;
+        sleep_ms(10);
+    }
+}
+
 void tn_cleanup(tn_proc_t *p)
 {
     char path[160];

@@ -40,6 +40,10 @@ int tn_wait(tn_proc_t *p, int timeout_ms);
 /* Whether the daemon's log contains |needle|. */
 int tn_log_contains(const tn_proc_t *p, const char *needle);
 
+/* Waits up to |timeout_ms| for the daemon's log to contain |needle| (it writes its log lines
+ * asynchronously to the test): returns 1 as soon as it does, 0 at the deadline. */
+int tn_wait_log(const tn_proc_t *p, const char *needle, int timeout_ms);
+
 /* Removes the temp dir (call after tn_stop). */
 void tn_cleanup(tn_proc_t *p);
 

@@ -1,28 +1,37 @@
 /* Shared runner for the Check suites: each suite file provides its TCases, main() runs them.
- * CK_RUN_CASE (set by CTest per case) selects one; CK_FORK=no works too. */
+ * CK_RUN_CASE (set by CTest per case) selects one; CK_FORK=no works too.
+ * A maker that returns NULL skips its TCase (it prints why): when nothing else ran, the program
+ * exits 77, which CTest shows as skipped (SKIP_RETURN_CODE, set by check_suite_tests). */
 #ifndef TEST_CHECK_MAIN_H
 #define TEST_CHECK_MAIN_H
 
 #include <check.h>
 #include <stdlib.h>
 
-#define CHECK_MAIN(suite_name, ...)                                             \
-    int main(void)                                                              \
-    {                                                                           \
-        TCase *(*makers[])(void) = {__VA_ARGS__};                               \
-        Suite *s = suite_create(suite_name);                                    \
-        SRunner *sr;                                                            \
-        int failed;                                                             \
-        size_t i;                                                               \
-        for (i = 0; i < sizeof(makers) / sizeof(makers[0]); i++)                \
-            suite_add_tcase(s, makers[i]());                                    \
-        sr = srunner_create(s);                                                 \
-        srunner_run_all(sr, CK_NORMAL);                                         \
-        failed = srunner_ntests_failed(sr);                                     \
-        if (srunner_ntests_run(sr) == 0) /* a CK_RUN_CASE that names no case */ \
-            failed = 1;                                                         \
-        srunner_free(sr);                                                       \
-        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;                       \
+#define CHECK_MAIN(suite_name, ...)                                              \
+    int main(void)                                                               \
+    {                                                                            \
+        TCase *(*makers[])(void) = {__VA_ARGS__};                                \
+        Suite *s = suite_create(suite_name);                                     \
+        SRunner *sr;                                                             \
+        int failed, skipped = 0;                                                 \
+        size_t i;                                                                \
+        for (i = 0; i < sizeof(makers) / sizeof(makers[0]); i++) {               \
+            TCase *tc = makers[i]();                                             \
+            if (tc)                                                              \
+                suite_add_tcase(s, tc);                                          \
+            else                                                                 \
+                skipped++;                                                       \
+        }                                                                        \
+        sr = srunner_create(s);                                                  \
+        srunner_run_all(sr, CK_NORMAL);                                          \
+        failed = srunner_ntests_failed(sr);                                      \
+        if (srunner_ntests_run(sr) == 0) { /* skipped, or no such CK_RUN_CASE */ \
+            srunner_free(sr);                                                    \
+            return skipped ? 77 : EXIT_FAILURE;                                  \
+        }                                                                        \
+        srunner_free(sr);                                                        \
+        return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;                        \
     }
 
 #endif

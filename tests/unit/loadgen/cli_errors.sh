@@ -76,19 +76,24 @@ expect 2 "server_target_qps = 0: must be a positive number" --scenario Server \
 expect 2 "--spin-budget: 0 is not a percentage from 1 to 100" --scenario Server --spin-budget 0 $qsl
 # A user.conf whose lines are all for another model: a warning, not a silent fallback.
 printf 'bert.Offline.target_qps = 100\n*.Offline.min_duration = 10\n' > "$out/other.conf"
-"$bin" --scenario Offline --model resnet50 --user-conf "$out/other.conf" $qsl > "$out/stdout" \
-    2> "$out/stderr"
+"$bin" --scenario Offline --model resnet50 --user-conf "$out/other.conf" $qsl \
+    --output-dir "$out/other" > "$out/stdout" 2> "$out/stderr"
 grep -q -- "--model resnet50 matches no line of $out/other.conf (its lines are for bert)" \
     "$out/stderr" || { echo "FAIL: no warning for a --model no line names"; fails=$((fails + 1)); }
-grep -q "1 warning encountered" "$out/logs/mlperf_log_summary.txt" ||
+grep -q "1 warning encountered" "$out/other/mlperf_log_summary.txt" ||
     { echo "FAIL: the --model warning is not counted in the summary"; fails=$((fails + 1)); }
 # The option table is also the --config keys: a file names its line, a good file runs.
 printf 'scenario = Server\nfrobnicate = 1\n' > "$out/bad.cfg"
 expect 2 "bad.cfg:2: 'frobnicate' is not an option" --config "$out/bad.cfg" $qsl
 printf 'scenario = Offline\nset = offline_expected_qps=100\nset = min_duration_ms=10\nquiet = 1\n' \
     > "$out/good.cfg"
-"$bin" --config "$out/good.cfg" $qsl > /dev/null 2>&1
-grep -q "Scenario : Offline" "$out/logs/mlperf_log_summary.txt" ||
+"$bin" --config "$out/good.cfg" $qsl --output-dir "$out/good" > /dev/null 2>&1
+grep -q "Scenario : Offline" "$out/good/mlperf_log_summary.txt" ||
     { echo "FAIL: --config did not set the scenario"; fails=$((fails + 1)); }
+# A second run into an output folder that holds a run's logs would overwrite them: refused.
+used="--scenario Offline --sut null --qsl-synthetic 64 --sample-size 16 --set min_duration_ms=0 \
+    --output-dir $out/used --progress off --quiet"
+"$bin" $used >/dev/null 2>&1
+expect 2 "already holds the logs of an earlier run" $used
 [ "$fails" -eq 0 ] && echo "OK: every bad input was refused clearly"
 exit "$fails"

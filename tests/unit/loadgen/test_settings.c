@@ -374,23 +374,12 @@ TCase *tcase_conf(void)
 
 /* ---- the official mlperf.conf ---------------------------------------------------------------- */
 
-static int have_mlperf_conf(void)
-{
-    if (access(LG_MLPERF_CONF, R_OK) == 0)
-        return 1;
-    printf("SKIP: %s not found (the shared reference folder is not part of a fresh clone)\n",
-           LG_MLPERF_CONF[0] ? LG_MLPERF_CONF : "mlperf.conf");
-    return 0;
-}
-
 START_TEST(official_conf_values)
 {
     lg_test_settings_t s;
     lg_msgs_t msgs = {0};
     cmn_errbuf_t eb;
 
-    if (!have_mlperf_conf())
-        return;
     lg_test_settings_init(&s);
     ck_assert_int_eq(lg_test_settings_from_config(&s, LG_MLPERF_CONF, "resnet50", "Server",
                                                   LG_CONF_MLPERF, &msgs, &eb),
@@ -445,9 +434,19 @@ START_TEST(official_conf_values)
 }
 END_TEST
 
+/* Skipped (NULL: the runner exits 77, CTest shows "Skipped") where the official conf is absent,
+ * as in a fresh clone without the shared reference folder beside it. */
 TCase *tcase_mlperf_conf(void)
 {
-    TCase *tc = tcase_create("mlperf_conf");
+    const char *want = getenv("CK_RUN_CASE");
+    TCase *tc;
+
+    if (access(LG_MLPERF_CONF, R_OK) != 0 && (!want || strcmp(want, "mlperf_conf") == 0)) {
+        printf("SKIP: %s not found (the shared reference folder is not part of a fresh clone)\n",
+               LG_MLPERF_CONF);
+        return NULL;
+    }
+    tc = tcase_create("mlperf_conf");
 
     tcase_add_test(tc, official_conf_values);
     return tc;

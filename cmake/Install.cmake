@@ -1,0 +1,117 @@
+# What `cmake --install` installs, by component (CPack makes one Debian package of each, see
+# cmake/Packaging.cmake):
+#   daemon   sut-node, the onnx backend as a plugin (and the CUDA engine where it is built), the
+#            systemd unit and its config (/etc/mlperf/sut-node.conf)
+#   loadgen  loadgen-node, the shared QDL (libqdl.so.0), the deploy and data tools
+#   dev      qdl/qdl.h, sut/sut_backend.h, libqdl.so and libqdl.a, pkg-config files (qdl,
+#            sut-backend) and a CMake package (find_package(MLPerfNetwork))
+# Included by the top-level CMakeLists.txt after every module; the daemon's own install rules
+# (sut-node/, its onnx backend) get their component from CMAKE_INSTALL_DEFAULT_COMPONENT_NAME.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+# Plugins live in <prefix>/lib/sut-node, where the onnx backend also looks for its CUDA engine
+# (next to the executable's ../lib/sut-node): not the multiarch library folder.
+set(SUT_PLUGIN_DIR lib/sut-node)
+set(SUT_PLUGIN_FULL_DIR ${CMAKE_INSTALL_PREFIX}/${SUT_PLUGIN_DIR})
+set(MLPN_DATADIR ${CMAKE_INSTALL_DATADIR}/mlperf-network)
+
+# ---- daemon --------------------------------------------------------------------------------------
+if(TARGET sut_backend_onnx_plugin)
+    install(TARGETS sut_backend_onnx_plugin LIBRARY DESTINATION ${SUT_PLUGIN_DIR} COMPONENT daemon)
+endif()
+# The unit as committed starts /usr/local/bin/sut-node (a hand install); the installed one starts
+# the installed program.
+file(READ ${PROJECT_SOURCE_DIR}/deploy/systemd/sut-node.service _unit)
+string(REPLACE "/usr/local/bin/sut-node" "${CMAKE_INSTALL_FULL_BINDIR}/sut-node" _unit "${_unit}")
+file(WRITE ${PROJECT_BINARY_DIR}/install/sut-node.service "${_unit}")
+install(FILES ${PROJECT_BINARY_DIR}/install/sut-node.service
+        DESTINATION lib/systemd/system COMPONENT daemon)
+# The config the unit reads: /etc/mlperf with the prefix /usr (the packages), <prefix>/etc/mlperf
+# otherwise.
+if(CMAKE_INSTALL_PREFIX STREQUAL "/usr")
+    set(_confdir ${CMAKE_INSTALL_FULL_SYSCONFDIR}/mlperf)
+else()
+    set(_confdir ${CMAKE_INSTALL_SYSCONFDIR}/mlperf)
+endif()
+install(FILES deploy/systemd/sut-node.conf DESTINATION ${_confdir} COMPONENT daemon)
+
+# ---- loadgen -------------------------------------------------------------------------------------
+install(TARGETS loadgen-node RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT loadgen)
+
+# The shared QDL: the static qdl archive whole, with cmn, cmpr and the protocol code it needs
+# (all built position-independent), exporting qdl_* only (cmake/install/qdl.map).
+file(WRITE ${PROJECT_BINARY_DIR}/install/qdl_shared.c
+     "/* The shared QDL is the qdl archive linked whole; this file only gives CMake a source. */\n"
+     "typedef int qdl_shared_placeholder_t;\n")
+add_library(qdl_shared SHARED ${PROJECT_BINARY_DIR}/install/qdl_shared.c)
+target_link_libraries(qdl_shared PRIVATE -Wl,--whole-archive qdl -Wl,--no-whole-archive)
+target_link_options(qdl_shared PRIVATE
+    -Wl,--version-script=${PROJECT_SOURCE_DIR}/cmake/install/qdl.map)
+if(NOT ASAN AND NOT TSAN)
+    target_link_options(qdl_shared PRIVATE -Wl,--no-undefined)
+endif()
+set_target_properties(qdl_shared PROPERTIES OUTPUT_NAME qdl VERSION ${PROJECT_VERSION}
+                                            SOVERSION ${PROJECT_VERSION_MAJOR}
+    LINK_DEPENDS ${PROJECT_SOURCE_DIR}/cmake/install/qdl.map)
+install(TARGETS qdl_shared
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT loadgen NAMELINK_SKIP)
+install(TARGETS qdl_shared
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev NAMELINK_ONLY)
+
+# Tools for the LoadGen host and the fleet, in <prefix>/share/mlperf-network.
+install(PROGRAMS deploy/tls/make-certs.sh DESTINATION ${MLPN_DATADIR}/tls COMPONENT loadgen)
+install(PROGRAMS deploy/metadata/netmeta.py DESTINATION ${MLPN_DATADIR}/metadata COMPONENT loadgen)
+install(PROGRAMS deploy/plot/latplot.py DESTINATION ${MLPN_DATADIR}/plot COMPONENT loadgen)
+install(PROGRAMS deploy/slurm/mlperf-network.sbatch DESTINATION ${MLPN_DATADIR}/slurm
+        COMPONENT loadgen)
+install(DIRECTORY deploy/k8s/ DESTINATION ${MLPN_DATADIR}/k8s COMPONENT loadgen
+        FILES_MATCHING PATTERN "*.yaml")
+install(PROGRAMS deploy/k8s/check-manifests.py DESTINATION ${MLPN_DATADIR}/k8s COMPONENT loadgen)
+install(PROGRAMS loadgen-node/tools/accuracy_classification.py loadgen-node/tools/fmnist_to_npy.py
+        DESTINATION ${MLPN_DATADIR}/tools COMPONENT loadgen)
+
+# ---- dev -----------------------------------------------------------------------------------------
+install(FILES qdl/include/qdl/qdl.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/qdl COMPONENT dev)
+install(FILES sut-node/include/sut/sut_backend.h
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/sut COMPONENT dev)
+
+# The static QDL: one archive holding qdl, cmn, cmpr and the protocol code (a static consumer
+# then links libqdl.a and the Debian libraries named in qdl.pc's Requires.private).
+file(GENERATE OUTPUT ${PROJECT_BINARY_DIR}/install/qdl_static.mri CONTENT
+"create ${PROJECT_BINARY_DIR}/install/libqdl.a
+addlib $<TARGET_FILE:qdl>
+addlib $<TARGET_FILE:cmpr>
+addlib $<TARGET_FILE:cmn>
+addlib $<TARGET_FILE:nsut_proto>
+save
+end
+")
+add_custom_command(OUTPUT ${PROJECT_BINARY_DIR}/install/libqdl.a
+    COMMAND ${CMAKE_COMMAND} -E rm -f ${PROJECT_BINARY_DIR}/install/libqdl.a
+    COMMAND sh -c "${CMAKE_AR} -M < ${PROJECT_BINARY_DIR}/install/qdl_static.mri"
+    DEPENDS qdl cmpr cmn nsut_proto ${PROJECT_BINARY_DIR}/install/qdl_static.mri
+    COMMENT "libqdl.a: qdl with cmn, cmpr and the protocol code"
+    VERBATIM)
+add_custom_target(qdl_static_archive ALL DEPENDS ${PROJECT_BINARY_DIR}/install/libqdl.a)
+install(FILES ${PROJECT_BINARY_DIR}/install/libqdl.a DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        COMPONENT dev)
+
+# pkg-config files find the prefix from where they lie (${pcfiledir}): relocatable.
+file(RELATIVE_PATH PC_TO_PREFIX ${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/pkgconfig
+     ${CMAKE_INSTALL_PREFIX})
+configure_file(cmake/install/qdl.pc.in ${PROJECT_BINARY_DIR}/install/qdl.pc @ONLY)
+configure_file(cmake/install/sut-backend.pc.in ${PROJECT_BINARY_DIR}/install/sut-backend.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/install/qdl.pc ${PROJECT_BINARY_DIR}/install/sut-backend.pc
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT dev)
+
+set(_cmakedir ${CMAKE_INSTALL_LIBDIR}/cmake/MLPerfNetwork)
+configure_package_config_file(cmake/install/MLPerfNetworkConfig.cmake.in
+    ${PROJECT_BINARY_DIR}/install/MLPerfNetworkConfig.cmake
+    INSTALL_DESTINATION ${_cmakedir}
+    PATH_VARS SUT_PLUGIN_DIR CMAKE_INSTALL_INCLUDEDIR CMAKE_INSTALL_LIBDIR)
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/install/MLPerfNetworkConfigVersion.cmake
+    COMPATIBILITY SameMajorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/install/MLPerfNetworkConfig.cmake
+              ${PROJECT_BINARY_DIR}/install/MLPerfNetworkConfigVersion.cmake
+        DESTINATION ${_cmakedir} COMPONENT dev)

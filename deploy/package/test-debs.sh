@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The Debian packages, as an operator gets them: builds them (build-debs.sh), installs them with
+# apt into a pristine Debian 12 root (../shared/tools/fresh-root.sh: debootstrap minbase, nothing
+# else), then, with the installed files only: --version of both programs; a program compiled
+# against the installed QDL, shared and static (pkg-config qdl) and the plugin ABI header; and a
+# loopback Server run, sut-node started with the installed /etc/mlperf/sut-node.conf, loadgen-node
+# through the network, the summary checked for a result and no errors, sut-node stopped cleanly.
+#
+#   deploy/package/test-debs.sh                 build the packages in build-deb/, then test them
+#   deploy/package/test-debs.sh --build DIR     build them from the build folder DIR (configured
+#                                               with -DCMAKE_INSTALL_PREFIX=/usr; the CTest test)
+#   deploy/package/test-debs.sh --debs DIR      test the .debs in DIR
+#
+# Exit 77 (skipped) when not root, without the fresh-root tool (FRESH_ROOT=path overrides
+# ../shared/tools/fresh-root.sh), or with --build of a folder whose prefix is not /usr. CI runs
+# it (.ci/run, step packages).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+debs=""
+build=""
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --debs) debs=$2; shift ;;
+        --build) build=$2; shift ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        *) echo "test-debs: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+fresh=${FRESH_ROOT:-$root/../shared/tools/fresh-root.sh}
+[[ $(id -u) -eq 0 ]] || { echo "SKIP: test-debs needs root (apt and chroot in a fresh root)"; exit 77; }
+[[ -x $fresh ]] || { echo "SKIP: test-debs needs $fresh (the fresh-root tool)"; exit 77; }
+
+if [[ -n $build ]]; then
+    grep -q '^CMAKE_INSTALL_PREFIX:PATH=/usr$' "$build/CMakeCache.txt" || {
+        echo "SKIP: $build installs elsewhere than /usr; packages come from a build for /usr" \
+             "(deploy/package/build-debs.sh makes one)"; exit 77; }
+fi
+if [[ -z $debs ]]; then
+    build=${build:-$root/build-deb}
+    "$root/deploy/package/build-debs.sh" "$build" >/dev/null
+    debs=$build/packages
+fi
+stage=$(mktemp -d /tmp/test-debs.XXXXXX)
+trap 'rm -rf "$stage"' EXIT
+cp "$debs"/mlperf-network-*.deb "$stage/"
+cat >"$stage/inside.sh" <<'INSIDE'
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends ./mlperf-network-*.deb gcc libc6-dev pkg-config >/dev/null
+echo "test-debs: installed $(ls mlperf-network-*.deb | tr '\n' ' ')"
+sut-node --version
+loadgen-node --version
+
+cat >/tmp/q.c <<'C'
+#include <qdl/qdl.h>
+#include <sut/sut_backend.h>
+#include <stdio.h>
+int main(void)
+{
+    qdl_config_t c;
+    qdl_config_init(&c);
+    printf("qdl: default policy %d, plugin ABI %d\n", (int)c.policy, SUT_BACKEND_ABI_VERSION);
+    return 0;
+}
+C
+gcc -o /tmp/q-shared /tmp/q.c $(pkg-config --cflags --libs qdl) && /tmp/q-shared
+ldd /tmp/q-shared | grep -q 'libqdl.so.0 => /' || { echo "test-debs: libqdl.so.0 not found"; exit 1; }
+libdir=$(pkg-config --variable=libdir qdl)
+gcc -o /tmp/q-static /tmp/q.c $(pkg-config --cflags qdl) "$libdir/libqdl.a" \
+    $(pkg-config --static --libs qdl | sed 's/-lqdl//') && /tmp/q-static
+echo "test-debs: qdl.h, sut_backend.h, libqdl.so and libqdl.a build and run"
+
+sut-node --config /etc/mlperf/sut-node.conf --listen 127.0.0.1:0 --port-file /tmp/port \
+    --log-level warn 2>/tmp/sut.log &
+sut=$!
+for _ in $(seq 200); do [[ -s /tmp/port ]] && break; sleep 0.05; done
+[[ -s /tmp/port ]] || { echo "test-debs: sut-node did not start:"; cat /tmp/sut.log; exit 1; }
+status=0
+loadgen-node --scenario Server --model resnet50 --qsl-synthetic 256 --sample-size 150528 \
+    --synthetic-kind image --compress lz4 --nodes "127.0.0.1:$(cat /tmp/port)" \
+    --set min_duration_ms=3000 --set server_target_qps=200 --set server_target_latency_ns=15000000 \
+    --output-dir /tmp/run --quiet --progress off --log-level error || status=$?
+grep -E "^(SUT name|Scenario|Completed samples per second|Result is)" /tmp/run/mlperf_log_summary.txt
+grep -q "No errors encountered during test." /tmp/run/mlperf_log_summary.txt ||
+    { echo "test-debs: the run logged errors"; exit 1; }
+[[ $status -le 1 ]] || { echo "test-debs: loadgen-node exited $status"; exit 1; }
+kill -TERM $sut
+wait $sut || { echo "test-debs: sut-node did not stop cleanly:"; cat /tmp/sut.log; exit 1; }
+echo "test-debs: the installed programs served a loopback Server run (loadgen-node exit $status)"
+INSIDE
+"$fresh" run "$stage" bash inside.sh
