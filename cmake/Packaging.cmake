@@ -51,6 +51,6 @@ set(CPACK_COMPONENT_DEV_DESCRIPTION
     "sut/sut_backend.h for sut-node backend plugins; pkg-config (qdl, sut-backend) and\n"
     "find_package(MLPerfNetwork).")
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
-    "mlperf-network-loadgen (= ${PROJECT_VERSION}), libuv1-dev, liblz4-dev, libprotobuf-c-dev, libssl-dev")
+    "mlperf-network-loadgen (= ${PROJECT_VERSION}), libuv1-dev, liblz4-dev, libprotobuf-c-dev, libssl-dev, libucx-dev")
 
 include(CPack)

@@ -65,7 +65,7 @@ assert not b['up'] or b['reconnects'] > 0, b
 check "qdl_queue_ns reported and ordered" python3 -c "
 import sys
 f = open(sys.argv[1])
-assert f.readline().strip().endswith(',qdl_queue_ns')
+assert f.readline().strip().split(',')[5] == 'qdl_queue_ns'
 rows = [[int(x) for x in line.split(',')] for line in f]
 done = [r for r in rows if r[2] >= 0 and r[5] >= 0]  # a sample failed unsent has none
 assert len(done) > len(rows) // 2, 'most samples without qdl_queue_ns'
