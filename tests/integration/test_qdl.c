@@ -30,6 +30,9 @@ static void start_nodes(size_t n, const char *const *args_per_node[])
     for (i = 0; i < n; i++) {
         ck_assert_msg(tn_spawn(&nodes[i], SUT_NODE_EXE, args_per_node[i]) == 0,
                       "node %zu did not start", i);
+        if (tn_ucx_busy_poll()) /* --ucx-busy-poll reached the node's UCX context */
+            ck_assert_msg(tn_log_contains(&nodes[i], "ucx: busy polling"), "node %zu log %s", i,
+                          nodes[i].log_path);
         snprintf(addrs[i], sizeof(addrs[i]), "%s127.0.0.1:%d", tn_scheme(), nodes[i].port);
         addr_list[i] = addrs[i];
     }
@@ -52,6 +55,7 @@ static qdl_t *make_qdl(size_t n, qdl_policy_t policy, void (*tweak)(qdl_config_t
     char err[512] = "";
 
     qdl_config_init(&cfg);
+    cfg.ucx_busy_poll = tn_ucx_busy_poll();
     cfg.nodes = addr_list;
     cfg.n_nodes = n;
     cfg.policy = policy;
@@ -80,6 +84,7 @@ static void digest_run(size_t n_nodes, unsigned conns)
     run_init(10000, 4096, 1);
     start_nodes(n_nodes, args);
     qdl_config_init(&cfg);
+    cfg.ucx_busy_poll = tn_ucx_busy_poll();
     cfg.nodes = addr_list;
     cfg.n_nodes = n_nodes;
     cfg.connections_per_node = conns;
@@ -171,6 +176,7 @@ START_TEST(duplicate_names_rejected)
     run_init(1, 1, 0);
     start_nodes(2, args);
     qdl_config_init(&cfg);
+    cfg.ucx_busy_poll = tn_ucx_busy_poll();
     cfg.nodes = addr_list;
     cfg.n_nodes = 2;
     cfg.on_complete = on_complete;
@@ -193,6 +199,7 @@ START_TEST(unreachable_node_is_a_clear_error)
 
     run_init(1, 1, 0);
     qdl_config_init(&cfg);
+    cfg.ucx_busy_poll = tn_ucx_busy_poll();
     cfg.nodes = bad;
     cfg.n_nodes = 1;
     cfg.connect_timeout_ms = 1000;

@@ -102,6 +102,10 @@ typedef struct {
     const char *tls_cert_file; /* client certificate (mutual TLS) */
     const char *tls_key_file;
     const char *tls_server_name; /* expected node certificate name; default: the host part */
+
+    /* ucx:// nodes: progress UCX on every loop turn instead of sleeping on its event fd
+     * (lowest latency, one core busy; needed for UCX shared memory). Default 0. */
+    int ucx_busy_poll;
 } qdl_config_t;
 
 /* Fills |cfg| with the defaults above (no nodes, no callback). */
