@@ -225,11 +225,10 @@ int cmn_ucx_open(uv_loop_t *loop, const cmn_ucx_options_t *opt, cmn_ucx_t **out,
     if (!u)
         return cmn_errf(eb, UV_ENOMEM, "ucx: out of memory");
     u->loop = loop;
-    /* Without options, NSUT_UCX_BUSY_POLL=1 asks for busy polling (programs that take no
-     * UCX options of their own, e.g. the QDL and sut-node). */
-    u->busy_poll =
-        opt ? opt->busy_poll
-            : getenv("NSUT_UCX_BUSY_POLL") && strcmp(getenv("NSUT_UCX_BUSY_POLL"), "1") == 0;
+    /* The option (--ucx-busy-poll of sut-node and loadgen-node), or NSUT_UCX_BUSY_POLL=1 in the
+     * environment as a fallback (for a QDL embedded in a program without that flag). */
+    u->busy_poll = (opt && opt->busy_poll) ||
+                   (getenv("NSUT_UCX_BUSY_POLL") && strcmp(getenv("NSUT_UCX_BUSY_POLL"), "1") == 0);
     st = ucp_config_read(NULL, NULL, &config);
     if (st != UCS_OK) {
         free(u);
@@ -294,8 +293,10 @@ int cmn_ucx_open(uv_loop_t *loop, const cmn_ucx_options_t *opt, cmn_ucx_t **out,
     uv_poll_start(&u->poll, UV_READABLE, on_poll);
     uv_prepare_start(&u->prepare, on_prepare);
     uv_check_start(&u->check, on_check);
-    if (u->busy_poll)
+    if (u->busy_poll) {
         uv_idle_start(&u->idle, on_idle);
+        cmn_log_info("ucx: busy polling (progress on every loop turn)");
+    }
     /* The loop stays alive for connections and listeners, not for an idle worker. */
     uv_unref((uv_handle_t *)&u->poll);
     uv_unref((uv_handle_t *)&u->prepare);

@@ -74,15 +74,33 @@ static void free_sets(set_t *sets, size_t n)
     free(sets);
 }
 
+/* Each loaded sample's bytes go to the SUT's mem_register (once per index in the set, duplicates
+ * included, so unload_set undoes exactly what this did). */
 static int load_set(lg_run_t *run, const set_t *set, cmn_errbuf_t *eb)
 {
+    lg_qsl_sample_t qs;
+    size_t i;
     int rc;
 
     lg__dlog_u32_list(&run->dlog, "loaded_qsl_set", set->v, set->n, LG__FILE, __LINE__);
     rc = lg_qsl_load(run->qsl, set->v, set->n, eb);
     if (rc < 0)
         LG_DERR(&run->dlog, "error_runtime", "LoadSamplesToRam failed: %s", eb ? eb->msg : "");
+    for (i = 0; rc == 0 && run->sut->mem_register && i < set->n; i++)
+        if (lg_qsl_get(run->qsl, set->v[i], &qs) == 0)
+            (void)run->sut->mem_register(run->sut, (void *)qs.data, qs.size);
     return rc;
+}
+
+static void unload_set(lg_run_t *run, const set_t *set)
+{
+    lg_qsl_sample_t qs;
+    size_t i;
+
+    for (i = 0; run->sut->mem_unregister && i < set->n; i++)
+        if (lg_qsl_get(run->qsl, set->v[i], &qs) == 0)
+            run->sut->mem_unregister(run->sut, (void *)qs.data);
+    lg_qsl_unload(run->qsl, set->v, set->n);
 }
 
 static void refresh_name(lg_run_t *run)
@@ -136,7 +154,7 @@ int lg__mode_accuracy(lg_run_t *run, const lg_effective_settings_t *s, lg_result
         if (rc == 0)
             add_sample_counts(res, &pr);
         lg__perf_free(&pr);
-        lg_qsl_unload(run->qsl, sets[i].v, sets[i].n);
+        unload_set(run, &sets[i]);
     }
     free_sets(sets, nsets);
     res->accuracy_ran = rc == 0;
@@ -205,7 +223,7 @@ int lg__mode_performance(lg_run_t *run, const lg_effective_settings_t *s, lg_res
         report(run, s, &pr, res);
     }
     lg__perf_free(&pr);
-    lg_qsl_unload(run->qsl, sets[0].v, sets[0].n);
+    unload_set(run, &sets[0]);
 out:
     free_sets(sets, nsets);
     return rc;
@@ -224,7 +242,7 @@ static int peak_run(lg_run_t *run, const lg_effective_settings_t *s, const set_t
     if (rc == 0)
         add_sample_counts(res, pr);
     if (load)
-        lg_qsl_unload(run->qsl, set->v, set->n);
+        unload_set(run, set);
     return rc;
 }
 
@@ -331,7 +349,7 @@ int lg__mode_find_peak(lg_run_t *run, const lg_effective_settings_t *base, lg_re
         LG_DMSG(&run->dlog, "FindPeakPerformance: Found peak performance field: %f", l.target_qps);
         report(run, &l, &lp, res);
     }
-    lg_qsl_unload(run->qsl, sets[0].v, sets[0].n);
+    unload_set(run, &sets[0]);
 out:
     lg__perf_free(&lp);
     lg__perf_free(&up);

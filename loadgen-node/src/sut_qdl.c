@@ -132,6 +132,16 @@ static int qdl_sut_health(lg_sut_t *sut, lg_sut_health_t *h)
 
 /* The QDL's own JSON (qdl_stats_write_json) carries more than a copy here could: degraded,
  * losses, stalls and samples in flight, besides the counters. */
+static int qdl_sut_mem_register(lg_sut_t *sut, void *ptr, size_t len)
+{
+    return qdl_register_memory(((qdl_sut_t *)sut)->q, ptr, len);
+}
+
+static void qdl_sut_mem_unregister(lg_sut_t *sut, void *ptr)
+{
+    qdl_unregister_memory(((qdl_sut_t *)sut)->q, ptr);
+}
+
 int lg_sut_qdl_write_nodes(lg_sut_t *sut, const char *path, cmn_errbuf_t *eb)
 {
     qdl_sut_t *a = sut->data;
@@ -168,6 +178,8 @@ int lg_sut_qdl_create(const qdl_config_t *cfg, lg_sut_t **out, cmn_errbuf_t *eb)
     a->sut.issue = qdl_sut_issue;
     a->sut.flush = qdl_sut_flush;
     a->sut.health = qdl_sut_health;
+    a->sut.mem_register = qdl_sut_mem_register;
+    a->sut.mem_unregister = qdl_sut_mem_unregister;
     a->sut.data = a;
     *out = &a->sut;
     return 0;

@@ -551,6 +551,18 @@ int qdl_stats_write_json(qdl_t *q, void *file)
     return ferror(f) ? UV_EIO : 0;
 }
 
+/* q->ucx is set in qdl_create() and cleared in qdl_destroy() only, so any thread may read it. */
+int qdl_register_memory(qdl_t *q, void *ptr, size_t len)
+{
+    return q->ucx ? cmn_ucx_register(q->ucx, ptr, len) : 0;
+}
+
+void qdl_unregister_memory(qdl_t *q, void *ptr)
+{
+    if (q->ucx)
+        cmn_ucx_unregister(q->ucx, ptr);
+}
+
 void qdl_destroy(qdl_t *q)
 {
     qdl_req_t r;

@@ -65,6 +65,9 @@ static const opt_doc_t options[] = {
     {"heartbeat-ms", "MS",
      "send a Ping on a connection idle this long, so clients see the node alive "
      "while it is busy (default 1000; 0 disables; keep it under the QDL's ping timeout)"},
+    {"ucx-busy-poll", NULL,
+     "on ucx:// listeners, progress UCX on every loop turn instead of sleeping on its event "
+     "fd: lowest latency, one core busy; needed for UCX shared memory (config: 1 or 0)"},
     {"seed", "N", "seed for backends with randomness (sim) (default 0)"},
     {"port-file", "FILE", "write the bound port here once listening (for scripts using port 0)"},
     {"metrics-listen", "ADDR:PORT",
@@ -202,6 +205,10 @@ static int apply(sut_opts_t *o, const char *name, const char *v, cmn_errbuf_t *e
         rc = cmn_parse_u64(v, &o->drain_timeout_ms);
     } else if (strcmp(name, "heartbeat-ms") == 0) {
         rc = cmn_parse_u64(v, &o->heartbeat_ms);
+    } else if (strcmp(name, "ucx-busy-poll") == 0) {
+        if (strcmp(v, "1") != 0 && strcmp(v, "0") != 0)
+            return cmn_errf(eb, CMN_ECONFIG, "ucx-busy-poll '%s': expected 1 or 0", v);
+        o->ucx_busy_poll = v[0] == '1';
     } else if (strcmp(name, "seed") == 0) {
         rc = cmn_parse_u64(v, &o->seed);
     } else if (strcmp(name, "metrics-listen") == 0) {
@@ -317,6 +324,8 @@ static int parse_args(int argc, char **argv, sut_opts_t *o, cmn_errbuf_t *eb)
                     sut__opts_free(o);
                     exit(0);
                 }
+                if (pass == 1 && (rc = apply(o, name, val ? val : "1", eb)) < 0)
+                    return rc;
                 continue;
             }
             if (strcmp(name, "config") == 0) {

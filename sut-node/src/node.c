@@ -355,7 +355,8 @@ static int listen_one(sut_node_t *n, size_t i, int *port, cmn_errbuf_t *eb)
     if (t == CMN_TRANSPORT_UCX) {
         if (n->tls)
             return cmn_errf(eb, CMN_ECONFIG, "%s: TLS runs on tcp:// only", n->opt.listen[i]);
-        if (!n->ucx && (rc = cmn_ucx_open(n->loop, NULL, &n->ucx, eb)) < 0)
+        cmn_ucx_options_t uo = {.busy_poll = n->opt.ucx_busy_poll};
+        if (!n->ucx && (rc = cmn_ucx_open(n->loop, &uo, &n->ucx, eb)) < 0)
             return rc;
         rc = cmn_ucx_listen(n->ucx, (struct sockaddr *)&ss, on_ucx_connection, n,
                             &n->ucx_listeners[i], eb);

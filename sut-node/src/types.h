@@ -47,6 +47,7 @@ typedef struct {
     uint64_t drain_timeout_ms;
     uint64_t heartbeat_ms; /* a Ping to a client that heard nothing from us this long */
     uint64_t seed;
+    int ucx_busy_poll; /* --ucx-busy-poll: spin UCX progress on ucx:// listeners */
     const char *port_file;
     const char *metrics_listen; /* ADDR:PORT for Prometheus metrics, or NULL */
     const char *config_file;

@@ -30,6 +30,9 @@ static void start_nodes(size_t n, const char *const *args_per_node[])
     for (i = 0; i < n; i++) {
         ck_assert_msg(tn_spawn(&nodes[i], SUT_NODE_EXE, args_per_node[i]) == 0,
                       "node %zu did not start", i);
+        if (tn_ucx_busy_poll()) /* --ucx-busy-poll reached the node's UCX context */
+            ck_assert_msg(tn_log_contains(&nodes[i], "ucx: busy polling"), "node %zu log %s", i,
+                          nodes[i].log_path);
         snprintf(addrs[i], sizeof(addrs[i]), "%s127.0.0.1:%d", tn_scheme(), nodes[i].port);
         addr_list[i] = addrs[i];
     }
@@ -52,6 +55,7 @@ static qdl_t *make_qdl(size_t n, qdl_policy_t policy, void (*tweak)(qdl_config_t
     char err[512] = "";
 
     qdl_config_init(&cfg);
+    cfg.ucx_busy_poll = tn_ucx_busy_poll();
     cfg.nodes = addr_list;
     cfg.n_nodes = n;
     cfg.policy = policy;
@@ -80,11 +84,16 @@ static void digest_run(size_t n_nodes, unsigned conns)
     run_init(10000, 4096, 1);
     start_nodes(n_nodes, args);
     qdl_config_init(&cfg);
+    cfg.ucx_busy_poll = tn_ucx_busy_poll();
     cfg.nodes = addr_list;
     cfg.n_nodes = n_nodes;
     cfg.connections_per_node = conns;
     cfg.on_complete = on_complete;
     ck_assert_msg(qdl_create(&cfg, &q, err, sizeof(err)) == 0, "qdl_create: %s", err);
+    /* As loadgen-node does when samples load: with ucx:// UCX maps them (sends below come from
+     * registered memory), with tcp:// a no-op; either way the digests must still match. */
+    for (i = 0; i < R.n; i++)
+        ck_assert_int_eq(qdl_register_memory(q, R.wire[i], R.wire_size[i]), 0);
 
     ck_assert_int_eq(qdl_name(q, name, sizeof(name), &dur, err, sizeof(err)), 0);
     ck_assert_ptr_nonnull(strstr(name, "Network SUT"));
@@ -108,6 +117,9 @@ static void digest_run(size_t n_nodes, unsigned conns)
         ck_assert_int_eq(st[i].up, 1);
     }
     qdl_stats_print(q, stdout);
+    /* Half are unregistered here, the rest by qdl_destroy (before run_free frees them). */
+    for (i = 0; i < R.n / 2; i++)
+        qdl_unregister_memory(q, R.wire[i]);
     qdl_destroy(q);
     stop_nodes(n_nodes);
     run_free();
@@ -171,6 +183,7 @@ START_TEST(duplicate_names_rejected)
     run_init(1, 1, 0);
     start_nodes(2, args);
     qdl_config_init(&cfg);
+    cfg.ucx_busy_poll = tn_ucx_busy_poll();
     cfg.nodes = addr_list;
     cfg.n_nodes = 2;
     cfg.on_complete = on_complete;
@@ -193,6 +206,7 @@ START_TEST(unreachable_node_is_a_clear_error)
 
     run_init(1, 1, 0);
     qdl_config_init(&cfg);
+    cfg.ucx_busy_poll = tn_ucx_busy_poll();
     cfg.nodes = bad;
     cfg.n_nodes = 1;
     cfg.connect_timeout_ms = 1000;
@@ -592,6 +606,29 @@ START_TEST(queries_go_out_as_issued)
 }
 END_TEST
 
+/* SingleStream's pattern: one sample, wait for it, the next. Over UCX shared memory (UCX 1.13)
+ * this waits forever, busy polling or not (not understood yet): run over tcp:// and UCX's TCP. */
+START_TEST(single_stream_one_at_a_time)
+{
+    const char *a0[] = {"--backend", "digest", "--name", "ss", NULL};
+    const char *const *args[] = {a0};
+    qdl_t *q;
+    size_t i;
+
+    run_init(200, 4096, 1);
+    start_nodes(1, args);
+    q = make_qdl(1, QDL_POLICY_LEAST_OUTSTANDING, NULL);
+    for (i = 0; i < 200; i++) {
+        issue_range(q, i, i + 1, 1);
+        ck_assert_uint_eq(wait_done(i + 1, 10000), i + 1);
+    }
+    expect_exactly_once(1);
+    qdl_destroy(q);
+    stop_nodes(1);
+    run_free();
+}
+END_TEST
+
 static TCase *tc(const char *name, const TTest *t, int timeout)
 {
     TCase *c = tcase_create(name);
@@ -605,6 +642,10 @@ static TCase *tc_one(void)
     TCase *c = tc("one_node", one_node_10000_exactly_once, 120);
     tcase_add_test(c, large_offline_query_parts);
     return c;
+}
+static TCase *tc_single(void)
+{
+    return tc("single_stream", single_stream_one_at_a_time, 60);
 }
 static TCase *tc_three(void)
 {
@@ -635,4 +676,5 @@ static TCase *tc_as_issued(void)
     return tc("as_issued", queries_go_out_as_issued, 60);
 }
 
-CHECK_MAIN("qdl", tc_one, tc_three, tc_dup, tc_policy, tc_kill_one, tc_kill_all, tc_as_issued)
+CHECK_MAIN("qdl", tc_one, tc_single, tc_three, tc_dup, tc_policy, tc_kill_one, tc_kill_all,
+           tc_as_issued)

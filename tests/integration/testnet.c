@@ -41,6 +41,12 @@ const char *tn_scheme(void)
     return t && strcmp(t, "ucx") == 0 ? "ucx://" : "";
 }
 
+int tn_ucx_busy_poll(void)
+{
+    const char *b = getenv("NSUT_TEST_UCX_BUSY_POLL");
+    return b && strcmp(b, "1") == 0;
+}
+
 int tn_spawn_port(tn_proc_t *p, const char *exe, const char *const *args, int port)
 {
     char port_path[128], listen[32];
@@ -64,6 +70,8 @@ int tn_spawn_port(tn_proc_t *p, const char *exe, const char *const *args, int po
     argv[n++] = listen;
     argv[n++] = "--port-file";
     argv[n++] = port_path;
+    if (tn_ucx_busy_poll())
+        argv[n++] = "--ucx-busy-poll";
     argv[n] = NULL;
     p->pid = fork();
     if (p->pid < 0)

@@ -22,6 +22,9 @@ typedef struct {
 /* "ucx://" when the environment has NSUT_TEST_TRANSPORT=ucx (the suites' ucx runs), else "":
  * the prefix of every node address the tests listen on and connect to. */
 const char *tn_scheme(void);
+/* 1 when NSUT_TEST_UCX_BUSY_POLL=1: tn_spawn passes --ucx-busy-poll to sut-node and the test
+ * sets qdl_config_t.ucx_busy_poll, so the flags (not an environment fallback) are exercised. */
+int tn_ucx_busy_poll(void);
 
 /* Starts |exe| with |args| (NULL-terminated) plus --listen 127.0.0.1:0 --port-file ...; waits up
  * to 10 s for the port. Returns 0 or -1 (the reason on stderr). */

@@ -34,9 +34,9 @@ typedef struct {
     int busy_poll; /* progress on every loop turn instead of sleeping on the event fd */
 } cmn_ucx_options_t;
 
-/* Opens UCX on |loop| (UCX_* environment variables apply; |opt| NULL: defaults, busy polling
- * when the environment has NSUT_UCX_BUSY_POLL=1). Returns 0, or CMN_ECONFIG with the
- * reason in |eb| (no usable transport, UCX refused to start). */
+/* Opens UCX on |loop| (UCX_* environment variables apply; |opt| NULL: defaults). Busy polling
+ * when |opt| asks for it or, as a fallback, the environment has NSUT_UCX_BUSY_POLL=1. Returns 0, or
+ * CMN_ECONFIG with the reason in |eb| (no usable transport, UCX refused to start). */
 int cmn_ucx_open(uv_loop_t *loop, const cmn_ucx_options_t *opt, cmn_ucx_t **out, cmn_errbuf_t *eb);
 
 /* Releases it once every connection and listener made with it has closed (the loop must run for

@@ -85,6 +85,11 @@ struct lg_sut {
     lg_run_t *run;
     /* Optional (NULL): fills |h|; called by the issue thread before and after each series. */
     int (*health)(lg_sut_t *sut, lg_sut_health_t *h);
+    /* Optional (NULL): called by the test thread for each sample's bytes after they load, and
+     * before they are freed at unload (no query from them outstanding); e.g. the QDL registers
+     * them with UCX. A failing mem_register is logged by the SUT and the run goes on. */
+    int (*mem_register)(lg_sut_t *sut, void *ptr, size_t len);
+    void (*mem_unregister)(lg_sut_t *sut, void *ptr);
 };
 
 #define LG_ISSUE_CHUNK 65536u

@@ -102,6 +102,10 @@ typedef struct {
     const char *tls_cert_file; /* client certificate (mutual TLS) */
     const char *tls_key_file;
     const char *tls_server_name; /* expected node certificate name; default: the host part */
+
+    /* ucx:// nodes: progress UCX on every loop turn instead of sleeping on its event fd
+     * (lowest latency, one core busy; needed for UCX shared memory). Default 0. */
+    int ucx_busy_poll;
 } qdl_config_t;
 
 /* Fills |cfg| with the defaults above (no nodes, no callback). */
@@ -154,6 +158,17 @@ void qdl_stats_print(qdl_t *q, void *file /* FILE* */);
  * "rtt_us_last", "rtt_us_min"}, ...]} followed by a newline, e.g. into a run's output folder.
  * Thread-safe. Returns 0, UV_ENOMEM, or UV_EIO when the write fails. */
 int qdl_stats_write_json(qdl_t *q, void *file /* FILE* */);
+
+/* Registers [ptr, ptr+len) (QSL memory, e.g. each sample when it loads) with the transport once, so
+ * sends from it need no per-send registration and, on an RDMA fabric, the node reads the bytes
+ * straight from it. A no-op returning 0 when no node uses ucx:// (tcp:// needs nothing). The memory
+ * must stay valid until qdl_unregister_memory() or qdl_destroy(). Thread-safe. Returns 0 or
+ * CMN_ECONFIG (UCX refused; sends from it still work, registering per send). */
+int qdl_register_memory(qdl_t *q, void *ptr, size_t len);
+
+/* Undoes qdl_register_memory() for the region starting at |ptr| (before freeing it, with no
+ * query from it outstanding); a no-op when none does or no node uses ucx://. Thread-safe. */
+void qdl_unregister_memory(qdl_t *q, void *ptr);
 
 /* Stops the loop thread and closes every connection (sending Goodbye). Samples still outstanding
  * complete with CMN_ECLOSED before it returns. */

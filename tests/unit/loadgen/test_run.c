@@ -419,7 +419,7 @@ static int slow_issue(lg_sut_t *sut, const lg_sample_t *s, size_t n)
 START_TEST(find_peak_server)
 {
     slow_t st = {20000, 0, 0, 0}; /* about 50k samples per second at most */
-    lg_sut_t sut = {slow_name, slow_issue, NULL, &st, NULL, NULL};
+    lg_sut_t sut = {slow_name, slow_issue, NULL, &st, NULL, NULL, NULL, NULL};
     char *s;
 
     /* A low base rate passes even on a busy machine (a 250 ms bound: a 2-core host loaded 6 times
@@ -454,10 +454,46 @@ START_TEST(find_peak_server)
 }
 END_TEST
 
+/* The SUT's mem_register sees each loaded sample's bytes and mem_unregister undoes every one
+ * before the bytes are freed (the QDL registers them with UCX). */
+static size_t mem_regs, mem_live;
+
+static int count_register(lg_sut_t *sut, void *ptr, size_t len)
+{
+    (void)sut;
+    ck_assert_ptr_nonnull(ptr);
+    ck_assert_uint_gt(len, 0);
+    mem_regs++;
+    mem_live++;
+    return 0;
+}
+
+static void count_unregister(lg_sut_t *sut, void *ptr)
+{
+    (void)sut;
+    ck_assert_ptr_nonnull(ptr);
+    ck_assert_uint_gt(mem_live, 0);
+    mem_live--;
+}
+
+START_TEST(mem_register_balanced)
+{
+    slow_t st = {0, 0, 0, 0};
+    lg_sut_t sut = {slow_name, slow_issue, NULL, &st, NULL, NULL, count_register, count_unregister};
+
+    mem_regs = mem_live = 0;
+    rt.ts.scenario = LG_OFFLINE;
+    rt.ts.min_duration_ms = 10;
+    ck_assert_int_eq(rt_run_sut(&sut), 0);
+    ck_assert_uint_gt(mem_regs, 0);
+    ck_assert_uint_eq(mem_live, 0);
+}
+END_TEST
+
 START_TEST(coalescing_and_max_async)
 {
     slow_t st = {0, 0, 0, 2000000}; /* each IssueQuery blocks 2 ms */
-    lg_sut_t sut = {slow_name, slow_issue, NULL, &st, NULL, NULL};
+    lg_sut_t sut = {slow_name, slow_issue, NULL, &st, NULL, NULL, NULL, NULL};
     char buf[256];
 
     /* Queries overdue after a blocking IssueQuery join the next one. */
@@ -547,6 +583,7 @@ TCase *tcase_sched(void)
     tcase_add_test(tc, find_peak_not_server);
     tcase_add_test(tc, find_peak_server);
     tcase_add_test(tc, coalescing_and_max_async);
+    tcase_add_test(tc, mem_register_balanced);
     tcase_add_test(tc, max_query_count_stops);
     tcase_add_test(tc, conf_messages_and_audit_config);
     tcase_set_timeout(tc, 60);
@@ -618,7 +655,7 @@ static int failing_issue(lg_sut_t *sut, const lg_sample_t *s, size_t n)
 START_TEST(issue_failure_completes_as_failed)
 {
     slow_t st = {0, 0, 0, 0};
-    lg_sut_t sut = {slow_name, failing_issue, NULL, &st, NULL, NULL};
+    lg_sut_t sut = {slow_name, failing_issue, NULL, &st, NULL, NULL, NULL, NULL};
 
     rt.ts.min_duration_ms = 0;
     rt.ts.min_query_count = 20;
@@ -676,7 +713,7 @@ static int keeper_issue(lg_sut_t *sut, const lg_sample_t *s, size_t n)
 START_TEST(late_completion_after_the_test)
 {
     keeper_t k = {0};
-    lg_sut_t sut = {slow_name, keeper_issue, NULL, &k, NULL, NULL};
+    lg_sut_t sut = {slow_name, keeper_issue, NULL, &k, NULL, NULL, NULL, NULL};
     lg_response_t r[64];
     size_t i;
 
@@ -721,7 +758,7 @@ static int interrupting_issue(lg_sut_t *sut, const lg_sample_t *s, size_t n)
 START_TEST(interrupt_ends_the_run)
 {
     uint64_t count = 0;
-    lg_sut_t sut = {slow_name, interrupting_issue, NULL, &count, NULL, NULL};
+    lg_sut_t sut = {slow_name, interrupting_issue, NULL, &count, NULL, NULL, NULL, NULL};
     char *s;
 
     /* An hour-long run: only the interrupt can end it within the test's timeout. */
@@ -757,7 +794,7 @@ END_TEST
 START_TEST(harness_block_and_late_warning)
 {
     slow_t st = {2000000, 0, 0, 0};
-    lg_sut_t sut = {slow_name, slow_issue, NULL, &st, NULL, NULL};
+    lg_sut_t sut = {slow_name, slow_issue, NULL, &st, NULL, NULL, NULL, NULL};
     char path[600], *s, *csv;
 
     rt.ts.scenario = LG_SERVER;
