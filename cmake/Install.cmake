@@ -17,9 +17,11 @@ set(SUT_PLUGIN_FULL_DIR ${CMAKE_INSTALL_PREFIX}/${SUT_PLUGIN_DIR})
 set(MLPN_DATADIR ${CMAKE_INSTALL_DATADIR}/mlperf-network)
 
 # ---- daemon --------------------------------------------------------------------------------------
-if(TARGET sut_backend_onnx_plugin)
-    install(TARGETS sut_backend_onnx_plugin LIBRARY DESTINATION ${SUT_PLUGIN_DIR} COMPONENT daemon)
-endif()
+foreach(_plugin sut_backend_onnx_plugin sut_backend_openai sut_backend_kserve)
+    if(TARGET ${_plugin})
+        install(TARGETS ${_plugin} LIBRARY DESTINATION ${SUT_PLUGIN_DIR} COMPONENT daemon)
+    endif()
+endforeach()
 # The unit as committed starts /usr/local/bin/sut-node (a hand install); the installed one starts
 # the installed program.
 file(READ ${PROJECT_SOURCE_DIR}/deploy/systemd/sut-node.service _unit)

@@ -38,6 +38,10 @@ if [[ "$variant" != default ]]; then
 fi
 if [[ "$variant" == tsan ]]; then
     export TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1 second_deadlock_stack=1"
+    # UCX's memory hooks (libucm patches mmap/brk and the allocator to track registered memory)
+    # fight ThreadSanitizer's own interceptors: every program that links UCX then crashes at its
+    # first thread. Without them UCX only skips its registration cache.
+    export UCX_MEM_EVENTS=no
     [[ ${#ctest_args[@]} -eq 0 ]] && ctest_args=(-L "qdl|sut|common")
 fi
 cd "$build"

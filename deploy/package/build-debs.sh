@@ -4,7 +4,7 @@
 #
 #   Usage: deploy/package/build-debs.sh [BUILD_DIR]   (default: build-deb/ in the checkout)
 #
-# Packages: mlperf-network-sut-node (sut-node, its onnx plugin, the systemd unit and
+# Packages: mlperf-network-sut-node (sut-node, its onnx, openai and kserve plugins, the systemd unit and
 # /etc/mlperf/sut-node.conf), mlperf-network-loadgen (loadgen-node, libqdl.so.0, the tools in
 # /usr/share/mlperf-network), mlperf-network-dev (headers, libqdl.so/.a, pkg-config, CMake).
 set -euo pipefail
@@ -20,6 +20,8 @@ cmake -S "$root" -B "$build" -DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_BUILD_TYPE=Rele
 targets=(sut-node loadgen-node qdl_shared qdl_static_archive)
 grep -q '^SUT_HAVE_ONNX:INTERNAL=ON' "$build/CMakeCache.txt" && targets+=(sut_backend_onnx_plugin)
 grep -q '^SUT_HAVE_ONNX_CUDA:INTERNAL=ON' "$build/CMakeCache.txt" && targets+=(sut_onnx_cuda)
+grep -q '^SUT_HAVE_OPENAI:INTERNAL=ON' "$build/CMakeCache.txt" &&
+    targets+=(sut_backend_openai sut_backend_kserve)
 cmake --build "$build" -j"$(nproc)" --target "${targets[@]}" >/dev/null
 rm -f "$build"/packages/*.deb
 (cd "$build" && cpack >/dev/null)
