@@ -61,6 +61,39 @@ int cmn_conf_parse_file(const char *path, cmn_conf_cb cb, void *arg, cmn_errbuf_
     return rc;
 }
 
+int cmn_conf_word_split(const char *word, cmn_conf_word_t *w, cmn_errbuf_t *eb)
+{
+    const char *eq;
+    size_t k;
+
+    if (strncmp(word, "--", 2) != 0 || word[2] == '\0')
+        return cmn_errf(eb, CMN_ECONFIG, "unexpected argument '%s' (see --help)", word);
+    w->key = word + 2;
+    w->value = NULL;
+    eq = strchr(w->key, '=');
+    if (!eq)
+        return 0;
+    k = (size_t)(eq - w->key);
+    if (k >= sizeof(w->buf))
+        return cmn_errf(eb, CMN_ECONFIG, "unknown option '%s' (see --help)", word);
+    memcpy(w->buf, w->key, k);
+    w->buf[k] = '\0';
+    w->key = w->buf;
+    w->value = eq + 1;
+    return 0;
+}
+
+int cmn_conf_word_value(cmn_conf_word_t *w, const char *arg_doc, int argc, char **argv, int *i,
+                        cmn_errbuf_t *eb)
+{
+    if (w->value)
+        return 0;
+    if (*i + 1 >= argc)
+        return cmn_errf(eb, CMN_ECONFIG, "--%s needs a value (%s)", w->key, arg_doc);
+    w->value = argv[++*i];
+    return 0;
+}
+
 int cmn_parse_u64(const char *s, uint64_t *out)
 {
     char *end;

@@ -482,35 +482,22 @@ static int parse_argv(int argc, char **argv, lg_args_t *o, int pass, cmn_errbuf_
     int i, rc;
 
     for (i = 1; i < argc; i++) {
-        const char *a = argv[i], *name, *val = NULL;
+        const char *name, *val;
         const opt_t *d;
-        char buf[64];
+        cmn_conf_word_t w;
 
-        if (strcmp(a, "-h") == 0)
-            a = "--help";
-        if (strncmp(a, "--", 2) != 0 || a[2] == '\0')
-            return cmn_errf(eb, CMN_ECONFIG, "unexpected argument '%s' (see --help)", a);
-        name = a + 2;
-        if (strchr(name, '=')) {
-            size_t k = (size_t)(strchr(name, '=') - name);
-
-            if (k >= sizeof(buf))
-                return cmn_errf(eb, CMN_ECONFIG, "unknown option '%s' (see --help)", a);
-            memcpy(buf, name, k);
-            buf[k] = '\0';
-            val = name + k + 1;
-            name = buf;
-        }
+        rc = cmn_conf_word_split(strcmp(argv[i], "-h") == 0 ? "--help" : argv[i], &w, eb);
+        if (rc < 0)
+            return rc;
+        name = w.key;
         d = find_option(name);
         if (!d)
             return cmn_errf(eb, CMN_ECONFIG, "unknown option '--%s' (see --help)", name);
-        if (d->arg && !val) {
-            if (i + 1 >= argc)
-                return cmn_errf(eb, CMN_ECONFIG, "--%s needs a value (%s)", name, d->arg);
-            val = argv[++i];
-        } else if (!d->arg && val) {
+        if (d->arg && (rc = cmn_conf_word_value(&w, d->arg, argc, argv, &i, eb)) < 0)
+            return rc;
+        if (!d->arg && w.value)
             return cmn_errf(eb, CMN_ECONFIG, "--%s takes no value", name);
-        }
+        val = w.value;
         if (pass == 0) {
             if (strcmp(name, "help") == 0) {
                 usage(stdout);

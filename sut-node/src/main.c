@@ -282,30 +282,19 @@ static int parse_args(int argc, char **argv, sut_opts_t *o, cmn_errbuf_t *eb)
 
     for (pass = 0; pass < 2; pass++) {
         for (i = 1; i < argc; i++) {
-            const char *a = argv[i], *name, *val = NULL;
+            const char *name, *val;
             const opt_doc_t *d;
-            char buf[64];
+            cmn_conf_word_t w;
 
-            if (strncmp(a, "--", 2) != 0)
-                return cmn_errf(eb, CMN_ECONFIG, "unexpected argument '%s' (see --help)", a);
-            name = a + 2;
-            if (strchr(name, '=')) {
-                size_t k = (size_t)(strchr(name, '=') - name);
-                if (k >= sizeof(buf))
-                    return cmn_errf(eb, CMN_ECONFIG, "unknown option '%s'", a);
-                memcpy(buf, name, k);
-                buf[k] = '\0';
-                val = name + k + 1;
-                name = buf;
-            }
+            if ((rc = cmn_conf_word_split(argv[i], &w, eb)) < 0)
+                return rc;
+            name = w.key;
             d = find_option(name);
             if (!d)
                 return cmn_errf(eb, CMN_ECONFIG, "unknown option '--%s' (see --help)", name);
-            if (d->arg && !val) {
-                if (i + 1 >= argc)
-                    return cmn_errf(eb, CMN_ECONFIG, "--%s needs a value (%s)", name, d->arg);
-                val = argv[++i];
-            }
+            if (d->arg && (rc = cmn_conf_word_value(&w, d->arg, argc, argv, &i, eb)) < 0)
+                return rc;
+            val = w.value;
             if (pass == 0 && strcmp(name, "stats") == 0) {
                 sut__opts_free(o);
                 exit(stats_main(val));

@@ -18,6 +18,22 @@ typedef int (*cmn_conf_cb)(void *arg, const char *key, const char *value, int li
  * errno for I/O, CMN_ECONFIG for syntax, or the callback's code. */
 int cmn_conf_parse_file(const char *path, cmn_conf_cb cb, void *arg, cmn_errbuf_t *eb);
 
+/* Command lines whose long options are the config keys (sut-node, loadgen-node). */
+typedef struct {
+    const char *key;   /* the option's name without "--" */
+    const char *value; /* after '=' in the same word, or NULL */
+    char buf[64];      /* holds |key| when the word carries "=value" */
+} cmn_conf_word_t;
+
+/* Splits |word| ("--key" or "--key=value") into |w|. Returns 0, or CMN_ECONFIG naming the word:
+ * not a long option, or a key too long to be one. */
+int cmn_conf_word_split(const char *word, cmn_conf_word_t *w, cmn_errbuf_t *eb);
+
+/* For an option that takes a value (|arg_doc| names it, e.g. "N") and got none with '=': takes
+ * the next word, argv[*i + 1], and advances *i. Returns 0, or CMN_ECONFIG when there is none. */
+int cmn_conf_word_value(cmn_conf_word_t *w, const char *arg_doc, int argc, char **argv, int *i,
+                        cmn_errbuf_t *eb);
+
 /* Strict parsers: the whole string must be consumed. Return 0 or CMN_ECONFIG. */
 int cmn_parse_u64(const char *s, uint64_t *out);
 int cmn_parse_i64(const char *s, int64_t *out);

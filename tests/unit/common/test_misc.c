@@ -123,6 +123,44 @@ static void write_file(const char *path, const char *text)
     fclose(f);
 }
 
+/* Command-line words of the programs whose options are config keys. */
+START_TEST(argv_words)
+{
+    char a0[] = "prog", a1[] = "--port=7000", a2[] = "--name", a3[] = "node-1",
+         a4[] = "--max-batch";
+    char *argv[] = {a0, a1, a2, a3, a4};
+    char longkey[80];
+    cmn_conf_word_t w;
+    cmn_errbuf_t eb = {{0}};
+    int i = 1;
+
+    ck_assert_int_eq(cmn_conf_word_split(argv[1], &w, &eb), 0);
+    ck_assert_str_eq(w.key, "port");
+    ck_assert_str_eq(w.value, "7000");
+    ck_assert_int_eq(cmn_conf_word_value(&w, "N", 5, argv, &i, &eb), 0);
+    ck_assert_int_eq(i, 1); /* the value came with '=' */
+    i = 2;
+    ck_assert_int_eq(cmn_conf_word_split(argv[2], &w, &eb), 0);
+    ck_assert_str_eq(w.key, "name");
+    ck_assert_ptr_null(w.value);
+    ck_assert_int_eq(cmn_conf_word_value(&w, "NAME", 5, argv, &i, &eb), 0);
+    ck_assert_str_eq(w.value, "node-1");
+    ck_assert_int_eq(i, 3);
+    i = 4;
+    ck_assert_int_eq(cmn_conf_word_split(argv[4], &w, &eb), 0);
+    ck_assert_int_eq(cmn_conf_word_value(&w, "N", 5, argv, &i, &eb), CMN_ECONFIG);
+    ck_assert_str_eq(eb.msg, "--max-batch needs a value (N)");
+    ck_assert_int_eq(cmn_conf_word_split("node-1", &w, &eb), CMN_ECONFIG);
+    ck_assert_str_eq(eb.msg, "unexpected argument 'node-1' (see --help)");
+    ck_assert_int_eq(cmn_conf_word_split("--", &w, &eb), CMN_ECONFIG);
+    memset(longkey, 'k', sizeof(longkey));
+    memcpy(longkey, "--", 2);
+    memcpy(longkey + 70, "=1", 3);
+    ck_assert_int_eq(cmn_conf_word_split(longkey, &w, &eb), CMN_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(eb.msg, "unknown option"));
+}
+END_TEST
+
 START_TEST(conf_file)
 {
     char path[] = "/tmp/cmn_conf_XXXXXX";
@@ -200,6 +238,7 @@ TCase *tcase_conf(void)
 {
     TCase *tc = tcase_create("conf");
     tcase_add_test(tc, conf_file);
+    tcase_add_test(tc, argv_words);
     tcase_add_test(tc, numbers);
     return tc;
 }
