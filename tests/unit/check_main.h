@@ -8,6 +8,15 @@
 #include <check.h>
 #include <stdlib.h>
 
+/* A TCase maker `tc_<test>` holding the one test |test|, named after it (CK_RUN_CASE=test). */
+#define CHECK_ONE_TEST_TCASE(test)            \
+    TCase *tc_##test(void)                    \
+    {                                         \
+        TCase *tc_one_ = tcase_create(#test); \
+        tcase_add_test(tc_one_, test);        \
+        return tc_one_;                       \
+    }
+
 #define CHECK_MAIN(suite_name, ...)                                              \
     int main(void)                                                               \
     {                                                                            \

@@ -279,37 +279,12 @@ START_TEST(batch_alloc_fail)
 }
 END_TEST
 
-TCase *tc_batch_max(void)
-{
-    TCase *tc = tcase_create("batch_max");
-    tcase_add_test(tc, batch_max);
-    return tc;
-}
+CHECK_ONE_TEST_TCASE(batch_max)
 
-TCase *tc_batch_wait(void)
-{
-    TCase *tc = tcase_create("batch_wait");
-    tcase_add_test(tc, batch_wait);
-    return tc;
-}
+CHECK_ONE_TEST_TCASE(batch_wait)
 
-TCase *tc_batch_uniform(void)
-{
-    TCase *tc = tcase_create("batch_uniform");
-    tcase_add_test(tc, batch_uniform);
-    return tc;
-}
+CHECK_ONE_TEST_TCASE(batch_uniform)
 
-TCase *tc_batch_busy(void)
-{
-    TCase *tc = tcase_create("batch_busy");
-    tcase_add_test(tc, batch_busy);
-    return tc;
-}
+CHECK_ONE_TEST_TCASE(batch_busy)
 
-TCase *tc_batch_alloc_fail(void)
-{
-    TCase *tc = tcase_create("batch_alloc_fail");
-    tcase_add_test(tc, batch_alloc_fail);
-    return tc;
-}
+CHECK_ONE_TEST_TCASE(batch_alloc_fail)

@@ -340,23 +340,8 @@ START_TEST(accept_tls_fail)
 }
 END_TEST
 
-TCase *tc_session_results(void)
-{
-    TCase *tc = tcase_create("session_results");
-    tcase_add_test(tc, session_results);
-    return tc;
-}
+CHECK_ONE_TEST_TCASE(session_results)
 
-TCase *tc_session_alloc_fail(void)
-{
-    TCase *tc = tcase_create("session_alloc_fail");
-    tcase_add_test(tc, session_alloc_fail);
-    return tc;
-}
+CHECK_ONE_TEST_TCASE(session_alloc_fail)
 
-TCase *tc_accept_tls_fail(void)
-{
-    TCase *tc = tcase_create("accept_tls_fail");
-    tcase_add_test(tc, accept_tls_fail);
-    return tc;
-}
+CHECK_ONE_TEST_TCASE(accept_tls_fail)

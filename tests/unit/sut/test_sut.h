@@ -2,7 +2,7 @@
 #ifndef TEST_SUT_H
 #define TEST_SUT_H
 
-#include <check.h>
+#include "../check_main.h"
 
 TCase *tc_batch_max(void);
 TCase *tc_batch_wait(void);
