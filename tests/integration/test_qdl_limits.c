@@ -302,7 +302,7 @@ static void fakes_stop(void)
 
 /* ---- helpers --------------------------------------------------------------------------------- */
 
-static char addr_buf[4][32];
+static char addr_buf[MAX_FAKES + 2][32];
 
 static const char *addr_of(int i, int port)
 {
@@ -322,6 +322,55 @@ static void config(qdl_config_t *cfg, const char **list, size_t n)
     cfg->progress_timeout_ms = 500;
     cfg->reconnect_max_ms = 400;
     cfg->fail_timeout_ms = 1000;
+}
+
+/* One test's set-up: |n_fakes| fake nodes, then |n_good| real digest nodes, in that order in the
+ * QDL's node list; the config from config(), for the test to adjust before rig_create(). */
+typedef struct {
+    qdl_config_t cfg;
+    const char *list[MAX_FAKES + 2];
+    tn_proc_t good[2];
+    size_t n_good;
+    qdl_t *q;
+} rig_t;
+
+static void rig_start(rig_t *r, size_t n_fakes, const int *modes, uint64_t max_frame, size_t n_good)
+{
+    const char *args[] = {"--backend", "digest", NULL};
+    size_t i;
+
+    memset(r, 0, sizeof(*r));
+    fakes_start(n_fakes, modes, max_frame);
+    for (i = 0; i < n_fakes; i++)
+        r->list[i] = addr_of((int)i, F.f[i].port);
+    for (i = 0; i < n_good; i++) {
+        ck_assert_int_eq(tn_spawn(&r->good[i], SUT_NODE_EXE, args), 0);
+        r->list[n_fakes + i] = addr_of((int)(n_fakes + i), r->good[i].port);
+    }
+    r->n_good = n_good;
+    config(&r->cfg, r->list, n_fakes + n_good);
+}
+
+static void rig_create(rig_t *r)
+{
+    char err[256];
+
+    ck_assert_msg(qdl_create(&r->cfg, &r->q, err, sizeof(err)) == 0, "%s", err);
+}
+
+/* Destroys the QDL (if any), stops the fakes and the good nodes. */
+static void rig_stop(rig_t *r)
+{
+    size_t i;
+
+    if (r->q)
+        qdl_destroy(r->q);
+    r->q = NULL;
+    fakes_stop();
+    for (i = 0; i < r->n_good; i++) {
+        ck_assert_int_eq(tn_stop(&r->good[i], SIGTERM, 10000), 0);
+        tn_cleanup(&r->good[i]);
+    }
 }
 
 static double seconds_since(uint64_t t0)
@@ -362,75 +411,47 @@ static void expect_stats_json(qdl_t *q, const char *needle)
 
 START_TEST(server_with_one_stuck_node_of_three)
 {
-    const char *good[] = {"--backend", "digest", NULL};
     const int modes[1] = {F_STUCK};
-    const char *list[3];
     qdl_node_stats_t st[3];
-    qdl_config_t cfg;
-    tn_proc_t n1, n2;
-    qdl_t *q = NULL;
-    char err[256];
+    rig_t r;
     uint64_t t0;
 
-    fakes_start(1, modes, 0);
-    ck_assert_int_eq(tn_spawn(&n1, SUT_NODE_EXE, good), 0);
-    ck_assert_int_eq(tn_spawn(&n2, SUT_NODE_EXE, good), 0);
-    list[0] = addr_of(0, F.f[0].port);
-    list[1] = addr_of(1, n1.port);
-    list[2] = addr_of(2, n2.port);
-    config(&cfg, list, 3);
-    cfg.policy = QDL_POLICY_ROUND_ROBIN; /* the stuck node gets its share at once */
+    rig_start(&r, 1, modes, 0, 2);
+    r.cfg.policy = QDL_POLICY_ROUND_ROBIN; /* the stuck node gets its share at once */
     run_init(3000, 512, 1);
-    ck_assert_msg(qdl_create(&cfg, &q, err, sizeof(err)) == 0, "%s", err);
+    rig_create(&r);
     t0 = cmn_now_ns();
-    issue_paced(q, 0, 3000, 300);
+    issue_paced(r.q, 0, 3000, 300);
     /* Every sample held by the stuck node is moved after its 500 ms deadline. */
     ck_assert_uint_eq(wait_done(3000, 30000), 3000);
     printf("3 nodes, one stuck: 3000 samples in %.2f s\n", seconds_since(t0));
     expect_exactly_once(1);
-    ck_assert_int_eq(qdl_stats(q, st, 3), 3);
+    ck_assert_int_eq(qdl_stats(r.q, st, 3), 3);
     printf("stuck node: sent %llu, completed %llu, re-dispatched %llu, stalls %llu\n",
            (unsigned long long)st[0].samples_sent, (unsigned long long)st[0].samples_completed,
            (unsigned long long)st[0].redispatched, (unsigned long long)st[0].stalls);
     ck_assert_uint_gt(st[0].stalls, 0);
     ck_assert_uint_gt(st[0].redispatched, 0);
     ck_assert_uint_eq(st[0].samples_completed, 0);
-    expect_stats_json(q, "\"degraded\": true");
-    qdl_destroy(q);
-    fakes_stop();
-    ck_assert_int_eq(tn_stop(&n1, SIGTERM, 10000), 0);
-    ck_assert_int_eq(tn_stop(&n2, SIGTERM, 10000), 0);
-    tn_cleanup(&n1);
-    tn_cleanup(&n2);
+    expect_stats_json(r.q, "\"degraded\": true");
+    rig_stop(&r);
     run_free();
 }
 END_TEST
 
 START_TEST(single_stream_with_a_stuck_node_ends)
 {
-    const char *good[] = {"--backend", "digest", NULL};
     const int modes[1] = {F_STUCK};
-    const char *list[2];
-    qdl_config_t cfg;
-    tn_proc_t n1;
-    qdl_t *q = NULL;
-    char err[256];
+    rig_t r;
 
-    fakes_start(1, modes, 0);
-    ck_assert_int_eq(tn_spawn(&n1, SUT_NODE_EXE, good), 0);
-    list[0] = addr_of(0, F.f[0].port);
-    list[1] = addr_of(1, n1.port);
-    config(&cfg, list, 2);
-    cfg.policy = QDL_POLICY_ROUND_ROBIN;
+    rig_start(&r, 1, modes, 0, 1);
+    r.cfg.policy = QDL_POLICY_ROUND_ROBIN;
     run_init(20, 256, 1);
-    ck_assert_msg(qdl_create(&cfg, &q, err, sizeof(err)) == 0, "%s", err);
+    rig_create(&r);
     /* A sample the stuck node holds completes after its deadline, through the good node. */
-    single_stream(q, 20, 10000);
+    single_stream(r.q, 20, 10000);
     expect_exactly_once(1);
-    qdl_destroy(q);
-    fakes_stop();
-    ck_assert_int_eq(tn_stop(&n1, SIGTERM, 10000), 0);
-    tn_cleanup(&n1);
+    rig_stop(&r);
     run_free();
 }
 END_TEST
@@ -438,28 +459,22 @@ END_TEST
 START_TEST(single_stream_with_only_a_stuck_node_fails_clearly)
 {
     const int modes[1] = {F_STUCK};
-    const char *list[1];
-    qdl_config_t cfg;
-    qdl_t *q = NULL;
-    char err[256];
+    rig_t r;
     uint64_t t0;
 
-    fakes_start(1, modes, 0);
-    list[0] = addr_of(0, F.f[0].port);
-    config(&cfg, list, 1);
+    rig_start(&r, 1, modes, 0, 0);
     run_init(10, 256, 0);
-    ck_assert_msg(qdl_create(&cfg, &q, err, sizeof(err)) == 0, "%s", err);
+    rig_create(&r);
     t0 = cmn_now_ns();
     /* The first sample fails after max_dispatches deadlines; later ones at once, while no
      * healthy node is up. */
-    single_stream(q, 10, 10000);
+    single_stream(r.q, 10, 10000);
     printf("SingleStream, only a stuck node: 10 samples ended in %.2f s\n", seconds_since(t0));
     ck_assert_uint_eq(expect_once_or_failed(), 10);
     uv_mutex_lock(&R.mu);
     ck_assert_int_eq(R.status[0], CMN_ENONODE);
     uv_mutex_unlock(&R.mu);
-    qdl_destroy(q);
-    fakes_stop();
+    rig_stop(&r);
     run_free();
 }
 END_TEST
@@ -469,29 +484,21 @@ END_TEST
 START_TEST(parts_fit_the_nodes_frame_limit)
 {
     const int modes[1] = {F_GOOD};
-    const char *list[1];
-    qdl_config_t cfg;
-    qdl_t *q = NULL;
-    char err[256];
     const uint64_t limit = 256 * 1024;
+    rig_t r;
 
-    fakes_start(1, modes, limit);
-    list[0] = addr_of(0, F.f[0].port);
-    config(&cfg, list, 1);
+    rig_start(&r, 1, modes, limit, 0);
     run_init(400, 60000, 0);
-    ck_assert_msg(qdl_create(&cfg, &q, err, sizeof(err)) == 0, "%s", err);
-    issue_range(q, 0, 400, 400); /* one Offline query of about 12 MB */
+    rig_create(&r);
+    issue_range(r.q, 0, 400, 400); /* one Offline query of about 12 MB */
     ck_assert_uint_eq(wait_done(400, 20000), 400);
     expect_exactly_once(0);
-    uv_mutex_lock(&F.mu);
+    rig_stop(&r); /* the fakes' thread has ended: F is ours to read */
     printf("frame limit %llu: %llu Query frames, largest %llu bytes\n", (unsigned long long)limit,
            (unsigned long long)F.f[0].queries, (unsigned long long)F.f[0].largest);
     ck_assert_uint_le(F.f[0].largest, limit);
     ck_assert_uint_eq(F.f[0].frame_errors, 0);
     ck_assert_uint_gt(F.f[0].queries, 10); /* one 12 MB query in parts */
-    uv_mutex_unlock(&F.mu);
-    qdl_destroy(q);
-    fakes_stop();
     run_free();
 }
 END_TEST
@@ -512,83 +519,59 @@ static void on_big(void *user, const qdl_response_t *r, size_t n)
 START_TEST(a_sample_larger_than_the_node_accepts_fails_at_once)
 {
     const int modes[1] = {F_GOOD};
-    const char *list[1];
     static uint8_t big[100000];
     qdl_sample_t s = {7, big, sizeof(big), 0, sizeof(big)};
-    qdl_config_t cfg;
-    qdl_t *q = NULL;
-    char err[256];
+    rig_t r;
     uint64_t deadline;
 
-    fakes_start(1, modes, 64 * 1024);
-    list[0] = addr_of(0, F.f[0].port);
-    config(&cfg, list, 1);
-    cfg.on_complete = on_big;
+    rig_start(&r, 1, modes, 64 * 1024, 0);
+    r.cfg.on_complete = on_big;
     atomic_store(&big_failed, 0);
-    ck_assert_msg(qdl_create(&cfg, &q, err, sizeof(err)) == 0, "%s", err);
-    ck_assert_int_eq(qdl_issue_query(q, &s, 1), 0);
+    rig_create(&r);
+    ck_assert_int_eq(qdl_issue_query(r.q, &s, 1), 0);
     deadline = cmn_now_ns() + 5000000000ull;
     while (!atomic_load(&big_failed) && cmn_now_ns() < deadline)
         usleep(1000);
     ck_assert_uint_eq(atomic_load(&big_failed), 1);
     ck_assert_int_eq(atomic_load(&big_status), CMN_ETOOBIG);
-    qdl_destroy(q);
-    uv_mutex_lock(&F.mu);
+    rig_stop(&r);
     ck_assert_uint_eq(F.f[0].queries, 0); /* never sent */
-    uv_mutex_unlock(&F.mu);
-    fakes_stop();
 }
 END_TEST
 
 START_TEST(a_result_codec_not_offered_is_refused)
 {
     const int modes[1] = {F_BAD_CODEC};
-    const char *list[1];
-    qdl_config_t cfg;
-    qdl_t *q = NULL;
+    rig_t r;
     char err[256] = "";
 
-    fakes_start(1, modes, 0);
-    list[0] = addr_of(0, F.f[0].port);
-    config(&cfg, list, 1);
-    ck_assert_int_eq(qdl_create(&cfg, &q, err, sizeof(err)), CMN_ECODEC);
+    rig_start(&r, 1, modes, 0, 0);
+    ck_assert_int_eq(qdl_create(&r.cfg, &r.q, err, sizeof(err)), CMN_ECODEC);
     ck_assert_msg(strstr(err, "did not offer") != NULL, "%s", err);
-    fakes_stop();
+    rig_stop(&r);
 }
 END_TEST
 
 START_TEST(decoded_results_are_bounded)
 {
-    const char *good[] = {"--backend", "digest", NULL};
     const int modes[1] = {F_BOMB};
-    const char *list[2];
     qdl_node_stats_t st[2];
-    qdl_config_t cfg;
-    tn_proc_t n1;
-    qdl_t *q = NULL;
-    char err[256];
+    rig_t r;
 
-    fakes_start(1, modes, 0);
-    ck_assert_int_eq(tn_spawn(&n1, SUT_NODE_EXE, good), 0);
-    list[0] = addr_of(0, F.f[0].port);
-    list[1] = addr_of(1, n1.port);
-    config(&cfg, list, 2);
-    cfg.result_codec = 1; /* LZ4 offered, so only the sizes are wrong */
-    cfg.max_frame_size = 1 << 20;
-    cfg.policy = QDL_POLICY_ROUND_ROBIN;
-    cfg.max_dispatches = 50;
+    rig_start(&r, 1, modes, 0, 1);
+    r.cfg.result_codec = 1; /* LZ4 offered, so only the sizes are wrong */
+    r.cfg.max_frame_size = 1 << 20;
+    r.cfg.policy = QDL_POLICY_ROUND_ROBIN;
+    r.cfg.max_dispatches = 50;
     run_init(200, 256, 1);
-    ck_assert_msg(qdl_create(&cfg, &q, err, sizeof(err)) == 0, "%s", err);
-    issue_range(q, 0, 200, 16);
+    rig_create(&r);
+    issue_range(r.q, 0, 200, 16);
     ck_assert_uint_eq(wait_done(200, 20000), 200);
     expect_exactly_once(1);
-    ck_assert_int_eq(qdl_stats(q, st, 2), 2);
+    ck_assert_int_eq(qdl_stats(r.q, st, 2), 2);
     ck_assert_uint_gt(st[0].errors, 0);
     ck_assert_uint_eq(st[0].samples_completed, 0);
-    qdl_destroy(q);
-    fakes_stop();
-    ck_assert_int_eq(tn_stop(&n1, SIGTERM, 10000), 0);
-    tn_cleanup(&n1);
+    rig_stop(&r);
     run_free();
 }
 END_TEST
@@ -610,31 +593,24 @@ static void on_first(void *user, const qdl_response_t *r, size_t n)
 START_TEST(one_first_token_per_sample_across_redispatch)
 {
     const int modes[2] = {F_STREAM_DIES, F_STREAM};
-    const char *list[2];
-    qdl_config_t cfg;
-    qdl_t *q = NULL;
-    char err[256];
+    rig_t r;
     size_t i;
 
-    fakes_start(2, modes, 0);
-    list[0] = addr_of(0, F.f[0].port);
-    list[1] = addr_of(1, F.f[1].port);
-    config(&cfg, list, 2);
-    cfg.on_first_token = on_first;
-    cfg.policy = QDL_POLICY_ROUND_ROBIN;
-    cfg.max_dispatches = 20;
+    rig_start(&r, 2, modes, 0, 0);
+    r.cfg.on_first_token = on_first;
+    r.cfg.policy = QDL_POLICY_ROUND_ROBIN;
+    r.cfg.max_dispatches = 20;
     memset(first_tokens, 0, sizeof(first_tokens));
     run_init(64, 128, 0);
-    ck_assert_msg(qdl_create(&cfg, &q, err, sizeof(err)) == 0, "%s", err);
-    issue_paced(q, 0, 64, 2000);
+    rig_create(&r);
+    issue_paced(r.q, 0, 64, 2000);
     ck_assert_uint_eq(wait_done(64, 20000), 64);
     expect_exactly_once(0);
     uv_mutex_lock(&R.mu);
     for (i = 0; i < 64; i++)
         ck_assert_msg(first_tokens[i] == 1, "sample %zu: %d first tokens", i, first_tokens[i]);
     uv_mutex_unlock(&R.mu);
-    qdl_destroy(q);
-    fakes_stop();
+    rig_stop(&r);
     run_free();
 }
 END_TEST
