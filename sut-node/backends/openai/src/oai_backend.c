@@ -4,8 +4,10 @@
  * with the output token IDs (int32, little endian) and their count.
  *
  * infer() only formats each request body and hands it to the HTTP pool (oai_http.c); the pool's
- * loop thread decodes the streams (oai_sse.c, oai_dialect.c) and completes the samples. It is not
- * SUT_BACKEND_F_INLINE: the node's inline mode expects every completion inside infer(). */
+ * loop thread decodes the streams (oai_sse.c, oai_dialect.c) and completes the samples later.
+ * That is cheap and never blocks, so it is SUT_BACKEND_F_INLINE: infer() runs on the node's I/O
+ * thread (no worker thread and no hand-off per batch); completions arrive from the loop thread,
+ * which the ABI allows. */
 #include "oai_dialect.h"
 #include "oai_http.h"
 #include "oai_sse.h"
@@ -292,7 +294,7 @@ static int oai_describe(sut_backend_t *b, sut_backend_info_t *info)
     info->output_size = 0;
     info->input_size = 0;
     info->weight = 1.0;
-    info->flags = SUT_BACKEND_F_STREAMING;
+    info->flags = SUT_BACKEND_F_STREAMING | SUT_BACKEND_F_INLINE;
     return 0;
 }
 
