@@ -9,7 +9,7 @@
  *   llm_direct --parse N
  *
  * Prints key=value lines: ttft_p50_us, ttft_p99_us, tokens, tokens_per_s, cpu_ns_per_token,
- * tpot_p50_us. */
+ * tpot_p50_us, parks (streams moved onto the read-coalescing tick). */
 #include "oai_dialect.h"
 #include "oai_http.h"
 #include "oai_sse.h"
@@ -214,6 +214,7 @@ int main(int argc, char **argv)
     for (i = 0; i < 60000 && atomic_load(&done_calls) < n; i++)
         usleep(1000);
     c1 = cpu_ns();
+    printf("parks=%llu\n", (unsigned long long)oai_http_parks(h)); /* streams read on the tick */
     {
         double wall = (double)(now_ns() - t_start) / 1e9;
         long m = 0, mt = 0;

@@ -469,9 +469,19 @@ END_TEST
 
 typedef struct {
     int lfd;
-    int requests; /* answered on one connection, one after the other */
-    int cut;      /* close after a few events, without the end chunk */
+    int requests;  /* answered on one connection, one after the other */
+    int cut;       /* close after a few events, without the end chunk */
+    oai_http_t *h; /* with coalescing: the pool whose parks the server waits for */
 } co_server_t;
+
+/* Waits (10 s at most) until the pool moved |n| connections onto its tick: the rest of a stream
+ * is then sent to a parked connection however slowly the client runs. */
+static void wait_parks(oai_http_t *h, uint64_t n)
+{
+    int i;
+    for (i = 0; i < 10000 && oai_http_parks(h) < n; i++)
+        usleep(1000);
+}
 
 /* Reads one small request (headers and a JSON body); 0 at its end, -1 when the peer closed. */
 static int read_request(int fd)
@@ -493,7 +503,7 @@ static int read_request(int fd)
 static void write_all(int fd, const char *p, size_t n)
 {
     while (n) {
-        ssize_t w = write(fd, p, n);
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL); /* the client may have closed */
         if (w <= 0)
             return;
         p += w;
@@ -519,6 +529,8 @@ static void *serve_stream(void *arg)
             if (s->cut && i == 3)
                 break;
             write_all(fd, chunk, (size_t)m);
+            if (i == 0 && s->h)
+                wait_parks(s->h, (uint64_t)k + 1);
             usleep(200); /* one write per event, as engines stream */
         }
         if (s->cut)
@@ -529,10 +541,14 @@ static void *serve_stream(void *arg)
     return NULL;
 }
 
+static size_t co_abort_at; /* 0, or stop the transfer once this many bytes came */
+
 static int on_data_coalesce(oai_http_req_t *r, const char *p, size_t n)
 {
+    result_t *res = r->ctx;
     oai_http_coalesce(r); /* after the first piece, as the openai backend after a first token */
-    return on_data(r, p, n);
+    on_data(r, p, n);
+    return co_abort_at && res->len >= co_abort_at; /* as the backend on a bad event */
 }
 
 static void expect_events(const result_t *res, int k, int n)
@@ -547,8 +563,9 @@ static void expect_events(const result_t *res, int k, int n)
     ck_assert(memcmp(res->data, want, len) == 0);
 }
 
-/* |n| requests on a pool of one connection with coalesce_us; all submitted at once. */
-static void run_coalesced(int n, int cut, uint32_t coalesce_us, result_t *res)
+/* |n| requests on a pool of one connection with coalesce_us; all submitted at once. Returns how
+ * often a connection was moved onto the coalescing tick. */
+static uint64_t run_coalesced(int n, int cut, uint32_t coalesce_us, result_t *res)
 {
     struct sockaddr_in a = {0};
     socklen_t al = sizeof(a);
@@ -560,6 +577,7 @@ static void run_coalesced(int n, int cut, uint32_t coalesce_us, result_t *res)
     char err[200], url[64];
     const char *hdrs[] = {"Content-Type: application/json", NULL};
     int i, k, done;
+    uint64_t parks;
 
     ck_assert_int_le(n, 2);
     s.lfd = socket(AF_INET, SOCK_STREAM, 0);
@@ -570,9 +588,10 @@ static void run_coalesced(int n, int cut, uint32_t coalesce_us, result_t *res)
     ck_assert_int_eq(getsockname(s.lfd, (struct sockaddr *)&a, &al), 0);
     s.requests = n;
     s.cut = cut;
-    ck_assert_int_eq(pthread_create(&th, NULL, serve_stream, &s), 0);
     snprintf(url, sizeof(url), "http://127.0.0.1:%u/v1/completions", ntohs(a.sin_port));
     ck_assert_int_eq(oai_http_create(&cfg, &h, err, sizeof(err)), 0);
+    s.h = coalesce_us ? h : NULL;
+    ck_assert_int_eq(pthread_create(&th, NULL, serve_stream, &s), 0);
     for (k = 0; k < n; k++) {
         memset(&res[k], 0, sizeof(res[k]));
         memset(&req[k], 0, sizeof(req[k]));
@@ -594,9 +613,11 @@ static void run_coalesced(int n, int cut, uint32_t coalesce_us, result_t *res)
         usleep(10000);
     }
     ck_assert_msg(done == n, "%d of %d requests completed within 10 s", done, n);
+    parks = oai_http_parks(h);
     oai_http_destroy(h);
     pthread_join(th, NULL);
     close(s.lfd);
+    return parks;
 }
 
 START_TEST(http_coalesce)
@@ -605,26 +626,35 @@ START_TEST(http_coalesce)
 
     /* Two streams on one keep-alive connection: the second starts on the connection the first
      * left parked on the coalescing tick; each arrives whole and in order. */
-    run_coalesced(2, 0, 2000, r);
+    /* Each stream's connection goes onto the tick at its first data, while the stream runs. */
+    ck_assert_uint_eq(run_coalesced(2, 0, 2000, r), 2);
     ck_assert_int_eq(r[0].status, 0);
     ck_assert_int_eq(r[1].status, 0);
     expect_events(&r[0], 0, CO_EVENTS);
     expect_events(&r[1], 1, CO_EVENTS);
 
     /* A period longer than the whole stream: the end still comes, on a tick. */
-    run_coalesced(1, 0, 50000, r);
+    ck_assert_uint_eq(run_coalesced(1, 0, 50000, r), 1);
     ck_assert_int_eq(r[0].status, 0);
     expect_events(&r[0], 0, CO_EVENTS);
 
     /* Coalescing off: the same bytes. */
-    run_coalesced(1, 0, 0, r);
+    ck_assert_uint_eq(run_coalesced(1, 0, 0, r), 0);
     ck_assert_int_eq(r[0].status, 0);
     expect_events(&r[0], 0, CO_EVENTS);
 
     /* Cut off while coalesced: the transfer fails, with what came before delivered. */
-    run_coalesced(1, 1, 2000, r);
+    ck_assert_uint_eq(run_coalesced(1, 1, 2000, r), 1);
     ck_assert_int_eq(r[0].status, OAI_HTTP_ETRANSFER);
     expect_events(&r[0], 0, 3);
+
+    /* The reader stops a coalesced stream (the backend on a bad event): on_done once, with
+     * OAI_HTTP_EABORT. */
+    co_abort_at = 100;
+    ck_assert_uint_eq(run_coalesced(1, 0, 2000, r), 1);
+    co_abort_at = 0;
+    ck_assert_int_eq(r[0].status, OAI_HTTP_EABORT);
+    ck_assert_uint_ge(r[0].len, 100);
 }
 END_TEST
 

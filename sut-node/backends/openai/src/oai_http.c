@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,7 @@ struct oai_http {
     sockctx_t *cur_sock; /* the socket whose action is running, if any */
     sockctx_t *parked;   /* list of parked sockets */
     size_t n_parked, cap_tick;
+    atomic_uint_fast64_t parks; /* ever (read by oai_http_parks() from any thread) */
     struct pollfd *tick_fds;
     sockctx_t **tick_socks;
 };
@@ -325,6 +327,7 @@ static void park(oai_http_t *h, sockctx_t *s, oai_http_req_t *r)
         h->parked->pprev = s;
     h->parked = s;
     h->n_parked++;
+    atomic_fetch_add_explicit(&h->parks, 1, memory_order_relaxed);
 }
 
 static void unpark(oai_http_t *h, sockctx_t *s)
@@ -418,6 +421,11 @@ static void on_tick(uv_poll_t *p, int status, int events)
 void oai_http_coalesce(oai_http_req_t *r)
 {
     r->coalesce = 1;
+}
+
+uint64_t oai_http_parks(oai_http_t *h)
+{
+    return (uint64_t)atomic_load_explicit(&h->parks, memory_order_relaxed);
 }
 
 /* ---- libcurl <-> libuv ---- */

@@ -80,5 +80,8 @@ void oai_http_destroy(oai_http_t *h);
 /* From r's on_data only: the rest of r's response may be read on the coalescing tick (above).
  * No effect when the pool's coalesce_us is 0. */
 void oai_http_coalesce(oai_http_req_t *r);
+/* How many times a transfer's connection was moved onto the coalescing tick so far (any thread;
+ * for tests and figures). */
+uint64_t oai_http_parks(oai_http_t *h);
 
 #endif
