@@ -98,7 +98,7 @@ static int ks_create(const sut_backend_config_t *cfg, sut_backend_t **out, char 
     const char *version = sut_backend_opt(cfg, "version", NULL);
     const char *shape = sut_backend_opt(cfg, "shape", NULL);
     sut_backend_t *b;
-    oai_http_cfg_t hc;
+    oai_http_cfg_t hc = {0};
     unsigned long long u;
     size_t i, k, elem, ul;
     int rc = -EINVAL;

@@ -4,8 +4,10 @@
  * with the output token IDs (int32, little endian) and their count.
  *
  * infer() only formats each request body and hands it to the HTTP pool (oai_http.c); the pool's
- * loop thread decodes the streams (oai_sse.c, oai_dialect.c) and completes the samples. It is not
- * SUT_BACKEND_F_INLINE: the node's inline mode expects every completion inside infer(). */
+ * loop thread decodes the streams (oai_sse.c, oai_dialect.c) and completes the samples later.
+ * That is cheap and never blocks, so it is SUT_BACKEND_F_INLINE: infer() runs on the node's I/O
+ * thread (no worker thread and no hand-off per batch); completions arrive from the loop thread,
+ * which the ABI allows. */
 #include "oai_dialect.h"
 #include "oai_http.h"
 #include "oai_sse.h"
@@ -71,6 +73,9 @@ typedef struct {
     const char *key, *dflt;
 } optdef_t;
 
+#define OAI_STR_(x) #x
+#define OAI_STR(x) OAI_STR_(x)
+
 static const optdef_t known[] = {
     {"url", "http://127.0.0.1:8000"},
     {"dialect", "vllm"},
@@ -85,6 +90,7 @@ static const optdef_t known[] = {
     {"connect_timeout_ms", "5000"},
     {"max_event", "65536"},
     {"api_key", NULL},
+    {"coalesce_us", OAI_STR(OAI_HTTP_COALESCE_US_DEFAULT)},
 };
 
 static int parse_u(const char *key, const char *v, unsigned long long lo, unsigned long long hi,
@@ -113,7 +119,7 @@ static int check_keys(const sut_backend_config_t *cfg, char *err, size_t errlen)
             snprintf(err, errlen,
                      "unknown option '%s' for the openai backend (known: url dialect model "
                      "max_tokens min_tokens temperature ignore_eos incremental max_concurrency "
-                     "timeout_ms connect_timeout_ms max_event api_key)",
+                     "timeout_ms connect_timeout_ms max_event api_key coalesce_us)",
                      cfg->keys[i]);
             return -EINVAL;
         }
@@ -144,7 +150,7 @@ static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
     sut_backend_t *b;
     unsigned long long u;
     const char *url, *s;
-    oai_http_cfg_t hc;
+    oai_http_cfg_t hc = {0};
     char *end;
     int rc;
 
@@ -207,6 +213,9 @@ static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
     if (parse_u("max_event", opt(cfg, "max_event"), 256, 64u << 20, &u, err, errlen) < 0)
         goto fail;
     b->max_event = (size_t)u;
+    if (parse_u("coalesce_us", opt(cfg, "coalesce_us"), 0, 1000000, &u, err, errlen) < 0)
+        goto fail;
+    hc.coalesce_us = (uint32_t)u;
 
     rc = -ENOMEM;
     url = opt(cfg, "url");
@@ -249,8 +258,9 @@ static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
     hc.max_conns = b->max_concurrency;
     if ((rc = oai_http_create(&hc, &b->http, err, errlen)) < 0)
         goto fail;
-    logf_(b, SUT_LOG_INFO, "openai backend: %s, max_tokens=%u min_tokens=%u temperature=%g",
-          b->device, b->gen.max_tokens, b->gen.min_tokens, b->gen.temperature);
+    logf_(b, SUT_LOG_INFO,
+          "openai backend: %s, max_tokens=%u min_tokens=%u temperature=%g coalesce_us=%u",
+          b->device, b->gen.max_tokens, b->gen.min_tokens, b->gen.temperature, hc.coalesce_us);
     *out = b;
     return 0;
 
@@ -284,7 +294,7 @@ static int oai_describe(sut_backend_t *b, sut_backend_info_t *info)
     info->output_size = 0;
     info->input_size = 0;
     info->weight = 1.0;
-    info->flags = SUT_BACKEND_F_STREAMING;
+    info->flags = SUT_BACKEND_F_STREAMING | SUT_BACKEND_F_INLINE;
     return 0;
 }
 
@@ -327,6 +337,8 @@ static int on_data(oai_http_req_t *r, const char *p, size_t n)
                 sut_result_t res = {s->index, 0, s->out.toks, 4, 1};
                 s->first_sent = 1;
                 s->batch->first_token(s->batch, &res, 1);
+                /* TTFT is measured; the rest may wait for the read tick (coalesce_us). */
+                oai_http_coalesce(&s->req);
             }
         }
     }
