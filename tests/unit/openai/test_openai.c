@@ -8,6 +8,7 @@
 #include "ks_v2.h"
 #include "oai_dialect.h"
 #include "oai_http.h"
+#include "oai_opts.h"
 #include "oai_sse.h"
 
 #include <arpa/inet.h>
@@ -658,6 +659,47 @@ START_TEST(http_coalesce)
 }
 END_TEST
 
+/* ---- the option helpers both forwarding backends use ---- */
+
+START_TEST(options)
+{
+    static const oai_optdef_t known[] = {
+        {"url", "http://127.0.0.1:8000"}, {"model", NULL}, {"engines", "2"}};
+    const char *keys[] = {"model", "engines"}, *vals[] = {"m1", "7"};
+    const char *bad_keys[] = {"model", "enignes"};
+    sut_backend_config_t cfg;
+    unsigned long long u = 0;
+    char err[256] = "";
+
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.keys = keys;
+    cfg.values = vals;
+    cfg.n_options = 2;
+    ck_assert_int_eq(oai_opts_check(&cfg, "test", known, 3, err, sizeof(err)), 0);
+    ck_assert_str_eq(oai_opts_get(&cfg, known, 3, "model"), "m1");
+    ck_assert_str_eq(oai_opts_get(&cfg, known, 3, "engines"), "7");
+    ck_assert_str_eq(oai_opts_get(&cfg, known, 3, "url"), "http://127.0.0.1:8000");
+    ck_assert_ptr_null(oai_opts_get(&cfg, known, 3, "other"));
+    cfg.keys = bad_keys;
+    ck_assert_int_lt(oai_opts_check(&cfg, "test", known, 3, err, sizeof(err)), 0);
+    ck_assert_str_eq(err,
+                     "unknown option 'enignes' for the test backend (known: url model engines)");
+    /* A short buffer truncates the list, never overruns. */
+    ck_assert_int_lt(oai_opts_check(&cfg, "test", known, 3, err, 20), 0);
+    ck_assert_uint_eq(strlen(err), 19);
+    ck_assert_int_eq(oai_opts_u("engines", "7", 1, 8, &u, err, sizeof(err)), 0);
+    ck_assert_uint_eq(u, 7);
+    ck_assert_int_lt(oai_opts_u("engines", "9", 1, 8, &u, err, sizeof(err)), 0);
+    ck_assert_str_eq(err, "option engines=9: expected an integer in 1..8");
+    ck_assert_int_lt(oai_opts_u("engines", "-1", 0, 8, &u, err, sizeof(err)), 0);
+    ck_assert_int_lt(oai_opts_u("engines", "3x", 0, 8, &u, err, sizeof(err)), 0);
+    ck_assert_int_lt(oai_opts_u("engines", "", 0, 8, &u, err, sizeof(err)), 0);
+    ck_assert_int_lt(
+        oai_opts_u("engines", "99999999999999999999999", 0, ~0ull, &u, err, sizeof(err)), 0);
+    ck_assert_uint_eq(u, 7);
+}
+END_TEST
+
 static TCase *tc(const char *name, const TTest *t)
 {
     TCase *c = tcase_create(name);
@@ -694,6 +736,10 @@ static TCase *tc_http_coalesce(void)
 {
     return tc("http_coalesce", http_coalesce);
 }
+static TCase *tc_options(void)
+{
+    return tc("options", options);
+}
 
 CHECK_MAIN("openai", tc_sse_bytewise, tc_sse_limits, tc_dialects, tc_event_scanner_hostile,
-           tc_kserve_v2, tc_http_pool, tc_http_coalesce)
+           tc_kserve_v2, tc_http_pool, tc_http_coalesce, tc_options)
