@@ -155,7 +155,8 @@ static const opt_t options[] = {
        "auto (default: a live line when stderr is a terminal), on, off"),
     FLAG("sample-latencies", log.sample_latencies,
          "also write <prefix>sample_latencies.csv: sample_seq,scheduled_ns,\n"
-         "latency_ns,...,ttft_ns,n_tokens for every performance-run\n"
+         "latency_ns,...,ttft_ns,n_tokens,node_queue_ns,node_backend_ns,\n"
+         "wire_return_ns for every performance-run\n"
          "sample (for plots: see deploy/plot/latplot.py)"),
     FN("latency-intervals", "MS", set_intervals,
        "also write <prefix>latency_intervals.csv: per MS of scheduled\n"

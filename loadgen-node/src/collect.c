@@ -72,6 +72,12 @@ static void ivl_add(ivl_t *iv, int64_t sched, int64_t lat, int lost)
 }
 
 /* Moves the slots into |pr| (freeing each chunk once read), feeding the two CSV writers. */
+/* A breakdown column stored as ns + 1: the duration, or -1 when not reported. */
+static int64_t col_ns(const uint32_t *col, size_t k)
+{
+    return col && col[k] ? (int64_t)col[k] - 1 : -1;
+}
+
 static int collect(lg_run_t *run, const lg_effective_settings_t *s, const lg__issue_state_t *st,
                    int64_t end_rel, FILE *csv, ivl_t *iv, lg__perf_t *pr)
 {
@@ -99,10 +105,11 @@ static int collect(lg_run_t *run, const lg_effective_settings_t *s, const lg__is
 
             fprintf(csv,
                     "%" PRIu64 ",%" PRId64 ",%" PRId64 ",%" PRIu32 ",%" PRIu32 ",%" PRId64
-                    ",%" PRId64 ",%" PRId64 "\n",
+                    ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 "\n",
                     run->first_seq + i, c->sched[k], v < 0 ? -1 : v, c->late ? c->late[k] : 0,
-                    c->call ? c->call[k] : 0, c->qq && c->qq[k] ? (int64_t)c->qq[k] - 1 : -1,
-                    t1 > 0 ? t1 - 1 : -1, c->ntok ? (int64_t)c->ntok[k] : 0);
+                    c->call ? c->call[k] : 0, col_ns(c->qq, k), t1 > 0 ? t1 - 1 : -1,
+                    c->ntok ? (int64_t)c->ntok[k] : 0, col_ns(c->nq, k), col_ns(c->nb, k),
+                    col_ns(c->wr, k));
         }
         int never = v < 0;
 
@@ -192,7 +199,7 @@ int lg__collect(lg_run_t *run, const lg_effective_settings_t *s, const lg__issue
             LG_DERR(&run->dlog, "error_runtime", "cannot write %s: %s", path, strerror(errno));
         else if (!run->csv_started)
             fputs("sample_seq,scheduled_ns,latency_ns,issue_late_ns,issue_call_ns,qdl_queue_ns,"
-                  "ttft_ns,n_tokens\n",
+                  "ttft_ns,n_tokens,node_queue_ns,node_backend_ns,wire_return_ns\n",
                   csv);
         run->csv_started = 1;
     }

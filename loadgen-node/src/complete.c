@@ -112,6 +112,12 @@ static void record_tokens(lg_run_t *run, lg__chunk_t *c, size_t k, int64_t *n_to
     c->ntok[k] = *n_tokens;
 }
 
+/* A duration for a uint32 column that keeps 0 for "not reported": ns + 1, saturated. */
+static uint32_t ns_plus1(uint64_t ns)
+{
+    return ns >= UINT32_MAX ? UINT32_MAX : (uint32_t)ns + 1u;
+}
+
 void lg_complete(lg_run_t *run, const lg_response_t *r, size_t n)
 {
     uint64_t now = cmn_now_ns(), hi, done;
@@ -196,7 +202,23 @@ void lg_complete(lg_run_t *run, const lg_response_t *r, size_t n)
 
             lg__hist_add(&run->qq_hist, (int64_t)qq);
             if (c->qq)
-                c->qq[k] = qq >= UINT32_MAX ? UINT32_MAX : (uint32_t)qq + 1u;
+                c->qq[k] = ns_plus1(qq);
+        }
+        /* The node's own times, where it reports them, and what remains of the time from the
+         * wire to this completion: the network and the framing both ways. */
+        if (r[i].sent_ns && r[i].node_backend_ns && !run->accuracy) {
+            uint64_t node = r[i].node_queue_ns + r[i].node_backend_ns;
+            uint64_t trip = now > r[i].sent_ns ? now - r[i].sent_ns : 0;
+            uint64_t wr = trip > node ? trip - node : 0;
+
+            lg__hist_add(&run->nq_hist, (int64_t)r[i].node_queue_ns);
+            lg__hist_add(&run->nb_hist, (int64_t)r[i].node_backend_ns);
+            lg__hist_add(&run->wr_hist, (int64_t)wr);
+            if (c->nq) {
+                c->nq[k] = ns_plus1(r[i].node_queue_ns);
+                c->nb[k] = ns_plus1(r[i].node_backend_ns);
+                c->wr[k] = ns_plus1(wr);
+            }
         }
         ok++;
     }

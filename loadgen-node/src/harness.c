@@ -12,6 +12,8 @@
 
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 static void out(lg_run_t *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -91,6 +93,38 @@ static void qdl_queue_lines(lg_run_t *run)
     LG_DU64(&run->dlog, "harness_qdl_queue_p99_ns", q99);
 }
 
+/* The node's own times (arrival to backend start, backend start to result) and what remains of
+ * each sample's time from the wire to its completion: the network and the framing both ways. */
+static void node_lines(lg_run_t *run)
+{
+    static const struct {
+        const char *label, *key;
+        size_t off;
+    } rows[] = {
+        {"Node queue", "harness_node_queue", offsetof(lg_run_t, nq_hist)},
+        {"Node backend", "harness_node_backend", offsetof(lg_run_t, nb_hist)},
+        {"Wire and return", "harness_wire_return", offsetof(lg_run_t, wr_hist)},
+    };
+    char key[64];
+    size_t i;
+
+    if (hist_count(&run->nb_hist) == 0) {
+        out(run, "Node queue and backend times  : not reported by this SUT\n");
+        return;
+    }
+    for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        lg__hist_t *h = (lg__hist_t *)((char *)run + rows[i].off);
+        uint64_t q50 = lg__hist_quantile(h, 0.50), q99 = lg__hist_quantile(h, 0.99);
+
+        out(run, "%-16s p50 (ns)     : %" PRIu64 "\n", rows[i].label, q50);
+        out(run, "%-16s p99 (ns)     : %" PRIu64 "\n", rows[i].label, q99);
+        snprintf(key, sizeof(key), "%s_p50_ns", rows[i].key);
+        LG_DU64(&run->dlog, key, q50);
+        snprintf(key, sizeof(key), "%s_p99_ns", rows[i].key);
+        LG_DU64(&run->dlog, key, q99);
+    }
+}
+
 /* The share of the latency bound above which the harness's own lateness is called out. */
 #define LATE_WARN_FRACTION 0.10
 
@@ -145,6 +179,7 @@ static void overhead_lines(lg_run_t *run, const lg_effective_settings_t *s)
     LG_DU64(&run->dlog, "harness_issue_call_p50_ns", c50);
     LG_DU64(&run->dlog, "harness_issue_call_p99_ns", c99);
     qdl_queue_lines(run);
+    node_lines(run);
 }
 
 void lg__harness_report(lg_run_t *run, const lg_effective_settings_t *s)

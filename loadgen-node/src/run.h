@@ -58,6 +58,9 @@ typedef struct {
     uint32_t *late; /* with sample_latencies: issue lateness (ns, Server) */
     uint32_t *call; /* with sample_latencies: wake to issue() returned (ns) */
     uint32_t *qq;   /* with sample_latencies: QDL queueing (ns) + 1; 0 when not reported */
+    uint32_t *nq;   /* with sample_latencies: node queue (ns) + 1; 0 when not reported */
+    uint32_t *nb;   /* with sample_latencies: node backend (ns) + 1; 0 when not reported */
+    uint32_t *wr;   /* with sample_latencies: wire and return (ns) + 1; 0 when not reported */
 } lg__chunk_t;
 
 /* Kinds of runtime error, each counted and logged on its own. */
@@ -165,6 +168,9 @@ struct lg_run {
     lg__hist_t late_hist; /* Server: issue time minus scheduled time, per sample */
     lg__hist_t call_hist; /* from waking to issue() returning, per sample */
     lg__hist_t qq_hist;   /* the SUT's issued_ns to sent_ns (QDL queueing), per sample */
+    lg__hist_t nq_hist;   /* the node's queue time (arrival to backend start), per sample */
+    lg__hist_t nb_hist;   /* the node's backend time (start to result), per sample */
+    lg__hist_t wr_hist;   /* sent_ns to completion minus the node's times, per sample */
     uint64_t late_n;
 
     /* issue.c: one Offline part's indices, samples, and failed-issue responses. */

@@ -27,6 +27,9 @@ static void series_begin(lg_run_t *run, lg_scenario_t scenario, int accuracy)
     lg__hist_reset(&run->late_hist);
     lg__hist_reset(&run->call_hist);
     lg__hist_reset(&run->qq_hist);
+    lg__hist_reset(&run->nq_hist);
+    lg__hist_reset(&run->nb_hist);
+    lg__hist_reset(&run->wr_hist);
     run->late_n = 0;
     memset(&run->pace, 0, sizeof(run->pace));
     memset(&run->health0, 0, sizeof(run->health0));

@@ -22,7 +22,10 @@ lg__chunk_t *lg__slot_chunk(lg_run_t *run, size_t ci)
          * copy of them: the harness block reads histograms). */
         if (run->ls->sample_latencies && (!(c->late = calloc(LG__CHUNK_SIZE, sizeof(*c->late))) ||
                                           !(c->call = calloc(LG__CHUNK_SIZE, sizeof(*c->call))) ||
-                                          !(c->qq = calloc(LG__CHUNK_SIZE, sizeof(*c->qq)))))
+                                          !(c->qq = calloc(LG__CHUNK_SIZE, sizeof(*c->qq))) ||
+                                          !(c->nq = calloc(LG__CHUNK_SIZE, sizeof(*c->nq))) ||
+                                          !(c->nb = calloc(LG__CHUNK_SIZE, sizeof(*c->nb))) ||
+                                          !(c->wr = calloc(LG__CHUNK_SIZE, sizeof(*c->wr)))))
             goto fail;
         if (run->use_tokens && (!(c->ttft = calloc(LG__CHUNK_SIZE, sizeof(*c->ttft))) ||
                                 !(c->ntok = calloc(LG__CHUNK_SIZE, sizeof(*c->ntok)))))
@@ -38,6 +41,9 @@ fail:
     free(c->late);
     free(c->call);
     free(c->qq);
+    free(c->nq);
+    free(c->nb);
+    free(c->wr);
     free(c->sched);
     free(c);
     return NULL;
@@ -55,6 +61,9 @@ void lg__slot_free_chunk(lg_run_t *run, size_t ci)
     free(c->late);
     free(c->call);
     free(c->qq);
+    free(c->nq);
+    free(c->nb);
+    free(c->wr);
     free(c);
     atomic_store_explicit(&run->dir[ci], NULL, memory_order_relaxed);
 }

@@ -110,6 +110,7 @@ static void answer(null_sut_t *n, const job_t *jobs, size_t m)
             r[k].data = r[k].status ? NULL : buf[k];
             r[k].n_tokens = n->cfg.n_tokens;
             r[k].issued_ns = r[k].sent_ns = 0; /* in-process: nothing goes on a wire */
+            r[k].node_queue_ns = r[k].node_backend_ns = 0;
             k++;
         }
         if (k && n->cfg.n_tokens > 0)

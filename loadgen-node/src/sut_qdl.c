@@ -39,6 +39,8 @@ static void forward(lg_run_t *run, const qdl_response_t *r, size_t n, int first_
             out[i].n_tokens = r[done + i].n_tokens;
             out[i].issued_ns = r[done + i].issued_ns;
             out[i].sent_ns = r[done + i].sent_ns;
+            out[i].node_queue_ns = r[done + i].node_queue_ns;
+            out[i].node_backend_ns = r[done + i].node_backend_ns;
         }
         if (first_token)
             lg_first_token(run, out, m);

@@ -175,6 +175,8 @@ int qdl__results_handle(qdl_t *q, qdl_conn_t *qc, int first_token, Nsut__Result 
         if (!first_token) {
             out->issued_ns = s->issued_ns;
             out->sent_ns = s->sent_ns;
+            out->node_queue_ns = r->node_queue_ns;
+            out->node_backend_ns = r->node_backend_ns;
         }
         decode_one(q, nd, r, wire, &off, out);
         if (!first_token) {

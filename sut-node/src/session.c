@@ -149,6 +149,8 @@ static int send_frame(sut_session_t *s, unsigned type, sut_rec_t **recs, size_t 
         res[i].raw_size = r->raw_size;
         res[i].wire_size = r->wire_size;
         res[i].n_tokens = r->n_tokens;
+        res[i].node_queue_ns = r->queue_ns;
+        res[i].node_backend_ns = r->backend_ns;
         rp[i] = &res[i];
         iov[i].iov_base = r->data;
         iov[i].iov_len = (size_t)r->wire_size;

@@ -88,8 +88,10 @@ typedef struct {
     uint64_t raw_size;
     uint64_t wire_size;
     int64_t n_tokens;
-    uint8_t *data;   /* pool buffer with wire_size bytes, or NULL */
-    uint64_t charge; /* bytes of the memory budget it holds until sent */
+    uint64_t queue_ns;   /* its Query's arrival to its batch's backend start (>= 1) */
+    uint64_t backend_ns; /* its batch's backend start to this result (>= 1) */
+    uint8_t *data;       /* pool buffer with wire_size bytes, or NULL */
+    uint64_t charge;     /* bytes of the memory budget it holds until sent */
 } sut_rec_t;
 
 /* Who a sample in a batch belongs to; opaque to the batcher and the workers. */

@@ -89,22 +89,27 @@ static void push_results(sut_batch_t *b, const sut_result_t *results, size_t cnt
     sut_nbatch_t *nb = (sut_nbatch_t *)b;
     sut_workers_t *w = nb->workers;
     cmn_xq_node_t *first = NULL, *last = NULL;
+    const uint64_t now = cmn_now_ns(); /* one clock read per completion call */
     size_t i, done = 0;
 
     for (i = 0; i < cnt; i++) {
+        const sut_owner_t *ow;
         sut_rec_t *rec;
         if (results[i].index >= b->n) {
             cmn_log_error("backend %s completed sample index %zu of a batch of %zu: ignored",
                           w->be->info.name, results[i].index, b->n);
             continue;
         }
-        rec = make_record(w, kind, &nb->owners[results[i].index], &results[i]);
+        ow = &nb->owners[results[i].index];
+        rec = make_record(w, kind, ow, &results[i]);
         if (!rec) {
             /* The sample cannot be answered; its client times it out rather than the node
              * crashing. */
             cmn_log_error("out of memory for the result of sample index %zu", results[i].index);
             continue;
         }
+        rec->queue_ns = nb->start_ns > ow->arrival_ns ? nb->start_ns - ow->arrival_ns : 1;
+        rec->backend_ns = now > nb->start_ns ? now - nb->start_ns : 1;
         if (last)
             last->next = &rec->h.link;
         else

@@ -53,6 +53,11 @@ typedef struct {
      * took the sample and when its bytes were handed to the network (qdl_response_t's). Their
      * difference is the harness block's "QDL queueing" and the qdl_queue_ns column. */
     uint64_t issued_ns, sent_ns;
+    /* Optional (0: not reported): the node's own queue time (arrival to backend start) and
+     * backend time (start to result), durations on the node's clock (qdl_response_t's). With
+     * sent_ns, what remains of the time from the wire to the completion is the network and the
+     * framing both ways: the harness block's "Network and return". */
+    uint64_t node_queue_ns, node_backend_ns;
 } lg_response_t;
 
 typedef struct lg_sut lg_sut_t;

@@ -66,6 +66,10 @@ typedef struct {
      * part). sent_ns - issued_ns is the sample's queueing in the QDL. sent_ns is 0 for a sample
      * that failed before it was ever sent. Not set for first tokens. */
     uint64_t issued_ns, sent_ns;
+    /* Where it went inside the node, as the node measured it (durations on the node's clock):
+     * from its Query's arrival to its batch's backend start, and from that start to its result.
+     * 0 when the node does not report them (an older node), and for first tokens. */
+    uint64_t node_queue_ns, node_backend_ns;
 } qdl_response_t;
 
 /* Called on the QDL loop thread with one or more completions (all responses of one frame). */

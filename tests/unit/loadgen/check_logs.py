@@ -65,8 +65,19 @@ def check_intervals(out):
         head, *body = list(f)
         rows = [tuple(int(x) for x in line.split(",")) for line in body]
     if head.strip() != ("sample_seq,scheduled_ns,latency_ns,issue_late_ns,issue_call_ns,"
-                        "qdl_queue_ns,ttft_ns,n_tokens"):
+                        "qdl_queue_ns,ttft_ns,n_tokens,node_queue_ns,node_backend_ns,"
+                        "wire_return_ns"):
         fail("sample_latencies.csv header is %r" % head)
+    # The node's share, as sut-nodes report it, and the wire and return: each sample sent to a
+    # node and completed has all three (an in-process SUT reports none), and the QDL's queueing
+    # plus them fits in its latency (the parts run one after the other from issue to completion).
+    done = [r for r in rows if r[2] >= 0 and r[5] >= 0]
+    if any(r[8] < 1 or r[9] < 1 or r[10] < 0 for r in done):
+        fail("sample_latencies.csv: a completed sample without the node's times")
+    over = [r for r in done if r[10] > 0 and r[5] + r[8] + r[9] + r[10] > r[2] + 1000]
+    if over:
+        fail("sample_latencies.csv: QDL queue + node queue + node backend + wire and return "
+             "exceed the latency: %r" % (over[0],))
     # The breakdown: a Server sample is issued at or after its scheduled time, and its hand-off
     # takes some time; neither can exceed the sample's own latency by much (both are clamped).
     if not rows or any(r[3] < 0 or r[4] <= 0 for r in rows):

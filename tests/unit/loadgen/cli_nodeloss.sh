@@ -71,6 +71,18 @@ done = [r for r in rows if r[2] >= 0 and r[5] >= 0]  # a sample failed unsent ha
 assert len(done) > len(rows) // 2, 'most samples without qdl_queue_ns'
 assert all(r[3] + r[5] <= r[2] for r in done), 'issue + queueing after the completion'
 " "$out/logs/mlperf_log_sample_latencies.csv"
+# The nodes' own times (queue, backend) and the wire and return, per completed sample.
+check "node times reported and within the latency" python3 -c "
+import sys
+f = open(sys.argv[1])
+assert f.readline().strip().split(',')[8:] == ['node_queue_ns', 'node_backend_ns', 'wire_return_ns']
+rows = [[int(x) for x in line.split(',')] for line in f]
+done = [r for r in rows if r[2] >= 0 and r[5] >= 0]
+assert done and all(r[8] >= 1 and r[9] >= 1 and r[10] >= 0 for r in done), 'node times missing'
+assert all(r[10] == 0 or r[5] + r[8] + r[9] + r[10] <= r[2] + 1000 for r in done), 'parts > latency'
+" "$out/logs/mlperf_log_sample_latencies.csv"
+check "summary has the node times" grep -q "Node backend     p99 (ns)" \
+    "$out/logs/mlperf_log_summary.txt"
 check "summary has the QDL queueing" grep -q "QDL queueing p99 (ns)" \
     "$out/logs/mlperf_log_summary.txt"
 check "summary warns about the loss" grep -q "WARNING: 1 nodes lost" \

@@ -372,6 +372,10 @@ typedef struct {
     uint64_t sleep_ns;
 } slow_t;
 
+/* The node times the slow SUT reports for every sample. */
+#define SLOW_NODE_QUEUE_NS 40000u
+#define SLOW_NODE_BACKEND_NS 70000u
+
 static int slow_name(lg_sut_t *sut, char *buf, size_t len, uint64_t *d, char *err, size_t errlen)
 {
     (void)sut;
@@ -410,6 +414,9 @@ static int slow_issue(lg_sut_t *sut, const lg_sample_t *s, size_t n)
         /* As the QDL reports them: taken at the call, "on the wire" after its cost. */
         r[i % 64].issued_ns = took;
         r[i % 64].sent_ns = cmn_now_ns();
+        /* As a node reports its own share: durations on its clock. */
+        r[i % 64].node_queue_ns = SLOW_NODE_QUEUE_NS;
+        r[i % 64].node_backend_ns = SLOW_NODE_BACKEND_NS;
         if (i % 64 == 63 || i == n - 1)
             lg_complete(sut->run, r, i % 64 + 1);
     }
@@ -819,27 +826,39 @@ START_TEST(harness_block_and_late_warning)
     ck_assert_uint_ge(rt_detail_u64("harness_issue_call_p50_ns"), 2000000);
     /* The SUT's issued_ns/sent_ns reach the detail log (their size is the machine's). */
     (void)rt_detail_u64("harness_qdl_queue_p99_ns");
+    /* The node's own times, as reported (quantiles are 12.5 %-wide buckets' upper edges). */
+    ck_assert_uint_ge(rt_detail_u64("harness_node_queue_p50_ns"), SLOW_NODE_QUEUE_NS);
+    ck_assert_uint_le(rt_detail_u64("harness_node_queue_p99_ns"), SLOW_NODE_QUEUE_NS * 9 / 8 + 1);
+    ck_assert_uint_ge(rt_detail_u64("harness_node_backend_p50_ns"), SLOW_NODE_BACKEND_NS);
+    ck_assert_uint_le(rt_detail_u64("harness_node_backend_p99_ns"),
+                      SLOW_NODE_BACKEND_NS * 9 / 8 + 1);
+    (void)rt_detail_u64("harness_wire_return_p99_ns");
     snprintf(path, sizeof(path), "%s/mlperf_log_sample_latencies.csv", rt.dir);
     csv = tl_read(path, NULL);
     ck_assert_ptr_nonnull(csv);
     ck_assert(strncmp(csv,
                       "sample_seq,scheduled_ns,latency_ns,issue_late_ns,issue_call_ns,qdl_queue_ns,"
-                      "ttft_ns,n_tokens\n",
-                      93) == 0);
+                      "ttft_ns,n_tokens,node_queue_ns,node_backend_ns,wire_return_ns\n",
+                      strlen("sample_seq,scheduled_ns,latency_ns,issue_late_ns,issue_call_ns,"
+                             "qdl_queue_ns,ttft_ns,n_tokens,node_queue_ns,node_backend_ns,"
+                             "wire_return_ns\n")) == 0);
     {
         /* The first sample's qdl_queue_ns is reported (>= 0, not the -1 of "unknown"); not a
-         * token run: no first token and no tokens on the line. */
-        char *line = strchr(csv, '\n') + 1, *end = strchr(line, '\n'), *tail;
+         * token run: no first token and no tokens on the line; the node's times as reported,
+         * and the wire and return no longer than the completion's latency. */
+        long long seq, sched, lat, late, call, qq, ttft, ntok, nq, nb, wr;
+        char *line = strchr(csv, '\n') + 1;
 
-        ck_assert_ptr_nonnull(end);
-        *end = '\0';
-        tail = strstr(line, ",-1,0");
-        ck_assert_ptr_nonnull(tail);
-        ck_assert_str_eq(tail, ",-1,0");
-        *tail = '\0';
-        tail = strrchr(line, ',');
-        ck_assert_ptr_nonnull(tail);
-        ck_assert_int_ge(strtoll(tail + 1, NULL, 10), 0);
+        ck_assert_int_eq(sscanf(line, "%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld",
+                                &seq, &sched, &lat, &late, &call, &qq, &ttft, &ntok, &nq, &nb, &wr),
+                         11);
+        ck_assert_int_ge(qq, 0);
+        ck_assert_int_eq(ttft, -1);
+        ck_assert_int_eq(ntok, 0);
+        ck_assert_int_eq(nq, SLOW_NODE_QUEUE_NS);
+        ck_assert_int_eq(nb, SLOW_NODE_BACKEND_NS);
+        ck_assert_int_ge(wr, 0);
+        ck_assert_int_le(wr, lat);
     }
     free(csv);
 }
@@ -895,7 +914,8 @@ static void check_token_csv(void)
     ck_assert_ptr_nonnull(csv);
     line = strtok_r(csv, "\n", &save);
     ck_assert_str_eq(line, "sample_seq,scheduled_ns,latency_ns,issue_late_ns,issue_call_ns,"
-                           "qdl_queue_ns,ttft_ns,n_tokens");
+                           "qdl_queue_ns,ttft_ns,n_tokens,node_queue_ns,node_backend_ns,"
+                           "wire_return_ns");
     while ((line = strtok_r(NULL, "\n", &save))) {
         long long seq, sched, lat, late, call, qq, ttft, ntok;
 
