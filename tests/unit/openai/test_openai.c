@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -434,6 +435,131 @@ static void run_request(const char *reply, long timeout_ms, result_t *res)
     close(s.lfd);
 }
 
+/* Serves |n| requests one connection each, in turn (Connection: close). */
+typedef struct {
+    int lfd, n;
+} serve_n_t;
+
+static void *serve_n(void *arg)
+{
+    serve_n_t *sv = arg;
+    static const char reply[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n"
+                                "\r\nok";
+    server_t one = {sv->lfd, reply};
+    int i;
+
+    for (i = 0; i < sv->n; i++)
+        serve_one(&one);
+    return NULL;
+}
+
+static oai_http_req_t *new_req(const char *url, long timeout_ms, result_t *res)
+{
+    static const char *hdrs[] = {"Content-Type: application/json", NULL};
+    oai_http_req_t *req = calloc(1, sizeof(*req));
+
+    ck_assert_ptr_nonnull(req);
+    req->url = url;
+    req->body = "{\"prompt\":[1]}";
+    req->body_len = strlen(req->body);
+    req->headers = hdrs;
+    req->timeout_ms = timeout_ms;
+    req->on_data = on_data;
+    req->on_done = on_done;
+    req->ctx = res;
+    return req;
+}
+
+static int listen_any(int *port)
+{
+    struct sockaddr_in a = {0};
+    socklen_t al = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    ck_assert_int_eq(listen(fd, 64), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &al), 0);
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+static int wait_all_done(result_t *res, int n, int timeout_ms)
+{
+    int i, k, done = 0;
+
+    for (k = 0; k < timeout_ms / 10; k++) {
+        for (i = 0, done = 0; i < n; i++)
+            done += __atomic_load_n(&res[i].done, __ATOMIC_ACQUIRE);
+        if (done == n)
+            break;
+        usleep(10000);
+    }
+    return done;
+}
+
+/* More requests than connections wait in the pool's own queue and all complete; one that waits
+ * its whole deadline for a connection fails unsent, saying so. */
+START_TEST(http_queue)
+{
+    enum { N = 40 };
+    static result_t res[N];
+    oai_http_req_t *reqs[N];
+    oai_http_cfg_t cfg = {2, 2000, 0};
+    serve_n_t sv;
+    server_t silent;
+    pthread_t th;
+    oai_http_t *h;
+    char err[200], url[64];
+    int i, port;
+
+    memset(res, 0, sizeof(res));
+    sv.lfd = listen_any(&port);
+    sv.n = N;
+    ck_assert_int_eq(pthread_create(&th, NULL, serve_n, &sv), 0);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v2/models/m/infer", port);
+    ck_assert_int_eq(oai_http_create(&cfg, &h, err, sizeof(err)), 0);
+    for (i = 0; i < N; i++) {
+        reqs[i] = new_req(url, 20000, &res[i]);
+        ck_assert_int_eq(oai_http_submit(h, reqs[i]), 0);
+    }
+    ck_assert_int_eq(wait_all_done(res, N, 20000), N);
+    for (i = 0; i < N; i++) {
+        ck_assert_msg(res[i].status == 0, "request %d: %s", i, res[i].msg);
+        ck_assert_str_eq(res[i].data, "ok");
+    }
+    oai_http_destroy(h);
+    pthread_join(th, NULL);
+    close(sv.lfd);
+    for (i = 0; i < N; i++)
+        free(reqs[i]);
+
+    /* One connection, held by a request the server never answers (300 ms deadline); the one
+     * behind it has 100 ms and never gets the connection. */
+    memset(res, 0, 2 * sizeof(res[0]));
+    cfg.max_conns = 1;
+    silent.lfd = listen_any(&port);
+    silent.reply = NULL;
+    ck_assert_int_eq(pthread_create(&th, NULL, serve_one, &silent), 0);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v2/models/m/infer", port);
+    ck_assert_int_eq(oai_http_create(&cfg, &h, err, sizeof(err)), 0);
+    reqs[0] = new_req(url, 300, &res[0]);
+    reqs[1] = new_req(url, 100, &res[1]);
+    ck_assert_int_eq(oai_http_submit(h, reqs[0]), 0);
+    ck_assert_int_eq(oai_http_submit(h, reqs[1]), 0);
+    ck_assert_int_eq(wait_all_done(res, 2, 10000), 2);
+    ck_assert_int_eq(res[0].status, OAI_HTTP_ETRANSFER);
+    ck_assert_int_eq(res[1].status, OAI_HTTP_ETRANSFER);
+    ck_assert_msg(strstr(res[1].msg, "for a free connection"), "%s", res[1].msg);
+    oai_http_destroy(h);
+    pthread_join(th, NULL);
+    close(silent.lfd);
+    free(reqs[0]);
+    free(reqs[1]);
+}
+END_TEST
+
 START_TEST(http_pool)
 {
     result_t r;
@@ -736,10 +862,14 @@ static TCase *tc_http_coalesce(void)
 {
     return tc("http_coalesce", http_coalesce);
 }
+static TCase *tc_http_queue(void)
+{
+    return tc("http_queue", http_queue);
+}
 static TCase *tc_options(void)
 {
     return tc("options", options);
 }
 
 CHECK_MAIN("openai", tc_sse_bytewise, tc_sse_limits, tc_dialects, tc_event_scanner_hostile,
-           tc_kserve_v2, tc_http_pool, tc_http_coalesce, tc_options)
+           tc_kserve_v2, tc_http_pool, tc_http_coalesce, tc_http_queue, tc_options)

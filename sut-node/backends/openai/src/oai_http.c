@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -51,7 +52,9 @@ struct oai_http {
     int stopping;
 
     oai_http_req_t *active; /* transfers in libcurl (loop thread only) */
-    easy_t **free_easy;     /* reusable easy handles (loop thread only) */
+    size_t n_active, max_active;
+    oai_http_req_t *wait_head, *wait_tail; /* submitted, not started: FIFO (loop thread only) */
+    easy_t **free_easy;                    /* reusable easy handles (loop thread only) */
     size_t n_free, cap_free;
 
     /* Read coalescing (loop thread only). */
@@ -68,6 +71,13 @@ struct oai_http {
 };
 
 static void check_done(oai_http_t *h);
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 /* ---- easy handles ---- */
 
@@ -130,6 +140,7 @@ static void finish(oai_http_t *h, oai_http_req_t *r, int status, const char *msg
         unpark(h, r->psock);
     if (x) {
         curl_multi_remove_handle(h->multi, x->e);
+        h->n_active--;
         if (r->prev)
             r->prev->next = r->next;
         else
@@ -218,7 +229,7 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
     return n;
 }
 
-static int start(oai_http_t *h, oai_http_req_t *r, char *msg, size_t msglen)
+static int start(oai_http_t *h, oai_http_req_t *r, long timeout_ms, char *msg, size_t msglen)
 {
     easy_t *x = easy_get(h);
     struct curl_slist *hl = NULL, *t;
@@ -272,7 +283,7 @@ static int start(oai_http_t *h, oai_http_req_t *r, char *msg, size_t msglen)
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, r->timeout_ms);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, h->connect_timeout_ms);
     /* Plain http to a local engine only: no redirects, no other protocols. */
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -282,11 +293,39 @@ static int start(oai_http_t *h, oai_http_req_t *r, char *msg, size_t msglen)
     if (h->active)
         h->active->prev = r;
     h->active = r;
+    h->n_active++;
     if (curl_multi_add_handle(h->multi, e) != CURLM_OK) {
         snprintf(msg, msglen, "curl_multi_add_handle failed");
         return -EIO;
     }
     return 0;
+}
+
+/* Starts waiting requests, oldest first, while fewer than max_active run. A request whose
+ * deadline passed while it waited fails without being sent. */
+static void start_waiting(oai_http_t *h)
+{
+    while (h->wait_head && h->n_active < h->max_active) {
+        oai_http_req_t *r = h->wait_head;
+        uint64_t waited_ms = (now_ns() - r->submit_ns) / 1000000u;
+        char msg[160];
+        int rc;
+
+        h->wait_head = r->next;
+        if (!h->wait_head)
+            h->wait_tail = NULL;
+        r->next = NULL;
+        if (r->timeout_ms > 0 && waited_ms >= (uint64_t)r->timeout_ms) {
+            snprintf(msg, sizeof(msg),
+                     "%s: waited %llu ms for a free connection (timeout_ms %ld, %zu running)",
+                     r->url, (unsigned long long)waited_ms, r->timeout_ms, h->n_active);
+            finish(h, r, OAI_HTTP_ETRANSFER, msg);
+            continue;
+        }
+        rc = start(h, r, r->timeout_ms > 0 ? r->timeout_ms - (long)waited_ms : 0, msg, sizeof(msg));
+        if (rc < 0)
+            finish(h, r, rc == -ENOMEM ? rc : OAI_HTTP_ETRANSFER, msg);
+    }
 }
 
 /* ---- libcurl <-> libuv ---- */
@@ -539,6 +578,7 @@ static void check_done(oai_http_t *h)
         }
         finish(h, r, status, msg);
     }
+    start_waiting(h); /* completions freed connections */
 }
 
 /* ---- submission and shutdown ---- */
@@ -575,6 +615,8 @@ static void on_async(uv_async_t *a)
     uv_mutex_unlock(&h->lock);
     if (stopping) {
         size_t i;
+        fail_all(h, h->wait_head);
+        h->wait_head = h->wait_tail = NULL;
         fail_all(h, q);
         curl_multi_cleanup(h->multi);
         h->multi = NULL;
@@ -586,16 +628,17 @@ static void on_async(uv_async_t *a)
         uv_walk(&h->loop, close_any, h);
         return;
     }
-    while (q) {
-        oai_http_req_t *n = q->next;
-        char msg[128];
-        int rc = start(h, q, msg, sizeof(msg));
-        if (rc < 0) {
-            q->next = NULL;
-            finish(h, q, rc == -ENOMEM ? rc : OAI_HTTP_ETRANSFER, msg);
-        }
-        q = n;
+    if (q) {
+        oai_http_req_t *last = q;
+        while (last->next)
+            last = last->next;
+        if (h->wait_tail)
+            h->wait_tail->next = q;
+        else
+            h->wait_head = q;
+        h->wait_tail = last;
     }
+    start_waiting(h);
 }
 
 static void loop_main(void *arg)
@@ -620,6 +663,7 @@ int oai_http_create(const oai_http_cfg_t *cfg, oai_http_t **out, char *err, size
         goto fail_global;
     }
     h->connect_timeout_ms = cfg->connect_timeout_ms;
+    h->max_active = cfg->max_conns ? cfg->max_conns : 1;
     h->coalesce_us = cfg->coalesce_us;
     h->tick_fd = -1;
     if ((rc = uv_loop_init(&h->loop)) != 0) {
@@ -647,9 +691,9 @@ int oai_http_create(const oai_http_cfg_t *cfg, oai_http_t **out, char *err, size
     curl_multi_setopt(h->multi, CURLMOPT_SOCKETDATA, h);
     curl_multi_setopt(h->multi, CURLMOPT_TIMERFUNCTION, on_timer_set);
     curl_multi_setopt(h->multi, CURLMOPT_TIMERDATA, h);
-    curl_multi_setopt(h->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, (long)cfg->max_conns);
-    curl_multi_setopt(h->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)cfg->max_conns);
-    curl_multi_setopt(h->multi, CURLMOPT_MAXCONNECTS, (long)cfg->max_conns);
+    /* The pool itself runs at most max_active transfers (start_waiting), so libcurl never
+     * queues one: no connection limits there, only the idle connections it keeps. */
+    curl_multi_setopt(h->multi, CURLMOPT_MAXCONNECTS, (long)h->max_active);
     uv_mutex_init(&h->lock);
     uv_timer_init(&h->loop, &h->timer);
     h->timer.data = h;
@@ -689,6 +733,7 @@ fail_global:
 
 int oai_http_submit(oai_http_t *h, oai_http_req_t *r)
 {
+    r->submit_ns = now_ns();
     r->next = r->prev = NULL;
     r->easy = NULL;
     r->hdrs = NULL;

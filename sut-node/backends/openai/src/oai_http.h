@@ -7,8 +7,10 @@
  * oai_http_destroy() fails every request still queued or running (on_done with OAI_HTTP_ESTOP),
  * then stops and joins the thread.
  *
- * Limits: at most |max_conns| connections (and so concurrent HTTP/1.1 streams; more requests
- * wait in libcurl's queue); each request has a deadline (timeout_ms, from submission); an error
+ * Limits: at most |max_conns| transfers run at once (one HTTP/1.1 connection each); more
+ * requests wait in the pool's own FIFO, not in libcurl's pending queue (whose transfers libcurl
+ * 7.88 may neither start nor time out: a stall seen under load); each request has a deadline
+ * (timeout_ms, from submission: a request that waited its whole deadline fails unstarted); an error
  * response's body is kept up to 512 bytes for the message. Callbacks run on the loop thread and
  * must not block.
  *
@@ -54,10 +56,11 @@ struct oai_http_req {
     void *hdrs;
     oai_http_req_t *next, *prev;
     int aborted;
-    int coalesce; /* oai_http_coalesce() was called */
-    void *http;   /* the pool */
-    void *psock;  /* the socket it is parked on, or NULL */
-    int lport;    /* its connection's local TCP port (coalescing only) */
+    int coalesce;       /* oai_http_coalesce() was called */
+    void *http;         /* the pool */
+    void *psock;        /* the socket it is parked on, or NULL */
+    int lport;          /* its connection's local TCP port (coalescing only) */
+    uint64_t submit_ns; /* when oai_http_submit() took it (the deadline counts from here) */
     long http_code;
     char *errbody;
     size_t errbody_len;
