@@ -254,11 +254,15 @@ START_TEST(no_read)
     ck_assert_msg(tn_log_contains(&p, "took none of its"), "the non-reading peer was not dropped");
     tn_close(evil);
     free(evil);
-    /* The attack was real: the node says how much it held for the peer when it dropped it (more
-     * than any socket buffer). The RSS peak sampled above may miss that moment on a busy host. */
+    /* The attack was real: the node says how much it held for the peer when it dropped it. Those
+     * are bytes in the node's own write queue, which fills only once the kernel's socket buffers
+     * are full; how many depends on how many samples were in flight when the peer's reading was
+     * paused (70 MB on an idle host, 5.6 MB on a loaded one), so the check asks for the node's
+     * smallest pause threshold (256 KiB) several times over. The RSS peak sampled above may miss
+     * that moment on a busy host. */
     queued = queued_at_drop(&p);
     printf("no_read: %zu bytes of results queued when the peer was dropped\n", queued);
-    ck_assert_msg(queued >= 16u << 20, "the results did not queue up (%zu bytes at the drop)",
+    ck_assert_msg(queued >= 1u << 20, "the results did not queue up (%zu bytes at the drop)",
                   queued);
     finish(&p, "no_read", idle, peak, 128 * 1024);
 }
