@@ -123,8 +123,7 @@ static const opt_t options[] = {
     STR("tls-server-name", "NAME", tls_name, "name expected in the nodes' certificates (QDL)"),
     FLAG("ucx-busy-poll", ucx_busy_poll,
          "progress UCX on every QDL loop turn instead of sleeping on its\n"
-         "event fd (ucx:// nodes): lowest latency, one core busy; needed\n"
-         "for UCX shared memory"),
+         "event fd (ucx:// nodes): lowest latency, one core busy"),
     FN("null-threaded", NULL, set_null,
        "null SUT: complete from a helper thread (default: inline)"),
     FN("null-delay-us", "N", set_null,

@@ -67,7 +67,7 @@ static const opt_doc_t options[] = {
      "while it is busy (default 1000; 0 disables; keep it under the QDL's ping timeout)"},
     {"ucx-busy-poll", NULL,
      "on ucx:// listeners, progress UCX on every loop turn instead of sleeping on its event "
-     "fd: lowest latency, one core busy; needed for UCX shared memory (config: 1 or 0)"},
+     "fd: lowest latency, one core busy (config: 1 or 0)"},
     {"seed", "N", "seed for backends with randomness (sim) (default 0)"},
     {"port-file", "FILE", "write the bound port here once listening (for scripts using port 0)"},
     {"metrics-listen", "ADDR:PORT",
