@@ -863,7 +863,13 @@ static ucs_status_t on_am(void *arg, const void *header, size_t header_length, v
     meta_in_data = header_length == CMN_FRAME_HEADER_SIZE && h.meta_len > 0;
     if ((!meta_in_data && header_length != CMN_FRAME_HEADER_SIZE + h.meta_len) ||
         length != (size_t)h.payload_len + (meta_in_data ? h.meta_len : 0)) {
-        frame_error(e, CMN_ETOOBIG);
+        /* A message is whole or absent: no partial frame to wait for, so the lengths must add up.
+         */
+        snprintf(e->c->last_error, sizeof(e->c->last_error),
+                 "UCX message of %zu header + %zu data bytes does not match its frame header "
+                 "(%u metadata + %u payload bytes)",
+                 header_length, length, h.meta_len, h.payload_len);
+        frame_error(e, CMN_EFIELD);
         return UCS_OK;
     }
     if (!rndv && !e->rx_head && can_deliver(e)) {

@@ -50,14 +50,19 @@ int tn_wait_log(const tn_proc_t *p, const char *needle, int timeout_ms);
 /* Removes the temp dir (call after tn_stop). */
 void tn_cleanup(tn_proc_t *p);
 
+/* Over tcp:// a socket; over ucx:// (NSUT_TEST_TRANSPORT=ucx) a UCX endpoint (tnucx.h): one
+ * active message per frame, and tn_send_raw() bytes split into a message as a frame would be. */
 typedef struct {
     int fd;
+    struct tnucx *ucx;
     cmn_frame_decoder_t dec;
     uint8_t buf[256 * 1024];
     size_t have, off;
 } tn_client_t;
 
 int tn_connect(tn_client_t *c, int port);
+/* Whether the tests run over ucx:// (a test that is inherently about TCP bytes says so). */
+int tn_is_ucx(void);
 void tn_close(tn_client_t *c);
 
 /* Blocking writes of a whole frame / raw bytes. Return 0 or -1. */
