@@ -36,10 +36,11 @@ struct cmn_ucx {
     uv_check_t check;
     uv_idle_t idle;
     int handles_open;
-    int refs;    /* endpoints and listeners alive */
-    int err_due; /* an endpoint failed inside progress: report after it */
-    int closing; /* cmn_ucx_close was called */
-    ep_t *eps;   /* endpoints that receive frames */
+    int refs;                     /* endpoints and listeners alive */
+    int err_due;                  /* an endpoint failed inside progress: report after it */
+    int closing;                  /* cmn_ucx_close was called */
+    unsigned long long anonymous; /* messages dropped: no sender's endpoint to answer */
+    ep_t *eps;                    /* endpoints that receive frames */
     pthread_mutex_t reg_lock;
     reg_t *regs;
     size_t nregs, regs_cap;
@@ -71,6 +72,7 @@ typedef struct rx {
     void *held;       /* UCX's eager data (ucp_am_data_release) or rendezvous descriptor */
     uint8_t *buf;     /* ours: freed after delivery */
     void *req;        /* the rendezvous receive while RX_RNDV_BUSY */
+    size_t held_size; /* counted in e->held_bytes */
     int meta_in_data; /* the sender put the metadata before the payload in the data */
     int state;
 } rx_t;
@@ -89,6 +91,7 @@ struct cmn__ucx_ep {
     void *flush_req; /* the connect or shutdown flush UCX has not completed */
     int flushing;    /* that flush is under way (its callback may come inside the call) */
     int inflight;    /* sends, flushes and rendezvous receives UCX still owes a callback */
+    size_t held_bytes, held_frames; /* frames held in rx_head (UCX has no backpressure) */
     int connecting;
     int broken;     /* no frame is delivered any more */
     int failed;     /* UCX reported the endpoint broken: nothing can be sent either */
@@ -716,6 +719,8 @@ static void frame_error(ep_t *e, int err)
 
 static void rx_free(ep_t *e, rx_t *r)
 {
+    e->held_bytes -= r->held_size;
+    e->held_frames--;
     if (r->held)
         ucp_am_data_release(e->u->worker, r->held);
     if (!r->meta_in_data)
@@ -837,8 +842,15 @@ static ucs_status_t on_am(void *arg, const void *header, size_t header_length, v
     rx_t *r;
     int rc, rndv, meta_in_data;
 
-    if (!(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP))
+    if (!(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)) {
+        /* Whose it is cannot be known, so no connection can be told: dropped, and said (the
+         * first, then every 1000th, so a flood cannot fill the log). */
+        if (u->anonymous++ % 1000 == 0)
+            cmn_log_warn("ucx: a message without its sender's endpoint (no UCP_AM_SEND_FLAG_REPLY; "
+                         "%zu header + %zu data bytes): dropped (%llu so far)",
+                         header_length, length, (unsigned long long)u->anonymous);
         return UCS_OK;
+    }
     e = ep_find(u, param->reply_ep);
     if (!e || e->broken || e->closing || e->c->closing)
         return UCS_OK; /* dropped, as bytes after a close are */
@@ -880,7 +892,22 @@ static ucs_status_t on_am(void *arg, const void *header, size_t header_length, v
             deliver_frame(e, &h, hb + CMN_FRAME_HEADER_SIZE, d);
         return UCS_OK;
     }
-    /* Held: behind an earlier frame, paused, or a rendezvous payload still to fetch. */
+    /* Held: behind an earlier frame, paused, or a rendezvous payload still to fetch. A peer's
+     * active messages cannot be refused (TCP would stop reading and let the window close), so
+     * what is held is bounded: twice the frame limit plus 16 MiB, 65536 frames. */
+    {
+        size_t add = header_length + (rndv ? 0 : length) + sizeof(rx_t);
+        uint64_t cap = 2 * e->c->dec.limits.max_frame + ((uint64_t)16 << 20);
+        if ((uint64_t)e->held_bytes + add > cap || e->held_frames >= 65536) {
+            snprintf(e->c->last_error, sizeof(e->c->last_error),
+                     "UCX peer sent %zu more bytes while %zu frames (%zu bytes) were held "
+                     "(reading paused or a payload still to fetch): over the limit of %llu "
+                     "bytes or 65536 frames",
+                     add, e->held_frames, e->held_bytes, (unsigned long long)cap);
+            frame_error(e, CMN_EOVERLOAD);
+            return UCS_OK;
+        }
+    }
     r = calloc(1, sizeof(*r));
     if (!r || (!meta_in_data && h.meta_len && !(r->meta = malloc(h.meta_len)))) {
         free(r);
@@ -890,6 +917,9 @@ static ucs_status_t on_am(void *arg, const void *header, size_t header_length, v
     r->e = e;
     r->hdr = h;
     r->meta_in_data = meta_in_data;
+    r->held_size = header_length + (rndv ? 0 : length) + sizeof(rx_t);
+    e->held_bytes += r->held_size;
+    e->held_frames++;
     if (!meta_in_data && h.meta_len)
         memcpy(r->meta, hb + CMN_FRAME_HEADER_SIZE, h.meta_len);
     if (rndv || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA)) {

@@ -741,9 +741,11 @@ static void on_decode_error(cmn_conn_t *c, int err)
     } else if (err == UV_ENOMEM) {
         wire = NSUT__ERROR_CODE__ERROR_INTERNAL;
         snprintf(why, sizeof(why), "out of memory for a frame");
-    } else if (err == CMN_EFIELD && c->ucx && c->last_error[0]) {
-        snprintf(why, sizeof(why), "%.200s",
-                 c->last_error); /* ucx://: lengths that do not add up */
+    } else if ((err == CMN_EFIELD || err == CMN_EOVERLOAD) && c->ucx && c->last_error[0]) {
+        /* ucx://: lengths that do not add up, or too much sent while frames were held */
+        if (err == CMN_EOVERLOAD)
+            wire = NSUT__ERROR_CODE__ERROR_OVERLOAD;
+        snprintf(why, sizeof(why), "%.200s", c->last_error);
     } else {
         snprintf(why, sizeof(why), "frame header rejected: %s", cmn_strerror(err));
     }

@@ -260,6 +260,12 @@ int tn_send_raw(tn_client_t *c, const void *data, size_t len)
     return 0;
 }
 
+int tn_send_ucx_msg(tn_client_t *c, const void *hdr, size_t hlen, const void *data, size_t dlen,
+                    int reply)
+{
+    return c->ucx ? tnucx_send_msg(c->ucx, hdr, hlen, data, dlen, reply) : -1;
+}
+
 int tn_send(tn_client_t *c, unsigned type, const ProtobufCMessage *m, const struct iovec *payload,
             size_t n)
 {

@@ -69,6 +69,10 @@ void tn_close(tn_client_t *c);
 int tn_send(tn_client_t *c, unsigned type, const ProtobufCMessage *m, const struct iovec *payload,
             size_t n);
 int tn_send_raw(tn_client_t *c, const void *data, size_t len);
+/* ucx:// only: one active message with the header and data given (|reply| 0: without the
+ * sender's endpoint). Returns 0, or -1 (also over tcp://). */
+int tn_send_ucx_msg(tn_client_t *c, const void *hdr, size_t hlen, const void *data, size_t dlen,
+                    int reply);
 
 /* One frame, within |timeout_ms|. Pings (node heartbeats) are answered and skipped. *m is unpacked
  * and validated (free with cmn_msg_free(m, NULL)); *payload is a malloc'ed copy (or NULL). Returns

@@ -225,27 +225,33 @@ tnucx_t *tnucx_connect(int port)
     return t;
 }
 
-int tnucx_send(tnucx_t *t, const void *bytes, size_t len)
+int tnucx_send_msg(tnucx_t *t, const void *hdr, size_t hlen, const void *data, size_t dlen,
+                   int reply)
 {
-    const uint8_t *b = bytes;
     ucp_request_param_t rp;
-    size_t hlen = len;
     ucs_status_t st;
 
     if (t->failed)
         return -1;
+    memset(&rp, 0, sizeof(rp));
+    rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    rp.flags = reply ? UCP_AM_SEND_FLAG_REPLY : 0;
+    st = wait_req(t, ucp_am_send_nbx(t->ep, AM_FRAME, hdr, hlen, data, dlen, &rp), SEND_TIMEOUT_MS);
+    return st == UCS_OK ? 0 : -1;
+}
+
+int tnucx_send(tnucx_t *t, const void *bytes, size_t len)
+{
+    const uint8_t *b = bytes;
+    size_t hlen = len;
+
     if (len >= CMN_FRAME_HEADER_SIZE) {
         uint64_t meta = (uint32_t)b[8] << 24 | (uint32_t)b[9] << 16 | (uint32_t)b[10] << 8 | b[11];
         hlen = CMN_FRAME_HEADER_SIZE;
         if (CMN_FRAME_HEADER_SIZE + meta <= len && CMN_FRAME_HEADER_SIZE + meta <= t->max_hdr)
             hlen = CMN_FRAME_HEADER_SIZE + (size_t)meta;
     }
-    memset(&rp, 0, sizeof(rp));
-    rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    rp.flags = UCP_AM_SEND_FLAG_REPLY; /* the node finds the connection by its endpoint */
-    st = wait_req(t, ucp_am_send_nbx(t->ep, AM_FRAME, b, hlen, b + hlen, len - hlen, &rp),
-                  SEND_TIMEOUT_MS);
-    return st == UCS_OK ? 0 : -1;
+    return tnucx_send_msg(t, b, hlen, b + hlen, len - hlen, 1);
 }
 
 long tnucx_recv(tnucx_t *t, uint8_t *buf, size_t cap, int timeout_ms)

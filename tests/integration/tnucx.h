@@ -22,6 +22,11 @@ tnucx_t *tnucx_connect(int port);
  * (the endpoint failed). */
 int tnucx_send(tnucx_t *t, const void *bytes, size_t len);
 
+/* One active message with the header and data given (the hostile peer's own split); |reply| 0
+ * leaves out UCP_AM_SEND_FLAG_REPLY, so the node cannot tell which connection sent it. */
+int tnucx_send_msg(tnucx_t *t, const void *hdr, size_t hlen, const void *data, size_t dlen,
+                   int reply);
+
 /* Up to |cap| bytes of the received stream into |buf| within |timeout_ms|: the count (> 0), 0 at
  * the deadline, -1 once the peer is gone and every byte it sent has been read. */
 long tnucx_recv(tnucx_t *t, uint8_t *buf, size_t cap, int timeout_ms);
