@@ -1129,9 +1129,15 @@ void cmn__ucx_shutdown(cmn_conn_t *c)
 {
     ep_t *e = c->ucx;
 
-    if (!e || e->closing || e->flushing)
+    if (!e || e->closing)
         return;
-    if (e->failed || e->connecting || flush_start(e, on_shutdown_flushed) < 0)
+    if (e->failed || e->connecting) {
+        e->hooks->end(c, c->close_reason);
+        return;
+    }
+    if (e->flushing) /* a shutdown flush is under way already */
+        return;
+    if (flush_start(e, on_shutdown_flushed) < 0)
         e->hooks->end(c, c->close_reason);
 }
 
