@@ -1065,9 +1065,12 @@ int cmn__ucx_send(cmn_conn_t *c, unsigned type, const ProtobufCMessage *meta,
         if (rp.memh)
             rp.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
     } else if (nseg > 1) {
-        /* UCX 1.13's active messages mishandle the iov datatype (the receiver is told the
-         * segment count as the length), so several segments are gathered into one buffer: the
-         * one copy on this path, avoided by passing the payload as one segment. */
+        /* UCX 1.13.1 mishandles the iov datatype on rendezvous active messages: sent with
+         * UCP_OP_ATTR_FIELD_DATATYPE = ucp_dt_make_iov() and count = 3 segments of 8 MiB in all,
+         * the receiver's callback got length 3 (the segment count) instead of 8388608 (measured
+         * with test_ucx's three-segment frame, UCX_TLS=tcp and sm). So several segments are
+         * gathered into one buffer: the one copy on this path, avoided by passing the payload as
+         * one segment. */
         size_t off = 0;
         t->gather = malloc(t->bytes);
         if (!t->gather) {
