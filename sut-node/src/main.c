@@ -344,6 +344,12 @@ int main(int argc, char **argv)
     cmn_errbuf_t eb = {{0}};
     int rc;
 
+    /* A node restarted on its port must listen on ucx:// while its old connections are in
+     * TIME_WAIT, as its tcp:// listener does (libuv sets SO_REUSEADDR); UCX's TCP connection
+     * manager does not by default and reads the setting only from the environment
+     * (ucp_config_modify does not reach it in UCX 1.13). Set first, while the process is one
+     * thread; an explicit UCX_TCP_CM_REUSEADDR wins. */
+    setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
     cmn_log_init("sut-node", CMN_LOG_INFO);
     sut__opts_defaults(&opt);
     rc = parse_args(argc, argv, &opt, &eb);
