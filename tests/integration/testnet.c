@@ -389,6 +389,7 @@ Nsut__HelloAck *tn_handshake(tn_client_t *c, const int *codecs, size_t n_codecs)
     ProtobufCMessage *m = NULL;
     unsigned type;
     size_t i;
+    int rc;
 
     for (i = 0; i < n_codecs && i < 8; i++)
         cs[i] = (Nsut__Codec)codecs[i];
@@ -396,11 +397,20 @@ Nsut__HelloAck *tn_handshake(tn_client_t *c, const int *codecs, size_t n_codecs)
     h.n_sample_codecs = h.n_result_codecs = i;
     h.sample_codecs = h.result_codecs = cs;
     h.client_name = (char *)"testnet";
-    if (tn_send(c, CMN_MSG_HELLO, &h.base, NULL, 0) < 0)
+
+    if (tn_send(c, CMN_MSG_HELLO, &h.base, NULL, 0) < 0) {
+        fprintf(stderr, "tn_handshake: cannot send Hello\n");
         return NULL;
-    if (tn_recv(c, 5000, &type, &m, NULL, NULL) < 0)
+    }
+    rc = tn_recv(c, 5000, &type, &m, NULL, NULL);
+    if (rc < 0) {
+        fprintf(stderr, "tn_handshake: no HelloAck: %s\n", cmn_strerror(rc));
         return NULL;
+    }
     if (type != CMN_MSG_HELLO_ACK) {
+        if (type == CMN_MSG_ERROR)
+            fprintf(stderr, "tn_handshake: Error %d: %s\n", (int)((Nsut__Error *)m)->code,
+                    ((Nsut__Error *)m)->message ? ((Nsut__Error *)m)->message : "");
         cmn_msg_free(m, NULL);
         return NULL;
     }
