@@ -4,7 +4,10 @@ tokens/s through one sut-node against a fast token source (sse_source), next to 
 requests made directly (llm_direct, the backend's own HTTP and parsing code without the harness).
 
     bench/llm/llm_bench.py [--build build] [--qps 200] [--tokens 64] [--duration-s 10]
-                           [--ttft-ms 20] [--tpot-ms 4] [--runs 1]
+                           [--ttft-ms 20] [--tpot-ms 4] [--runs 1] [--coalesce-us N]
+
+--coalesce-us sets the backend's read coalescing (its coalesce_us option) and llm_direct's alike,
+so both read the streams the same way; without it both use the backend's default.
 
 Prints the figures and one row for bench/README.md. Nothing is asserted.
 """
@@ -30,6 +33,23 @@ def cpu_s(pid):
     return (int(f[11]) + int(f[12])) / TICK
 
 
+def thread_cpu_s(pid):
+    """CPU seconds of the backend's HTTP loop thread ("oai-http") and of the rest."""
+    http = rest = 0.0
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            comm = open(f"/proc/{pid}/task/{t}/comm").read().strip()
+            f = open(f"/proc/{pid}/task/{t}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        v = (int(f[11]) + int(f[12])) / TICK
+        if comm == "oai-http":
+            http += v
+        else:
+            rest += v
+    return http, rest
+
+
 def wait_port(path, timeout=10):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -53,6 +73,7 @@ def source(b, tmp, tag, a):
 
 
 def stop_source(p):
+    p.cpu_end = cpu_s(p.pid)
     p.terminate()
     try:
         p.wait(10)
@@ -60,21 +81,25 @@ def stop_source(p):
         p.kill()
         p.wait()
         sys.exit("sse_source did not stop on SIGTERM")
+    p.cpu = p.cpu_end  # read just before SIGTERM
     return int(re.search(r"tokens=(\d+)", open(p.log).read()).group(1))
 
 
 def one_run(a, b, tmp, qsl):
     # Direct: the same rate and request shape, no harness in between.
     src, port = source(b, tmp, "src-direct", a)
+    coal = [] if a.coalesce_us is None else ["--coalesce-us", str(a.coalesce_us)]
     r = subprocess.run([os.path.join(b, "bench", "llm_direct"), "--url",
                         f"http://127.0.0.1:{port}", "--qps", str(a.qps), "--duration-s",
-                        str(a.duration_s), "--max-tokens", str(a.tokens), "--prompt-tokens", "64"],
+                        str(a.duration_s), "--max-tokens", str(a.tokens), "--prompt-tokens", "64"]
+                       + coal,
                        capture_output=True, text=True, timeout=a.duration_s * 4 + 60)
     stop_source(src)
     if r.returncode != 0:
         sys.exit(f"llm_direct failed ({r.returncode}):\n{r.stderr[-2000:]}")
     d = dict(l.split("=") for l in r.stdout.split())
     direct_ttft = float(d["ttft_p50_us"])
+    bopt = [] if a.coalesce_us is None else ["--backend-opt", f"coalesce_us={a.coalesce_us}"]
 
     # Through loadgen-node -> QDL -> sut-node (openai) -> the source.
     src, port = source(b, tmp, "src-node", a)
@@ -87,11 +112,13 @@ def one_run(a, b, tmp, qsl):
                                                        "libsut_backend_openai.so"),
                              "--backend-opt", f"url=http://127.0.0.1:{port}",
                              "--backend-opt", f"max_tokens={a.tokens}",
-                             "--backend-opt", "max_concurrency=128", "--max-batch", "32"])
+                             "--backend-opt", "max_concurrency=128", "--max-batch", "32"] + bopt)
     CHILDREN.append(node)
     nport = wait_port(pf)
-    out = os.path.join(tmp, "lg")
+    out = tempfile.mkdtemp(prefix="lg-", dir=tmp)  # loadgen-node refuses a used folder
     c0, t0 = cpu_s(node.pid), time.monotonic()
+    h0, r0 = thread_cpu_s(node.pid)
+    s0 = cpu_s(src.pid)
     lg = subprocess.run([os.path.join(b, "loadgen-node", "loadgen-node"), "--scenario", "Server",
                          "--model", "llama2-70b", "--qsl-npy", qsl, "--nodes",
                          f"127.0.0.1:{nport}", "--output-dir", out, "--quiet", "--progress",
@@ -104,17 +131,26 @@ def one_run(a, b, tmp, qsl):
                         capture_output=True, text=True, timeout=a.duration_s * 4 + 60)
     wall = time.monotonic() - t0
     c1 = cpu_s(node.pid)
+    h1, r1 = thread_cpu_s(node.pid)
     node.terminate()
     node.wait(10)
     tokens = stop_source(src)
+    if lg.returncode not in (0, 1) or tokens == 0:  # 1: INVALID (short runs), still measured
+        sys.exit(f"loadgen-node failed ({lg.returncode}, {tokens} tokens):\n{lg.stderr[-3000:]}")
     s = open(os.path.join(out, "mlperf_log_summary.txt")).read()
     node_ttft = int(re.search(r"50\.00 percentile first token latency \(ns\)\s*:\s*(\d+)",
+                              s).group(1)) / 1e3
+    node_tpot = int(re.search(r"50\.00 percentile time to output token \(ns\)\s*:\s*(\d+)",
                               s).group(1)) / 1e3
     return {"direct_ttft_us": direct_ttft, "node_ttft_us": node_ttft,
             "ratio": node_ttft / direct_ttft, "tokens": tokens,
             "tokens_per_s": tokens / wall, "node_cpu_ns_per_token": (c1 - c0) * 1e9 / tokens,
+            "node_http_thread_ns_per_token": (h1 - h0) * 1e9 / tokens,
+            "node_other_threads_ns_per_token": (r1 - r0) * 1e9 / tokens,
             "direct_client_cpu_ns_per_token": float(d["cpu_ns_per_token"]),
-            "lg_rc": lg.returncode}
+            "source_cpu_ns_per_token": (src.cpu - s0) * 1e9 / tokens,
+            "node_tpot_us": node_tpot, "direct_tpot_us": float(d.get("tpot_p50_us", "nan")),
+            "load1": os.getloadavg()[0], "lg_rc": lg.returncode}
 
 
 def main():
@@ -126,6 +162,7 @@ def main():
     ap.add_argument("--ttft-ms", type=int, default=20)
     ap.add_argument("--tpot-ms", type=int, default=4)
     ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--coalesce-us", type=int, default=None)
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="llm-bench-")
     try:

@@ -5,10 +5,11 @@
  * --parse N it times the decoding of one vLLM event (SSE, then JSON) N times instead.
  *
  *   llm_direct --url http://127.0.0.1:P --qps Q --duration-s S --max-tokens N
- *              [--prompt-tokens N] [--max-conns N]
+ *              [--prompt-tokens N] [--max-conns N] [--coalesce-us N]
  *   llm_direct --parse N
  *
- * Prints key=value lines: ttft_p50_us, ttft_p99_us, tokens, tokens_per_s, cpu_ns_per_token. */
+ * Prints key=value lines: ttft_p50_us, ttft_p99_us, tokens, tokens_per_s, cpu_ns_per_token,
+ * tpot_p50_us, parks (streams moved onto the read-coalescing tick). */
 #include "oai_dialect.h"
 #include "oai_http.h"
 #include "oai_sse.h"
@@ -42,7 +43,7 @@ typedef struct {
     oai_sse_t sse;
     oai_out_t out;
     char *body;
-    uint64_t t0, ttft;
+    uint64_t t0, ttft, tpot;
     int failed;
 } call_t;
 
@@ -63,8 +64,10 @@ static int on_data(oai_http_req_t *r, const char *p, size_t n)
             const char *ev = oai_sse_event(&c->sse, &len);
             if (!c->out.done && oai_dialect_event(c->gen, ev, len, &c->out) < 0)
                 return 1;
-            if (!c->ttft && c->out.n)
+            if (!c->ttft && c->out.n) {
                 c->ttft = now_ns() - c->t0;
+                oai_http_coalesce(&c->req); /* as the backend does */
+            }
         }
     }
     return 0;
@@ -78,6 +81,8 @@ static void on_done(oai_http_req_t *r, int status, const char *msg)
         atomic_fetch_add(&failed_calls, 1);
     } else {
         atomic_fetch_add(&done_tokens, (long)c->out.n);
+        if (c->out.n > 1 && c->ttft) /* as LoadGen: (end - first token) / (n - 1) */
+            c->tpot = (now_ns() - c->t0 - c->ttft) / (c->out.n - 1);
     }
     atomic_fetch_add(&done_calls, 1);
 }
@@ -128,11 +133,12 @@ int main(int argc, char **argv)
     const char *url = "http://127.0.0.1:8000";
     double qps = 100, dur = 10;
     long max_tokens = 64, prompt_tokens = 64, max_conns = 256, i, n;
+    long coalesce_us = OAI_HTTP_COALESCE_US_DEFAULT;
     oai_gen_t g = {OAI_VLLM, "bench", 64, 0, 0, 0, 0};
-    oai_http_cfg_t hc;
+    oai_http_cfg_t hc = {0};
     oai_http_t *h;
     call_t *calls;
-    uint64_t *ttft, t_start, c0, c1;
+    uint64_t *ttft, *tpot, t_start, c0, c1;
     int32_t *prompt;
     char err[256], urlp[512];
     long nt = 0;
@@ -152,6 +158,8 @@ int main(int argc, char **argv)
             prompt_tokens = strtol(argv[i + 1], NULL, 10);
         else if (!strcmp(argv[i], "--max-conns"))
             max_conns = strtol(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--coalesce-us"))
+            coalesce_us = strtol(argv[i + 1], NULL, 10);
         else {
             fprintf(stderr, "llm_direct: unknown option %s\n", argv[i]);
             return 2;
@@ -162,13 +170,15 @@ int main(int argc, char **argv)
     n = (long)(qps * dur);
     calls = calloc((size_t)n, sizeof(*calls));
     ttft = calloc((size_t)n, sizeof(*ttft));
+    tpot = calloc((size_t)n, sizeof(*tpot));
     prompt = calloc((size_t)prompt_tokens, sizeof(*prompt));
-    if (!calls || !ttft || !prompt)
+    if (!calls || !ttft || !tpot || !prompt)
         return 1;
     for (i = 0; i < prompt_tokens; i++)
         prompt[i] = (int32_t)(i * 7 + 1);
     hc.max_conns = (uint32_t)max_conns;
     hc.connect_timeout_ms = 5000;
+    hc.coalesce_us = (uint32_t)coalesce_us;
     if (oai_http_create(&hc, &h, err, sizeof(err)) < 0) {
         fprintf(stderr, "llm_direct: %s\n", err);
         return 1;
@@ -204,19 +214,24 @@ int main(int argc, char **argv)
     for (i = 0; i < 60000 && atomic_load(&done_calls) < n; i++)
         usleep(1000);
     c1 = cpu_ns();
+    printf("parks=%llu\n", (unsigned long long)oai_http_parks(h)); /* streams read on the tick */
     {
         double wall = (double)(now_ns() - t_start) / 1e9;
-        long m = 0;
-        for (i = 0; i < n; i++)
+        long m = 0, mt = 0;
+        for (i = 0; i < n; i++) {
             if (calls[i].ttft)
                 ttft[m++] = calls[i].ttft;
+            if (calls[i].tpot)
+                tpot[mt++] = calls[i].tpot;
+        }
         qsort(ttft, (size_t)m, sizeof(*ttft), cmp_u64);
+        qsort(tpot, (size_t)mt, sizeof(*tpot), cmp_u64);
         nt = atomic_load(&done_tokens);
         printf("requests=%ld\nfailed=%ld\nttft_p50_us=%.1f\nttft_p99_us=%.1f\ntokens=%ld\n"
-               "tokens_per_s=%.0f\ncpu_ns_per_token=%.0f\n",
+               "tokens_per_s=%.0f\ncpu_ns_per_token=%.0f\ntpot_p50_us=%.1f\n",
                n, atomic_load(&failed_calls), m ? (double)ttft[m / 2] / 1e3 : 0,
                m ? (double)ttft[(size_t)((double)m * 0.99)] / 1e3 : 0, nt, (double)nt / wall,
-               nt ? (double)(c1 - c0) / (double)nt : 0);
+               nt ? (double)(c1 - c0) / (double)nt : 0, mt ? (double)tpot[mt / 2] / 1e3 : 0);
     }
     oai_http_destroy(h);
     for (i = 0; i < n; i++) {
@@ -226,6 +241,7 @@ int main(int argc, char **argv)
     }
     free(calls);
     free(ttft);
+    free(tpot);
     free(prompt);
     return atomic_load(&failed_calls) ? 1 : 0;
 }

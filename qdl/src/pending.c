@@ -142,49 +142,32 @@ qdl_srec_t *qdl__pending_take(qdl_t *q, qdl_pq_t *pq, size_t n)
     return head;
 }
 
-size_t qdl__pending_expire(qdl_t *q, uint64_t now, uint64_t timeout_ns, int status,
-                           const char *what)
+size_t qdl__pending_fail_all(qdl_t *q, int status, const char *what)
 {
-    qdl_pq_t **pp = &q->pending_head, *last = NULL;
     size_t n_samples = 0, n_queries = 0;
     unsigned long long lo_id = ULLONG_MAX, hi_id = 0, id;
 
-    while (*pp) {
-        qdl_pq_t *pq = *pp;
-        if (pq->head && now - pq->head->queued_ns > timeout_ns) {
+    while (q->pending_head) {
+        qdl_pq_t *pq = q->pending_head;
+        q->pending_head = pq->next;
+        if (pq->head) {
             id = (unsigned long long)pq->query_id;
             lo_id = id < lo_id ? id : lo_id;
             hi_id = id > hi_id ? id : hi_id;
             n_queries++;
             n_samples += pq->n;
-            *pp = pq->next;
-            qdl__fail_chain(q, pq->head, status);
-            free(pq);
-            continue;
         }
-        last = pq;
-        pp = &pq->next;
-    }
-    q->pending_tail = last;
-    /* One line per sweep, however many queries it fails (a Server run issues thousands a
-     * second). */
-    if (n_queries == 1)
-        cmn_log_error("qdl: %s: failing %zu samples of query %llu", what, n_samples, lo_id);
-    else if (n_queries > 1)
-        cmn_log_error("qdl: %s: failing %zu samples of the queries with ids %llu to %llu", what,
-                      n_samples, lo_id, hi_id);
-    return n_samples;
-}
-
-void qdl__pending_fail_all(qdl_t *q, int status)
-{
-    while (q->pending_head) {
-        qdl_pq_t *pq = q->pending_head;
-        q->pending_head = pq->next;
         qdl__fail_chain(q, pq->head, status);
         free(pq);
     }
     q->pending_tail = NULL;
+    /* One line, however many queries it fails (a Server run issues thousands a second). */
+    if (what && n_queries == 1)
+        cmn_log_error("qdl: %s: failing %zu samples of query %llu", what, n_samples, lo_id);
+    else if (what && n_queries > 1)
+        cmn_log_error("qdl: %s: failing %zu samples of the queries with ids %llu to %llu", what,
+                      n_samples, lo_id, hi_id);
+    return n_samples;
 }
 
 size_t qdl__pending_count(const qdl_t *q)

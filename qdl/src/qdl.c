@@ -52,7 +52,9 @@ void qdl_config_init(qdl_config_t *cfg)
 /* ---- the loop thread ------------------------------------------------------------------------- */
 
 /* With no healthy node for fail_timeout_ms, waiting samples fail instead of waiting for ever, and
- * so do later ones until a node is back: a run against dead or stuck nodes ends. */
+ * so do later ones until a node is back: a run against dead or stuck nodes ends. The clock is
+ * the outage's, not the samples': an Offline backlog that waited minutes for busy nodes must not
+ * fail at once because its only node blinked. */
 static void expire_pending(qdl_t *q, uint64_t now)
 {
     const uint64_t timeout = q->cfg.fail_timeout_ms * 1000000u;
@@ -64,12 +66,11 @@ static void expire_pending(qdl_t *q, uint64_t now)
     }
     if (!q->no_node_since_ns)
         q->no_node_since_ns = now;
-    if (!q->pending_head)
+    if (!q->pending_head || now - q->no_node_since_ns <= timeout)
         return;
     snprintf(what, sizeof(what), "no healthy sut-node (all down, stuck or draining) for %llu ms",
              (unsigned long long)((now - q->no_node_since_ns) / 1000000u));
-    qdl__pending_expire(q, now, now - q->no_node_since_ns > timeout ? 0 : timeout, CMN_ENONODE,
-                        what);
+    qdl__pending_fail_all(q, CMN_ENONODE, what);
 }
 
 static void on_tick(uv_timer_t *t)
@@ -168,7 +169,7 @@ static void handle_req(qdl_t *q, qdl_req_t *r)
         break;
     case RQ_STOP:
         q->stopping = 1;
-        qdl__pending_fail_all(q, CMN_ECLOSED);
+        qdl__pending_fail_all(q, CMN_ECLOSED, NULL);
         qdl__nodes_fail_inflight(q, CMN_ECLOSED);
         qdl__name_fail_all(q);
         qdl__stop_nodes(q);

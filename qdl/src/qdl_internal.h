@@ -230,12 +230,9 @@ void qdl__pending_requeue(qdl_t *q, qdl_srec_t **recs, size_t n);
 qdl_pq_t *qdl__pending_head(qdl_t *q);
 /* Takes the first |n| records of |pq| (a part) as a chain. */
 qdl_srec_t *qdl__pending_take(qdl_t *q, qdl_pq_t *pq, size_t n);
-/* Fails every pending sample queued longer than |timeout_ns| ago with |status|, logging one line
- * "qdl: <what>: failing ..."; returns how many. */
-size_t qdl__pending_expire(qdl_t *q, uint64_t now, uint64_t timeout_ns, int status,
-                           const char *what);
-/* Fails every pending sample with |status|. */
-void qdl__pending_fail_all(qdl_t *q, int status);
+/* Fails every pending sample with |status|; with |what|, logs one line "qdl: <what>: failing
+ * ..."; returns how many. */
+size_t qdl__pending_fail_all(qdl_t *q, int status, const char *what);
 size_t qdl__pending_count(const qdl_t *q);
 
 /* ---- results.c ------------------------------------------------------------------------------ */

@@ -55,7 +55,9 @@ def main():
 
         opts = {"url": f"http://127.0.0.1:{sport}", "model": "fashion_mnist", "version": "1",
                 "input": "input", "output": "logits", "datatype": "UINT8", "shape": "1,28,28",
-                "max_batch": 128, "engines": 2}
+                "max_batch": 128, "engines": 2,
+                # A stalled request fails with its cause, inside loadgen-node's 30 s drain.
+                "timeout_ms": 15000}
         node, addr, nlog = et.start_node(procs, sut, tmp, "kserve-node", plugin, opts)
         out = os.path.join(tmp, "kserve")
         rc, text = et.loadgen(lg, out, addr, images, "Offline", "AccuracyOnly", [],

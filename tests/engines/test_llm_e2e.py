@@ -2,8 +2,10 @@
 """The openai backend against a real engine: for every prompt of a token data set made here, the
 token IDs that come back through loadgen-node -> QDL -> sut-node -> engine equal the engine's own
 greedy output for that prompt (asked directly), each sample exactly once, in Offline and Server,
-in every dialect the test engine speaks; an engine error fails the samples with the engine's
-message in the node's log; a Server performance run reports TTFT and TPOT.
+in every dialect the test engine speaks, with read coalescing off, at its default and at long
+periods (coalesce_us); an engine error fails the samples with the engine's message in the node's
+log; an out-of-range option stops the node with its name; a Server performance run reports TTFT
+and TPOT.
 
     test_llm_e2e.py SUT_NODE LOADGEN_NODE OPENAI_PLUGIN SOURCE_DIR
 
@@ -92,20 +94,34 @@ def main():
         url = f"http://127.0.0.1:{eport}"
         common = ["--model", "llama2-70b"]
         server_sets = ["server_target_qps=40", "use_token_latencies=1"]
-        runs = [("vllm", "Offline"), ("vllm", "Server"), ("sglang", "Offline"),
-                ("llamacpp", "Offline"), ("trtllm", "Server")]
-        for dialect, scenario in runs:
+        # coalesce_us: the default, off, and periods long enough that one read brings several
+        # of the engine's events (the end of a stream among them).
+        runs = [("vllm", "Offline", {}), ("vllm", "Server", {"coalesce_us": 0}),
+                ("sglang", "Offline", {"coalesce_us": 100000}), ("llamacpp", "Offline", {}),
+                ("trtllm", "Server", {"coalesce_us": 30000})]
+        for dialect, scenario, extra in runs:
             node, addr, nlog = et.start_node(
                 procs, sut, tmp, f"llm-{dialect}-{scenario}", plugin,
-                {"url": url, "dialect": dialect, "max_tokens": MAX_TOKENS}, ["--max-batch", "8"])
+                {"url": url, "dialect": dialect, "max_tokens": MAX_TOKENS, **extra},
+                ["--max-batch", "8"])
             out = os.path.join(tmp, f"{dialect}-{scenario}")
             rc, text = et.loadgen(lg, out, addr, qsl, scenario, "AccuracyOnly",
                                   server_sets if scenario == "Server" else [], common)
             if rc != 0:
                 sys.exit(f"FAIL {dialect} {scenario}: loadgen-node exit {rc}\n{text[-3000:]}\n"
                          f"node log:\n{open(nlog).read()[-2000:]}")
-            check_tokens(f"{dialect} {scenario}", et.accuracy_log(out), prompts, ref)
+            check_tokens(f"{dialect} {scenario} {extra or ''}".strip(), et.accuracy_log(out),
+                         prompts, ref)
             procs.stop(node)
+
+        # An option out of its range stops the node, naming it.
+        r = subprocess.run([sut, "--listen", "127.0.0.1:0", "--backend", plugin,
+                            "--backend-opt", f"url={url}", "--backend-opt", "coalesce_us=2000000"],
+                           capture_output=True, text=True, timeout=30)
+        if r.returncode == 0 or "coalesce_us" not in r.stdout + r.stderr:
+            sys.exit(f"FAIL coalesce_us=2000000 accepted (exit {r.returncode}):\n"
+                     f"{(r.stdout + r.stderr)[-1000:]}")
+        print("ok coalesce_us=2000000 refused: " + (r.stdout + r.stderr).strip().splitlines()[-1])
 
         # Token latencies: a short Server performance run, reported (not judged: no speed
         # assertion on a shared machine).

@@ -50,7 +50,9 @@ static void stop_all(size_t n)
     }
 }
 
-static qdl_t *qdl_on(size_t n)
+/* A QDL on the first |n| nodes of addr_list, marking a node down after |ping_timeout_ms| of
+ * silence. */
+static qdl_t *qdl_on_deadline(size_t n, unsigned ping_timeout_ms)
 {
     qdl_config_t cfg;
     qdl_t *q = NULL;
@@ -61,13 +63,19 @@ static qdl_t *qdl_on(size_t n)
     cfg.n_nodes = n;
     cfg.on_complete = on_complete;
     cfg.ping_interval_ms = 200;
-    cfg.ping_timeout_ms = 600;
+    cfg.ping_timeout_ms = ping_timeout_ms;
     cfg.connect_timeout_ms = 1000;
     cfg.reconnect_max_ms = 300;
     cfg.fail_timeout_ms = 3000;
     cfg.max_part_samples = 16;
     ck_assert_msg(qdl_create(&cfg, &q, err, sizeof(err)) == 0, "qdl_create: %s", err);
     return q;
+}
+
+/* Short deadlines, so the fault tests end quickly: down after 600 ms of silence. */
+static qdl_t *qdl_on(size_t n)
+{
+    return qdl_on_deadline(n, 600);
 }
 
 static uint64_t total(qdl_t *q, size_t n, size_t field_offset)
@@ -186,27 +194,72 @@ START_TEST(restart_rejoins)
 END_TEST
 
 /* A node busy for longer than the ping deadline, with reading paused at its in-flight limit (so
- * it cannot see Pings), is alive: its heartbeats say so, and nothing is re-dispatched. */
+ * it cannot see Pings), is alive: its heartbeats say so, and nothing is re-dispatched. The ping
+ * deadline is ten heartbeats wide, so a loaded machine that runs the node late does not look like
+ * a dead node; each batch still takes longer than the deadline. */
 START_TEST(busy_node_is_not_down)
 {
     const char *args[] = {
         "--backend",      "sim",         "--name", "slowpoke",       "--backend-opt",
-        "a_us=1500000",   "--max-batch", "8",      "--max-inflight", "8",
+        "a_us=3000000",   "--max-batch", "8",      "--max-inflight", "8",
         "--heartbeat-ms", "200",         NULL};
     qdl_node_stats_t st[1];
     qdl_t *q;
 
-    run_init(24, 64, 0);
+    run_init(16, 64, 0);
     ck_assert_int_eq(tn_spawn(&nodes[0], SUT_NODE_EXE, args), 0);
     snprintf(addrs[0], sizeof(addrs[0]), "%s127.0.0.1:%d", tn_scheme(), nodes[0].port);
     addr_list[0] = addrs[0];
-    q = qdl_on(1); /* ping every 200 ms, down after 600 ms of silence */
-    issue_range(q, 0, 24, 24);
-    ck_assert_uint_eq(wait_done(24, 30000), 24);
+    q = qdl_on_deadline(1, 2000); /* ping every 200 ms, down after 2 s of silence */
+    issue_range(q, 0, 16, 16);
+    ck_assert_uint_eq(wait_done(16, 30000), 16);
     expect_exactly_once(0);
     ck_assert_int_eq(qdl_stats(q, st, 1), 1);
     ck_assert_uint_eq(st[0].reconnects, 0);
     ck_assert_uint_eq(st[0].redispatched, 0);
+    qdl_destroy(q);
+    stop_all(1);
+    run_free();
+}
+END_TEST
+
+/* fail_timeout_ms (3 s here) counts how long no node has been up, not how old a sample is: a
+ * backlog that waited longer than that for a busy node must not fail when its only node goes
+ * silent for a moment (marked down after 600 ms, back after a reconnect). */
+START_TEST(old_backlog_survives_a_short_outage)
+{
+    const char *args[] = {
+        "--backend",      "sim",         "--name", "blink",          "--backend-opt",
+        "a_us=1000000",   "--max-batch", "8",      "--max-inflight", "8",
+        "--heartbeat-ms", "200",         NULL};
+    qdl_node_stats_t st[1];
+    uint64_t t0, deadline;
+    qdl_t *q;
+
+    run_init(64, 64, 0);
+    ck_assert_int_eq(tn_spawn(&nodes[0], SUT_NODE_EXE, args), 0);
+    snprintf(addrs[0], sizeof(addrs[0]), "%s127.0.0.1:%d", tn_scheme(), nodes[0].port);
+    addr_list[0] = addrs[0];
+    q = qdl_on(1);
+    t0 = cmn_now_ns();
+    issue_range(q, 0, 64, 64);                /* 8 samples a second: most of them wait */
+    while (cmn_now_ns() - t0 < 3500000000ull) /* older than fail_timeout_ms */
+        usleep(10000);
+    ck_assert_uint_lt(wait_done(64, 0), 56);
+    kill(nodes[0].pid, SIGSTOP);
+    deadline = cmn_now_ns() + 10000000000ull;
+    do {
+        usleep(10000);
+        ck_assert_int_eq(qdl_stats(q, st, 1), 1);
+    } while (st[0].up && cmn_now_ns() < deadline);
+    kill(nodes[0].pid, SIGCONT);
+    ck_assert_msg(!st[0].up, "the stopped node was not marked down within 10 s");
+    ck_assert_uint_eq(wait_done(64, 60000), 64);
+    expect_exactly_once(0); /* none failed for being old */
+    ck_assert_int_eq(qdl_stats(q, st, 1), 1);
+    printf("short outage: %llu reconnects, %llu re-dispatched, all 64 completed\n",
+           (unsigned long long)st[0].reconnects, (unsigned long long)st[0].redispatched);
+    ck_assert_uint_ge(st[0].reconnects, 1);
     qdl_destroy(q);
     stop_all(1);
     run_free();
@@ -466,6 +519,10 @@ static TCase *tc_busy(void)
 {
     return tc("busy_node", busy_node_is_not_down);
 }
+static TCase *tc_outage(void)
+{
+    return tc("short_outage", old_backlog_survives_a_short_outage);
+}
 static TCase *tc_cut(void)
 {
     return tc("network_cut", network_cut);
@@ -479,5 +536,5 @@ static TCase *tc_reset_write(void)
     return tc("reset_mid_write", reset_mid_write);
 }
 
-CHECK_MAIN("faults", tc_offline, tc_sigstop, tc_restart, tc_busy, tc_cut, tc_blackhole,
+CHECK_MAIN("faults", tc_offline, tc_sigstop, tc_restart, tc_busy, tc_outage, tc_cut, tc_blackhole,
            tc_reset_write)

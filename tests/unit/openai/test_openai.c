@@ -1,12 +1,14 @@
 /* Unit tests of the openai and kserve backends' parts: the SSE decoder fed byte by byte and in
  * every split, its limit; each dialect's request body and stream events; the KServe v2 header;
  * and the HTTP pool against a scripted loopback server (a full stream, an error status, a
- * connection closed mid-stream, a server that never answers). */
+ * connection closed mid-stream, a server that never answers), also with read coalescing (streams
+ * that end, a keep-alive connection reused after a coalesced stream, a cut-off while coalesced). */
 #include "../check_main.h"
 
 #include "ks_v2.h"
 #include "oai_dialect.h"
 #include "oai_http.h"
+#include "oai_opts.h"
 #include "oai_sse.h"
 
 #include <arpa/inet.h>
@@ -397,7 +399,7 @@ static void run_request(const char *reply, long timeout_ms, result_t *res)
     server_t s;
     pthread_t th;
     oai_http_t *h;
-    oai_http_cfg_t cfg = {4, 2000};
+    oai_http_cfg_t cfg = {4, 2000, 0};
     oai_http_req_t req;
     char err[200], url[64];
     const char *hdrs[] = {"Content-Type: application/json", NULL};
@@ -462,6 +464,242 @@ START_TEST(http_pool)
 }
 END_TEST
 
+/* ---- read coalescing: streams on one keep-alive connection ---- */
+
+#define CO_EVENTS 40
+
+typedef struct {
+    int lfd;
+    int requests;  /* answered on one connection, one after the other */
+    int cut;       /* close after a few events, without the end chunk */
+    oai_http_t *h; /* with coalescing: the pool whose parks the server waits for */
+} co_server_t;
+
+/* Waits (10 s at most) until the pool moved |n| connections onto its tick: the rest of a stream
+ * is then sent to a parked connection however slowly the client runs. */
+static void wait_parks(oai_http_t *h, uint64_t n)
+{
+    int i;
+    for (i = 0; i < 10000 && oai_http_parks(h) < n; i++)
+        usleep(1000);
+}
+
+/* Reads one small request (headers and a JSON body); 0 at its end, -1 when the peer closed. */
+static int read_request(int fd)
+{
+    char buf[4096];
+    size_t got = 0;
+    while (got < sizeof(buf) - 1) {
+        ssize_t r = read(fd, buf + got, 1); /* bytewise: never past this request */
+        if (r <= 0)
+            return -1;
+        got += (size_t)r;
+        buf[got] = '\0';
+        if (buf[got - 1] == '}' && strstr(buf, "\r\n\r\n"))
+            return 0;
+    }
+    return -1;
+}
+
+static void write_all(int fd, const char *p, size_t n)
+{
+    while (n) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL); /* the client may have closed */
+        if (w <= 0)
+            return;
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+static void *serve_stream(void *arg)
+{
+    co_server_t *s = arg;
+    int fd = accept(s->lfd, NULL, NULL), k, i;
+
+    if (fd < 0)
+        return NULL;
+    for (k = 0; k < s->requests && read_request(fd) == 0; k++) {
+        static const char hdr[] = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                                  "Transfer-Encoding: chunked\r\n\r\n";
+        write_all(fd, hdr, sizeof(hdr) - 1);
+        for (i = 0; i < CO_EVENTS; i++) {
+            char ev[64], chunk[96];
+            int n = snprintf(ev, sizeof(ev), "data: {\"r\":%d,\"i\":%d}\n\n", k, i);
+            int m = snprintf(chunk, sizeof(chunk), "%x\r\n%s\r\n", n, ev);
+            if (s->cut && i == 3)
+                break;
+            write_all(fd, chunk, (size_t)m);
+            if (i == 0 && s->h)
+                wait_parks(s->h, (uint64_t)k + 1);
+            usleep(200); /* one write per event, as engines stream */
+        }
+        if (s->cut)
+            break;
+        write_all(fd, "0\r\n\r\n", 5);
+    }
+    close(fd);
+    return NULL;
+}
+
+static size_t co_abort_at; /* 0, or stop the transfer once this many bytes came */
+
+static int on_data_coalesce(oai_http_req_t *r, const char *p, size_t n)
+{
+    result_t *res = r->ctx;
+    oai_http_coalesce(r); /* after the first piece, as the openai backend after a first token */
+    on_data(r, p, n);
+    return co_abort_at && res->len >= co_abort_at; /* as the backend on a bad event */
+}
+
+static void expect_events(const result_t *res, int k, int n)
+{
+    char want[sizeof(res->data)];
+    size_t len = 0;
+    int i;
+    for (i = 0; i < n; i++)
+        len +=
+            (size_t)snprintf(want + len, sizeof(want) - len, "data: {\"r\":%d,\"i\":%d}\n\n", k, i);
+    ck_assert_uint_eq(res->len, len);
+    ck_assert(memcmp(res->data, want, len) == 0);
+}
+
+/* |n| requests on a pool of one connection with coalesce_us; all submitted at once. Returns how
+ * often a connection was moved onto the coalescing tick. */
+static uint64_t run_coalesced(int n, int cut, uint32_t coalesce_us, result_t *res)
+{
+    struct sockaddr_in a = {0};
+    socklen_t al = sizeof(a);
+    co_server_t s = {0};
+    pthread_t th;
+    oai_http_t *h;
+    oai_http_cfg_t cfg = {1, 2000, coalesce_us};
+    oai_http_req_t req[2];
+    char err[200], url[64];
+    const char *hdrs[] = {"Content-Type: application/json", NULL};
+    int i, k, done;
+    uint64_t parks;
+
+    ck_assert_int_le(n, 2);
+    s.lfd = socket(AF_INET, SOCK_STREAM, 0);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(s.lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    ck_assert_int_eq(listen(s.lfd, 4), 0);
+    ck_assert_int_eq(getsockname(s.lfd, (struct sockaddr *)&a, &al), 0);
+    s.requests = n;
+    s.cut = cut;
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u/v1/completions", ntohs(a.sin_port));
+    ck_assert_int_eq(oai_http_create(&cfg, &h, err, sizeof(err)), 0);
+    s.h = coalesce_us ? h : NULL;
+    ck_assert_int_eq(pthread_create(&th, NULL, serve_stream, &s), 0);
+    for (k = 0; k < n; k++) {
+        memset(&res[k], 0, sizeof(res[k]));
+        memset(&req[k], 0, sizeof(req[k]));
+        req[k].url = url;
+        req[k].body = "{\"prompt\":[1]}";
+        req[k].body_len = strlen(req[k].body);
+        req[k].headers = hdrs;
+        req[k].timeout_ms = 10000;
+        req[k].on_data = on_data_coalesce;
+        req[k].on_done = on_done;
+        req[k].ctx = &res[k];
+        ck_assert_int_eq(oai_http_submit(h, &req[k]), 0);
+    }
+    for (i = 0; i < 1000; i++) { /* polls the condition, bounded at 10 s */
+        for (k = 0, done = 0; k < n; k++)
+            done += __atomic_load_n(&res[k].done, __ATOMIC_ACQUIRE);
+        if (done == n)
+            break;
+        usleep(10000);
+    }
+    ck_assert_msg(done == n, "%d of %d requests completed within 10 s", done, n);
+    parks = oai_http_parks(h);
+    oai_http_destroy(h);
+    pthread_join(th, NULL);
+    close(s.lfd);
+    return parks;
+}
+
+START_TEST(http_coalesce)
+{
+    result_t r[2];
+
+    /* Two streams on one keep-alive connection: the second starts on the connection the first
+     * left parked on the coalescing tick; each arrives whole and in order. */
+    /* Each stream's connection goes onto the tick at its first data, while the stream runs. */
+    ck_assert_uint_eq(run_coalesced(2, 0, 2000, r), 2);
+    ck_assert_int_eq(r[0].status, 0);
+    ck_assert_int_eq(r[1].status, 0);
+    expect_events(&r[0], 0, CO_EVENTS);
+    expect_events(&r[1], 1, CO_EVENTS);
+
+    /* A period longer than the whole stream: the end still comes, on a tick. */
+    ck_assert_uint_eq(run_coalesced(1, 0, 50000, r), 1);
+    ck_assert_int_eq(r[0].status, 0);
+    expect_events(&r[0], 0, CO_EVENTS);
+
+    /* Coalescing off: the same bytes. */
+    ck_assert_uint_eq(run_coalesced(1, 0, 0, r), 0);
+    ck_assert_int_eq(r[0].status, 0);
+    expect_events(&r[0], 0, CO_EVENTS);
+
+    /* Cut off while coalesced: the transfer fails, with what came before delivered. */
+    ck_assert_uint_eq(run_coalesced(1, 1, 2000, r), 1);
+    ck_assert_int_eq(r[0].status, OAI_HTTP_ETRANSFER);
+    expect_events(&r[0], 0, 3);
+
+    /* The reader stops a coalesced stream (the backend on a bad event): on_done once, with
+     * OAI_HTTP_EABORT. */
+    co_abort_at = 100;
+    ck_assert_uint_eq(run_coalesced(1, 0, 2000, r), 1);
+    co_abort_at = 0;
+    ck_assert_int_eq(r[0].status, OAI_HTTP_EABORT);
+    ck_assert_uint_ge(r[0].len, 100);
+}
+END_TEST
+
+/* ---- the option helpers both forwarding backends use ---- */
+
+START_TEST(options)
+{
+    static const oai_optdef_t known[] = {
+        {"url", "http://127.0.0.1:8000"}, {"model", NULL}, {"engines", "2"}};
+    const char *keys[] = {"model", "engines"}, *vals[] = {"m1", "7"};
+    const char *bad_keys[] = {"model", "enignes"};
+    sut_backend_config_t cfg;
+    unsigned long long u = 0;
+    char err[256] = "";
+
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.keys = keys;
+    cfg.values = vals;
+    cfg.n_options = 2;
+    ck_assert_int_eq(oai_opts_check(&cfg, "test", known, 3, err, sizeof(err)), 0);
+    ck_assert_str_eq(oai_opts_get(&cfg, known, 3, "model"), "m1");
+    ck_assert_str_eq(oai_opts_get(&cfg, known, 3, "engines"), "7");
+    ck_assert_str_eq(oai_opts_get(&cfg, known, 3, "url"), "http://127.0.0.1:8000");
+    ck_assert_ptr_null(oai_opts_get(&cfg, known, 3, "other"));
+    cfg.keys = bad_keys;
+    ck_assert_int_lt(oai_opts_check(&cfg, "test", known, 3, err, sizeof(err)), 0);
+    ck_assert_str_eq(err,
+                     "unknown option 'enignes' for the test backend (known: url model engines)");
+    /* A short buffer truncates the list, never overruns. */
+    ck_assert_int_lt(oai_opts_check(&cfg, "test", known, 3, err, 20), 0);
+    ck_assert_uint_eq(strlen(err), 19);
+    ck_assert_int_eq(oai_opts_u("engines", "7", 1, 8, &u, err, sizeof(err)), 0);
+    ck_assert_uint_eq(u, 7);
+    ck_assert_int_lt(oai_opts_u("engines", "9", 1, 8, &u, err, sizeof(err)), 0);
+    ck_assert_str_eq(err, "option engines=9: expected an integer in 1..8");
+    ck_assert_int_lt(oai_opts_u("engines", "-1", 0, 8, &u, err, sizeof(err)), 0);
+    ck_assert_int_lt(oai_opts_u("engines", "3x", 0, 8, &u, err, sizeof(err)), 0);
+    ck_assert_int_lt(oai_opts_u("engines", "", 0, 8, &u, err, sizeof(err)), 0);
+    ck_assert_int_lt(
+        oai_opts_u("engines", "99999999999999999999999", 0, ~0ull, &u, err, sizeof(err)), 0);
+    ck_assert_uint_eq(u, 7);
+}
+END_TEST
+
 static TCase *tc(const char *name, const TTest *t)
 {
     TCase *c = tcase_create(name);
@@ -494,6 +732,14 @@ static TCase *tc_http_pool(void)
 {
     return tc("http_pool", http_pool);
 }
+static TCase *tc_http_coalesce(void)
+{
+    return tc("http_coalesce", http_coalesce);
+}
+static TCase *tc_options(void)
+{
+    return tc("options", options);
+}
 
 CHECK_MAIN("openai", tc_sse_bytewise, tc_sse_limits, tc_dialects, tc_event_scanner_hostile,
-           tc_kserve_v2, tc_http_pool)
+           tc_kserve_v2, tc_http_pool, tc_http_coalesce, tc_options)

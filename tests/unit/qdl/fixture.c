@@ -79,7 +79,7 @@ void fx_free(qdl_t *q)
 {
     size_t i;
 
-    qdl__pending_fail_all(q, CMN_ECLOSED);
+    qdl__pending_fail_all(q, CMN_ECLOSED, NULL);
     for (i = 0; i < q->n_conns; i++) {
         cmn_idmap_each(&q->conns[i].inflight, free_inflight, NULL);
         cmn_idmap_free(&q->conns[i].inflight);

@@ -68,24 +68,22 @@ START_TEST(requeued_samples_go_first_grouped_by_query)
 }
 END_TEST
 
-START_TEST(expiry_fails_only_old_samples)
+START_TEST(fail_all_fails_every_query_and_resets_the_tail)
 {
     qdl_t *q = fx_new(1, 1, 100);
-    qdl_srec_t *a = fx_issue(q, 2, 10);
-    uint64_t now;
 
+    fx_issue(q, 2, 10);
     fx_issue(q, 3, 10);
-    now = cmn_now_ns();
-    a[0].queued_ns = now - 20000000000ull;
-    ck_assert_uint_eq(qdl__pending_expire(q, now, 10000000000ull, CMN_ENONODE, "test"), 2);
-    ck_assert_uint_eq(fx_seen.n_done, 2);
+    ck_assert_uint_eq(qdl__pending_fail_all(q, CMN_ENONODE, "test"), 5);
+    ck_assert_uint_eq(fx_seen.n_done, 5);
     ck_assert_int_eq(fx_seen.done[0].status, CMN_ENONODE);
-    ck_assert_uint_eq(qdl__pending_count(q), 3);
-    ck_assert_uint_eq(qdl__pending_expire(q, now, 0, CMN_ENONODE, "test"), 3);
+    ck_assert_int_eq(fx_seen.done[4].status, CMN_ENONODE);
     ck_assert_ptr_null(qdl__pending_head(q));
     ck_assert_ptr_null(q->pending_tail);
     fx_issue(q, 1, 10); /* the tail was reset: a new query can queue */
     ck_assert_uint_eq(qdl__pending_count(q), 1);
+    ck_assert_uint_eq(qdl__pending_fail_all(q, CMN_ECLOSED, NULL), 1);
+    ck_assert_uint_eq(fx_seen.n_done, 6);
     fx_free(q);
 }
 END_TEST
@@ -95,6 +93,6 @@ TCase *tcase_pending(void)
     TCase *c = tcase_create("unit_pending");
     tcase_add_test(c, queries_wait_in_issue_order_and_leave_in_parts);
     tcase_add_test(c, requeued_samples_go_first_grouped_by_query);
-    tcase_add_test(c, expiry_fails_only_old_samples);
+    tcase_add_test(c, fail_all_fails_every_query_and_resets_the_tail);
     return c;
 }

@@ -4,10 +4,10 @@
  * output tensor's bytes. The message format is ks_v2.c. */
 #include "ks_v2.h"
 #include "oai_http.h"
+#include "oai_opts.h"
 #include "sut/sut_backend.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,24 +48,28 @@ typedef struct {
     char err[300];
 } call_t;
 
-static void logf_(sut_backend_t *b, int level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void logf_(sut_backend_t *b, int level, const char *fmt, ...)
+static const oai_optdef_t known[] = {
+    {"url", "http://127.0.0.1:8000"},
+    {"model", NULL},
+    {"version", NULL},
+    {"input", "input"},
+    {"output", "output"},
+    {"datatype", "FP32"},
+    {"shape", NULL},
+    {"max_batch", "64"},
+    {"engines", "2"},
+    {"timeout_ms", "60000"},
+    {"max_response_mb", "256"},
+};
+
+#define N_KNOWN (sizeof(known) / sizeof(known[0]))
+
+static const char *opt(const sut_backend_config_t *cfg, const char *key)
 {
-    char msg[600];
-    va_list ap;
-    if (!b->log)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    b->log(level, msg);
+    return oai_opts_get(cfg, known, N_KNOWN, key);
 }
 
-static const char *const known[] = {"url",     "model",      "version",         "input",
-                                    "output",  "datatype",   "shape",           "max_batch",
-                                    "engines", "timeout_ms", "max_response_mb", NULL};
-
+/* A model, version or tensor name that goes into the URL path or the JSON unescaped. */
 static int printable(const char *s)
 {
     if (!*s)
@@ -76,44 +80,21 @@ static int printable(const char *s)
     return 1;
 }
 
-static int parse_u(const char *key, const char *v, unsigned long long lo, unsigned long long hi,
-                   unsigned long long *out, char *err, size_t errlen)
-{
-    char *end;
-    unsigned long long u;
-    errno = 0;
-    u = strtoull(v, &end, 10);
-    if (errno || end == v || *end || v[0] == '-' || u < lo || u > hi) {
-        snprintf(err, errlen, "option %s=%s: expected an integer in %llu..%llu", key, v, lo, hi);
-        return -EINVAL;
-    }
-    *out = u;
-    return 0;
-}
-
 static int ks_create(const sut_backend_config_t *cfg, sut_backend_t **out, char *err, size_t errlen)
 {
-    const char *url = sut_backend_opt(cfg, "url", "http://127.0.0.1:8000");
-    const char *model = sut_backend_opt(cfg, "model", NULL);
-    const char *version = sut_backend_opt(cfg, "version", NULL);
-    const char *shape = sut_backend_opt(cfg, "shape", NULL);
+    const char *url = opt(cfg, "url");
+    const char *model = opt(cfg, "model");
+    const char *version = opt(cfg, "version");
+    const char *shape = opt(cfg, "shape");
     sut_backend_t *b;
-    oai_http_cfg_t hc;
+    oai_http_cfg_t hc = {0};
     unsigned long long u;
-    size_t i, k, elem, ul;
-    int rc = -EINVAL;
+    size_t elem, ul;
+    int rc;
 
-    for (i = 0; i < cfg->n_options; i++) {
-        for (k = 0; known[k] && strcmp(known[k], cfg->keys[i]) != 0; k++)
-            ;
-        if (!known[k]) {
-            snprintf(err, errlen,
-                     "unknown option '%s' for the kserve backend (known: url model version input "
-                     "output datatype shape max_batch engines timeout_ms max_response_mb)",
-                     cfg->keys[i]);
-            return -EINVAL;
-        }
-    }
+    if ((rc = oai_opts_check(cfg, "kserve", known, N_KNOWN, err, errlen)) < 0)
+        return rc;
+    rc = -EINVAL;
     if (!model || !shape) {
         snprintf(err, errlen,
                  "the kserve backend needs model=NAME and shape=D1,D2,... (one "
@@ -124,9 +105,9 @@ static int ks_create(const sut_backend_config_t *cfg, sut_backend_t **out, char 
     if (!b)
         return -ENOMEM;
     b->log = cfg->log;
-    b->input = strdup(sut_backend_opt(cfg, "input", "input"));
-    b->output = strdup(sut_backend_opt(cfg, "output", "output"));
-    b->datatype = strdup(sut_backend_opt(cfg, "datatype", "FP32"));
+    b->input = strdup(opt(cfg, "input"));
+    b->output = strdup(opt(cfg, "output"));
+    b->datatype = strdup(opt(cfg, "datatype"));
     if (!b->input || !b->output || !b->datatype) {
         rc = -ENOMEM;
         goto fail;
@@ -172,19 +153,16 @@ static int ks_create(const sut_backend_config_t *cfg, sut_backend_t **out, char 
             goto fail;
         }
     }
-    if (parse_u("max_batch", sut_backend_opt(cfg, "max_batch", "64"), 1, 65536, &u, err, errlen) <
-        0)
+    if (oai_opts_u("max_batch", opt(cfg, "max_batch"), 1, 65536, &u, err, errlen) < 0)
         goto fail;
     b->max_batch = (uint32_t)u;
-    if (parse_u("engines", sut_backend_opt(cfg, "engines", "2"), 1, 1024, &u, err, errlen) < 0)
+    if (oai_opts_u("engines", opt(cfg, "engines"), 1, 1024, &u, err, errlen) < 0)
         goto fail;
     b->engines = (uint32_t)u;
-    if (parse_u("timeout_ms", sut_backend_opt(cfg, "timeout_ms", "60000"), 1, 86400000, &u, err,
-                errlen) < 0)
+    if (oai_opts_u("timeout_ms", opt(cfg, "timeout_ms"), 1, 86400000, &u, err, errlen) < 0)
         goto fail;
     b->timeout_ms = (long)u;
-    if (parse_u("max_response_mb", sut_backend_opt(cfg, "max_response_mb", "256"), 1, 65536, &u,
-                err, errlen) < 0)
+    if (oai_opts_u("max_response_mb", opt(cfg, "max_response_mb"), 1, 65536, &u, err, errlen) < 0)
         goto fail;
     b->max_response = (size_t)u << 20;
     if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0) {
@@ -208,8 +186,8 @@ static int ks_create(const sut_backend_config_t *cfg, sut_backend_t **out, char 
     hc.connect_timeout_ms = 5000;
     if ((rc = oai_http_create(&hc, &b->http, err, errlen)) < 0)
         goto fail;
-    logf_(b, SUT_LOG_INFO, "kserve backend: %s, max batch %u, %u engines", b->device, b->max_batch,
-          b->engines);
+    oai_logf(b->log, SUT_LOG_INFO, "kserve backend: %s, max batch %u, %u engines", b->device,
+             b->max_batch, b->engines);
     *out = b;
     return 0;
 fail:
@@ -326,8 +304,8 @@ static void on_done(oai_http_req_t *r, int status, const char *msg)
                      b->output, size, off, c->resp_len - (size_t)c->json_len, n);
     }
     if (status != 0 || c->err[0]) {
-        logf_(b, SUT_LOG_WARN, "kserve backend: batch of %zu failed: %s", n,
-              c->err[0] ? c->err : msg);
+        oai_logf(b->log, SUT_LOG_WARN, "kserve backend: batch of %zu failed: %s", n,
+                 c->err[0] ? c->err : msg);
         fail_all(c->batch, n, status ? status : -EPROTO);
         call_free(c);
         return;
@@ -358,9 +336,9 @@ static int ks_infer(sut_backend_t *b, sut_batch_t *batch)
 
     for (i = 0; i < n; i++) {
         if (batch->samples[i].size != b->sample_bytes) {
-            logf_(b, SUT_LOG_WARN,
-                  "kserve backend: sample %zu has %zu bytes, the tensor shape says %zu", i,
-                  batch->samples[i].size, b->sample_bytes);
+            oai_logf(b->log, SUT_LOG_WARN,
+                     "kserve backend: sample %zu has %zu bytes, the tensor shape says %zu", i,
+                     batch->samples[i].size, b->sample_bytes);
             return -EINVAL;
         }
         total += batch->samples[i].size;

@@ -4,15 +4,17 @@
  * with the output token IDs (int32, little endian) and their count.
  *
  * infer() only formats each request body and hands it to the HTTP pool (oai_http.c); the pool's
- * loop thread decodes the streams (oai_sse.c, oai_dialect.c) and completes the samples. It is not
- * SUT_BACKEND_F_INLINE: the node's inline mode expects every completion inside infer(). */
+ * loop thread decodes the streams (oai_sse.c, oai_dialect.c) and completes the samples later.
+ * That is cheap and never blocks, so it is SUT_BACKEND_F_INLINE: infer() runs on the node's I/O
+ * thread (no worker thread and no hand-off per batch); completions arrive from the loop thread,
+ * which the ABI allows. */
 #include "oai_dialect.h"
 #include "oai_http.h"
+#include "oai_opts.h"
 #include "oai_sse.h"
 #include "sut/sut_backend.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,28 +52,12 @@ typedef struct {
     char err[256];
 } stream_t;
 
-static void logf_(sut_backend_t *b, int level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void logf_(sut_backend_t *b, int level, const char *fmt, ...)
-{
-    char msg[600];
-    va_list ap;
-    if (!b->log)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    b->log(level, msg);
-}
-
 /* ---- options ---- */
 
-typedef struct {
-    const char *key, *dflt;
-} optdef_t;
+#define OAI_STR_(x) #x
+#define OAI_STR(x) OAI_STR_(x)
 
-static const optdef_t known[] = {
+static const oai_optdef_t known[] = {
     {"url", "http://127.0.0.1:8000"},
     {"dialect", "vllm"},
     {"model", "model"},
@@ -85,49 +71,14 @@ static const optdef_t known[] = {
     {"connect_timeout_ms", "5000"},
     {"max_event", "65536"},
     {"api_key", NULL},
+    {"coalesce_us", OAI_STR(OAI_HTTP_COALESCE_US_DEFAULT)},
 };
 
-static int parse_u(const char *key, const char *v, unsigned long long lo, unsigned long long hi,
-                   unsigned long long *out, char *err, size_t errlen)
-{
-    char *end;
-    unsigned long long u;
-    errno = 0;
-    u = strtoull(v, &end, 10);
-    if (errno || end == v || *end || v[0] == '-' || u < lo || u > hi) {
-        snprintf(err, errlen, "option %s=%s: expected an integer in %llu..%llu", key, v, lo, hi);
-        return -EINVAL;
-    }
-    *out = u;
-    return 0;
-}
-
-static int check_keys(const sut_backend_config_t *cfg, char *err, size_t errlen)
-{
-    size_t i, k;
-    for (i = 0; i < cfg->n_options; i++) {
-        for (k = 0; k < sizeof(known) / sizeof(known[0]); k++)
-            if (strcmp(cfg->keys[i], known[k].key) == 0)
-                break;
-        if (k == sizeof(known) / sizeof(known[0])) {
-            snprintf(err, errlen,
-                     "unknown option '%s' for the openai backend (known: url dialect model "
-                     "max_tokens min_tokens temperature ignore_eos incremental max_concurrency "
-                     "timeout_ms connect_timeout_ms max_event api_key)",
-                     cfg->keys[i]);
-            return -EINVAL;
-        }
-    }
-    return 0;
-}
+#define N_KNOWN (sizeof(known) / sizeof(known[0]))
 
 static const char *opt(const sut_backend_config_t *cfg, const char *key)
 {
-    size_t k;
-    for (k = 0; k < sizeof(known) / sizeof(known[0]); k++)
-        if (strcmp(known[k].key, key) == 0)
-            return sut_backend_opt(cfg, key, known[k].dflt);
-    return NULL;
+    return oai_opts_get(cfg, known, N_KNOWN, key);
 }
 
 static int printable(const char *s)
@@ -144,11 +95,11 @@ static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
     sut_backend_t *b;
     unsigned long long u;
     const char *url, *s;
-    oai_http_cfg_t hc;
+    oai_http_cfg_t hc = {0};
     char *end;
     int rc;
 
-    if ((rc = check_keys(cfg, err, errlen)) < 0)
+    if ((rc = oai_opts_check(cfg, "openai", known, N_KNOWN, err, errlen)) < 0)
         return rc;
     b = calloc(1, sizeof(*b));
     if (!b)
@@ -164,10 +115,10 @@ static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
         snprintf(err, errlen, "option model: printable ASCII without quotes or backslashes");
         goto fail;
     }
-    if (parse_u("max_tokens", opt(cfg, "max_tokens"), 1, 1u << 20, &u, err, errlen) < 0)
+    if (oai_opts_u("max_tokens", opt(cfg, "max_tokens"), 1, 1u << 20, &u, err, errlen) < 0)
         goto fail;
     b->gen.max_tokens = (uint32_t)u;
-    if (parse_u("min_tokens", opt(cfg, "min_tokens"), 0, b->gen.max_tokens, &u, err, errlen) < 0)
+    if (oai_opts_u("min_tokens", opt(cfg, "min_tokens"), 0, b->gen.max_tokens, &u, err, errlen) < 0)
         goto fail;
     b->gen.min_tokens = (uint32_t)u;
     if (b->gen.dialect == OAI_LLAMACPP && b->gen.min_tokens) {
@@ -183,30 +134,33 @@ static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
         snprintf(err, errlen, "option temperature=%s: expected a number in 0..100 (0: greedy)", s);
         goto fail;
     }
-    if (parse_u("ignore_eos", opt(cfg, "ignore_eos"), 0, 1, &u, err, errlen) < 0)
+    if (oai_opts_u("ignore_eos", opt(cfg, "ignore_eos"), 0, 1, &u, err, errlen) < 0)
         goto fail;
     b->gen.ignore_eos = (int)u;
-    if (parse_u("incremental", opt(cfg, "incremental"), 0, 1, &u, err, errlen) < 0)
+    if (oai_opts_u("incremental", opt(cfg, "incremental"), 0, 1, &u, err, errlen) < 0)
         goto fail;
     b->gen.incremental = (int)u;
     s = opt(cfg, "max_concurrency");
     if (s) {
-        if (parse_u("max_concurrency", s, 1, 65536, &u, err, errlen) < 0)
+        if (oai_opts_u("max_concurrency", s, 1, 65536, &u, err, errlen) < 0)
             goto fail;
         b->max_concurrency = (uint32_t)u;
     } else {
         b->max_concurrency = cfg->max_batch ? cfg->max_batch : 64;
     }
-    if (parse_u("timeout_ms", opt(cfg, "timeout_ms"), 1, 86400000, &u, err, errlen) < 0)
+    if (oai_opts_u("timeout_ms", opt(cfg, "timeout_ms"), 1, 86400000, &u, err, errlen) < 0)
         goto fail;
     b->timeout_ms = (long)u;
-    if (parse_u("connect_timeout_ms", opt(cfg, "connect_timeout_ms"), 1, 600000, &u, err, errlen) <
-        0)
+    if (oai_opts_u("connect_timeout_ms", opt(cfg, "connect_timeout_ms"), 1, 600000, &u, err,
+                   errlen) < 0)
         goto fail;
     hc.connect_timeout_ms = (long)u;
-    if (parse_u("max_event", opt(cfg, "max_event"), 256, 64u << 20, &u, err, errlen) < 0)
+    if (oai_opts_u("max_event", opt(cfg, "max_event"), 256, 64u << 20, &u, err, errlen) < 0)
         goto fail;
     b->max_event = (size_t)u;
+    if (oai_opts_u("coalesce_us", opt(cfg, "coalesce_us"), 0, 1000000, &u, err, errlen) < 0)
+        goto fail;
+    hc.coalesce_us = (uint32_t)u;
 
     rc = -ENOMEM;
     url = opt(cfg, "url");
@@ -249,8 +203,9 @@ static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
     hc.max_conns = b->max_concurrency;
     if ((rc = oai_http_create(&hc, &b->http, err, errlen)) < 0)
         goto fail;
-    logf_(b, SUT_LOG_INFO, "openai backend: %s, max_tokens=%u min_tokens=%u temperature=%g",
-          b->device, b->gen.max_tokens, b->gen.min_tokens, b->gen.temperature);
+    oai_logf(b->log, SUT_LOG_INFO,
+             "openai backend: %s, max_tokens=%u min_tokens=%u temperature=%g coalesce_us=%u",
+             b->device, b->gen.max_tokens, b->gen.min_tokens, b->gen.temperature, hc.coalesce_us);
     *out = b;
     return 0;
 
@@ -284,7 +239,7 @@ static int oai_describe(sut_backend_t *b, sut_backend_info_t *info)
     info->output_size = 0;
     info->input_size = 0;
     info->weight = 1.0;
-    info->flags = SUT_BACKEND_F_STREAMING;
+    info->flags = SUT_BACKEND_F_STREAMING | SUT_BACKEND_F_INLINE;
     return 0;
 }
 
@@ -327,6 +282,8 @@ static int on_data(oai_http_req_t *r, const char *p, size_t n)
                 sut_result_t res = {s->index, 0, s->out.toks, 4, 1};
                 s->first_sent = 1;
                 s->batch->first_token(s->batch, &res, 1);
+                /* TTFT is measured; the rest may wait for the read tick (coalesce_us). */
+                oai_http_coalesce(&s->req);
             }
         }
     }
@@ -347,8 +304,8 @@ static void on_done(oai_http_req_t *r, int status, const char *msg)
         s->failed = 1;
     }
     if (s->failed || status != 0) {
-        logf_(b, SUT_LOG_WARN, "openai backend: sample %zu failed: %s", s->index,
-              s->failed ? s->err : msg);
+        oai_logf(b->log, SUT_LOG_WARN, "openai backend: sample %zu failed: %s", s->index,
+                 s->failed ? s->err : msg);
         res.status = s->failed ? -EPROTO : status;
     } else {
         res.data = s->out.toks;
@@ -377,9 +334,9 @@ static int oai_infer(sut_backend_t *b, sut_batch_t *batch)
         stream_t *s;
 
         if (smp->size == 0 || smp->size % 4) {
-            logf_(b, SUT_LOG_WARN,
-                  "openai backend: sample %zu has %zu bytes, not a whole number of int32 tokens", i,
-                  smp->size);
+            oai_logf(b->log, SUT_LOG_WARN,
+                     "openai backend: sample %zu has %zu bytes, not a whole number of int32 tokens",
+                     i, smp->size);
             rc = -EINVAL;
             break;
         }

@@ -10,6 +10,7 @@
 #include "oai_dialect.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -395,9 +396,69 @@ static const yajl_callbacks callbacks = {
     .yajl_end_array = cb_end,
 };
 
+/* yajl's memory for one event: a bump arena on the caller's stack, so that the parser's handle,
+ * lexer and state stack (4 small blocks) cost no malloc/free per event; a block that does not
+ * fit (deep nesting, a long escaped string) comes from malloc. Freed all at once by returning. */
+#define ARENA_BYTES 2048
+
+typedef struct {
+    max_align_t buf[ARENA_BYTES / sizeof(max_align_t)];
+    size_t used;
+} arena_t;
+
+typedef struct {
+    size_t size;
+    max_align_t pad[]; /* keeps the block after the header aligned */
+} blockhdr_t;
+
+static int in_arena(const arena_t *a, const void *p)
+{
+    const char *c = p, *b = (const char *)a->buf;
+    return c >= b && c < b + sizeof(a->buf);
+}
+
+static void *arena_malloc(void *ctx, size_t sz)
+{
+    arena_t *a = ctx;
+    size_t need = sizeof(blockhdr_t) +
+                  (sz + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
+    blockhdr_t *h;
+
+    if (need > sizeof(a->buf) - a->used)
+        return malloc(sz);
+    h = (blockhdr_t *)((char *)a->buf + a->used);
+    h->size = sz;
+    a->used += need;
+    return h + 1;
+}
+
+static void arena_free(void *ctx, void *p)
+{
+    if (p && !in_arena(ctx, p))
+        free(p);
+}
+
+static void *arena_realloc(void *ctx, void *p, size_t sz)
+{
+    void *n;
+    size_t old;
+
+    if (!p)
+        return arena_malloc(ctx, sz);
+    if (!in_arena(ctx, p))
+        return realloc(p, sz);
+    old = ((blockhdr_t *)p - 1)->size;
+    n = arena_malloc(ctx, sz);
+    if (n)
+        memcpy(n, p, old < sz ? old : sz);
+    return n;
+}
+
 int oai_dialect_event(const oai_gen_t *g, const char *data, size_t len, oai_out_t *o)
 {
     scan_t s;
+    arena_t arena;
+    yajl_alloc_funcs af = {arena_malloc, arena_realloc, arena_free, &arena};
     yajl_handle h;
     yajl_status st;
     int rc = 0;
@@ -411,7 +472,8 @@ int oai_dialect_event(const oai_gen_t *g, const char *data, size_t len, oai_out_
     s.g = g;
     s.o = o;
     s.n0 = o->n;
-    h = yajl_alloc(&callbacks, NULL, &s);
+    arena.used = 0;
+    h = yajl_alloc(&callbacks, &af, &s);
     if (!h) {
         snprintf(o->err, sizeof(o->err), "out of memory for the JSON parser");
         return -ENOMEM;

@@ -4,10 +4,18 @@
 #include "oai_http.h"
 
 #include <curl/curl.h>
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
 #include <uv.h>
 
 #define ERRBODY_MAX 512
@@ -17,10 +25,17 @@ typedef struct {
     char errbuf[CURL_ERROR_SIZE];
 } easy_t;
 
-typedef struct {
+typedef struct sockctx {
     uv_poll_t poll;
     curl_socket_t fd;
     struct oai_http *h;
+    int events;           /* what libcurl asked to watch (UV_READABLE | UV_WRITABLE) */
+    int lport;            /* its local TCP port, once looked up (0: not yet) */
+    int closing;          /* libcurl is done with it */
+    int parked;           /* read on the coalescing tick instead of watched (oai_http.h) */
+    oai_http_req_t *want; /* a transfer that asked to coalesce during this socket's action */
+    oai_http_req_t *req;  /* the coalescing transfer while parked */
+    struct sockctx *pnext, *pprev;
 } sockctx_t;
 
 struct oai_http {
@@ -38,6 +53,18 @@ struct oai_http {
     oai_http_req_t *active; /* transfers in libcurl (loop thread only) */
     easy_t **free_easy;     /* reusable easy handles (loop thread only) */
     size_t n_free, cap_free;
+
+    /* Read coalescing (loop thread only). */
+    uint32_t coalesce_us;
+    int tick_fd; /* a timerfd, armed while a socket is parked; -1 when coalescing is off */
+    uv_poll_t tick_poll;
+    int tick_on;
+    sockctx_t *cur_sock; /* the socket whose action is running, if any */
+    sockctx_t *parked;   /* list of parked sockets */
+    size_t n_parked, cap_tick;
+    atomic_uint_fast64_t parks; /* ever (read by oai_http_parks() from any thread) */
+    struct pollfd *tick_fds;
+    sockctx_t **tick_socks;
 };
 
 static void check_done(oai_http_t *h);
@@ -77,12 +104,30 @@ static void easy_put(oai_http_t *h, easy_t *x)
     h->free_easy[h->n_free++] = x;
 }
 
+/* The local TCP port of a connected socket, or 0. */
+static int local_port(curl_socket_t fd)
+{
+    struct sockaddr_storage a;
+    socklen_t al = sizeof(a);
+    if (getsockname(fd, (struct sockaddr *)&a, &al) < 0)
+        return 0;
+    if (a.ss_family == AF_INET)
+        return ntohs(((struct sockaddr_in *)&a)->sin_port);
+    if (a.ss_family == AF_INET6)
+        return ntohs(((struct sockaddr_in6 *)&a)->sin6_port);
+    return 0;
+}
+
 /* ---- request completion ---- */
+
+static void unpark(oai_http_t *h, sockctx_t *s);
 
 static void finish(oai_http_t *h, oai_http_req_t *r, int status, const char *msg)
 {
     easy_t *x = r->easy;
 
+    if (r->psock) /* its connection may carry the next transfer: watch it again */
+        unpark(h, r->psock);
     if (x) {
         curl_multi_remove_handle(h->multi, x->e);
         if (r->prev)
@@ -126,7 +171,31 @@ static size_t on_write(char *p, size_t size, size_t nmemb, void *ud)
         r->aborted = 1;
         return 0; /* libcurl aborts the transfer with CURLE_WRITE_ERROR */
     }
+    if (r->coalesce && !r->psock) {
+        /* Park the socket once its action returns, if it is this transfer's: an action may run
+         * other transfers' expired timers too. libcurl names a transfer's socket only after the
+         * transfer (CURLINFO_ACTIVESOCKET), so the connection is told by its local port. */
+        oai_http_t *h = r->http;
+        sockctx_t *s = h->cur_sock;
+        if (s && !s->closing && r->lport) {
+            if (!s->lport)
+                s->lport = local_port(s->fd);
+            if (s->lport == r->lport)
+                s->want = r;
+        }
+    }
     return n;
+}
+
+/* libcurl: the transfer's connection is up or reused, the request not yet sent. */
+static int on_prereq(void *ud, char *peer_ip, char *local_ip, int peer_port, int local_port_)
+{
+    oai_http_req_t *r = ud;
+    (void)peer_ip;
+    (void)local_ip;
+    (void)peer_port;
+    r->lport = local_port_;
+    return CURL_PREREQFUNC_OK;
 }
 
 static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
@@ -179,6 +248,10 @@ static int start(oai_http_t *h, oai_http_req_t *r, char *msg, size_t msglen)
     r->hdrs = hl;
     r->http_code = 0;
     r->aborted = 0;
+    r->coalesce = 0;
+    r->psock = NULL;
+    r->http = h;
+    r->lport = 0;
     curl_easy_setopt(e, CURLOPT_URL, r->url);
     curl_easy_setopt(e, CURLOPT_POST, 1L);
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, r->body);
@@ -187,6 +260,10 @@ static int start(oai_http_t *h, oai_http_req_t *r, char *msg, size_t msglen)
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
     curl_easy_setopt(e, CURLOPT_PRIVATE, r);
+    if (h->coalesce_us) {
+        curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, on_prereq);
+        curl_easy_setopt(e, CURLOPT_PREREQDATA, r);
+    }
     if (r->on_header) {
         curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
         curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
@@ -219,10 +296,144 @@ static void on_sock_close(uv_handle_t *hd)
     free(hd->data);
 }
 
+/* ---- read coalescing ---- */
+
+static void on_poll(uv_poll_t *p, int status, int events);
+
+static int tick_arm(oai_http_t *h, int on)
+{
+    struct itimerspec its;
+    memset(&its, 0, sizeof(its));
+    if (on) {
+        its.it_interval.tv_sec = h->coalesce_us / 1000000u;
+        its.it_interval.tv_nsec = (long)(h->coalesce_us % 1000000u) * 1000;
+        its.it_value = its.it_interval;
+    }
+    h->tick_on = on;
+    return timerfd_settime(h->tick_fd, 0, &its, NULL);
+}
+
+static void park(oai_http_t *h, sockctx_t *s, oai_http_req_t *r)
+{
+    if (!h->tick_on && tick_arm(h, 1) < 0)
+        return; /* no timer: it stays watched */
+    uv_poll_stop(&s->poll);
+    s->parked = 1;
+    s->req = r;
+    r->psock = s;
+    s->pprev = NULL;
+    s->pnext = h->parked;
+    if (h->parked)
+        h->parked->pprev = s;
+    h->parked = s;
+    h->n_parked++;
+    atomic_fetch_add_explicit(&h->parks, 1, memory_order_relaxed);
+}
+
+static void unpark(oai_http_t *h, sockctx_t *s)
+{
+    if (!s->parked)
+        return;
+    if (s->pprev)
+        s->pprev->pnext = s->pnext;
+    else
+        h->parked = s->pnext;
+    if (s->pnext)
+        s->pnext->pprev = s->pprev;
+    h->n_parked--;
+    s->parked = 0;
+    if (s->req)
+        s->req->psock = NULL;
+    s->req = NULL;
+    if (!s->closing && s->events)
+        uv_poll_start(&s->poll, s->events, on_poll);
+}
+
+/* Runs one socket's action; parks the socket if its transfer asked for it meanwhile. */
+static void sock_action(oai_http_t *h, sockctx_t *s, int flags)
+{
+    int running;
+
+    s->want = NULL;
+    h->cur_sock = s;
+    curl_multi_socket_action(h->multi, s->fd, flags, &running);
+    h->cur_sock = NULL;
+    if (s->want && !s->closing && !s->parked && s->want->easy)
+        park(h, s, s->want);
+    s->want = NULL;
+}
+
+/* The coalescing tick: one poll() over the parked sockets, then libcurl for the ready ones. */
+static void on_tick(uv_poll_t *p, int status, int events)
+{
+    oai_http_t *h = p->data;
+    uint64_t expirations;
+    size_t n = 0, i;
+    sockctx_t *s;
+
+    (void)status;
+    (void)events;
+    if (read(h->tick_fd, &expirations, sizeof(expirations)) < 0 && errno != EAGAIN)
+        return;
+    if (h->n_parked == 0) {
+        tick_arm(h, 0);
+        return;
+    }
+    if (h->cap_tick < h->n_parked) {
+        size_t ncap = h->n_parked * 2;
+        struct pollfd *nf = realloc(h->tick_fds, ncap * sizeof(*nf));
+        sockctx_t **ns;
+        if (nf)
+            h->tick_fds = nf;
+        ns = nf ? realloc(h->tick_socks, ncap * sizeof(*ns)) : NULL;
+        if (!ns)
+            return; /* out of memory: the next tick tries again */
+        h->tick_socks = ns;
+        h->cap_tick = ncap;
+    }
+    for (s = h->parked; s; s = s->pnext, n++) {
+        h->tick_fds[n].fd = s->fd;
+        h->tick_fds[n].events = (short)(POLLIN | (s->events & UV_WRITABLE ? POLLOUT : 0));
+        h->tick_fds[n].revents = 0;
+        h->tick_socks[n] = s;
+    }
+    if (poll(h->tick_fds, (nfds_t)n, 0) <= 0)
+        return;
+    /* A socket that libcurl drops during an action is freed only by the loop's close phase,
+     * after this callback: the pointers stay valid here. */
+    for (i = 0; i < n; i++) {
+        short re = h->tick_fds[i].revents;
+        int flags = 0;
+        s = h->tick_socks[i];
+        if (!re || !s->parked || s->closing)
+            continue;
+        if (re & (POLLIN | POLLHUP | POLLERR))
+            flags |= CURL_CSELECT_IN;
+        if (re & POLLOUT)
+            flags |= CURL_CSELECT_OUT;
+        if (re & POLLERR)
+            flags |= CURL_CSELECT_ERR;
+        sock_action(h, s, flags);
+    }
+    check_done(h);
+}
+
+void oai_http_coalesce(oai_http_req_t *r)
+{
+    r->coalesce = 1;
+}
+
+uint64_t oai_http_parks(oai_http_t *h)
+{
+    return (uint64_t)atomic_load_explicit(&h->parks, memory_order_relaxed);
+}
+
+/* ---- libcurl <-> libuv ---- */
+
 static void on_poll(uv_poll_t *p, int status, int events)
 {
     sockctx_t *s = p->data;
-    int flags = 0, running;
+    int flags = 0;
 
     if (status < 0)
         flags = CURL_CSELECT_ERR;
@@ -230,7 +441,7 @@ static void on_poll(uv_poll_t *p, int status, int events)
         flags |= CURL_CSELECT_IN;
     if (events & UV_WRITABLE)
         flags |= CURL_CSELECT_OUT;
-    curl_multi_socket_action(s->h->multi, s->fd, flags, &running);
+    sock_action(s->h, s, flags);
     check_done(s->h);
 }
 
@@ -243,6 +454,8 @@ static int on_socket(CURL *e, curl_socket_t fd, int action, void *ud, void *sp)
     (void)e;
     if (action == CURL_POLL_REMOVE) {
         if (s) {
+            s->closing = 1;
+            unpark(h, s);
             uv_poll_stop(&s->poll);
             uv_close((uv_handle_t *)&s->poll, on_sock_close);
             curl_multi_assign(h->multi, fd, NULL);
@@ -266,7 +479,9 @@ static int on_socket(CURL *e, curl_socket_t fd, int action, void *ud, void *sp)
         ev |= UV_READABLE;
     if (action == CURL_POLL_OUT || action == CURL_POLL_INOUT)
         ev |= UV_WRITABLE;
-    uv_poll_start(&s->poll, ev, on_poll);
+    s->events = ev;
+    if (!s->parked) /* a parked socket is read on the tick, with what it now asks for */
+        uv_poll_start(&s->poll, ev, on_poll);
     return 0;
 }
 
@@ -341,10 +556,10 @@ static void fail_all(oai_http_t *h, oai_http_req_t *q)
 
 static void close_any(uv_handle_t *hd, void *arg)
 {
-    (void)arg;
+    oai_http_t *h = arg;
     if (uv_is_closing(hd))
         return;
-    uv_close(hd, hd->type == UV_POLL ? on_sock_close : NULL);
+    uv_close(hd, hd->type == UV_POLL && hd != (uv_handle_t *)&h->tick_poll ? on_sock_close : NULL);
 }
 
 static void on_async(uv_async_t *a)
@@ -368,7 +583,7 @@ static void on_async(uv_async_t *a)
             free(h->free_easy[i]);
         }
         h->n_free = 0;
-        uv_walk(&h->loop, close_any, NULL);
+        uv_walk(&h->loop, close_any, h);
         return;
     }
     while (q) {
@@ -386,6 +601,7 @@ static void on_async(uv_async_t *a)
 static void loop_main(void *arg)
 {
     oai_http_t *h = arg;
+    pthread_setname_np(pthread_self(), "oai-http"); /* for per-thread CPU figures (bench/) */
     uv_run(&h->loop, UV_RUN_DEFAULT);
 }
 
@@ -404,9 +620,23 @@ int oai_http_create(const oai_http_cfg_t *cfg, oai_http_t **out, char *err, size
         goto fail_global;
     }
     h->connect_timeout_ms = cfg->connect_timeout_ms;
+    h->coalesce_us = cfg->coalesce_us;
+    h->tick_fd = -1;
     if ((rc = uv_loop_init(&h->loop)) != 0) {
         snprintf(err, errlen, "uv_loop_init: %s", uv_strerror(rc));
         goto fail_alloc;
+    }
+    if (h->coalesce_us) {
+        h->tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+        if (h->tick_fd < 0 || uv_poll_init(&h->loop, &h->tick_poll, h->tick_fd) != 0) {
+            snprintf(err, errlen, "the read-coalescing timer: %s", strerror(errno));
+            if (h->tick_fd >= 0)
+                close(h->tick_fd);
+            h->tick_fd = -1;
+            goto fail_loop;
+        }
+        h->tick_poll.data = h;
+        uv_poll_start(&h->tick_poll, UV_READABLE, on_tick);
     }
     h->multi = curl_multi_init();
     if (!h->multi) {
@@ -435,10 +665,20 @@ int oai_http_create(const oai_http_cfg_t *cfg, oai_http_t **out, char *err, size
 fail_handles:
     uv_close((uv_handle_t *)&h->timer, NULL);
     uv_close((uv_handle_t *)&h->async, NULL);
+    if (h->tick_fd >= 0)
+        uv_close((uv_handle_t *)&h->tick_poll, NULL);
     uv_run(&h->loop, UV_RUN_DEFAULT);
+    if (h->tick_fd >= 0)
+        close(h->tick_fd);
+    h->tick_fd = -1;
     uv_mutex_destroy(&h->lock);
     curl_multi_cleanup(h->multi);
 fail_loop:
+    if (h->tick_fd >= 0) {
+        uv_close((uv_handle_t *)&h->tick_poll, NULL);
+        uv_run(&h->loop, UV_RUN_DEFAULT);
+        close(h->tick_fd);
+    }
     uv_loop_close(&h->loop);
 fail_alloc:
     free(h);
@@ -480,6 +720,10 @@ void oai_http_destroy(oai_http_t *h)
     uv_thread_join(&h->thread);
     uv_loop_close(&h->loop);
     uv_mutex_destroy(&h->lock);
+    if (h->tick_fd >= 0)
+        close(h->tick_fd);
+    free(h->tick_fds);
+    free(h->tick_socks);
     free(h->free_easy);
     free(h);
     curl_global_cleanup();

@@ -10,7 +10,15 @@
  * Limits: at most |max_conns| connections (and so concurrent HTTP/1.1 streams; more requests
  * wait in libcurl's queue); each request has a deadline (timeout_ms, from submission); an error
  * response's body is kept up to 512 bytes for the message. Callbacks run on the loop thread and
- * must not block. */
+ * must not block.
+ *
+ * Read coalescing (cfg.coalesce_us > 0): once a transfer's urgent part is in (an LLM stream's
+ * first token), its reader calls oai_http_coalesce() from on_data; from then on the loop stops
+ * watching that transfer's socket and reads it on a common tick every coalesce_us instead (one
+ * poll() over all such sockets, then libcurl for the ready ones), so that one wake-up and one
+ * recv bring several events. The rest of the response, its end included, then arrives up to
+ * coalesce_us later than it could. Every other socket (connecting, sending, waiting for the first
+ * token) is watched as usual. */
 #ifndef OAI_HTTP_H
 #define OAI_HTTP_H
 
@@ -46,14 +54,22 @@ struct oai_http_req {
     void *hdrs;
     oai_http_req_t *next, *prev;
     int aborted;
+    int coalesce; /* oai_http_coalesce() was called */
+    void *http;   /* the pool */
+    void *psock;  /* the socket it is parked on, or NULL */
+    int lport;    /* its connection's local TCP port (coalescing only) */
     long http_code;
     char *errbody;
     size_t errbody_len;
 };
 
+/* The openai backend's default coalesce_us (its option), also llm_direct's (bench/llm). */
+#define OAI_HTTP_COALESCE_US_DEFAULT 2000
+
 typedef struct {
     uint32_t max_conns;
     long connect_timeout_ms;
+    uint32_t coalesce_us; /* 0: off; else the read tick of coalescing transfers (above) */
 } oai_http_cfg_t;
 
 /* 0, or a negative code with a reason in err. */
@@ -61,5 +77,11 @@ int oai_http_create(const oai_http_cfg_t *cfg, oai_http_t **out, char *err, size
 /* Thread-safe. 0, or OAI_HTTP_ESTOP once destroy has begun (on_done is then not called). */
 int oai_http_submit(oai_http_t *h, oai_http_req_t *r);
 void oai_http_destroy(oai_http_t *h);
+/* From r's on_data only: the rest of r's response may be read on the coalescing tick (above).
+ * No effect when the pool's coalesce_us is 0. */
+void oai_http_coalesce(oai_http_req_t *r);
+/* How many times a transfer's connection was moved onto the coalescing tick so far (any thread;
+ * for tests and figures). */
+uint64_t oai_http_parks(oai_http_t *h);
 
 #endif
