@@ -36,10 +36,11 @@ struct cmn_ucx {
     uv_check_t check;
     uv_idle_t idle;
     int handles_open;
-    int refs;    /* endpoints and listeners alive */
-    int err_due; /* an endpoint failed inside progress: report after it */
-    int closing; /* cmn_ucx_close was called */
-    ep_t *eps;   /* endpoints that receive frames */
+    int refs;                     /* endpoints and listeners alive */
+    int err_due;                  /* an endpoint failed inside progress: report after it */
+    int closing;                  /* cmn_ucx_close was called */
+    unsigned long long anonymous; /* messages dropped: no sender's endpoint to answer */
+    ep_t *eps;                    /* endpoints that receive frames */
     pthread_mutex_t reg_lock;
     reg_t *regs;
     size_t nregs, regs_cap;
@@ -59,7 +60,7 @@ struct cmn_ucx_incoming {
     int taken;
 };
 
-enum { RX_READY, RX_RNDV_WAIT, RX_RNDV_BUSY };
+enum { RX_READY, RX_RNDV_WAIT, RX_RNDV_BUSY, RX_FAILED };
 
 /* A frame held because an earlier one is not delivered yet, or reading is paused. */
 typedef struct rx {
@@ -70,9 +71,13 @@ typedef struct rx {
     uint8_t *payload; /* where the payload is (once READY) */
     void *held;       /* UCX's eager data (ucp_am_data_release) or rendezvous descriptor */
     uint8_t *buf;     /* ours: freed after delivery */
+    void *req;        /* the rendezvous receive while RX_RNDV_BUSY */
+    size_t held_size; /* counted in e->held_bytes */
     int meta_in_data; /* the sender put the metadata before the payload in the data */
     int state;
 } rx_t;
+
+typedef struct tx tx_t;
 
 struct cmn__ucx_ep {
     cmn_ucx_t *u;
@@ -81,7 +86,12 @@ struct cmn__ucx_ep {
     const cmn__ucx_hooks_t *hooks;
     ep_t *next, *prev; /* in u->eps while frames may arrive */
     rx_t *rx_head, *rx_tail;
-    int inflight; /* sends, flushes and rendezvous receives UCX still owes a callback */
+    tx_t *tx_head;   /* sends UCX has not completed */
+    tx_t *sending;   /* the send inside ucp_am_send_nbx (its callback may run inside it) */
+    void *flush_req; /* the connect or shutdown flush UCX has not completed */
+    int flushing;    /* that flush is under way (its callback may come inside the call) */
+    int inflight;    /* sends, flushes and rendezvous receives UCX still owes a callback */
+    size_t held_bytes, held_frames; /* frames held in rx_head (UCX has no backpressure) */
     int connecting;
     int broken;     /* no frame is delivered any more */
     int failed;     /* UCX reported the endpoint broken: nothing can be sent either */
@@ -92,7 +102,9 @@ struct cmn__ucx_ep {
 };
 
 /* One frame on its way out: the packed head, then the data segments. */
-typedef struct {
+struct tx {
+    tx_t *next, *prev; /* in e->tx_head until UCX completes it */
+    void *req;
     ep_t *e;
     cmn_conn_sent_cb cb;
     void *arg;
@@ -100,7 +112,7 @@ typedef struct {
     uint8_t *gather; /* several segments copied into one (see cmn__ucx_send) */
     ucp_dt_iov_t *iov;
     uint8_t head[];
-} tx_t;
+};
 
 static void ucx_progress(cmn_ucx_t *u);
 static void on_idle(uv_idle_t *h);
@@ -526,12 +538,44 @@ static void report_errors(cmn_ucx_t *u)
     }
 }
 
+/* Flushes the endpoint (connect: wired up to the peer; shutdown: everything sent has arrived);
+ * |cb| follows unless cmn__ucx_close abandons the flush first. */
+static int flush_start(ep_t *e, ucp_send_nbx_callback_t cb)
+{
+    ucp_request_param_t rp;
+    ucs_status_ptr_t req;
+
+    memset(&rp, 0, sizeof(rp));
+    rp.op_attr_mask =
+        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    rp.cb.send = cb;
+    rp.user_data = e;
+    e->inflight++; /* before the call: its callback may run inside it */
+    e->flushing = 1;
+    req = ucp_ep_flush_nbx(e->ep, &rp);
+    if (UCS_PTR_IS_ERR(req)) {
+        e->inflight--;
+        e->flushing = 0;
+        return CMN_ECLOSED;
+    }
+    if (e->flushing) /* NO_IMM_CMPL: a request, unless the callback already ran */
+        e->flush_req = req;
+    return 0;
+}
+
+static void flush_done(ep_t *e, void *req)
+{
+    ucp_request_free(req);
+    e->flush_req = NULL;
+    e->flushing = 0;
+    e->inflight--;
+}
+
 static void on_connect_flushed(void *req, ucs_status_t st, void *user_data)
 {
     ep_t *e = user_data;
 
-    ucp_request_free(req);
-    e->inflight--;
+    flush_done(e, req);
     if (!e->closing && e->connecting) {
         if (st == UCS_OK) {
             connect_done(e, 0);
@@ -569,8 +613,6 @@ int cmn__ucx_connect(cmn_ucx_t *u, cmn_conn_t *c, const struct sockaddr *addr,
                      const cmn__ucx_hooks_t *hooks)
 {
     ucp_ep_params_t p;
-    ucp_request_param_t rp;
-    ucs_status_ptr_t req;
     ucs_status_t st;
     ep_t *e;
 
@@ -599,16 +641,8 @@ int cmn__ucx_connect(cmn_ucx_t *u, cmn_conn_t *c, const struct sockaddr *addr,
     e->connecting = 1;
     ep_link(e);
     /* The flush completes once the endpoint is wired up to the peer's listener. */
-    memset(&rp, 0, sizeof(rp));
-    rp.op_attr_mask =
-        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    rp.cb.send = on_connect_flushed;
-    rp.user_data = e;
-    e->inflight++; /* before the call: its callback may run inside it */
-    req = ucp_ep_flush_nbx(e->ep, &rp);
-    if (UCS_PTR_IS_ERR(req)) {
+    if (flush_start(e, on_connect_flushed) < 0) {
         /* Reported through the error handler or the caller's close. */
-        e->inflight--;
         e->connecting = 0;
         return CMN_ECLOSED;
     }
@@ -685,6 +719,8 @@ static void frame_error(ep_t *e, int err)
 
 static void rx_free(ep_t *e, rx_t *r)
 {
+    e->held_bytes -= r->held_size;
+    e->held_frames--;
     if (r->held)
         ucp_am_data_release(e->u->worker, r->held);
     if (!r->meta_in_data)
@@ -700,9 +736,10 @@ static void on_rndv_done(void *req, ucs_status_t st, size_t length, void *user_d
 
     (void)length;
     ucp_request_free(req);
+    r->req = NULL;
     e->inflight--;
+    r->state = st == UCS_OK ? RX_READY : RX_FAILED;
     if (st == UCS_OK) {
-        r->state = RX_READY;
         if (!e->fetching)
             cmn__ucx_deliver(e->c);
     } else if (!e->closing && !e->broken) {
@@ -763,6 +800,8 @@ static int rndv_start(ep_t *e, rx_t *r)
     }
     if (req == NULL)
         r->state = RX_READY;
+    else if (r->state == RX_RNDV_BUSY) /* its callback has not run inside the call */
+        r->req = req;
     return 0;
 }
 
@@ -803,8 +842,15 @@ static ucs_status_t on_am(void *arg, const void *header, size_t header_length, v
     rx_t *r;
     int rc, rndv, meta_in_data;
 
-    if (!(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP))
+    if (!(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)) {
+        /* Whose it is cannot be known, so no connection can be told: dropped, and said (the
+         * first, then every 1000th, so a flood cannot fill the log). */
+        if (u->anonymous++ % 1000 == 0)
+            cmn_log_warn("ucx: a message without its sender's endpoint (no UCP_AM_SEND_FLAG_REPLY; "
+                         "%zu header + %zu data bytes): dropped (%llu so far)",
+                         header_length, length, (unsigned long long)u->anonymous);
         return UCS_OK;
+    }
     e = ep_find(u, param->reply_ep);
     if (!e || e->broken || e->closing || e->c->closing)
         return UCS_OK; /* dropped, as bytes after a close are */
@@ -829,7 +875,13 @@ static ucs_status_t on_am(void *arg, const void *header, size_t header_length, v
     meta_in_data = header_length == CMN_FRAME_HEADER_SIZE && h.meta_len > 0;
     if ((!meta_in_data && header_length != CMN_FRAME_HEADER_SIZE + h.meta_len) ||
         length != (size_t)h.payload_len + (meta_in_data ? h.meta_len : 0)) {
-        frame_error(e, CMN_ETOOBIG);
+        /* A message is whole or absent: no partial frame to wait for, so the lengths must add up.
+         */
+        snprintf(e->c->last_error, sizeof(e->c->last_error),
+                 "UCX message of %zu header + %zu data bytes does not match its frame header "
+                 "(%u metadata + %u payload bytes)",
+                 header_length, length, h.meta_len, h.payload_len);
+        frame_error(e, CMN_EFIELD);
         return UCS_OK;
     }
     if (!rndv && !e->rx_head && can_deliver(e)) {
@@ -840,7 +892,22 @@ static ucs_status_t on_am(void *arg, const void *header, size_t header_length, v
             deliver_frame(e, &h, hb + CMN_FRAME_HEADER_SIZE, d);
         return UCS_OK;
     }
-    /* Held: behind an earlier frame, paused, or a rendezvous payload still to fetch. */
+    /* Held: behind an earlier frame, paused, or a rendezvous payload still to fetch. A peer's
+     * active messages cannot be refused (TCP would stop reading and let the window close), so
+     * what is held is bounded: twice the frame limit plus 16 MiB, 65536 frames. */
+    {
+        size_t add = header_length + (rndv ? 0 : length) + sizeof(rx_t);
+        uint64_t cap = 2 * e->c->dec.limits.max_frame + ((uint64_t)16 << 20);
+        if ((uint64_t)e->held_bytes + add > cap || e->held_frames >= 65536) {
+            snprintf(e->c->last_error, sizeof(e->c->last_error),
+                     "UCX peer sent %zu more bytes while %zu frames (%zu bytes) were held "
+                     "(reading paused or a payload still to fetch): over the limit of %llu "
+                     "bytes or 65536 frames",
+                     add, e->held_frames, e->held_bytes, (unsigned long long)cap);
+            frame_error(e, CMN_EOVERLOAD);
+            return UCS_OK;
+        }
+    }
     r = calloc(1, sizeof(*r));
     if (!r || (!meta_in_data && h.meta_len && !(r->meta = malloc(h.meta_len)))) {
         free(r);
@@ -850,6 +917,9 @@ static ucs_status_t on_am(void *arg, const void *header, size_t header_length, v
     r->e = e;
     r->hdr = h;
     r->meta_in_data = meta_in_data;
+    r->held_size = header_length + (rndv ? 0 : length) + sizeof(rx_t);
+    e->held_bytes += r->held_size;
+    e->held_frames++;
     if (!meta_in_data && h.meta_len)
         memcpy(r->meta, hb + CMN_FRAME_HEADER_SIZE, h.meta_len);
     if (rndv || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA)) {
@@ -901,6 +971,18 @@ static void written(cmn_conn_t *c, size_t n)
     }
 }
 
+static void tx_unlink(ep_t *e, tx_t *t)
+{
+    if (e->sending == t)
+        e->sending = NULL;
+    if (t->prev)
+        t->prev->next = t->next;
+    else
+        e->tx_head = t->next;
+    if (t->next)
+        t->next->prev = t->prev;
+}
+
 static void on_sent(void *req, ucs_status_t st, void *user_data)
 {
     tx_t *t = user_data;
@@ -910,6 +992,7 @@ static void on_sent(void *req, ucs_status_t st, void *user_data)
 
     ucp_request_free(req);
     e->inflight--;
+    tx_unlink(e, t);
     if (st == UCS_OK)
         c->bytes_out += t->bytes;
     bytes = t->bytes;
@@ -982,9 +1065,12 @@ int cmn__ucx_send(cmn_conn_t *c, unsigned type, const ProtobufCMessage *meta,
         if (rp.memh)
             rp.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
     } else if (nseg > 1) {
-        /* UCX 1.13's active messages mishandle the iov datatype (the receiver is told the
-         * segment count as the length), so several segments are gathered into one buffer: the
-         * one copy on this path, avoided by passing the payload as one segment. */
+        /* UCX 1.13.1 mishandles the iov datatype on rendezvous active messages: sent with
+         * UCP_OP_ATTR_FIELD_DATATYPE = ucp_dt_make_iov() and count = 3 segments of 8 MiB in all,
+         * the receiver's callback got length 3 (the segment count) instead of 8388608 (measured
+         * with test_ucx's three-segment frame, UCX_TLS=tcp and sm). So several segments are
+         * gathered into one buffer: the one copy on this path, avoided by passing the payload as
+         * one segment. */
         size_t off = 0;
         t->gather = malloc(t->bytes);
         if (!t->gather) {
@@ -1002,8 +1088,19 @@ int cmn__ucx_send(cmn_conn_t *c, unsigned type, const ProtobufCMessage *meta,
     bytes = t->bytes;
     e->inflight++;
     c->bytes_writing += bytes;
+    t->req = NULL;
+    t->prev = NULL;
+    t->next = e->tx_head;
+    if (e->tx_head)
+        e->tx_head->prev = t;
+    e->tx_head = t;
+    e->sending = t;
     req = ucp_am_send_nbx(e->ep, AM_FRAME, t->head, hlen, buf, count, &rp);
+    if (e->sending == t && !UCS_PTR_IS_ERR(req)) /* on_sent has not run inside the call */
+        t->req = req;
+    e->sending = NULL;
     if (UCS_PTR_IS_ERR(req)) {
+        tx_unlink(e, t);
         e->inflight--;
         c->bytes_writing -= bytes;
         free(t->gather);
@@ -1025,8 +1122,7 @@ static void on_shutdown_flushed(void *req, ucs_status_t st, void *user_data)
     ep_t *e = user_data;
 
     (void)st;
-    ucp_request_free(req);
-    e->inflight--;
+    flush_done(e, req);
     if (!e->closing)
         end_later(e, e->c->close_reason ? e->c->close_reason : CMN_ECLOSED);
     maybe_released(e);
@@ -1035,8 +1131,6 @@ static void on_shutdown_flushed(void *req, ucs_status_t st, void *user_data)
 void cmn__ucx_shutdown(cmn_conn_t *c)
 {
     ep_t *e = c->ucx;
-    ucp_request_param_t rp;
-    ucs_status_ptr_t req;
 
     if (!e || e->closing)
         return;
@@ -1044,17 +1138,57 @@ void cmn__ucx_shutdown(cmn_conn_t *c)
         e->hooks->end(c, c->close_reason);
         return;
     }
-    memset(&rp, 0, sizeof(rp));
-    rp.op_attr_mask =
-        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    rp.cb.send = on_shutdown_flushed;
-    rp.user_data = e;
-    e->inflight++; /* before the call: its callback may run inside it */
-    req = ucp_ep_flush_nbx(e->ep, &rp);
-    if (UCS_PTR_IS_ERR(req)) {
-        e->inflight--;
+    if (e->flushing) /* a shutdown flush is under way already */
+        return;
+    if (flush_start(e, on_shutdown_flushed) < 0)
         e->hooks->end(c, c->close_reason);
+}
+
+/* UCX has closed the endpoint (forced) yet still owes callbacks: seen with UCX 1.13 over shared
+ * memory, where a flush under way when the peer closes never completes (a QDL's shutdown then
+ * waited forever for its node). Nothing more can move on this endpoint: each request is given
+ * back to UCX without its callback (ucp_request_free), and its owner told UV_ECANCELED. */
+static void abandon(ep_t *e)
+{
+    cmn_conn_t *c = e->c;
+    int n = 0;
+    tx_t *t;
+    rx_t *r;
+
+    if (e->flushing) {
+        if (e->flush_req)
+            ucp_request_free(e->flush_req);
+        e->flush_req = NULL;
+        e->flushing = 0;
+        e->inflight--;
+        n++;
     }
+    while ((t = e->tx_head) != NULL) {
+        size_t bytes = t->bytes;
+        tx_unlink(e, t);
+        if (t->req)
+            ucp_request_free(t->req);
+        e->inflight--;
+        n++;
+        if (t->cb)
+            t->cb(t->arg, UV_ECANCELED);
+        free(t->gather);
+        free(t);
+        written(c, bytes);
+    }
+    r = e->rx_head;
+    if (r && r->state == RX_RNDV_BUSY && r->req) {
+        ucp_request_free(r->req);
+        r->req = NULL;
+        e->inflight--;
+        n++;
+        e->rx_head = e->rx_tail = NULL;
+        rx_free(e, r);
+    }
+    if (n > 0)
+        cmn_log_debug("ucx: %s: %d operations UCX did not complete after closing the endpoint: "
+                      "abandoned",
+                      c->peer, n);
 }
 
 static void on_ep_closed(void *req, ucs_status_t st, void *user_data)
@@ -1064,6 +1198,7 @@ static void on_ep_closed(void *req, ucs_status_t st, void *user_data)
     (void)st;
     ucp_request_free(req);
     e->ep_released = 1;
+    abandon(e);
     maybe_released(e);
 }
 
@@ -1073,6 +1208,7 @@ static void on_release_timer_closed(uv_handle_t *h)
     ep_t *e = h->data;
     free(h);
     e->ep_released = 1;
+    abandon(e);
     maybe_released(e);
 }
 
@@ -1119,6 +1255,7 @@ void cmn__ucx_close(cmn_conn_t *c)
             return;
         }
         e->ep_released = 1; /* no memory: released now; conn.c still holds its own handles */
+        abandon(e);
         maybe_released(e);
     }
 }

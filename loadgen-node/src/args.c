@@ -123,8 +123,7 @@ static const opt_t options[] = {
     STR("tls-server-name", "NAME", tls_name, "name expected in the nodes' certificates (QDL)"),
     FLAG("ucx-busy-poll", ucx_busy_poll,
          "progress UCX on every QDL loop turn instead of sleeping on its\n"
-         "event fd (ucx:// nodes): lowest latency, one core busy; needed\n"
-         "for UCX shared memory"),
+         "event fd (ucx:// nodes): lowest latency, one core busy"),
     FN("null-threaded", NULL, set_null,
        "null SUT: complete from a helper thread (default: inline)"),
     FN("null-delay-us", "N", set_null,
@@ -524,22 +523,27 @@ static int parse_argv(int argc, char **argv, lg_args_t *o, int pass, cmn_errbuf_
     return 0;
 }
 
-/* host:port, [v6]:port: the syntax the QDL accepts, checked here so that a typo is a usage error
- * (exit 2) naming the entry, not a failed run. */
+/* [tcp://|ucx://]host:port, [v6]:port: the syntax the QDL accepts, checked here so that a typo is
+ * a usage error (exit 2) naming the entry, not a failed run. */
 static int check_node(const char *a, size_t len, cmn_errbuf_t *eb)
 {
-    const char *colon, *end = a + len;
+    const char *colon, *end = a + len, *whole = a;
+    int wl = (int)len;
     char port[8];
     uint64_t p;
     size_t pl;
 
+    if (len > 6 && (strncmp(a, "tcp://", 6) == 0 || strncmp(a, "ucx://", 6) == 0)) {
+        a += 6; /* the transport (common/README.md) */
+        len -= 6;
+    }
     if (len == 0)
         return cmn_errf(eb, CMN_ECONFIG, "--nodes: an empty entry (two commas, or a trailing one)");
     if (a[0] == '[') {
         const char *rb = memchr(a, ']', len);
 
         if (!rb || rb == a + 1 || rb + 1 >= end || rb[1] != ':')
-            return cmn_errf(eb, CMN_ECONFIG, "--nodes: '%.*s' is not [ADDR]:PORT", (int)len, a);
+            return cmn_errf(eb, CMN_ECONFIG, "--nodes: '%.*s' is not [ADDR]:PORT", wl, whole);
         colon = rb + 1;
     } else {
         colon = NULL;
@@ -548,17 +552,15 @@ static int check_node(const char *a, size_t len, cmn_errbuf_t *eb)
                 colon = c;
         if (!colon || colon == a || memchr(a, ':', (size_t)(colon - a)))
             return cmn_errf(eb, CMN_ECONFIG,
-                            "--nodes: '%.*s' is not HOST:PORT (IPv6 as [ADDR]:PORT)", (int)len, a);
+                            "--nodes: '%.*s' is not HOST:PORT (IPv6 as [ADDR]:PORT)", wl, whole);
     }
     pl = (size_t)(end - colon - 1);
     if (pl == 0 || pl >= sizeof(port))
-        return cmn_errf(eb, CMN_ECONFIG, "--nodes: '%.*s' has no port from 1 to 65535", (int)len,
-                        a);
+        return cmn_errf(eb, CMN_ECONFIG, "--nodes: '%.*s' has no port from 1 to 65535", wl, whole);
     memcpy(port, colon + 1, pl);
     port[pl] = '\0';
     if (cmn_parse_u64(port, &p) < 0 || p == 0 || p > 65535)
-        return cmn_errf(eb, CMN_ECONFIG, "--nodes: '%.*s' has no port from 1 to 65535", (int)len,
-                        a);
+        return cmn_errf(eb, CMN_ECONFIG, "--nodes: '%.*s' has no port from 1 to 65535", wl, whole);
     return 0;
 }
 

@@ -67,7 +67,7 @@ static const opt_doc_t options[] = {
      "while it is busy (default 1000; 0 disables; keep it under the QDL's ping timeout)"},
     {"ucx-busy-poll", NULL,
      "on ucx:// listeners, progress UCX on every loop turn instead of sleeping on its event "
-     "fd: lowest latency, one core busy; needed for UCX shared memory (config: 1 or 0)"},
+     "fd: lowest latency, one core busy (config: 1 or 0)"},
     {"seed", "N", "seed for backends with randomness (sim) (default 0)"},
     {"port-file", "FILE", "write the bound port here once listening (for scripts using port 0)"},
     {"metrics-listen", "ADDR:PORT",
@@ -344,6 +344,12 @@ int main(int argc, char **argv)
     cmn_errbuf_t eb = {{0}};
     int rc;
 
+    /* A node restarted on its port must listen on ucx:// while its old connections are in
+     * TIME_WAIT, as its tcp:// listener does (libuv sets SO_REUSEADDR); UCX's TCP connection
+     * manager does not by default and reads the setting only from the environment
+     * (ucp_config_modify does not reach it in UCX 1.13). Set first, while the process is one
+     * thread; an explicit UCX_TCP_CM_REUSEADDR wins. */
+    setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
     cmn_log_init("sut-node", CMN_LOG_INFO);
     sut__opts_defaults(&opt);
     rc = parse_args(argc, argv, &opt, &eb);

@@ -352,7 +352,7 @@ static void handle_hello(sut_session_t *s, const Nsut__Hello *h)
     Nsut__Codec accepted[8];
     cmn_frame_limits_t lim = cmn_frame_limits_default();
     size_t i;
-    char why[256], client[128];
+    char why[256], client[128], transport[128];
     int result_codec = CMPR_NONE;
 
     if (h->version_min > CMN_PROTOCOL_VERSION || h->version_max < CMN_PROTOCOL_VERSION) {
@@ -396,10 +396,11 @@ static void handle_hello(sut_session_t *s, const Nsut__Hello *h)
         s->preauth = 0;
         s->ss->n_preauth--;
     }
-    cmn_log_info("%s: handshake done (client '%s', result codec %s)", s->conn.peer,
+    cmn_conn_describe(&s->conn, transport, sizeof(transport));
+    cmn_log_info("%s: handshake done (client '%s', result codec %s, transport %s)", s->conn.peer,
                  cmn_sanitize(h->client_name ? h->client_name : "",
                               h->client_name ? strlen(h->client_name) : 0, client, sizeof(client)),
-                 cmpr_codec_name(result_codec));
+                 cmpr_codec_name(result_codec), transport);
 }
 
 /* Whether a Query may take the zero-copy path: every sample uncompressed, and enough of them to
@@ -742,6 +743,11 @@ static void on_decode_error(cmn_conn_t *c, int err)
     } else if (err == UV_ENOMEM) {
         wire = NSUT__ERROR_CODE__ERROR_INTERNAL;
         snprintf(why, sizeof(why), "out of memory for a frame");
+    } else if ((err == CMN_EFIELD || err == CMN_EOVERLOAD) && c->ucx && c->last_error[0]) {
+        /* ucx://: lengths that do not add up, or too much sent while frames were held */
+        if (err == CMN_EOVERLOAD)
+            wire = NSUT__ERROR_CODE__ERROR_OVERLOAD;
+        snprintf(why, sizeof(why), "%.200s", c->last_error);
     } else {
         snprintf(why, sizeof(why), "frame header rejected: %s", cmn_strerror(err));
     }

@@ -33,7 +33,7 @@ static void start_sim_nodes(size_t n, const char *a_us)
         const char *args[] = {"--backend", "sim",         "--name", names[i], "--backend-opt",
                               a_us,        "--max-batch", "8",      NULL};
         ck_assert_int_eq(tn_spawn(&nodes[i], SUT_NODE_EXE, args), 0);
-        snprintf(addrs[i], sizeof(addrs[i]), "127.0.0.1:%d", nodes[i].port);
+        snprintf(addrs[i], sizeof(addrs[i]), "%s127.0.0.1:%d", tn_scheme(), nodes[i].port);
         addr_list[i] = addrs[i];
     }
 }
@@ -208,7 +208,7 @@ START_TEST(busy_node_is_not_down)
 
     run_init(16, 64, 0);
     ck_assert_int_eq(tn_spawn(&nodes[0], SUT_NODE_EXE, args), 0);
-    snprintf(addrs[0], sizeof(addrs[0]), "127.0.0.1:%d", nodes[0].port);
+    snprintf(addrs[0], sizeof(addrs[0]), "%s127.0.0.1:%d", tn_scheme(), nodes[0].port);
     addr_list[0] = addrs[0];
     q = qdl_on_deadline(1, 2000); /* ping every 200 ms, down after 2 s of silence */
     issue_range(q, 0, 16, 16);
@@ -238,7 +238,7 @@ START_TEST(old_backlog_survives_a_short_outage)
 
     run_init(64, 64, 0);
     ck_assert_int_eq(tn_spawn(&nodes[0], SUT_NODE_EXE, args), 0);
-    snprintf(addrs[0], sizeof(addrs[0]), "127.0.0.1:%d", nodes[0].port);
+    snprintf(addrs[0], sizeof(addrs[0]), "%s127.0.0.1:%d", tn_scheme(), nodes[0].port);
     addr_list[0] = addrs[0];
     q = qdl_on(1);
     t0 = cmn_now_ns();

@@ -319,12 +319,20 @@ END_TEST
 
 static tn_proc_t bad_node;
 
+/* The handshake deadline: short, so the silent client's test is quick; over ucx:// longer, as
+ * the deadline runs from UCX's connection request, before the client's endpoint is wired up
+ * (over shared memory under load that took over 400 ms). */
+static const char *hs_timeout(void)
+{
+    return tn_is_ucx() ? "3000" : "400";
+}
+
 static void bad_setup(void)
 {
     const char *args[] = {"--backend",
                           "digest",
                           "--handshake-timeout-ms",
-                          "400",
+                          hs_timeout(),
                           "--frame-timeout-ms",
                           "400",
                           "--max-frame",
@@ -409,12 +417,22 @@ START_TEST(bad_truncated_and_stalled)
 {
     uint8_t b[64];
 
-    /* Half a frame, then nothing: dropped after the frame timeout. */
+    /* Half a frame, then nothing: dropped after the frame timeout. Over ucx:// a frame is one
+     * active message, whole or absent: the half frame is a message whose lengths do not match
+     * its header, refused at once. */
     header(b, 1, CMN_MSG_QUERY, 0, 10, 100);
-    bad_raw(1, b, CMN_FRAME_HEADER_SIZE + 4, NSUT__ERROR_CODE__ERROR_TIMEOUT,
-            "a frame half received");
+    if (tn_is_ucx())
+        bad_raw(1, b, CMN_FRAME_HEADER_SIZE + 4, NSUT__ERROR_CODE__ERROR_PROTOCOL,
+                "does not match its frame header (10 metadata + 100 payload bytes)");
+    else
+        bad_raw(1, b, CMN_FRAME_HEADER_SIZE + 4, NSUT__ERROR_CODE__ERROR_TIMEOUT,
+                "a frame half received");
     /* Connected and silent: dropped after the handshake timeout. */
-    bad_raw(0, NULL, 0, NSUT__ERROR_CODE__ERROR_TIMEOUT, "no Hello within 400 ms");
+    {
+        char needle[64];
+        snprintf(needle, sizeof(needle), "no Hello within %s ms", hs_timeout());
+        bad_raw(0, NULL, 0, NSUT__ERROR_CODE__ERROR_TIMEOUT, needle);
+    }
     /* A truncated frame followed by the peer closing: the node just closes its side. */
     {
         tn_client_t c;
@@ -423,6 +441,68 @@ START_TEST(bad_truncated_and_stalled)
         tn_close(&c);
         good_query(&bad_node);
     }
+}
+END_TEST
+
+/* Sends one active message split as given (ucx://), expects |want| and the close, the log line,
+ * and a good query after. */
+static void bad_msg(const void *hdr, size_t hlen, const void *data, size_t dlen, int want,
+                    const char *log_needle)
+{
+    tn_client_t c;
+    int code;
+
+    connect_ready(&c, &bad_node);
+    /* A rendezvous the node refuses never completes at the sender (the endpoint closes): the
+     * send may fail; the Error frame must arrive all the same. */
+    (void)tn_send_ucx_msg(&c, hdr, hlen, data, dlen, 1);
+    code = tn_expect_error(&c, 5000);
+    ck_assert_msg(code == want, "expected error %d, got %d", want, code);
+    tn_close(&c);
+    ck_assert_msg(tn_wait_log(&bad_node, log_needle, 10000), "log lacks '%s'", log_needle);
+    good_query(&bad_node);
+}
+
+/* ucx:// only: messages a TCP byte stream cannot express. A header split that disagrees with the
+ * frame header either way, data longer or shorter than announced (eager and rendezvous sizes:
+ * refused before a byte of a rendezvous payload moves), an oversized frame announced in a
+ * rendezvous message, and a message without its sender's endpoint (dropped and logged: the node
+ * cannot tell whom to answer). */
+START_TEST(bad_ucx_messages)
+{
+    static uint8_t big[300 * 1024];
+    uint8_t h[64];
+    tn_client_t c;
+
+    memset(h, 0, sizeof(h));
+    /* Metadata announced as 10 bytes, 20 in the header. */
+    header(h, 1, CMN_MSG_QUERY, 0, 10, 0);
+    bad_msg(h, CMN_FRAME_HEADER_SIZE + 20, NULL, 0, NSUT__ERROR_CODE__ERROR_PROTOCOL,
+            "36 header + 0 data bytes does not match");
+    /* Payload announced as 100 bytes, 300 KiB sent (a rendezvous on every transport). */
+    header(h, 1, CMN_MSG_QUERY, 0, 0, 100);
+    bad_msg(h, CMN_FRAME_HEADER_SIZE, big, sizeof(big), NSUT__ERROR_CODE__ERROR_PROTOCOL,
+            "16 header + 307200 data bytes does not match");
+    /* Payload announced as 300 KiB, 100 bytes sent. */
+    header(h, 1, CMN_MSG_QUERY, 0, 0, sizeof(big));
+    bad_msg(h, CMN_FRAME_HEADER_SIZE, big, 100, NSUT__ERROR_CODE__ERROR_PROTOCOL,
+            "16 header + 100 data bytes does not match");
+    /* 2 MiB against the node's 1 MiB frame limit, really sent: refused from the header. */
+    {
+        uint8_t *huge = calloc(1, 2u << 20);
+        ck_assert_ptr_nonnull(huge);
+        header(h, 1, CMN_MSG_QUERY, 0, 0, 2u << 20);
+        bad_msg(h, CMN_FRAME_HEADER_SIZE, huge, 2u << 20, NSUT__ERROR_CODE__ERROR_TOO_LARGE,
+                "over the limit of 1048576");
+        free(huge);
+    }
+    /* Without the sender's endpoint: dropped, logged, and the connection still works. */
+    connect_ready(&c, &bad_node);
+    header(h, 1, CMN_MSG_PING, 0, 0, 0);
+    ck_assert_int_eq(tn_send_ucx_msg(&c, h, CMN_FRAME_HEADER_SIZE, NULL, 0, 0), 0);
+    ck_assert(tn_wait_log(&bad_node, "without its sender's endpoint", 10000));
+    tn_close(&c);
+    good_query(&bad_node);
 }
 END_TEST
 
@@ -825,6 +905,8 @@ static TCase *tc_bad_input(void)
     tcase_add_test(tc, bad_truncated_and_stalled);
     tcase_add_test(tc, bad_state_and_version);
     tcase_add_test(tc, bad_codec_and_compression);
+    if (tn_is_ucx())
+        tcase_add_test(tc, bad_ucx_messages);
     tcase_set_timeout(tc, 60);
     return tc;
 }

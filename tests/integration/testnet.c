@@ -1,4 +1,5 @@
 #include "testnet.h"
+#include "tnucx.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -196,6 +197,17 @@ int tn_connect(tn_client_t *c, int port)
     int one = 1;
 
     memset(c, 0, sizeof(*c));
+    if (tn_is_ucx()) {
+        c->fd = -1;
+        c->ucx = tnucx_connect(port);
+        if (!c->ucx)
+            return -1;
+        lim.max_frame = CMN_FRAME_ABS_MAX;
+        cmn_frame_decoder_init(&c->dec, &lim);
+        (void)one;
+        (void)a;
+        return 0;
+    }
     c->fd = socket(AF_INET, SOCK_STREAM, 0);
     if (c->fd < 0)
         return -1;
@@ -214,8 +226,15 @@ int tn_connect(tn_client_t *c, int port)
     return 0;
 }
 
+int tn_is_ucx(void)
+{
+    return tn_scheme()[0] != '\0';
+}
+
 void tn_close(tn_client_t *c)
 {
+    tnucx_close(c->ucx);
+    c->ucx = NULL;
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;
@@ -226,6 +245,8 @@ int tn_send_raw(tn_client_t *c, const void *data, size_t len)
 {
     const uint8_t *p = data;
 
+    if (c->ucx)
+        return tnucx_send(c->ucx, data, len);
     while (len > 0) {
         ssize_t w = send(c->fd, p, len, MSG_NOSIGNAL);
         if (w < 0) {
@@ -237,6 +258,12 @@ int tn_send_raw(tn_client_t *c, const void *data, size_t len)
         len -= (size_t)w;
     }
     return 0;
+}
+
+int tn_send_ucx_msg(tn_client_t *c, const void *hdr, size_t hlen, const void *data, size_t dlen,
+                    int reply)
+{
+    return c->ucx ? tnucx_send_msg(c->ucx, hdr, hlen, data, dlen, reply) : -1;
 }
 
 int tn_send(tn_client_t *c, unsigned type, const ProtobufCMessage *m, const struct iovec *payload,
@@ -253,6 +280,20 @@ int tn_send(tn_client_t *c, unsigned type, const ProtobufCMessage *m, const stru
     if (k < 0) {
         free(iov);
         return -1;
+    }
+    if (c->ucx) { /* one frame, one active message */
+        size_t total = 0, off = 0;
+        uint8_t *b;
+        for (i = 0; i < (size_t)k; i++)
+            total += iov[i].iov_len;
+        b = malloc(total ? total : 1);
+        for (i = 0; b && i < (size_t)k; i++) {
+            memcpy(b + off, iov[i].iov_base, iov[i].iov_len);
+            off += iov[i].iov_len;
+        }
+        rc = b ? tn_send_raw(c, b, total) : -1;
+        free(b);
+        k = 0;
     }
     for (i = 0; i < (size_t)k && rc == 0; i++)
         rc = tn_send_raw(c, iov[i].iov_base, iov[i].iov_len);
@@ -304,6 +345,19 @@ int tn_recv(tn_client_t *c, int timeout_ms, unsigned *type, ProtobufCMessage **m
             }
         }
         c->off = c->have = 0;
+        if (c->ucx) {
+            int64_t left = (int64_t)(deadline - now_ms());
+            long r;
+            if (left <= 0)
+                return CMN_ETIMEOUT;
+            r = tnucx_recv(c->ucx, c->buf, sizeof(c->buf), (int)left);
+            if (r == 0)
+                return CMN_ETIMEOUT;
+            if (r < 0)
+                return CMN_ECLOSED;
+            c->have = (size_t)r;
+            continue;
+        }
         {
             struct pollfd pfd = {c->fd, POLLIN, 0};
             int64_t left = (int64_t)(deadline - now_ms());
@@ -335,6 +389,7 @@ Nsut__HelloAck *tn_handshake(tn_client_t *c, const int *codecs, size_t n_codecs)
     ProtobufCMessage *m = NULL;
     unsigned type;
     size_t i;
+    int rc;
 
     for (i = 0; i < n_codecs && i < 8; i++)
         cs[i] = (Nsut__Codec)codecs[i];
@@ -342,11 +397,20 @@ Nsut__HelloAck *tn_handshake(tn_client_t *c, const int *codecs, size_t n_codecs)
     h.n_sample_codecs = h.n_result_codecs = i;
     h.sample_codecs = h.result_codecs = cs;
     h.client_name = (char *)"testnet";
-    if (tn_send(c, CMN_MSG_HELLO, &h.base, NULL, 0) < 0)
+
+    if (tn_send(c, CMN_MSG_HELLO, &h.base, NULL, 0) < 0) {
+        fprintf(stderr, "tn_handshake: cannot send Hello\n");
         return NULL;
-    if (tn_recv(c, 5000, &type, &m, NULL, NULL) < 0)
+    }
+    rc = tn_recv(c, 5000, &type, &m, NULL, NULL);
+    if (rc < 0) {
+        fprintf(stderr, "tn_handshake: no HelloAck: %s\n", cmn_strerror(rc));
         return NULL;
+    }
     if (type != CMN_MSG_HELLO_ACK) {
+        if (type == CMN_MSG_ERROR)
+            fprintf(stderr, "tn_handshake: Error %d: %s\n", (int)((Nsut__Error *)m)->code,
+                    ((Nsut__Error *)m)->message ? ((Nsut__Error *)m)->message : "");
         cmn_msg_free(m, NULL);
         return NULL;
     }

@@ -50,20 +50,29 @@ int tn_wait_log(const tn_proc_t *p, const char *needle, int timeout_ms);
 /* Removes the temp dir (call after tn_stop). */
 void tn_cleanup(tn_proc_t *p);
 
+/* Over tcp:// a socket; over ucx:// (NSUT_TEST_TRANSPORT=ucx) a UCX endpoint (tnucx.h): one
+ * active message per frame, and tn_send_raw() bytes split into a message as a frame would be. */
 typedef struct {
     int fd;
+    struct tnucx *ucx;
     cmn_frame_decoder_t dec;
     uint8_t buf[256 * 1024];
     size_t have, off;
 } tn_client_t;
 
 int tn_connect(tn_client_t *c, int port);
+/* Whether the tests run over ucx:// (a test that is inherently about TCP bytes says so). */
+int tn_is_ucx(void);
 void tn_close(tn_client_t *c);
 
 /* Blocking writes of a whole frame / raw bytes. Return 0 or -1. */
 int tn_send(tn_client_t *c, unsigned type, const ProtobufCMessage *m, const struct iovec *payload,
             size_t n);
 int tn_send_raw(tn_client_t *c, const void *data, size_t len);
+/* ucx:// only: one active message with the header and data given (|reply| 0: without the
+ * sender's endpoint). Returns 0, or -1 (also over tcp://). */
+int tn_send_ucx_msg(tn_client_t *c, const void *hdr, size_t hlen, const void *data, size_t dlen,
+                    int reply);
 
 /* One frame, within |timeout_ms|. Pings (node heartbeats) are answered and skipped. *m is unpacked
  * and validated (free with cmn_msg_free(m, NULL)); *payload is a malloc'ed copy (or NULL). Returns

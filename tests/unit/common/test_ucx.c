@@ -32,6 +32,8 @@ typedef struct {
     int cli_closed, srv_closed, cli_reason;
     int decode_errors;
     int sink_used;
+    int pause_server; /* the server pauses reading at once */
+    int decode_err;
     uint8_t *big;
     uint8_t *sink_buf;
     int next_id;
@@ -100,7 +102,8 @@ static void srv_on_decode_error(cmn_conn_t *c, int err)
     Nsut__Error e = NSUT__ERROR__INIT;
 
     fx.decode_errors++;
-    ck_assert_int_eq(err, CMN_ETOOBIG);
+    fx.decode_err = err;
+    ck_assert(err == CMN_ETOOBIG || (fx.pause_server && err == CMN_EOVERLOAD));
     e.code = NSUT__ERROR_CODE__ERROR_PROTOCOL;
     e.message = (char *)cmn_strerror(err);
     ck_assert_int_eq(cmn_conn_send(c, CMN_MSG_ERROR, &e.base, NULL, 0, NULL, NULL), 0);
@@ -129,6 +132,8 @@ static void on_accept(cmn_ucx_listener_t *l, cmn_ucx_incoming_t *in, void *arg)
     cmn_frame_decoder_set_sink(&c->dec, srv_sink, NULL, 64 * 1024);
     ck_assert_int_eq(cmn_conn_accept_ucx(c, in), 0);
     ck_assert_int_eq(cmn_conn_start(c), 0);
+    if (fx.pause_server)
+        cmn_conn_read_pause(c);
     fx.srv = c;
 }
 
@@ -330,6 +335,43 @@ START_TEST(ucx_preauth_limit)
 }
 END_TEST
 
+/* A peer that keeps sending while the server holds its frames (reading paused): UCX cannot push
+ * back as TCP's window does, so the server ends the connection once the held frames pass twice
+ * its frame limit plus 16 MiB, with an Error (OVERLOAD) and a message naming the limit; its
+ * memory stays bounded by that. */
+START_TEST(ucx_held_limit)
+{
+    static uint8_t chunk[1000];
+    struct iovec pl = {chunk, sizeof(chunk)};
+    int i;
+
+    fx.pause_server = 1;
+    fx.srv_limits.max_frame = 64 * 1024; /* held limit: 16 MiB + 128 KiB */
+    cli_connect();
+    run_until(&fx.connected);
+    fx.want = 1;
+    for (i = 0; i < 20000 && !fx.cli_closed && !fx.decode_errors; i++) {
+        Nsut__Query q = NSUT__QUERY__INIT;
+        Nsut__Sample smp = NSUT__SAMPLE__INIT, *sp = &smp;
+        smp.id = (uint64_t)i;
+        smp.raw_size = smp.wire_size = sizeof(chunk);
+        q.n_samples = 1;
+        q.samples = &sp;
+        if (cmn_conn_send(&fx.cli, CMN_MSG_QUERY, &q.base, &pl, 1, NULL, NULL) < 0)
+            break; /* the server's refusal reached the client first */
+        if (i % 100 == 0)
+            uv_run(&fx.loop, UV_RUN_NOWAIT);
+    }
+    run_until(&fx.srv_closed);
+    ck_assert_int_eq(fx.decode_errors, 1);
+    ck_assert_int_eq(fx.decode_err, CMN_EOVERLOAD);
+    ck_assert_int_eq(fx.responses, 0);
+    if (!fx.cli_closed)
+        cmn_conn_close(&fx.cli, CMN_ECLOSED);
+    run_until(&fx.cli_closed);
+}
+END_TEST
+
 /* A closed server: the client's connect fails with a negative status, and closes cleanly. */
 START_TEST(ucx_refused)
 {
@@ -429,6 +471,7 @@ int main(void)
     tcase_add_test(tc, ucx_echo);
     tcase_add_test(tc, ucx_preauth_limit);
     tcase_add_test(tc, ucx_refused);
+    tcase_add_test(tc, ucx_held_limit);
     tcase_add_test(tc, ucx_peer_close);
     tcase_add_test(tc, ucx_endpoint_parse);
     suite_add_tcase(s, tc);

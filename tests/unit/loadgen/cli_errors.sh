@@ -52,6 +52,9 @@ expect 3 "performance_issue_same_index 99" --scenario SingleStream --set min_dur
 expect 2 "'node1' is not HOST:PORT" --scenario Server --nodes node1 --qsl-synthetic 4 --sample-size 16
 expect 2 "no port from 1 to 65535" --scenario Server --nodes 127.0.0.1:70000 --qsl-synthetic 4 \
     --sample-size 16
+# A transport prefix is taken (then the port is checked), not read as a malformed HOST.
+expect 2 "'ucx://127.0.0.1:70000' has no port" --scenario Server --nodes ucx://127.0.0.1:70000 \
+    --qsl-synthetic 4 --sample-size 16
 expect 2 "an empty entry" --scenario Server --nodes 127.0.0.1:1,,127.0.0.1:2 --qsl-synthetic 4 \
     --sample-size 16
 expect 2 "\[ADDR\]:PORT" --scenario Server --nodes "[::1]7000" --qsl-synthetic 4 --sample-size 16
