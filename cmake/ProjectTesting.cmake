@@ -16,3 +16,29 @@ function(check_suite_tests exe)
             TIMEOUT ${CS_TIMEOUT})
     endforeach()
 endfunction()
+
+# The same cases again over ucx://, once per UCX transport this machine has: TCP, and shared
+# memory (UCX 1.13 puts it on a client-server endpoint only with UCX_MM_ERROR_HANDLING=y; TCP
+# stays for the wire-up). The tests' clients and nodes speak UCX (NSUT_TEST_TRANSPORT=ucx); a
+# case exits 77 (skipped) only where UCX reports no usable transport. Tests are named
+# <module>.ucx_<tcp|shm>.<case> and labelled ucx besides their module and kind.
+#   ucx_suite_tests(<exe> MODULE <label> KIND <label>... TIMEOUT <s> CASES <case>...)
+function(ucx_suite_tests exe)
+    cmake_parse_arguments(US "" "MODULE;TIMEOUT" "KIND;CASES" ${ARGN})
+    foreach(tl tcp shm)
+        if(tl STREQUAL "tcp")
+            set(env "UCX_TLS=tcp")
+        else()
+            set(env "UCX_TLS=sm,tcp;UCX_MM_ERROR_HANDLING=y")
+        endif()
+        foreach(tcase ${US_CASES})
+            add_test(NAME ${US_MODULE}.ucx_${tl}.${tcase} COMMAND ${exe})
+            set_tests_properties(${US_MODULE}.ucx_${tl}.${tcase} PROPERTIES
+                ENVIRONMENT
+                    "CK_RUN_CASE=${tcase};CK_DEFAULT_TIMEOUT=${US_TIMEOUT};NSUT_TEST_TRANSPORT=ucx;${env}"
+                LABELS "${US_MODULE};${US_KIND};ucx"
+                SKIP_RETURN_CODE 77
+                TIMEOUT ${US_TIMEOUT})
+        endforeach()
+    endforeach()
+endfunction()

@@ -393,10 +393,24 @@ static void on_done(oai_http_req_t *r, int status, const char *msg)
     __atomic_store_n(&res->done, 1, __ATOMIC_RELEASE);
 }
 
-static void run_request(const char *reply, long timeout_ms, result_t *res)
+static int listen_any(int *port)
 {
     struct sockaddr_in a = {0};
     socklen_t al = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    ck_assert_int_eq(listen(fd, 64), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &al), 0);
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+static void run_request(const char *reply, long timeout_ms, result_t *res)
+{
+    int port;
     server_t s;
     pthread_t th;
     oai_http_t *h;
@@ -407,15 +421,10 @@ static void run_request(const char *reply, long timeout_ms, result_t *res)
     int i;
 
     memset(res, 0, sizeof(*res));
-    s.lfd = socket(AF_INET, SOCK_STREAM, 0);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_int_eq(bind(s.lfd, (struct sockaddr *)&a, sizeof(a)), 0);
-    ck_assert_int_eq(listen(s.lfd, 4), 0);
-    ck_assert_int_eq(getsockname(s.lfd, (struct sockaddr *)&a, &al), 0);
+    s.lfd = listen_any(&port);
     s.reply = reply;
     ck_assert_int_eq(pthread_create(&th, NULL, serve_one, &s), 0);
-    snprintf(url, sizeof(url), "http://127.0.0.1:%u/v1/completions", ntohs(a.sin_port));
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1/completions", port);
     ck_assert_int_eq(oai_http_create(&cfg, &h, err, sizeof(err)), 0);
     memset(&req, 0, sizeof(req));
     req.url = url;
@@ -468,21 +477,6 @@ static oai_http_req_t *new_req(const char *url, long timeout_ms, result_t *res)
     req->on_done = on_done;
     req->ctx = res;
     return req;
-}
-
-static int listen_any(int *port)
-{
-    struct sockaddr_in a = {0};
-    socklen_t al = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    ck_assert_int_eq(listen(fd, 64), 0);
-    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &al), 0);
-    *port = ntohs(a.sin_port);
-    return fd;
 }
 
 static int wait_all_done(result_t *res, int n, int timeout_ms)
@@ -694,8 +688,7 @@ static void expect_events(const result_t *res, int k, int n)
  * often a connection was moved onto the coalescing tick. */
 static uint64_t run_coalesced(int n, int cut, uint32_t coalesce_us, result_t *res)
 {
-    struct sockaddr_in a = {0};
-    socklen_t al = sizeof(a);
+    int port;
     co_server_t s = {0};
     pthread_t th;
     oai_http_t *h;
@@ -707,15 +700,10 @@ static uint64_t run_coalesced(int n, int cut, uint32_t coalesce_us, result_t *re
     uint64_t parks;
 
     ck_assert_int_le(n, 2);
-    s.lfd = socket(AF_INET, SOCK_STREAM, 0);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_int_eq(bind(s.lfd, (struct sockaddr *)&a, sizeof(a)), 0);
-    ck_assert_int_eq(listen(s.lfd, 4), 0);
-    ck_assert_int_eq(getsockname(s.lfd, (struct sockaddr *)&a, &al), 0);
+    s.lfd = listen_any(&port);
     s.requests = n;
     s.cut = cut;
-    snprintf(url, sizeof(url), "http://127.0.0.1:%u/v1/completions", ntohs(a.sin_port));
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1/completions", port);
     ck_assert_int_eq(oai_http_create(&cfg, &h, err, sizeof(err)), 0);
     s.h = coalesce_us ? h : NULL;
     ck_assert_int_eq(pthread_create(&th, NULL, serve_stream, &s), 0);
