@@ -21,17 +21,22 @@ endfunction()
 # memory (UCX 1.13 puts it on a client-server endpoint only with UCX_MM_ERROR_HANDLING=y; TCP
 # stays for the wire-up). The tests' clients and nodes speak UCX (NSUT_TEST_TRANSPORT=ucx); a
 # case exits 77 (skipped) only where UCX reports no usable transport. Tests are named
-# <module>.ucx_<tcp|shm>.<case> and labelled ucx besides their module and kind.
-#   ucx_suite_tests(<exe> MODULE <label> KIND <label>... TIMEOUT <s> CASES <case>...)
+# <module>.ucx_<tcp|shm>.<case> and labelled ucx besides their module and kind. TCP_CASES run
+# over UCX's TCP transport only (a node killed while others live: UCX's shared-memory queue cannot
+# survive it, tests/README.md).
+#   ucx_suite_tests(<exe> MODULE <label> KIND <label>... TIMEOUT <s> CASES <case>...
+#                   [TCP_CASES <case>...])
 function(ucx_suite_tests exe)
-    cmake_parse_arguments(US "" "MODULE;TIMEOUT" "KIND;CASES" ${ARGN})
+    cmake_parse_arguments(US "" "MODULE;TIMEOUT" "KIND;CASES;TCP_CASES" ${ARGN})
     foreach(tl tcp shm)
         if(tl STREQUAL "tcp")
             set(env "UCX_TLS=tcp")
+            set(cases ${US_CASES} ${US_TCP_CASES})
         else()
             set(env "UCX_TLS=sm,tcp;UCX_MM_ERROR_HANDLING=y")
+            set(cases ${US_CASES})
         endif()
-        foreach(tcase ${US_CASES})
+        foreach(tcase ${cases})
             add_test(NAME ${US_MODULE}.ucx_${tl}.${tcase} COMMAND ${exe})
             set_tests_properties(${US_MODULE}.ucx_${tl}.${tcase} PROPERTIES
                 ENVIRONMENT

@@ -41,6 +41,7 @@ struct cmn_wbatch {
 cmn_conn_options_t cmn_conn_options_default(void)
 {
     cmn_conn_options_t o;
+    memset(&o, 0, sizeof(o));
     o.read_buf_size = 64u * 1024u;
     o.write_high_water = 16u * 1024u * 1024u;
     o.write_low_water = 4u * 1024u * 1024u;
@@ -638,6 +639,11 @@ size_t cmn_conn_backlog(const cmn_conn_t *c)
 int cmn_conn_congested(const cmn_conn_t *c)
 {
     return cmn_conn_backlog(c) > c->opt.write_high_water;
+}
+
+int cmn_conn_copies_segments(const cmn_conn_t *c)
+{
+    return c->ucx != NULL;
 }
 
 int cmn_conn_send(cmn_conn_t *c, unsigned type, const ProtobufCMessage *meta,

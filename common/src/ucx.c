@@ -40,6 +40,7 @@ struct cmn_ucx {
     int err_due;                  /* an endpoint failed inside progress: report after it */
     int closing;                  /* cmn_ucx_close was called */
     unsigned long long anonymous; /* messages dropped: no sender's endpoint to answer */
+    int warned_mm;                /* the shared-memory caveat was logged */
     ep_t *eps;                    /* endpoints that receive frames */
     pthread_mutex_t reg_lock;
     reg_t *regs;
@@ -983,6 +984,15 @@ static void tx_unlink(ep_t *e, tx_t *t)
         t->next->prev = t->prev;
 }
 
+static void gather_free(cmn_conn_t *c, tx_t *t)
+{
+    if (t->gather && c->opt.copy_free)
+        c->opt.copy_free(c->opt.copy_ctx, t->gather, t->bytes);
+    else
+        free(t->gather);
+    t->gather = NULL;
+}
+
 static void on_sent(void *req, ucs_status_t st, void *user_data)
 {
     tx_t *t = user_data;
@@ -998,7 +1008,7 @@ static void on_sent(void *req, ucs_status_t st, void *user_data)
     bytes = t->bytes;
     if (t->cb)
         t->cb(t->arg, status_code(st));
-    free(t->gather);
+    gather_free(c, t);
     free(t);
     written(c, bytes);
     maybe_released(e);
@@ -1072,7 +1082,8 @@ int cmn__ucx_send(cmn_conn_t *c, unsigned type, const ProtobufCMessage *meta,
          * gathered into one buffer: the one copy on this path, avoided by passing the payload as
          * one segment. */
         size_t off = 0;
-        t->gather = malloc(t->bytes);
+        t->gather =
+            c->opt.copy_alloc ? c->opt.copy_alloc(c->opt.copy_ctx, t->bytes) : malloc(t->bytes);
         if (!t->gather) {
             free(t);
             return UV_ENOMEM;
@@ -1096,14 +1107,26 @@ int cmn__ucx_send(cmn_conn_t *c, unsigned type, const ProtobufCMessage *meta,
     e->tx_head = t;
     e->sending = t;
     req = ucp_am_send_nbx(e->ep, AM_FRAME, t->head, hlen, buf, count, &rp);
-    if (e->sending == t && !UCS_PTR_IS_ERR(req)) /* on_sent has not run inside the call */
+    if (e->sending == t && !UCS_PTR_IS_ERR(req)) { /* on_sent has not run inside the call */
         t->req = req;
+        if (t->gather && c->opt.copy_alloc && t->cb) {
+            /* The copy is what UCX sends: the caller's buffers are free now (conn.h). */
+            cmn_conn_sent_cb sent = t->cb;
+            t->cb = NULL;
+            e->sending = NULL;
+            c->frames_out++;
+            if (c->bytes_writing > c->opt.write_high_water)
+                c->above_high_water = 1;
+            sent(t->arg, 0);
+            return 0;
+        }
+    }
     e->sending = NULL;
     if (UCS_PTR_IS_ERR(req)) {
         tx_unlink(e, t);
         e->inflight--;
         c->bytes_writing -= bytes;
-        free(t->gather);
+        gather_free(c, t);
         free(t);
         snprintf(c->last_error, sizeof(c->last_error), "UCX send to %s: %s", c->peer,
                  ucs_status_string(UCS_PTR_STATUS(req)));
@@ -1172,7 +1195,7 @@ static void abandon(ep_t *e)
         n++;
         if (t->cb)
             t->cb(t->arg, UV_ECANCELED);
-        free(t->gather);
+        gather_free(c, t);
         free(t);
         written(c, bytes);
     }
@@ -1306,6 +1329,19 @@ void cmn__ucx_describe(const cmn_conn_t *c, char *buf, size_t len)
     free(text);
     if (names[0])
         snprintf(buf, len, "ucx:%s", names);
+    if (!c->ucx->u->warned_mm && (strstr(names, "posix") || strstr(names, "sysv"))) {
+        /* UCX's shared-memory transports (mm) deliver every peer's messages through one queue
+         * per worker, a slot claimed first and marked full after the copy: a peer killed between
+         * the two leaves a slot that is never marked, and the worker reads nothing after it.
+         * Seen in qdl.ucx_shm.kill_offline: after a kill -9 of one node, the two others went
+         * silent and their reconnections timed out. */
+        c->ucx->u->warned_mm = 1;
+        cmn_log_warn("ucx: shared memory (%s) in use: a peer killed in the middle of a send can "
+                     "stall every other shared-memory connection of this process (UCX's mm "
+                     "queue has no recovery); where a node or loadgen-node may be killed, leave "
+                     "sm out of UCX_TLS",
+                     names);
+    }
 }
 
 /* ---- Listener -------------------------------------------------------------------------- */

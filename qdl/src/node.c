@@ -289,7 +289,7 @@ static void handle_hello_ack(qdl_t *q, qdl_conn_t *qc, const Nsut__HelloAck *a)
     qdl_node_t *nd = qc->node;
     cmn_frame_limits_t lim = cmn_frame_limits_default();
     cmn_errbuf_t eb;
-    char name[256];
+    char name[256], transport[128];
     int rc;
 
     if (qc->state != QC_HANDSHAKE) {
@@ -309,8 +309,11 @@ static void handle_hello_ack(qdl_t *q, qdl_conn_t *qc, const Nsut__HelloAck *a)
     qc->state = QC_READY;
     qc->state_ns = qc->last_rx_ns = cmn_now_ns();
     qc->draining = 0;
-    cmn_log_info("qdl: connected to node '%s' at %s (connection %u, backend %s, device %s)",
-                 nd->name, nd->address, qc->index, nd->caps_backend[0] ? nd->caps_backend : "?",
+    cmn_conn_describe(&qc->c, transport, sizeof(transport));
+    cmn_log_info("qdl: connected to node '%s' at %s (connection %u, transport %s, backend %s, "
+                 "device %s)",
+                 nd->name, nd->address, qc->index, transport,
+                 nd->caps_backend[0] ? nd->caps_backend : "?",
                  nd->caps_device[0] ? nd->caps_device : "?");
     qdl__check_start(q);
     q->dispatch_due = 1;

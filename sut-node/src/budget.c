@@ -31,6 +31,15 @@ int sut__budget_take(sut_budget_t *b, uint64_t bytes)
     return 0;
 }
 
+void sut__budget_charge(sut_budget_t *b, uint64_t bytes)
+{
+    uint_fast64_t used = atomic_fetch_add_explicit(&b->used, bytes, memory_order_relaxed) + bytes;
+    uint_fast64_t peak = atomic_load_explicit(&b->peak, memory_order_relaxed);
+
+    while (used > peak && !atomic_compare_exchange_weak(&b->peak, &peak, used))
+        ;
+}
+
 void sut__budget_give(sut_budget_t *b, uint64_t bytes)
 {
     atomic_fetch_sub_explicit(&b->used, bytes, memory_order_relaxed);

@@ -21,6 +21,9 @@ void sut__budget_init(sut_budget_t *b, uint64_t budget);
 /* Charges |bytes|; returns 0, or CMN_EOVERLOAD (nothing charged) when it would pass the limit. */
 int sut__budget_take(sut_budget_t *b, uint64_t bytes);
 void sut__budget_give(sut_budget_t *b, uint64_t bytes);
+/* Takes |bytes| whatever the limit: for memory that replaces bytes the budget holds already (a
+ * copy made just before its original is given back). */
+void sut__budget_charge(sut_budget_t *b, uint64_t bytes);
 uint64_t sut__budget_used(const sut_budget_t *b);
 /* The default budget: half of the memory this process may use (the cgroup limit when there is
  * one, else physical memory), at least 256 MiB. */

@@ -100,6 +100,25 @@ static void free_records(const sut_sessions_env_t *env, sut_rec_t **recs, size_t
     }
 }
 
+/* ucx:// copies a frame of several results into one buffer (conn.h): the copy is charged to the
+ * budget and the records are freed as soon as it is made (on_frame_sent runs then), so the bytes
+ * are held once and counted once. Charged whatever the budget's state: it replaces records the
+ * budget holds already. */
+static void *copy_alloc(void *ctx, size_t size)
+{
+    void *p = sut__malloc(size);
+
+    if (p)
+        sut__budget_charge(ctx, size);
+    return p;
+}
+
+static void copy_free(void *ctx, void *p, size_t size)
+{
+    sut__budget_give(ctx, size);
+    free(p);
+}
+
 static void on_frame_sent(void *arg, int status)
 {
     sent_frame_t *f = arg;
@@ -109,16 +128,24 @@ static void on_frame_sent(void *arg, int status)
     free(f);
 }
 
+/* The most result bytes in one frame of several results over a transport that copies such a
+ * frame (ucx://: cmn_conn_copies_segments): a larger result goes alone, sent from where it is,
+ * and the copies stay small. */
+#define COPIED_FRAME_MAX (64u * 1024u)
+
 /* How many records from |start| fit one frame under the client's limit (at least one). The
  * metadata costs at most ~40 bytes per result; 64 keeps a margin. */
 static size_t frame_span(const sut_session_t *s, sut_rec_t **recs, size_t start, size_t cnt,
                          uint64_t *bytes)
 {
+    uint64_t max = s->result_max_frame;
     size_t end = start;
 
+    if (cmn_conn_copies_segments(&s->conn) && max > COPIED_FRAME_MAX)
+        max = COPIED_FRAME_MAX;
     *bytes = 0;
-    while (end < cnt && (end == start || *bytes + recs[end]->wire_size + 64 * (end - start + 1) <=
-                                             s->result_max_frame))
+    while (end < cnt &&
+           (end == start || *bytes + recs[end]->wire_size + 64 * (end - start + 1) <= max))
         *bytes += recs[end++]->wire_size;
     return end - start;
 }
@@ -974,10 +1001,15 @@ static int frame_overdue(sut_session_t *s, uint64_t now, char *why, size_t cap)
 
 /* Heartbeat: the client judges a node alive by any frame from it, and a node that has paused
  * reading (in-flight limit) or whose socket is full of queries cannot answer its Pings in time; so
- * it sends one of its own on a connection that heard nothing lately. */
+ * it sends one of its own on a connection that heard nothing lately. Not while results back up:
+ * frames are on their way then, a Ping would only queue behind them on TCP, and over UCX a small
+ * message completes at once whether or not the peer takes anything, which write_overdue() would
+ * take for the peer taking its results (a stuck UCX peer was never dropped). */
 static void heartbeat(sut_session_t *s, uint64_t now)
 {
-    if (s->conn.frames_out != s->hb_frames) {
+    if (s->congested_ns) {
+        s->hb_ns = now;
+    } else if (s->conn.frames_out != s->hb_frames) {
         s->hb_frames = s->conn.frames_out;
         s->hb_ns = now;
     } else if (now - s->hb_ns >= s->ss->env.opt->heartbeat_ms * 1000000u) {
@@ -1098,6 +1130,9 @@ void sut__sessions_init(sut_sessions_t *ss, uv_loop_t *loop, const sut_sessions_
             ss->conn_opt.write_high_water = (size_t)share;
         ss->conn_opt.write_low_water = ss->conn_opt.write_high_water / 4;
     }
+    ss->conn_opt.copy_alloc = copy_alloc;
+    ss->conn_opt.copy_free = copy_free;
+    ss->conn_opt.copy_ctx = env->budget;
 }
 
 void sut__sessions_free(sut_sessions_t *ss)

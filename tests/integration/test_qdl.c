@@ -31,7 +31,7 @@ static void start_nodes(size_t n, const char *const *args_per_node[])
         ck_assert_msg(tn_spawn(&nodes[i], SUT_NODE_EXE, args_per_node[i]) == 0,
                       "node %zu did not start", i);
         if (tn_ucx_busy_poll()) /* --ucx-busy-poll reached the node's UCX context */
-            ck_assert_msg(tn_log_contains(&nodes[i], "ucx: busy polling"), "node %zu log %s", i,
+            ck_assert_msg(tn_wait_log(&nodes[i], "ucx: busy polling", 10000), "node %zu log %s", i,
                           nodes[i].log_path);
         snprintf(addrs[i], sizeof(addrs[i]), "%s127.0.0.1:%d", tn_scheme(), nodes[i].port);
         addr_list[i] = addrs[i];

@@ -135,6 +135,14 @@ static long start_node(tn_proc_t *p, const char *const *args)
     return idle;
 }
 
+/* What UCX may keep after an attack: its request and buffer pools grow to the most sends ever
+ * outstanding (bounded by the node's budget and its peers' limits) and give nothing back while the
+ * worker lives; sut.ucx_tcp.no_read saw 0.7 MiB on an idle host and 3 MiB on a loaded one. */
+static inline long ucx_pools_kb(void)
+{
+    return tn_is_ucx() ? 8 * 1024 : 0;
+}
+
 static void finish(tn_proc_t *p, const char *attack, long idle, long peak, long budget_kb)
 {
     long back;
@@ -164,8 +172,8 @@ static void finish(tn_proc_t *p, const char *attack, long idle, long peak, long 
      * the node relies on (malloc_trim), is checked by the plain build. */
     printf("%s: RSS after the attack not checked under a sanitizer\n", attack);
 #else
-    ck_assert_msg(back <= idle + idle / 10, "%s: RSS %ld KiB after the attack, idle %ld KiB",
-                  attack, back, idle);
+    ck_assert_msg(back <= idle + idle / 10 + ucx_pools_kb(),
+                  "%s: RSS %ld KiB after the attack, idle %ld KiB", attack, back, idle);
 #endif
     ck_assert_int_eq(tn_stop(p, SIGTERM, 10000), 0);
     tn_cleanup(p);
@@ -209,6 +217,29 @@ static size_t queued_at_drop(const tn_proc_t *p)
     return n;
 }
 
+/* The node's own high-water mark of its memory budget: it logs its stats, "(peak N)" among them,
+ * on SIGHUP. Unlike a sampled RSS it cannot miss a peak that came and went between two samples.
+ * Returns the bytes, or 0 when the line did not come within 5 s. */
+static unsigned long long budget_peak(const tn_proc_t *p)
+{
+    char line[1024];
+    unsigned long long peak = 0;
+    FILE *f;
+
+    if (kill(p->pid, SIGHUP) < 0 || !tn_wait_log(p, "(peak ", 5000))
+        return 0;
+    f = fopen(p->log_path, "r");
+    if (!f)
+        return 0;
+    while (fgets(line, sizeof(line), f)) {
+        const char *at = strstr(line, "(peak ");
+        if (at)
+            peak = strtoull(at + strlen("(peak "), NULL, 10);
+    }
+    fclose(f);
+    return peak;
+}
+
 /* ---- results that are never read ------------------------------------------------------------- */
 
 START_TEST(no_read)
@@ -235,6 +266,7 @@ START_TEST(no_read)
     idle = start_node(&p, args);
     ck_assert_int_eq(handshake(evil, p.port), 0);
     send_timeout(evil->fd, 1000);
+    tn_stop_reading(evil);
     /* 3000 results of 64 KiB (190 MiB) asked for, none read. */
     for (i = 0; i < 3000; i++) {
         if (tn_send_query(evil, (uint64_t)i, (uint64_t)i, 1, &ptr, &size, &size, &none) < 0)
@@ -281,6 +313,7 @@ START_TEST(lz4_bomb)
     size_t wsz[PER], rsz[PER];
     int codecs[PER], c, f, k;
     long cw, idle, peak = 0;
+    unsigned long long held;
     tn_client_t *evil = calloc(CONNS, sizeof(*evil));
     tn_proc_t p;
 
@@ -319,7 +352,13 @@ START_TEST(lz4_bomb)
         peak = r > peak ? r : peak;
         usleep(50000);
     }
-    ck_assert_msg(peak - idle >= 16 * 1024, "the bombs did not take hold (peak %ld KiB)", peak);
+    /* The bombs took hold: the node decoded at least one whole frame (8 x 1 MiB) into memory
+     * under its budget. Its own high-water mark says so; an RSS sampled from outside may miss a
+     * frame decoded and freed between two samples (over shared memory, on a loaded host). */
+    held = budget_peak(&p);
+    printf("lz4_bomb: at most %llu bytes of the budget held at once\n", held);
+    ck_assert_msg(held >= (unsigned long long)PER * RAW,
+                  "the bombs did not take hold (budget peak %llu bytes)", held);
     for (c = 0; c < CONNS; c++)
         tn_close(&evil[c]);
     free(evil);
@@ -392,7 +431,7 @@ START_TEST(slow_frame)
     elapsed_ms = (cmn_now_ns() - t0) / 1000000u;
     printf("slow_frame: dropped after %llu ms\n", (unsigned long long)elapsed_ms);
     ck_assert_msg(timed_out, "a trickled frame outlived its whole-frame deadline");
-    ck_assert(tn_log_contains(&p, "(ERROR_TIMEOUT); closing the connection"));
+    ck_assert(tn_wait_log(&p, "(ERROR_TIMEOUT); closing the connection", 10000));
     ck_assert_uint_lt(elapsed_ms, 6000);
     for (c = 0; c < CONNS; c++)
         tn_close(&evil[c]);
@@ -468,7 +507,7 @@ START_TEST(preauth_flood)
     /* A client that goes quiet after its Hello is closed at the idle deadline. */
     ck_assert_int_eq(handshake(quiet, p.port), 0);
     ck_assert_int_eq(tn_expect_error(quiet, 5000), NSUT__ERROR_CODE__ERROR_TIMEOUT);
-    ck_assert(tn_log_contains(&p, "no frame and no work for 1000 ms"));
+    ck_assert(tn_wait_log(&p, "no frame and no work for 1000 ms", 10000));
     tn_close(quiet);
     for (i = 0; i < FLOOD; i++)
         tn_close(&fl[i]);

@@ -131,7 +131,7 @@ START_TEST(queries_over_tls)
                           cert("node.pem"), "--tls-key", cert("node.key"), NULL};
 
     ck_assert_int_eq(tn_spawn(&p, SUT_NODE_EXE, args), 0);
-    ck_assert(tn_log_contains(&p, "tls on (TLS 1.3)"));
+    ck_assert(tn_wait_log(&p, "tls on (TLS 1.3)", 10000));
     ck_assert_msg(try_qdl(p.port, cert("ca.pem"), NULL, NULL, &q, err, sizeof(err)) == 0, "%s",
                   err);
     ck_assert_int_eq(qdl_name(q, name, sizeof(name), NULL, err, sizeof(err)), 0);
@@ -153,7 +153,7 @@ START_TEST(mutual_tls_accepts_the_right_client)
                           "--tls-allow", "qdl-client",     NULL};
 
     ck_assert_int_eq(tn_spawn(&p, SUT_NODE_EXE, args), 0);
-    ck_assert(tn_log_contains(&p, "client certificates required, names pinned"));
+    ck_assert(tn_wait_log(&p, "client certificates required, names pinned", 10000));
     ck_assert_msg(try_qdl(p.port, cert("ca.pem"), cert("qdl-client.pem"), cert("qdl-client.key"),
                           &q, err, sizeof(err)) == 0,
                   "%s", err);

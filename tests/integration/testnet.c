@@ -241,6 +241,12 @@ void tn_close(tn_client_t *c)
     cmn_frame_decoder_free(&c->dec);
 }
 
+void tn_stop_reading(tn_client_t *c)
+{
+    if (c->ucx)
+        tnucx_stop_reading(c->ucx);
+}
+
 int tn_send_raw(tn_client_t *c, const void *data, size_t len)
 {
     const uint8_t *p = data;

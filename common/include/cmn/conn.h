@@ -65,6 +65,16 @@ typedef struct {
     size_t write_low_water;       /* default 4 MiB */
     unsigned keepalive_s;         /* TCP keepalive idle time; 0 disables; default 30 */
     uint64_t shutdown_timeout_ms; /* how long cmn_conn_shutdown waits for the peer; default 2000 */
+    /* ucx:// copies a frame of several payload segments into one buffer (UCX 1.13 mishandles iov
+     * lists on rendezvous: common/src/ucx.c). With copy_alloc set, the copy comes from it and
+     * the send's callback runs as soon as the copy is made, inside cmn_conn_send (status 0): the
+     * caller's buffers are free then and the copy is the only one held, so a caller that budgets
+     * its buffers (sut-node) budgets the copy instead of holding both. copy_alloc may return
+     * NULL (cmn_conn_send then fails with UV_ENOMEM). Default NULL: malloc, callback when UCX
+     * completes the send. tcp:// never copies. */
+    void *(*copy_alloc)(void *ctx, size_t size);
+    void (*copy_free)(void *ctx, void *p, size_t size);
+    void *copy_ctx;
 } cmn_conn_options_t;
 
 cmn_conn_options_t cmn_conn_options_default(void);
@@ -160,6 +170,9 @@ size_t cmn_conn_backlog(const cmn_conn_t *c);
 
 /* Whether the backlog is above the high-water mark (producers should wait for on_drain). */
 int cmn_conn_congested(const cmn_conn_t *c);
+/* Whether a frame of several payload segments is copied into one buffer to be sent (ucx://, see
+ * copy_alloc): a sender of large payloads then sends them one per frame. */
+int cmn_conn_copies_segments(const cmn_conn_t *c);
 
 void cmn_conn_read_pause(cmn_conn_t *c);
 void cmn_conn_read_resume(cmn_conn_t *c);
