@@ -6,11 +6,11 @@
 #include "../unit/check_main.h"
 #include "qdlrun.h"
 #include "testnet.h"
+#include "tnlisten.h"
 
 #include "cmn/clock.h"
 #include "cmn/conn.h"
 #include "cmn/digest.h"
-#include "cmn/net.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -25,13 +25,12 @@
 
 typedef struct {
     uv_loop_t loop;
-    uv_tcp_t server;
+    tn_listener_t *server; /* tcp:// or ucx://, as the test runs */
     uv_async_t stop;
     uv_thread_t thread;
     int port;
     int garbage_sent;
     size_t queries;
-    cmn_conn_t *conns[8];
 } evil_t;
 
 static evil_t evil;
@@ -109,43 +108,10 @@ static void evil_on_frame(cmn_conn_t *c, const cmn_frame_t *f)
     cmn_msg_free(m, NULL);
 }
 
-static void evil_on_close(cmn_conn_t *c, int reason)
-{
-    size_t i;
-    (void)reason;
-    for (i = 0; i < 8; i++)
-        if (evil.conns[i] == c)
-            evil.conns[i] = NULL;
-    free(c);
-}
-
-static void evil_on_conn(uv_stream_t *s, int status)
-{
-    static const cmn_conn_callbacks_t cb = {evil_on_frame, NULL, evil_on_close, NULL};
-    cmn_frame_limits_t pre = cmn_frame_limits_preauth();
-    cmn_conn_t *c = malloc(sizeof(*c));
-    size_t i;
-
-    ck_assert_int_eq(status, 0);
-    cmn_conn_init(s->loop, c, &cb, NULL, &pre);
-    ck_assert_int_eq(uv_accept(s, (uv_stream_t *)&c->tcp), 0);
-    cmn_conn_start(c);
-    for (i = 0; i < 8; i++) {
-        if (!evil.conns[i]) {
-            evil.conns[i] = c;
-            break;
-        }
-    }
-}
-
 static void evil_on_stop(uv_async_t *a)
 {
-    size_t i;
     uv_close((uv_handle_t *)a, NULL);
-    uv_close((uv_handle_t *)&evil.server, NULL);
-    for (i = 0; i < 8; i++)
-        if (evil.conns[i])
-            cmn_conn_close(evil.conns[i], 0);
+    tn_listener_close(evil.server); /* and the connections */
 }
 
 static void evil_main(void *arg)
@@ -157,31 +123,26 @@ static void evil_main(void *arg)
 START_TEST(malicious_node_cannot_complete_twice)
 {
     const char *good[] = {"--backend", "digest", "--name", "good", NULL};
-    struct sockaddr_storage ss;
+    tn_listen_options_t lo = {.cb = {.on_frame = evil_on_frame},
+                              .limits = cmn_frame_limits_preauth()};
     qdl_node_stats_t st[2];
     qdl_config_t cfg;
-    cmn_errbuf_t eb;
     tn_proc_t node;
     char addr0[32], addr1[32], err[256];
     const char *list[2] = {addr0, addr1};
     qdl_t *q = NULL;
-    int len = sizeof(ss);
 
     memset(&evil, 0, sizeof(evil));
     uv_loop_init(&evil.loop);
-    uv_tcp_init(&evil.loop, &evil.server);
     uv_async_init(&evil.loop, &evil.stop, evil_on_stop);
-    cmn_addr_parse("127.0.0.1:0", &ss, &eb);
-    uv_tcp_bind(&evil.server, (struct sockaddr *)&ss, 0);
-    ck_assert_int_eq(uv_listen((uv_stream_t *)&evil.server, 8, evil_on_conn), 0);
-    uv_tcp_getsockname(&evil.server, (struct sockaddr *)&ss, &len);
-    evil.port = cmn_addr_port((struct sockaddr *)&ss);
+    ck_assert_int_eq(tn_listen(&evil.loop, &lo, &evil.server), 0);
+    evil.port = tn_listener_port(evil.server);
     uv_thread_create(&evil.thread, evil_main, NULL);
     ck_assert_int_eq(tn_spawn(&node, SUT_NODE_EXE, good), 0);
 
     run_init(3000, 512, 1);
-    snprintf(addr0, sizeof(addr0), "127.0.0.1:%d", evil.port);
-    snprintf(addr1, sizeof(addr1), "127.0.0.1:%d", node.port);
+    snprintf(addr0, sizeof(addr0), "%s127.0.0.1:%d", tn_scheme(), evil.port);
+    snprintf(addr1, sizeof(addr1), "%s127.0.0.1:%d", tn_scheme(), node.port);
     qdl_config_init(&cfg);
     cfg.nodes = list;
     cfg.n_nodes = 2;

@@ -4,11 +4,11 @@
 #include "../unit/check_main.h"
 #include "qdlrun.h"
 #include "testnet.h"
+#include "tnlisten.h"
 
 #include "cmn/clock.h"
 #include "cmn/conn.h"
 #include "cmn/digest.h"
-#include "cmn/net.h"
 #include "cmpr/cmpr.h"
 #include "qdl/qdl.h"
 
@@ -453,11 +453,10 @@ END_TEST
 
 typedef struct {
     uv_loop_t loop;
-    uv_tcp_t server;
+    tn_listener_t *server; /* tcp:// or ucx://, as the test runs */
     uv_async_t stop;
     uv_thread_t thread;
     int port;
-    cmn_conn_t *conn;
     /* what it saw */
     size_t frames;
     size_t samples;
@@ -538,33 +537,10 @@ static void spy_on_frame(cmn_conn_t *c, const cmn_frame_t *f)
     cmn_msg_free(m, NULL);
 }
 
-static void spy_on_close(cmn_conn_t *c, int reason)
-{
-    (void)reason;
-    if (spy.conn == c)
-        spy.conn = NULL;
-    free(c);
-}
-
-static void spy_on_conn(uv_stream_t *s, int status)
-{
-    static const cmn_conn_callbacks_t cb = {spy_on_frame, NULL, spy_on_close, NULL};
-    cmn_frame_limits_t pre = cmn_frame_limits_preauth();
-    cmn_conn_t *c = malloc(sizeof(*c));
-
-    ck_assert_int_eq(status, 0);
-    cmn_conn_init(s->loop, c, &cb, NULL, &pre);
-    ck_assert_int_eq(uv_accept(s, (uv_stream_t *)&c->tcp), 0);
-    cmn_conn_start(c);
-    spy.conn = c;
-}
-
 static void spy_on_stop(uv_async_t *a)
 {
     uv_close((uv_handle_t *)a, NULL);
-    uv_close((uv_handle_t *)&spy.server, NULL);
-    if (spy.conn)
-        cmn_conn_close(spy.conn, 0);
+    tn_listener_close(spy.server); /* and its connection */
 }
 
 static void spy_main(void *arg)
@@ -577,22 +553,17 @@ START_TEST(queries_go_out_as_issued)
 {
     static const size_t counts[] = {3, 5, 1, 3000, 7, 1, 1, 2};
     const size_t nq = sizeof(counts) / sizeof(counts[0]);
-    struct sockaddr_storage ss;
-    cmn_errbuf_t eb;
+    tn_listen_options_t lo = {.cb = {.on_frame = spy_on_frame},
+                              .limits = cmn_frame_limits_preauth()};
     qdl_t *q;
     size_t total = 0, i, k, off = 0;
     uint64_t bytes = 0;
-    int len = sizeof(ss);
 
     memset(&spy, 0, sizeof(spy));
     uv_loop_init(&spy.loop);
-    uv_tcp_init(&spy.loop, &spy.server);
     uv_async_init(&spy.loop, &spy.stop, spy_on_stop);
-    cmn_addr_parse("127.0.0.1:0", &ss, &eb);
-    uv_tcp_bind(&spy.server, (struct sockaddr *)&ss, 0);
-    ck_assert_int_eq(uv_listen((uv_stream_t *)&spy.server, 8, spy_on_conn), 0);
-    uv_tcp_getsockname(&spy.server, (struct sockaddr *)&ss, &len);
-    spy.port = cmn_addr_port((struct sockaddr *)&ss);
+    ck_assert_int_eq(tn_listen(&spy.loop, &lo, &spy.server), 0);
+    spy.port = tn_listener_port(spy.server);
     uv_thread_create(&spy.thread, spy_main, NULL);
 
     for (i = 0; i < nq; i++)
@@ -611,7 +582,7 @@ START_TEST(queries_go_out_as_issued)
         }
         off += counts[i];
     }
-    snprintf(addrs[0], sizeof(addrs[0]), "127.0.0.1:%d", spy.port);
+    snprintf(addrs[0], sizeof(addrs[0]), "%s127.0.0.1:%d", tn_scheme(), spy.port);
     addr_list[0] = addrs[0];
     q = make_qdl(1, QDL_POLICY_LEAST_OUTSTANDING, NULL);
     for (i = 0, off = 0; i < nq; i++) {

@@ -7,11 +7,11 @@
 #include "../unit/check_main.h"
 #include "qdlrun.h"
 #include "testnet.h"
+#include "tnlisten.h"
 
 #include "cmn/clock.h"
 #include "cmn/conn.h"
 #include "cmn/digest.h"
-#include "cmn/net.h"
 
 #include <signal.h>
 #include <stdatomic.h>
@@ -32,10 +32,9 @@ enum {
 };
 
 #define MAX_FAKES 3
-#define MAX_CONNS 16
 
 typedef struct {
-    uv_tcp_t server;
+    tn_listener_t *server; /* tcp:// or ucx://, as the test runs */
     int mode;
     int port;
     uint64_t max_frame;    /* advertised (0: none) */
@@ -50,7 +49,6 @@ typedef struct {
     uv_thread_t thread;
     fake_t f[MAX_FAKES];
     size_t n;
-    cmn_conn_t *conns[MAX_CONNS];
     uv_mutex_t mu;
 } fakes_t;
 
@@ -209,53 +207,13 @@ static void fake_on_decode_error(cmn_conn_t *c, int err)
     cmn_conn_close(c, err);
 }
 
-static void fake_on_close(cmn_conn_t *c, int reason)
-{
-    size_t i;
-
-    (void)reason;
-    for (i = 0; i < MAX_CONNS; i++)
-        if (F.conns[i] == c)
-            F.conns[i] = NULL;
-    free(c);
-}
-
-static void fake_on_conn(uv_stream_t *s, int status)
-{
-    static const cmn_conn_callbacks_t cb = {fake_on_frame, fake_on_decode_error, fake_on_close,
-                                            NULL};
-    cmn_frame_limits_t pre = cmn_frame_limits_preauth();
-    cmn_conn_t *c = malloc(sizeof(*c));
-    size_t i;
-
-    if (status < 0 || !c || cmn_conn_init(s->loop, c, &cb, NULL, &pre) < 0) {
-        free(c);
-        return;
-    }
-    c->data = s->data;
-    if (uv_accept(s, (uv_stream_t *)&c->tcp) < 0 || cmn_conn_start(c) < 0) {
-        cmn_conn_close(c, CMN_ECLOSED);
-        return;
-    }
-    for (i = 0; i < MAX_CONNS; i++) {
-        if (!F.conns[i]) {
-            F.conns[i] = c;
-            return;
-        }
-    }
-    cmn_conn_close(c, CMN_ECLOSED);
-}
-
 static void fakes_on_stop(uv_async_t *a)
 {
     size_t i;
 
     uv_close((uv_handle_t *)a, NULL);
     for (i = 0; i < F.n; i++)
-        uv_close((uv_handle_t *)&F.f[i].server, NULL);
-    for (i = 0; i < MAX_CONNS; i++)
-        if (F.conns[i])
-            cmn_conn_close(F.conns[i], CMN_ECLOSED);
+        tn_listener_close(F.f[i].server); /* and its connections */
 }
 
 static void fakes_main(void *arg)
@@ -267,8 +225,6 @@ static void fakes_main(void *arg)
 /* Starts |n| fake nodes with the given modes (max_frame 0: none advertised). */
 static void fakes_start(size_t n, const int *modes, uint64_t max_frame)
 {
-    struct sockaddr_storage ss;
-    cmn_errbuf_t eb;
     size_t i;
 
     memset(&F, 0, sizeof(F));
@@ -278,16 +234,14 @@ static void fakes_start(size_t n, const int *modes, uint64_t max_frame)
     F.n = n;
     for (i = 0; i < n; i++) {
         fake_t *fk = &F.f[i];
-        int len = sizeof(ss);
+        tn_listen_options_t lo = {
+            .cb = {.on_frame = fake_on_frame, .on_decode_error = fake_on_decode_error},
+            .limits = cmn_frame_limits_preauth(),
+            .arg = fk};
         fk->mode = modes[i];
         fk->max_frame = max_frame;
-        uv_tcp_init(&F.loop, &fk->server);
-        fk->server.data = fk;
-        ck_assert_int_eq(cmn_addr_parse("127.0.0.1:0", &ss, &eb), 0);
-        ck_assert_int_eq(uv_tcp_bind(&fk->server, (struct sockaddr *)&ss, 0), 0);
-        ck_assert_int_eq(uv_listen((uv_stream_t *)&fk->server, 16, fake_on_conn), 0);
-        uv_tcp_getsockname(&fk->server, (struct sockaddr *)&ss, &len);
-        fk->port = cmn_addr_port((struct sockaddr *)&ss);
+        ck_assert_int_eq(tn_listen(&F.loop, &lo, &fk->server), 0);
+        fk->port = tn_listener_port(fk->server);
     }
     ck_assert_int_eq(uv_thread_create(&F.thread, fakes_main, NULL), 0);
 }
@@ -306,7 +260,7 @@ static char addr_buf[MAX_FAKES + 2][32];
 
 static const char *addr_of(int i, int port)
 {
-    snprintf(addr_buf[i], sizeof(addr_buf[i]), "127.0.0.1:%d", port);
+    snprintf(addr_buf[i], sizeof(addr_buf[i]), "%s127.0.0.1:%d", tn_scheme(), port);
     return addr_buf[i];
 }
 
