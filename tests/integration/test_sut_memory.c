@@ -199,22 +199,28 @@ static int handshake(tn_client_t *c, int port)
     return 0;
 }
 
-/* The bytes of queued results the node's "took none of its N bytes" line names, or 0. */
-static size_t queued_at_drop(const tn_proc_t *p)
+/* The number after the last |key| in the node's log, or 0. */
+static unsigned long long logged_number(const tn_proc_t *p, const char *key)
 {
-    char line[512];
-    size_t n = 0;
+    char line[1024];
+    unsigned long long n = 0;
     FILE *f = fopen(p->log_path, "r");
 
     if (!f)
         return 0;
     while (fgets(line, sizeof(line), f)) {
-        const char *at = strstr(line, "took none of its ");
+        const char *at = strstr(line, key);
         if (at)
-            n = strtoull(at + strlen("took none of its "), NULL, 10);
+            n = strtoull(at + strlen(key), NULL, 10);
     }
     fclose(f);
     return n;
+}
+
+/* The bytes of queued results the node's "took none of its N bytes" line names, or 0. */
+static size_t queued_at_drop(const tn_proc_t *p)
+{
+    return (size_t)logged_number(p, "took none of its ");
 }
 
 /* The node's own high-water mark of its memory budget: it logs its stats, "(peak N)" among them,
@@ -222,22 +228,9 @@ static size_t queued_at_drop(const tn_proc_t *p)
  * Returns the bytes, or 0 when the line did not come within 5 s. */
 static unsigned long long budget_peak(const tn_proc_t *p)
 {
-    char line[1024];
-    unsigned long long peak = 0;
-    FILE *f;
-
     if (kill(p->pid, SIGHUP) < 0 || !tn_wait_log(p, "(peak ", 5000))
         return 0;
-    f = fopen(p->log_path, "r");
-    if (!f)
-        return 0;
-    while (fgets(line, sizeof(line), f)) {
-        const char *at = strstr(line, "(peak ");
-        if (at)
-            peak = strtoull(at + strlen("(peak "), NULL, 10);
-    }
-    fclose(f);
-    return peak;
+    return logged_number(p, "(peak ");
 }
 
 /* ---- results that are never read ------------------------------------------------------------- */
