@@ -65,8 +65,7 @@ int tn_connect(tn_client_t *c, int port);
 int tn_is_ucx(void);
 void tn_close(tn_client_t *c);
 /* A peer that stops reading: over tcp:// the client reads only in tn_recv() anyway; over ucx://
- * it stops taking messages as they arrive (tnucx_stop_reading()). Its tn_recv() then waits in
- * vain. */
+ * it stops taking messages as they arrive (tnucx_stop_reading()). Its tn_recv() then fails. */
 void tn_stop_reading(tn_client_t *c);
 
 /* Blocking writes of a whole frame / raw bytes. Return 0 or -1. */

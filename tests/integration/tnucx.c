@@ -24,12 +24,11 @@ typedef struct chunk {
     int failed; /* the fetch failed */
 } chunk_t;
 
-/* A send posted by a peer that no longer progresses: its bytes, kept until the close. */
-typedef struct posted {
-    struct posted *next;
-    void *req; /* NULL once complete at the call */
-    uint8_t bytes[];
-} posted_t;
+/* A rendezvous message left unfetched by a peer that stopped reading: its sender still waits. */
+typedef struct held {
+    struct held *next;
+    void *desc;
+} held_t;
 
 struct tnucx {
     ucp_context_h ctx;
@@ -37,10 +36,10 @@ struct tnucx {
     ucp_ep_h ep;
     int efd;
     size_t max_hdr;
-    int failed;      /* UCX reported the endpoint broken */
-    int no_progress; /* tnucx_stop_reading() */
+    int failed;  /* UCX reported the endpoint broken */
+    int no_read; /* tnucx_stop_reading() */
     chunk_t *head, *tail;
-    posted_t *posted;
+    held_t *held; /* the rendezvous messages not fetched since */
 };
 
 static uint64_t now_ms(void)
@@ -114,8 +113,21 @@ static ucs_status_t on_am(void *arg, const void *header, size_t header_length, v
                           size_t length, const ucp_am_recv_param_t *param)
 {
     tnucx_t *t = arg;
-    chunk_t *k = calloc(1, sizeof(*k));
+    chunk_t *k;
 
+    if (t->no_read) {
+        /* A rendezvous message is left where it is: its sender's request does not complete until
+         * the data is fetched, as a TCP sender's bytes stay queued when its peer stops reading.
+         * An eager message is here already (its sender is done with it): dropped. */
+        held_t *h;
+        if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) || !(h = malloc(sizeof(*h))))
+            return UCS_OK;
+        h->desc = data;
+        h->next = t->held;
+        t->held = h;
+        return UCS_INPROGRESS;
+    }
+    k = calloc(1, sizeof(*k));
     if (!k || !(k->bytes = malloc(header_length + length + 1))) {
         free(k);
         t->failed = 1;
@@ -245,26 +257,6 @@ int tnucx_send_msg(tnucx_t *t, const void *hdr, size_t hlen, const void *data, s
     memset(&rp, 0, sizeof(rp));
     rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     rp.flags = reply ? UCP_AM_SEND_FLAG_REPLY : 0;
-    if (t->no_progress) {
-        /* Posted and left: UCX sends what the transport takes at once (the socket's buffer, the
-         * peer's shared-memory queue) and keeps the rest until a progress that never comes. */
-        posted_t *p = malloc(sizeof(*p) + hlen + dlen);
-        ucs_status_ptr_t r;
-
-        if (!p)
-            return -1;
-        memcpy(p->bytes, hdr, hlen);
-        memcpy(p->bytes + hlen, data, dlen);
-        r = ucp_am_send_nbx(t->ep, AM_FRAME, p->bytes, hlen, p->bytes + hlen, dlen, &rp);
-        if (UCS_PTR_IS_ERR(r)) {
-            free(p);
-            return -1;
-        }
-        p->req = r;
-        p->next = t->posted;
-        t->posted = p;
-        return 0;
-    }
     st = wait_req(t, ucp_am_send_nbx(t->ep, AM_FRAME, hdr, hlen, data, dlen, &rp), SEND_TIMEOUT_MS);
     return st == UCS_OK ? 0 : -1;
 }
@@ -287,7 +279,7 @@ long tnucx_recv(tnucx_t *t, uint8_t *buf, size_t cap, int timeout_ms)
 {
     uint64_t deadline = now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
 
-    if (t->no_progress)
+    if (t->no_read)
         return -1;
     for (;;) {
         chunk_t *k;
@@ -321,20 +313,21 @@ long tnucx_recv(tnucx_t *t, uint8_t *buf, size_t cap, int timeout_ms)
 
 void tnucx_stop_reading(tnucx_t *t)
 {
-    t->no_progress = 1;
+    t->no_read = 1;
 }
 
 void tnucx_close(tnucx_t *t)
 {
     chunk_t *k;
-    posted_t *p;
+    held_t *h;
 
     if (!t)
         return;
-    t->no_progress = 0;
-    for (p = t->posted; p; p = p->next) /* released when complete or cancelled by the close */
-        if (p->req)
-            ucp_request_free(p->req);
+    while ((h = t->held) != NULL) { /* given back to UCX before the endpoint goes */
+        t->held = h->next;
+        ucp_am_data_release(t->worker, h->desc);
+        free(h);
+    }
     if (t->ep) {
         ucp_request_param_t rp;
         memset(&rp, 0, sizeof(rp));
@@ -344,10 +337,6 @@ void tnucx_close(tnucx_t *t)
     }
     ucp_worker_destroy(t->worker); /* before the chunks: a fetch may still point into one */
     ucp_cleanup(t->ctx);
-    while ((p = t->posted) != NULL) {
-        t->posted = p->next;
-        free(p);
-    }
     while ((k = t->head) != NULL) {
         t->head = k->next;
         free(k->bytes);

@@ -31,10 +31,10 @@ int tnucx_send_msg(tnucx_t *t, const void *hdr, size_t hlen, const void *data, s
  * the deadline, -1 once the peer is gone and every byte it sent has been read. */
 long tnucx_recv(tnucx_t *t, uint8_t *buf, size_t cap, int timeout_ms);
 
-/* From now on never progresses the worker, as a peer process that is stuck: what the node sends
- * stays in the transport (the socket's buffer, the shared-memory queue) and then in the node's own
- * queue, as when a TCP peer stops reading. Sends are posted without waiting (their bytes kept
- * until the close); tnucx_recv() returns -1. */
+/* From now on takes nothing the node sends, as a TCP peer that stops reading: rendezvous
+ * messages are left unfetched (the node's sends of them never complete and its queue grows),
+ * eager ones dropped; tnucx_recv() returns -1. Sends go on as before. Only messages above UCX's
+ * rendezvous threshold (UCX_RNDV_THRESH) stay with the node. */
 void tnucx_stop_reading(tnucx_t *t);
 
 /* Closes the endpoint (forced: the node sees it fail at once) and frees everything. */
