@@ -290,12 +290,15 @@ START_TEST(no_read)
      * are bytes in the node's own write queue, which fills only once the kernel's socket buffers
      * are full; how many depends on how many samples were in flight when the peer's reading was
      * paused (70 MB on an idle host, 5.6 MB on a loaded one), so the check asks for the node's
-     * smallest pause threshold (256 KiB) several times over. The RSS peak sampled above may miss
-     * that moment on a busy host. */
+     * smallest pause threshold (256 KiB) several times over. Over ucx:// no kernel buffer comes
+     * first (every unfetched rendezvous result is in the node's queue) and the node pauses the
+     * peer at that threshold, so the queue at the drop may be just over it (256 KiB and 576 KiB
+     * seen on a loaded host, 100 MB on an idle one): the check asks for the threshold itself.
+     * The RSS peak sampled above may miss that moment on a busy host. */
     queued = queued_at_drop(&p);
     printf("no_read: %zu bytes of results queued when the peer was dropped\n", queued);
-    ck_assert_msg(queued >= 1u << 20, "the results did not queue up (%zu bytes at the drop)",
-                  queued);
+    ck_assert_msg(queued >= (tn_is_ucx() ? 256u << 10 : 1u << 20),
+                  "the results did not queue up (%zu bytes at the drop)", queued);
     finish(&p, "no_read", idle, peak, 128 * 1024);
 }
 END_TEST
