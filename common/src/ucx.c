@@ -1024,6 +1024,8 @@ int cmn__ucx_send(cmn_conn_t *c, unsigned type, const ProtobufCMessage *meta,
     uint64_t plen = 0;
     const void *buf = NULL;
     size_t count = 0;
+    cmn_conn_sent_cb early = NULL; /* called before returning: the payload was copied */
+    void *early_arg = NULL;
     long hl;
     tx_t *t;
 
@@ -1109,16 +1111,10 @@ int cmn__ucx_send(cmn_conn_t *c, unsigned type, const ProtobufCMessage *meta,
     req = ucp_am_send_nbx(e->ep, AM_FRAME, t->head, hlen, buf, count, &rp);
     if (e->sending == t && !UCS_PTR_IS_ERR(req)) { /* on_sent has not run inside the call */
         t->req = req;
-        if (t->gather && c->opt.copy_alloc && t->cb) {
-            /* The copy is what UCX sends: the caller's buffers are free now (conn.h). */
-            cmn_conn_sent_cb sent = t->cb;
+        if (t->gather && c->opt.copy_alloc) { /* the copy is what UCX sends (conn.h) */
+            early = t->cb;
+            early_arg = t->arg;
             t->cb = NULL;
-            e->sending = NULL;
-            c->frames_out++;
-            if (c->bytes_writing > c->opt.write_high_water)
-                c->above_high_water = 1;
-            sent(t->arg, 0);
-            return 0;
         }
     }
     e->sending = NULL;
@@ -1135,6 +1131,8 @@ int cmn__ucx_send(cmn_conn_t *c, unsigned type, const ProtobufCMessage *meta,
     c->frames_out++;
     if (c->bytes_writing > c->opt.write_high_water)
         c->above_high_water = 1;
+    if (early) /* the caller's buffers are free now */
+        early(early_arg, 0);
     return 0;
 }
 

@@ -14,9 +14,18 @@ void sut__budget_init(sut_budget_t *b, uint64_t budget)
     atomic_init(&b->refused, 0);
 }
 
+/* Raises the high-water mark to |used| if it is higher. */
+static void raise_peak(sut_budget_t *b, uint_fast64_t used)
+{
+    uint_fast64_t peak = atomic_load_explicit(&b->peak, memory_order_relaxed);
+
+    while (used > peak && !atomic_compare_exchange_weak(&b->peak, &peak, used))
+        ;
+}
+
 int sut__budget_take(sut_budget_t *b, uint64_t bytes)
 {
-    uint_fast64_t used = atomic_load_explicit(&b->used, memory_order_relaxed), peak;
+    uint_fast64_t used = atomic_load_explicit(&b->used, memory_order_relaxed);
 
     do {
         if (bytes > b->limit || used > b->limit - bytes) {
@@ -24,20 +33,13 @@ int sut__budget_take(sut_budget_t *b, uint64_t bytes)
             return CMN_EOVERLOAD;
         }
     } while (!atomic_compare_exchange_weak(&b->used, &used, used + bytes));
-    peak = atomic_load_explicit(&b->peak, memory_order_relaxed);
-    while (used + bytes > peak &&
-           !atomic_compare_exchange_weak(&b->peak, &peak, (uint_fast64_t)(used + bytes)))
-        ;
+    raise_peak(b, used + bytes);
     return 0;
 }
 
 void sut__budget_charge(sut_budget_t *b, uint64_t bytes)
 {
-    uint_fast64_t used = atomic_fetch_add_explicit(&b->used, bytes, memory_order_relaxed) + bytes;
-    uint_fast64_t peak = atomic_load_explicit(&b->peak, memory_order_relaxed);
-
-    while (used > peak && !atomic_compare_exchange_weak(&b->peak, &peak, used))
-        ;
+    raise_peak(b, atomic_fetch_add_explicit(&b->used, bytes, memory_order_relaxed) + bytes);
 }
 
 void sut__budget_give(sut_budget_t *b, uint64_t bytes)
