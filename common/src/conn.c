@@ -4,7 +4,9 @@
 #include "cmn/net.h"
 #include "tls_internal.h"
 #include "ucx_internal.h"
+#include "writer_internal.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,6 +38,7 @@ struct cmn_wbatch {
     done_t *done;
     size_t ndone, done_cap;
     size_t bytes;
+    cmn__wjob_t job; /* when the connection's write thread writes it */
 };
 
 cmn_conn_options_t cmn_conn_options_default(void)
@@ -170,6 +173,42 @@ static void on_write(uv_write_t *req, int status)
     written(c, bytes);
 }
 
+static void finish_shutdown(cmn_conn_t *c);
+
+/* The write thread is done with a batch (writer_internal.h): as on_write, on the loop thread. A
+ * failed write closes the connection, naming the error. */
+static void on_writer_done(cmn_conn_t *c, cmn__wjob_t *job)
+{
+    cmn_wbatch_t *b = (cmn_wbatch_t *)(void *)((char *)job - offsetof(cmn_wbatch_t, job));
+    size_t bytes = b->bytes;
+    int status = job->status;
+
+    c->writer_bytes -= bytes;
+    if (status == 0)
+        c->bytes_out += bytes;
+    batch_complete(b, status);
+    batch_put(c, b); /* may free b */
+    written(c, bytes);
+    if (status < 0 && c->closing != 2) {
+        snprintf(c->last_error, sizeof(c->last_error), "write error: %s", cmn_strerror(status));
+        cmn_conn_close(c, status);
+        return;
+    }
+    if (c->writer_shutdown_due && !c->writer_bytes && c->closing == 1) {
+        c->writer_shutdown_due = 0;
+        finish_shutdown(c);
+    }
+}
+
+static void handle_done(cmn_conn_t *c);
+
+static void on_writer_released(cmn_conn_t *c)
+{
+    handle_done(c);
+}
+
+static const cmn__writer_hooks_t writer_hooks = {on_writer_done, on_writer_released};
+
 /* Ciphertext on its way to the socket. */
 typedef struct {
     uv_write_t req;
@@ -225,8 +264,6 @@ static void tls_flush_output(cmn_conn_t *c)
         }
     }
 }
-
-static void finish_shutdown(cmn_conn_t *c);
 
 /* Encrypts queued frames while less than TLS_OUT_HIGH of ciphertext waits for the socket. A
  * batch's callbacks run once all of it is encrypted: its payload is no longer referenced then. */
@@ -304,6 +341,17 @@ static void flush_now(cmn_conn_t *c)
     }
     c->bytes_pending -= b->bytes;
     c->bytes_writing += b->bytes;
+    /* Frames never overtake each other: while one path (the write thread, libuv) has bytes
+     * outstanding, the batch follows them; when neither has, the batch's size chooses. */
+    if (c->writer && (c->writer_bytes > 0 ||
+                      (c->bytes_writing == b->bytes && b->bytes >= c->opt.write_thread_min))) {
+        c->writer_bytes += b->bytes;
+        b->job.bufs = b->bufs;
+        b->job.nbufs = b->nbufs;
+        b->job.bytes = b->bytes;
+        cmn__writer_push(c->writer, &b->job);
+        return;
+    }
     b->req.data = b;
     rc = uv_write(&b->req, (uv_stream_t *)&c->tcp, b->bufs, (unsigned)b->nbufs, on_write);
     if (rc < 0) {
@@ -448,7 +496,7 @@ void cmn_conn_describe(const cmn_conn_t *c, char *buf, size_t len)
     if (c->ucx)
         cmn__ucx_describe(c, buf, len);
     else
-        snprintf(buf, len, "%s", c->tls ? "tls" : "tcp");
+        snprintf(buf, len, "%s%s", c->tls ? "tls" : "tcp", c->writer ? "+write-thread" : "");
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -607,6 +655,13 @@ int cmn_conn_start(cmn_conn_t *c)
         if (rc < 0)
             return rc;
     }
+    if (c->opt.write_thread_min && !c->tls && !c->writer) {
+        uv_os_fd_t fd;
+        if ((rc = uv_fileno((uv_handle_t *)&c->tcp, &fd)) < 0 ||
+            (rc = cmn__writer_start(c, fd, &writer_hooks)) < 0)
+            return rc;
+        c->handles_open++; /* released by on_writer_released */
+    }
     c->read_paused = 0;
     rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
     if (rc < 0)
@@ -735,6 +790,9 @@ void cmn_conn_close(cmn_conn_t *c, int reason)
     c->closing = 2;
     flush_stop(c);
     uv_timer_stop(&c->shutdown_timer);
+    /* The write thread stops before the socket closes under it. Its batches are the oldest:
+     * they are reported first (what it had not written as cancelled), then the newer ones. */
+    cmn__writer_stop(c);
     b = c->cur;
     c->cur = NULL;
     if (b) {
@@ -809,6 +867,10 @@ void cmn_conn_shutdown(cmn_conn_t *c, int reason)
     flush_now(c);
     if (c->closing == 2)
         return; /* the flush failed and closed the connection */
+    if (c->writer_bytes) {
+        c->writer_shutdown_due = 1; /* on_writer_done finishes once the thread has written all */
+        return;
+    }
     if (c->tls && c->tls_head) {
         c->tls_shutdown_due = 1; /* tls_pump finishes once the queue is encrypted */
         return;

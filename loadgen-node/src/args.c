@@ -54,6 +54,7 @@ static int set_user_conf(lg_args_t *o, const char *name, const char *v, cmn_errb
 static int set_set(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
 static int set_synth(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
 static int set_size(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
+static int set_write_thread(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
 static int set_null(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
 static int set_intervals(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
 static int set_quiet(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
@@ -107,6 +108,10 @@ static const opt_t options[] = {
     STR("sut", "KIND", sut, "qdl (the default when --nodes is given) or null (in-process)"),
     STR("nodes", "H:P,H:P", nodes, "sut-node addresses for the QDL (IPv6 as [ADDR]:PORT)"),
     U64("connections", "N", connections, "connections per node (QDL, default 1)"),
+    FN("write-thread-min", "BYTES", set_write_thread,
+       "a write thread per connection: frames of a loop turn making\n"
+       "at least BYTES leave from it (QDL, tcp://, K and M suffixes;\n"
+       "default 0: every write from the QDL loop; see qdl/README.md)"),
     FN("progress-timeout-ms", "N", set_qdl_limit,
        "a node holding samples without completing any for N ms is marked\n"
        "degraded and its samples go elsewhere (QDL; default 0: 10 s, 60 s\n"
@@ -257,6 +262,14 @@ static int set_size(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t 
 {
     if (cmn_parse_size(v, &o->sample_size) < 0)
         return cmn_errf(eb, CMN_ECONFIG, "--%s: '%s' is not a byte count", name, v);
+    return 0;
+}
+
+static int set_write_thread(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb)
+{
+    if (cmn_parse_size(v, &o->write_thread_min) < 0)
+        return cmn_errf(eb, CMN_ECONFIG, "--%s: '%s' is not a byte count", name, v);
+    o->have_write_thread_min = 1;
     return 0;
 }
 

@@ -28,6 +28,8 @@ typedef struct {
     const char *metrics_listen; /* --metrics-listen (QDL runs) */
     uint64_t metrics_linger_ms;
     uint64_t connections;
+    uint64_t write_thread_min; /* --write-thread-min (QDL), when have_write_thread_min */
+    int have_write_thread_min;
     uint64_t progress_timeout_ms; /* 0: the QDL's default */
     uint32_t max_dispatches;      /* 0: the QDL's default */
     lg_null_config_t null;

@@ -484,6 +484,7 @@ static void conn_connect(qdl_conn_t *qc)
     char why[160];
     int rc;
 
+    opt.write_thread_min = (size_t)q->cfg.write_thread_min;
     if (nd->connects++ >= q->cfg.connections_per_node)
         nd->st.reconnects++;
     rc = cmn_conn_init(&q->loop, &qc->c, &cb, &opt, &pre);

@@ -218,3 +218,9 @@ size_t expect_once_or_failed(void)
     }
     return failed;
 }
+
+uint64_t test_write_thread_min(void)
+{
+    const char *v = getenv("NSUT_TEST_WRITE_THREAD_MIN");
+    return v && *v ? strtoull(v, NULL, 10) : 0;
+}

@@ -51,6 +51,9 @@ uint64_t wait_sent(qdl_t *q, uint64_t want, int timeout_ms);
 /* Every sample completed exactly once, successfully (and with the right digest), its
  * issued_ns and sent_ns in order between its issue call and its completion. */
 void expect_exactly_once(int digest);
+/* NSUT_TEST_WRITE_THREAD_MIN (bytes, default 0): what a test's QDL sets as write_thread_min, so
+ * a suite runs again with the connections' write threads (1: every batch through them). */
+uint64_t test_write_thread_min(void);
 /* Every sample completed exactly once: successfully, or failed with a status (counted). */
 size_t expect_once_or_failed(void);
 

@@ -68,6 +68,7 @@ static qdl_t *qdl_on_deadline(size_t n, unsigned ping_timeout_ms)
     cfg.reconnect_max_ms = 300;
     cfg.fail_timeout_ms = 3000;
     cfg.max_part_samples = 16;
+    cfg.write_thread_min = test_write_thread_min();
     ck_assert_msg(qdl_create(&cfg, &q, err, sizeof(err)) == 0, "qdl_create: %s", err);
     return q;
 }

@@ -92,6 +92,7 @@ static qdl_t *make_qdl(size_t n, qdl_policy_t policy, void (*tweak)(qdl_config_t
     cfg.policy = policy;
     cfg.on_complete = on_complete;
     cfg.result_codec = CMPR_LZ4;
+    cfg.write_thread_min = test_write_thread_min();
     if (tweak)
         tweak(&cfg);
     ck_assert_msg(qdl_create(&cfg, &q, err, sizeof(err)) == 0, "qdl_create: %s", err);
@@ -120,6 +121,7 @@ static void digest_run(size_t n_nodes, unsigned conns)
     cfg.n_nodes = n_nodes;
     cfg.connections_per_node = conns;
     cfg.on_complete = on_complete;
+    cfg.write_thread_min = test_write_thread_min();
     ck_assert_msg(qdl_create(&cfg, &q, err, sizeof(err)) == 0, "qdl_create: %s", err);
     /* As loadgen-node does when samples load: with ucx:// UCX maps them (sends below come from
      * registered memory), with tcp:// a no-op; either way the digests must still match. */

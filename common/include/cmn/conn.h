@@ -23,7 +23,8 @@
  * Frames arrive in order; read_pause holds them (a large payload stays at the sender until
  * reading resumes). TLS is for TCP only.
  *
- * Thread-safety: none. Every function must be called on the loop thread. */
+ * Thread-safety: none. Every function must be called on the loop thread (a connection's write
+ * thread, see write_thread_min, is internal: its completions run on the loop thread too). */
 #ifndef CMN_CONN_H
 #define CMN_CONN_H
 
@@ -75,6 +76,13 @@ typedef struct {
     void *(*copy_alloc)(void *ctx, size_t size);
     void (*copy_free)(void *ctx, void *p, size_t size);
     void *copy_ctx;
+    /* tcp:// without TLS: 0 (the default) writes every frame from the loop thread. Otherwise the
+     * connection gets a write thread of its own, and a loop turn's frames of at least this many
+     * bytes leave from it (smaller ones still leave at once from the loop thread, without a
+     * thread hop, unless the thread is still writing: frames never overtake each other). The
+     * kernel's copy of large payloads then runs beside the loop, and a program with several
+     * connections spreads their copies over the cores (common/src/writer.c). */
+    size_t write_thread_min;
 } cmn_conn_options_t;
 
 cmn_conn_options_t cmn_conn_options_default(void);
@@ -108,9 +116,12 @@ struct cmn_conn {
     int reading;
     int read_paused;
     int in_read;
-    int large_frames;        /* the last frame was large: read headers alone (see on_alloc) */
-    struct cmn__tls *tls;    /* NULL: plaintext */
-    struct cmn__ucx_ep *ucx; /* NULL: TCP */
+    int large_frames;           /* the last frame was large: read headers alone (see on_alloc) */
+    struct cmn__tls *tls;       /* NULL: plaintext */
+    struct cmn__ucx_ep *ucx;    /* NULL: TCP */
+    struct cmn__writer *writer; /* NULL: every write from the loop thread (write_thread_min) */
+    size_t writer_bytes;        /* of bytes_writing, those handed to the writer */
+    int writer_shutdown_due;    /* cmn_conn_shutdown waits for the writer to finish */
     /* TLS: batches waiting to be encrypted, oldest first; encryption pauses while much
      * ciphertext waits for the socket, so memory stays bounded whatever is queued. */
     cmn_wbatch_t *tls_head, *tls_tail;
@@ -138,7 +149,8 @@ int cmn_conn_connect_ucx(cmn_conn_t *c, struct cmn_ucx *u, const struct sockaddr
  * before cmn_conn_start). Returns 0 or a negative code (the request is then rejected). */
 int cmn_conn_accept_ucx(cmn_conn_t *c, struct cmn_ucx_incoming *in);
 
-/* "tcp", "tls" or "ucx:<UCX transports in use>" (e.g. "ucx:posix", "ucx:tcp", "ucx:rc_mlx5"). */
+/* "tcp", "tcp+write-thread" (write_thread_min), "tls" or "ucx:<UCX transports in use>" (e.g.
+ * "ucx:posix", "ucx:tcp", "ucx:rc_mlx5"). */
 void cmn_conn_describe(const cmn_conn_t *c, char *buf, size_t len);
 
 /* Runs TLS on this connection (cmn/tls.h); call before cmn_conn_start. |peer_name|: for a client,

@@ -110,6 +110,15 @@ typedef struct {
     /* ucx:// nodes: progress UCX on every loop turn instead of sleeping on its event fd
      * (lowest latency, one core busy; needed for UCX shared memory). Default 0. */
     int ucx_busy_poll;
+
+    /* tcp:// nodes (not TLS): 0 (the default) writes every frame from the loop thread. N > 0
+     * gives each connection a write thread, and the frames of a loop turn that make at least N
+     * bytes leave from it (smaller ones still leave at once from the loop thread). The kernel's
+     * copy of the sample bytes then runs beside the loop, so with connections_per_node > 1 one
+     * node's copies spread over several cores: for a LoadGen host whose QDL loop thread is at
+     * 100 % while cores are idle. On a host whose cores are all busy it costs a thread hop per
+     * large write and gains nothing (bench/README.md, "Offline: spreading the copies"). */
+    uint64_t write_thread_min;
 } qdl_config_t;
 
 /* Fills |cfg| with the defaults above (no nodes, no callback). */

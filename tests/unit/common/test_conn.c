@@ -26,6 +26,17 @@ typedef struct {
     size_t big_len;
     int sent_done;
     int drained;
+    /* write thread tests */
+    uv_timer_t ticker;
+    uv_prepare_t probe;
+    int ticks;
+    uint64_t next_id;
+    size_t max_writer_bytes;
+    int cancelled;
+    int wt_handles; /* ticker and probe exist: close_all closes them */
+    int srv_paused; /* the server stops reading at once */
+    int srv_silent; /* the server answers nothing and closes at the client's FIN */
+    uint64_t srv_bytes;
 } fixture_t;
 
 static fixture_t fx;
@@ -67,6 +78,11 @@ static void srv_on_frame(cmn_conn_t *c, const cmn_frame_t *f)
 
     ck_assert_int_eq(cmn_msg_unpack(f, &lim, NULL, &m, &eb), 0);
     ck_assert_uint_eq(f->hdr.type, CMN_MSG_QUERY);
+    fx.srv_bytes += f->hdr.payload_len;
+    if (fx.srv_silent) {
+        cmn_msg_free(m, NULL);
+        return;
+    }
     q = (Nsut__Query *)m;
     res = calloc(q->n_samples, sizeof(*res));
     rp = calloc(q->n_samples, sizeof(*rp));
@@ -109,6 +125,8 @@ static void on_connection(uv_stream_t *server, int status)
     ck_assert_int_eq(cmn_conn_init(server->loop, c, &cb, NULL, &lim), 0);
     ck_assert_int_eq(uv_accept(server, (uv_stream_t *)&c->tcp), 0);
     ck_assert_int_eq(cmn_conn_start(c), 0);
+    if (fx.srv_paused)
+        cmn_conn_read_pause(c);
     fx.srv_conn = c;
 }
 
@@ -126,6 +144,11 @@ static void cli_on_frame(cmn_conn_t *c, const cmn_frame_t *f)
         return;
     }
     ck_assert_uint_eq(f->hdr.type, CMN_MSG_RESPONSE);
+    if (fx.next_id) {
+        /* Frames never overtake each other, whichever path (loop or write thread) sent them. */
+        ck_assert_uint_eq(((Nsut__Response *)m)->results[0]->id, fx.next_id);
+        fx.next_id++;
+    }
     if (f->hdr.payload_len == fx.big_len) {
         ck_assert_mem_eq(f->payload, fx.big, fx.big_len);
     } else {
@@ -163,7 +186,11 @@ static void close_all(void)
 {
     uv_close((uv_handle_t *)&fx.server, NULL);
     uv_close((uv_handle_t *)&fx.watchdog, NULL);
-    if (fx.srv_conn && !fx.server_closed)
+    if (fx.wt_handles) {
+        uv_close((uv_handle_t *)&fx.ticker, NULL);
+        uv_close((uv_handle_t *)&fx.probe, NULL);
+    }
+    if (fx.srv_conn && !fx.server_closed && !fx.srv_silent)
         cmn_conn_close(fx.srv_conn, 0);
 }
 
@@ -253,16 +280,23 @@ START_TEST(echo_many_small)
 }
 END_TEST
 
-static void on_connect_big(cmn_conn_t *c, int status)
+/* A connected client starts reading and gets a |len|-byte patterned payload in fx.big. */
+static void start_with_big(cmn_conn_t *c, int status, size_t len)
 {
     size_t i;
 
     ck_assert_int_eq(status, 0);
     ck_assert_int_eq(cmn_conn_start(c), 0);
-    fx.big_len = 8u << 20;
+    fx.big_len = len;
     fx.big = malloc(fx.big_len);
+    ck_assert_ptr_nonnull(fx.big);
     for (i = 0; i < fx.big_len; i++)
         fx.big[i] = (uint8_t)(i * 2654435761u >> 13);
+}
+
+static void on_connect_big(cmn_conn_t *c, int status)
+{
+    start_with_big(c, status, 8u << 20);
     send_query(c, 1, fx.big, fx.big_len);
     send_query(c, 2, small[2], 0);
     fx.want_responses = 2;
@@ -347,6 +381,150 @@ START_TEST(connect_refused)
 }
 END_TEST
 
+/* ---- the write thread (write_thread_min) ------------------------------------------------------
+ */
+
+#define WT_MIN (64u * 1024u)
+#define WT_BIG (256u * 1024u)
+#define WT_FRAMES 40
+
+/* After each loop turn's flush: how much the write thread held. */
+static void on_probe(uv_prepare_t *h)
+{
+    (void)h;
+    if (fx.cli.writer_bytes > fx.max_writer_bytes)
+        fx.max_writer_bytes = fx.cli.writer_bytes;
+}
+
+/* One frame per tick, large and small in turn: a small frame queued while the thread still
+ * writes a large one must follow it, not overtake it from the loop thread. */
+static void on_tick(uv_timer_t *t)
+{
+    uint64_t id = (uint64_t)fx.ticks + 1;
+
+    (void)t;
+    if (id % 2)
+        send_query(&fx.cli, id, fx.big, fx.big_len);
+    else
+        send_query(&fx.cli, id, small[id % 200], sizeof(small[0]));
+    if (++fx.ticks == WT_FRAMES)
+        uv_timer_stop(&fx.ticker);
+}
+
+static void on_connect_threaded(cmn_conn_t *c, int status)
+{
+    size_t i;
+
+    start_with_big(c, status, WT_BIG);
+    ck_assert_ptr_nonnull(c->writer);
+    for (i = 0; i < 200; i++)
+        memset(small[i], (int)i, sizeof(small[i]));
+    fx.next_id = 1;
+    fx.want_responses = WT_FRAMES;
+    ck_assert_int_eq(uv_timer_start(&fx.ticker, on_tick, 0, 1), 0);
+}
+
+static void threaded_client(void (*on_connect)(cmn_conn_t *, int))
+{
+    cmn_conn_options_t opt = cmn_conn_options_default();
+
+    opt.write_thread_min = WT_MIN;
+    ck_assert_int_eq(uv_timer_init(&fx.loop, &fx.ticker), 0);
+    ck_assert_int_eq(uv_prepare_init(&fx.loop, &fx.probe), 0);
+    ck_assert_int_eq(uv_prepare_start(&fx.probe, on_probe), 0);
+    fx.wt_handles = 1;
+    client_init(&opt, on_connect);
+}
+
+START_TEST(write_thread_keeps_order)
+{
+    threaded_client(on_connect_threaded);
+    uv_run(&fx.loop, UV_RUN_DEFAULT);
+    ck_assert_int_eq(fx.responses, WT_FRAMES);
+    ck_assert_int_eq(fx.sent_done, WT_FRAMES);
+    ck_assert_uint_eq(fx.bytes_checked, (WT_FRAMES / 2) * (WT_BIG + sizeof(small[0])));
+    /* The large frames went through the thread. */
+    ck_assert_uint_ge(fx.max_writer_bytes, WT_BIG);
+    ck_assert_int_eq(fx.client_closed, 1);
+}
+END_TEST
+
+static void on_sent_or_cancelled(void *arg, int status)
+{
+    (void)arg;
+    if (status == UV_ECANCELED)
+        fx.cancelled++;
+    else
+        ck_assert_int_eq(status, 0);
+    fx.sent_done++;
+}
+
+static void on_close_timer(uv_timer_t *t)
+{
+    (void)t;
+    /* The thread is waiting for room the paused server never makes: closing must not hang. */
+    ck_assert_uint_gt(fx.cli.writer_bytes, 0);
+    cmn_conn_close(&fx.cli, 0);
+}
+
+static void on_connect_stuck(cmn_conn_t *c, int status)
+{
+    Nsut__Sample s = NSUT__SAMPLE__INIT, *sp = &s;
+    Nsut__Query q = NSUT__QUERY__INIT;
+    struct iovec pl;
+    size_t i;
+
+    ck_assert_int_eq(status, 0);
+    ck_assert_int_eq(cmn_conn_start(c), 0);
+    fx.big_len = 4u << 20;
+    fx.big = calloc(1, fx.big_len);
+    pl.iov_base = fx.big;
+    pl.iov_len = fx.big_len;
+    q.n_samples = 1;
+    q.samples = &sp;
+    s.raw_size = s.wire_size = fx.big_len;
+    for (i = 0; i < 16; i++) { /* 64 MiB: far more than the socket buffers take */
+        s.id = q.query_id = i + 1;
+        ck_assert_int_eq(
+            cmn_conn_send(c, CMN_MSG_QUERY, &q.base, &pl, 1, on_sent_or_cancelled, NULL), 0);
+    }
+    ck_assert_int_eq(uv_timer_start(&fx.ticker, on_close_timer, 300, 0), 0);
+}
+
+START_TEST(write_thread_close_while_stuck)
+{
+    fx.srv_paused = 1;
+    threaded_client(on_connect_stuck);
+    uv_run(&fx.loop, UV_RUN_DEFAULT);
+    /* Every frame's callback ran once; the one on the wire and the rest were cancelled. */
+    ck_assert_int_eq(fx.sent_done, 16);
+    ck_assert_int_ge(fx.cancelled, 1);
+    ck_assert_int_eq(fx.client_closed, 1);
+    ck_assert_uint_eq(fx.cli.writer_bytes, 0);
+}
+END_TEST
+
+static void on_connect_then_shutdown(cmn_conn_t *c, int status)
+{
+    start_with_big(c, status, 8u << 20);
+    send_query(c, 1, fx.big, fx.big_len);
+    /* The graceful close flushes through the thread before its FIN. */
+    cmn_conn_shutdown(c, 0);
+    ck_assert_int_eq(c->closing, 1);
+}
+
+START_TEST(write_thread_shutdown_flushes)
+{
+    fx.srv_silent = 1; /* no reply left unread at the client, so its close is a FIN, not a RST */
+    threaded_client(on_connect_then_shutdown);
+    uv_run(&fx.loop, UV_RUN_DEFAULT);
+    ck_assert_int_eq(fx.sent_done, 1);
+    ck_assert_uint_eq(fx.srv_bytes, 8u << 20);
+    ck_assert_int_eq(fx.client_closed, 1);
+    ck_assert_int_eq(fx.server_closed, 1);
+}
+END_TEST
+
 TCase *tcase_conn(void)
 {
     TCase *tc = tcase_create("conn");
@@ -356,6 +534,9 @@ TCase *tcase_conn(void)
     tcase_add_test(tc, backpressure_drains);
     tcase_add_test(tc, decode_error_gets_error_frame);
     tcase_add_test(tc, connect_refused);
+    tcase_add_test(tc, write_thread_keeps_order);
+    tcase_add_test(tc, write_thread_close_while_stuck);
+    tcase_add_test(tc, write_thread_shutdown_flushes);
     tcase_set_timeout(tc, 30);
     return tc;
 }
