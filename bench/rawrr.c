@@ -61,56 +61,6 @@ static int read_full(int fd, void *buf, size_t n)
     return 0;
 }
 
-static int write_full(int fd, const void *buf, size_t n)
-{
-    const uint8_t *p = buf;
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w <= 0) {
-            if (w < 0 && errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-static void nodelay(int fd)
-{
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
-
-/* One server process per connection: read a request, write a response, forever. */
-static void serve(int fd, size_t req, size_t resp)
-{
-    uint8_t *in = malloc(req), *out = calloc(1, resp ? resp : 1);
-    nodelay(fd);
-    while (read_full(fd, in, req) == 0 && write_full(fd, out, resp) == 0) {
-    }
-    _exit(0);
-}
-
-static void pin(int cpu)
-{
-    cpu_set_t set;
-
-    if (cpu < 0)
-        return;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    if (sched_setaffinity(0, sizeof(set), &set) != 0)
-        perror("rawrr: sched_setaffinity");
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 static int zerocopy; /* --zerocopy: send with MSG_ZEROCOPY (the buffers are never written) */
 
 /* A MSG_ZEROCOPY send's completion is a notification on the socket's error queue; the buffers
@@ -144,13 +94,16 @@ static void drain_errqueue(int fd, uint64_t *notes, uint64_t *copied)
     }
 }
 
-static int send_req(int fd, const uint8_t *p, size_t n, uint64_t *notes, uint64_t *copied)
+/* Sends all |n| bytes with send(|flags|). With MSG_ZEROCOPY, a full error queue (ENOBUFS) is
+ * drained into |notes| and |copied| and the send retried. */
+static int send_full(int fd, const void *buf, size_t n, int flags, uint64_t *notes,
+                     uint64_t *copied)
 {
-    if (!zerocopy)
-        return write_full(fd, p, n);
+    const uint8_t *p = buf;
+
     while (n) {
-        ssize_t w = send(fd, p, n, MSG_ZEROCOPY);
-        if (w < 0 && errno == ENOBUFS) {
+        ssize_t w = send(fd, p, n, flags);
+        if (w < 0 && errno == ENOBUFS && (flags & MSG_ZEROCOPY)) {
             struct pollfd pe = {.fd = fd, .events = 0};
             poll(&pe, 1, 10); /* wait for notifications to free optmem */
             drain_errqueue(fd, notes, copied);
@@ -167,6 +120,40 @@ static int send_req(int fd, const uint8_t *p, size_t n, uint64_t *notes, uint64_
     return 0;
 }
 
+static void nodelay(int fd)
+{
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+/* One server process per connection: read a request, write a response, forever. */
+static void serve(int fd, size_t req, size_t resp)
+{
+    uint8_t *in = malloc(req), *out = calloc(1, resp ? resp : 1);
+    nodelay(fd);
+    while (read_full(fd, in, req) == 0 && send_full(fd, out, resp, 0, NULL, NULL) == 0) {
+    }
+    _exit(0);
+}
+
+static void pin(int cpu)
+{
+    cpu_set_t set;
+
+    if (cpu < 0)
+        return;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof(set), &set) != 0)
+        perror("rawrr: sched_setaffinity");
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 /* One client thread: its own connections, its own slice of the buffers, its own samples. */
 typedef struct {
     int *fds;
@@ -177,6 +164,14 @@ typedef struct {
     size_t *head, *tail;
     int cpu, failed;
 } worker_t;
+
+/* Sends connection |i|'s next request, from the next of the buffers, and notes when. */
+static int send_next(worker_t *w, size_t i)
+{
+    w->sent_at[i * w->inflight + (w->head[i]++ % w->inflight)] = now_ns();
+    return send_full(w->fds[i], w->out + w->req * (w->next_buf++ % w->nbufs), w->req,
+                     zerocopy ? MSG_ZEROCOPY : 0, &w->zc_notes, &w->zc_copied);
+}
 
 static void *client(void *arg)
 {
@@ -190,20 +185,13 @@ static void *client(void *arg)
     w->tail = calloc(w->n_fds, sizeof(size_t));
     w->cap_rtt = 1u << 18;
     w->rtt = malloc(w->cap_rtt * sizeof(uint64_t));
-    if (!in || !w->sent_at || !w->head || !w->tail || !w->rtt) {
-        w->failed = 1;
-        return NULL;
-    }
+    if (!in || !w->sent_at || !w->head || !w->tail || !w->rtt)
+        goto fail;
     /* Fill the pipeline, then replace every response with a new request. */
     for (i = 0; i < w->n_fds; i++)
-        for (k = 0; k < w->inflight; k++) {
-            w->sent_at[i * w->inflight + (w->head[i]++ % w->inflight)] = now_ns();
-            if (send_req(w->fds[i], w->out + w->req * (w->next_buf++ % w->nbufs), w->req,
-                         &w->zc_notes, &w->zc_copied) < 0) {
-                w->failed = 1;
-                return NULL;
-            }
-        }
+        for (k = 0; k < w->inflight; k++)
+            if (send_next(w, i) < 0)
+                goto fail;
     while (now_ns() < w->end) {
         struct pollfd p[MAX_CONNS];
         for (i = 0; i < w->n_fds; i++) {
@@ -218,30 +206,27 @@ static void *client(void *arg)
                 drain_errqueue(w->fds[i], &w->zc_notes, &w->zc_copied);
             if ((w->n_fds > 1 || zerocopy) && !(p[i].revents & POLLIN))
                 continue;
-            if (read_full(w->fds[i], in, w->resp) < 0) {
-                w->failed = 1;
-                return NULL;
-            }
+            if (read_full(w->fds[i], in, w->resp) < 0)
+                goto fail;
             t = now_ns();
             if (w->n_rtt == w->cap_rtt) {
                 uint64_t *r = realloc(w->rtt, 2 * w->cap_rtt * sizeof(uint64_t));
-                if (!r) {
-                    w->failed = 1;
-                    return NULL;
-                }
+                if (!r)
+                    goto fail;
                 w->rtt = r;
                 w->cap_rtt *= 2;
             }
             w->rtt[w->n_rtt++] = t - w->sent_at[i * w->inflight + (w->tail[i]++ % w->inflight)];
             w->done++;
-            w->sent_at[i * w->inflight + (w->head[i]++ % w->inflight)] = now_ns();
-            if (send_req(w->fds[i], w->out + w->req * (w->next_buf++ % w->nbufs), w->req,
-                         &w->zc_notes, &w->zc_copied) < 0) {
-                w->failed = 1;
-                return NULL;
-            }
+            if (send_next(w, i) < 0)
+                goto fail;
         }
     }
+    free(in);
+    return NULL;
+
+fail: /* a connection lost or no memory: main reports it */
+    w->failed = 1;
     free(in);
     return NULL;
 }

@@ -202,12 +202,7 @@ static void on_writer_done(cmn_conn_t *c, cmn__wjob_t *job)
 
 static void handle_done(cmn_conn_t *c);
 
-static void on_writer_released(cmn_conn_t *c)
-{
-    handle_done(c);
-}
-
-static const cmn__writer_hooks_t writer_hooks = {on_writer_done, on_writer_released};
+static const cmn__writer_hooks_t writer_hooks = {on_writer_done, handle_done};
 
 /* Ciphertext on its way to the socket. */
 typedef struct {
@@ -660,7 +655,7 @@ int cmn_conn_start(cmn_conn_t *c)
         if ((rc = uv_fileno((uv_handle_t *)&c->tcp, &fd)) < 0 ||
             (rc = cmn__writer_start(c, fd, &writer_hooks)) < 0)
             return rc;
-        c->handles_open++; /* released by on_writer_released */
+        c->handles_open++; /* released by handle_done once the writer's handle closes */
     }
     c->read_paused = 0;
     rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
