@@ -170,7 +170,7 @@ run() { # scenario, then extra loadgen-node options (the QSL options are in ${qs
 echo "demo: the official seeds are given with --set, not read from mlperf.conf: these runs show the"
 echo "      harness at work; they are not valid for a submission (see README, Running it on real hosts)"
 if [[ $real -eq 1 ]]; then
-    "$sut" --help | grep -q "Backends built in:.*onnx" ||
+    "$sut" --help | grep "Backends built in:.*onnx" >/dev/null ||
         { echo "demo: FAILED (this sut-node has no onnx backend: oneDNN or the ONNX schema was missing at build time)"; exit 3; }
     py=/usr/bin/python3 # Debian's, with python3-numpy (install-deps.sh)
     model="$root/sut-node/backends/onnx/models/fashion_mnist_cnn.onnx"

@@ -110,7 +110,7 @@ args=(--out "$out" --sut-node "$sut_node" --drive "$drive" --relay "$relay" --py
     --sut-args "--backend digest" --timeout 40 --log-dir "$out/fabric" -- "$here/test_netns.sh" --inner "${args[@]}"
 
 # Every namespace of the run is gone.
-if ip netns list | grep -q "^nf$$-"; then
+if ip netns list | grep "^nf$$-" >/dev/null; then
     ip netns list >&2
     fail "namespaces of this run were left behind"
 fi

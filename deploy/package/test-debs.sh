@@ -66,7 +66,8 @@ int main(void)
 }
 C
 gcc -o /tmp/q-shared /tmp/q.c $(pkg-config --cflags --libs qdl) && /tmp/q-shared
-ldd /tmp/q-shared | grep -q 'libqdl.so.0 => /' || { echo "test-debs: libqdl.so.0 not found"; exit 1; }
+# Not grep -q: it exits at the first match, ldd dies of SIGPIPE and pipefail fails the check.
+ldd /tmp/q-shared | grep 'libqdl.so.0 => /' >/dev/null || { echo "test-debs: libqdl.so.0 not found"; exit 1; }
 libdir=$(pkg-config --variable=libdir qdl)
 gcc -o /tmp/q-static /tmp/q.c $(pkg-config --cflags qdl) "$libdir/libqdl.a" \
     $(pkg-config --static --libs qdl | sed 's/-lqdl//') && /tmp/q-static

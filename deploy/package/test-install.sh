@@ -28,7 +28,7 @@ for f in libqdl.so libqdl.a pkgconfig/qdl.pc pkgconfig/sut-backend.pc \
          cmake/MLPerfNetwork/MLPerfNetworkConfig.cmake; do
     [[ -e $libdir/$f ]] || fail "${libdir#$tmp/root}/$f was not installed"
 done
-find "$tmp/root" -name sut-node.conf | grep -q . || fail "no sut-node.conf installed"
+find "$tmp/root" -name sut-node.conf | grep . >/dev/null || fail "no sut-node.conf installed"
 grep -q "^ExecStart=$prefix/bin/sut-node " "$p/lib/systemd/system/sut-node.service" ||
     fail "the installed unit does not start $prefix/bin/sut-node"
 if grep -q '^SUT_HAVE_ONNX:INTERNAL=ON' "$build/CMakeCache.txt"; then
