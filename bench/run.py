@@ -65,7 +65,7 @@ class Env:
 class Node:
     """A sut-node on an ephemeral loopback port."""
 
-    def __init__(self, env, name, args, tls=None):
+    def __init__(self, env, name, args, tls=None, cpus=None):
         self.env = env
         port_file = os.path.join(env.tmp, f"{name}.port")
         if os.path.exists(port_file):
@@ -75,6 +75,8 @@ class Node:
                "--log-level", "warn"] + args
         if tls:
             cmd += ["--tls-cert", tls["cert"], "--tls-key", tls["key"]]
+        if cpus:  # the CPUs it may run on (taskset)
+            cmd = ["taskset", "-c", ",".join(str(c) for c in sorted(cpus))] + cmd
         self.log = open(os.path.join(env.tmp, f"{name}.log"), "w")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         env.procs.append(self.proc)
@@ -362,7 +364,31 @@ def b1_server(env, t, ref):
         t.add("B6a", "CPU per sample, Server: loadgen-node", "us", per)
         t.add("B6b", "CPU per sample, Server: sut-node", "us", pern)
     node.stop()
+    b1_own_cpu(env, t, sets)
     b1_official(env, t, sets, ladder, best)
+
+
+def b1_own_cpu(env, t, sets, qps=100000):
+    """B1i: the issue lateness target's step again with the issue thread on a CPU of its own
+    (--issue-cpu: loadgen-node's other threads kept off it) and the null node pinned off it too,
+    as a node on its own host would be. On a host with few cores this trades capacity (everything
+    but the issue thread shares the other CPUs) for an issue thread nobody preempts."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        print("     B1i (issue thread on its own CPU): skipped; needs 2 CPUs", flush=True)
+        return
+    own, rest = cpus[-1], cpus[:-1]
+    node = Node(env, "b1i-null", ["--backend", "null"], cpus=rest)
+    runs = [loadgen(env, "Server", [node], dict(sets, server_target_qps=qps),
+                    extra=["--issue-cpu", str(own)]) for _ in range(env.runs)]
+    node.stop()
+    n_ok = sum(r["valid"] for r in runs)
+    t.add("B1i", f"{qps // 1000}k, --issue-cpu {own}, node on CPU {','.join(map(str, rest))}: "
+          f"{n_ok}/{len(runs)} VALID, p99", "us",
+          [r.get("p99", 0) / 1e3 if "p99" in r else None for r in runs])
+    t.add("", "    issue lateness p99 (harness)", "us",
+          [r["late_p99"] / 1e3 if "late_p99" in r else None for r in runs],
+          target=lambda m, r: m <= 20, note="<= 20 us at 100k")
 
 
 def b2_offline(env, t, ref):

@@ -7,6 +7,7 @@
 #include "cmn/log.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -61,6 +62,7 @@ static int set_quiet(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t
 static int set_progress(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
 static int set_spin(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
 static int set_spin_budget(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
+static int set_issue_cpu(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
 static int set_qdl_limit(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
 static int set_log_level(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
 static int set_config(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
@@ -175,6 +177,11 @@ static const opt_t options[] = {
        "Server: spin at most PCT % of the run's wall time (1-100, default\n"
        "100: up to one core); past it short gaps are slept and issued late\n"
        "(the summary's harness block shows the spin share and the lateness)"),
+    FN("issue-cpu", "N", set_issue_cpu,
+       "while a series issues, the issue thread has CPU N alone: every other\n"
+       "thread of loadgen-node (the QDL's included) is kept off it (default:\n"
+       "none); on a host with few cores, pin a local sut-node off it too\n"
+       "(taskset). The harness block shows it"),
     FN("wait-spin-us", "N", set_spin,
        "SingleStream/MultiStream: spin N us for a query's completion\n"
        "before sleeping (default 150)"),
@@ -386,6 +393,19 @@ static int set_spin_budget(lg_args_t *o, const char *name, const char *v, cmn_er
                       u);
     if (rc == 0)
         o->log.spin_budget_pct = (unsigned)u;
+    return rc;
+}
+
+static int set_issue_cpu(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb)
+{
+    uint64_t u;
+    int rc = parse_u64(name, v, &u, eb);
+
+    if (rc == 0 && u >= CPU_SETSIZE)
+        rc = cmn_errf(eb, CMN_ECONFIG, "--%s: %" PRIu64 " is not a CPU number below %d", name, u,
+                      CPU_SETSIZE);
+    if (rc == 0)
+        o->log.issue_cpu = (int)u;
     return rc;
 }
 

@@ -151,6 +151,9 @@ static void overhead_lines(lg_run_t *run, const lg_effective_settings_t *s)
         LG_DU64(&run->dlog, "harness_issue_late_p99_ns", l99);
         LG_DU64(&run->dlog, "harness_sleep_cost_ns", p->sleep_cost_ns);
         LG_DF64(&run->dlog, "harness_spin_share", (double)p->spin_ns / (double)wall);
+        if (run->ls->issue_cpu >= 0)
+            out(run, "Issue thread's own CPU        : %d (%s)\n", run->ls->issue_cpu,
+                run->cpu.pinned ? "no other thread of the process on it" : "could not be pinned");
         if (p->contended_windows)
             out(run,
                 "Spins preempted, slept instead: %" PRIu64 " times (a host with more "

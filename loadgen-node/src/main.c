@@ -257,6 +257,10 @@ static int run_official(const lg_args_t *o, const lg_test_settings_t *settings, 
 #if defined(LG_HAVE_OFFICIAL) && defined(LG_HAVE_QDL)
     else if (!use_qdl)
         snprintf(eb.msg, sizeof(eb.msg), "--loadgen official needs --nodes (the QDL)");
+    else if (o->log.issue_cpu >= 0)
+        snprintf(eb.msg, sizeof(eb.msg),
+                 "--issue-cpu pins the builtin scheduler's issue thread; the official LoadGen "
+                 "has its own threads (pin the whole process with taskset instead)");
     else {
         off.args = (lg_official_args_t){.model = o->model,
                                         .scenario = o->scenario,
@@ -305,6 +309,10 @@ static int run(lg_args_t *o, const lg_test_settings_t *settings)
         return EXIT_USAGE;
     }
 #endif
+    if (o->log.issue_cpu >= 0 && lg_issue_cpu_check(o->log.issue_cpu, &eb) < 0) {
+        fprintf(stderr, "loadgen-node: %s\n", eb.msg);
+        return EXIT_USAGE;
+    }
     rc = open_qsl(o, &qsl, &eb);
     if (rc < 0) {
         fprintf(stderr, "loadgen-node: %s\n", eb.msg);

@@ -10,6 +10,7 @@
  *   issue.c         the issue loops: Server on its schedule, the others one query at a time
  *   complete.c      lg_complete() and lg_first_token(): the lock-free completion path
  *   pace.c          Server: waiting for a scheduled time (calibrated sleep, bounded spin)
+ *   cpu.c           --issue-cpu: the issue thread alone on one CPU while a series issues
  *   wait.c          the issue thread waiting for completions, and completions waking it
  *   slots.c         the per-sample slots in chunks that never move
  *   errors.c        runtime errors: counted always, logged the first few of each kind
@@ -34,6 +35,7 @@
 #include "rng.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -108,6 +110,13 @@ typedef struct {
     uint32_t ring[LG__PACE_RING]; /* oversleeps of the last sleeps */
 } lg__pace_t;
 
+/* cpu.c: the issue thread's own CPU for a series (--issue-cpu). */
+typedef struct {
+    int cpu, on;
+    int pinned;      /* the last claim succeeded */
+    cpu_set_t saved; /* the issue thread's CPUs before, given back to every thread after */
+} lg__cpu_t;
+
 struct lg_run {
     lg_sut_t *sut;
     lg_qsl_t *qsl;
@@ -165,6 +174,7 @@ struct lg_run {
 
     /* issue.c and harness.c: the issue thread's own cost, per performance series. */
     lg__pace_t pace;
+    lg__cpu_t cpu;
     lg__hist_t late_hist; /* Server: issue time minus scheduled time, per sample */
     lg__hist_t call_hist; /* from waking to issue() returning, per sample */
     lg__hist_t qq_hist;   /* the SUT's issued_ns to sent_ns (QDL queueing), per sample */
@@ -195,13 +205,11 @@ int lg__pace_wait(lg__pace_t *p, uint64_t deadline);
 /* interrupt.c: the signal given to lg_interrupt(), 0 if none. */
 int lg__interrupted(void);
 
-/* pace.c */
-void lg__pace_init(lg__pace_t *p, uint64_t min_spin_ns, unsigned budget_pct);
-/* Waits until |deadline| (CLOCK_MONOTONIC ns). Returns the lg_interrupt() signal, or 0. */
-int lg__pace_wait(lg__pace_t *p, uint64_t deadline);
-
-/* interrupt.c: the signal given to lg_interrupt(), 0 if none. */
-int lg__interrupted(void);
+/* cpu.c: --issue-cpu (lg_issue_cpu_check() is public).
+ * lg__cpu_claim() moves the process's other threads off it and the caller onto it (0, or a
+ * negative code with nothing moved); lg__cpu_release() undoes it (a no-op when not claimed). */
+int lg__cpu_claim(lg__cpu_t *c, int cpu);
+void lg__cpu_release(lg__cpu_t *c);
 
 /* errors.c */
 void lg__run_error(lg_run_t *run, int kind, const char *fmt, ...)

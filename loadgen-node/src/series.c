@@ -4,6 +4,7 @@
 #include "run.h"
 
 #include "cmn/clock.h"
+#include "cmn/log.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -150,10 +151,15 @@ int lg__series_run(lg_run_t *run, const lg_effective_settings_t *s, int accuracy
     if (run->progress_on)
         prog = lg__progress_start(stderr, progress_snap, run);
 
+    if (run->ls->issue_cpu >= 0 && (rc = lg__cpu_claim(&run->cpu, run->ls->issue_cpu)) < 0)
+        cmn_log_warn("--issue-cpu %d: cannot give the issue thread that CPU alone (%s); it "
+                     "issues unpinned",
+                     run->ls->issue_cpu, cmn_strerror(rc));
     if (s->scenario == LG_SERVER) {
         lg__issue_server(run, s, &g, &st);
     } else
         lg__issue_sequential(run, s, &g, &st);
+    lg__cpu_release(&run->cpu);
     if (run->sut->flush)
         run->sut->flush(run->sut);
     if (!accuracy && st.ran_out && s->scenario != LG_SERVER)

@@ -27,6 +27,7 @@ void lg_log_settings_init(lg_log_settings_t *ls)
     ls->spin_ns = 30000;
     ls->spin_budget_pct = 100;
     ls->wait_spin_ns = 150000;
+    ls->issue_cpu = -1;
 }
 
 /* The official test_datetime ("%FT%TZ" of local time, the Z notwithstanding), or with |zone| == 0
@@ -229,6 +230,8 @@ int lg_start_test(lg_sut_t *sut, lg_qsl_t *qsl, const lg_test_settings_t *settin
                         (unsigned long long)ts.server_num_issue_query_threads);
     rc = lg_test_settings_check(&ts, eb);
     if (rc < 0)
+        return rc;
+    if (log->issue_cpu >= 0 && (rc = lg_issue_cpu_check(log->issue_cpu, eb)) < 0)
         return rc;
     run = run_new();
     if (!run)

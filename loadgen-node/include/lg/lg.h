@@ -137,6 +137,11 @@ typedef struct {
      * condition variable (default 150 us). A sleeping issue thread on a virtual machine takes
      * tens of microseconds to wake, which would be charged to the SUT's latency. */
     uint64_t wait_spin_ns;
+    /* -1 (the default): the issue thread runs where the scheduler puts it. Otherwise the CPU it
+     * has alone while a series issues: every other thread of the process is kept off it (the
+     * SUT's threads included; other processes are not touched). On a host with few cores this
+     * keeps the threads that wake for completions from preempting the issue thread. */
+    int issue_cpu;
     /* Check every response against the digest of its sample (the sut-node digest backend). */
     bool verify_digest;
     /* Also write <prefix>sample_latencies<suffix>.csv: one line per performance-run sample,
@@ -155,6 +160,10 @@ typedef struct {
 } lg_log_settings_t;
 
 void lg_log_settings_init(lg_log_settings_t *ls);
+
+/* Whether CPU |cpu| can be the issue thread's alone (lg_log_settings_t.issue_cpu): one this
+ * process may run on, and not its only one. lg_start_test() checks it too. */
+int lg_issue_cpu_check(int cpu, cmn_errbuf_t *eb);
 
 typedef struct {
     bool accuracy_ran;
