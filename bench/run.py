@@ -659,7 +659,11 @@ def main():
                    "date": time.strftime("%Y-%m-%dT%H:%M:%S"), "rows": t.rows}, f, indent=1)
     print(f"bench: results also in {path}")
     shutil.rmtree(env.tmp, ignore_errors=True)
-    missed = [r["row"] for r in t.rows if r["verdict"] == "MISSES"]
+    missed, last = [], ""
+    for r in t.rows:  # a sub-row without a key is named after the row above it
+        last = r["row"] or last
+        if r["verdict"] == "MISSES":
+            missed.append(r["row"] or f"{last} ({r['figure'].strip()})")
     if missed:
         print(f"bench: targets missed: {', '.join(missed)} (see bench/README.md for where the time goes)")
 

@@ -5,9 +5,13 @@ requests made directly (llm_direct, the backend's own HTTP and parsing code with
 
     bench/llm/llm_bench.py [--build build] [--qps 200] [--tokens 64] [--duration-s 10]
                            [--ttft-ms 20] [--tpot-ms 4] [--runs 1] [--coalesce-us N]
+                           [--stream-interval K]
 
 --coalesce-us sets the backend's read coalescing (its coalesce_us option) and llm_direct's alike,
 so both read the streams the same way; without it both use the backend's default.
+--stream-interval K makes the source stream as an engine given its stream interval does (SGLang's
+and vLLM's --stream-interval, TensorRT-LLM's stream_interval): the first token alone, then one
+event per K tokens at the same token pace (default 1: one event per token).
 
 Prints the figures and one row for bench/README.md. Nothing is asserted.
 """
@@ -65,7 +69,8 @@ def source(b, tmp, tag, a):
     if os.path.exists(pf):  # a previous run's
         os.unlink(pf)
     p = subprocess.Popen([os.path.join(b, "bench", "sse_source"), "--port-file", pf,
-                          "--ttft-us", str(a.ttft_ms * 1000), "--tpot-us", str(a.tpot_ms * 1000)],
+                          "--ttft-us", str(a.ttft_ms * 1000), "--tpot-us", str(a.tpot_ms * 1000),
+                          "--stream-interval", str(a.stream_interval)],
                          stdout=open(log, "w"))
     CHILDREN.append(p)
     p.log = log
@@ -163,6 +168,7 @@ def main():
     ap.add_argument("--tpot-ms", type=int, default=4)
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--coalesce-us", type=int, default=None)
+    ap.add_argument("--stream-interval", type=int, default=1)
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="llm-bench-")
     try:

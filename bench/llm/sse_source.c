@@ -6,6 +6,11 @@
  * function of the prompt length and the position, so a client can check them.
  *
  *   sse_source [--port-file F] [--ttft-us 20000] [--tpot-us 5000] [--tokens N]
+ *              [--stream-interval K]
+ *
+ * --stream-interval K (1 to 64, default 1) streams as engines do with their stream interval
+ * (SGLang's and vLLM's --stream-interval, TensorRT-LLM's stream_interval): the first token alone,
+ * then one event per K tokens generated (and the last ones), the tokens at the same pace.
  *
  * --tokens overrides the request's max_tokens. A benchmark tool, not a server: it trusts its
  * loopback client (requests over 64 KiB are refused and the connection closed). */
@@ -19,6 +24,8 @@
 
 static uint64_t ttft_us = 20000, tpot_us = 5000;
 static long force_tokens = 0;
+static long stream_interval = 1;
+#define INTERVAL_MAX 64
 static uv_loop_t *loop;
 static unsigned long long tokens_sent, streams_done;
 static uv_signal_t sig;
@@ -30,6 +37,7 @@ typedef struct {
     size_t req_len;
     int streaming; /* a response is being streamed */
     long tokens, sent, prompt_len;
+    long held; /* tokens generated but not yet sent (--stream-interval) */
     int closing;
 } conn_t;
 
@@ -61,7 +69,7 @@ static void send_bytes(conn_t *c, const char *p, size_t n)
 /* One SSE event as one HTTP chunk. */
 static void send_event(conn_t *c, const char *json)
 {
-    char buf[1024];
+    char buf[4096];
     int ev = (int)strlen(json) + 8; /* "data: " + json + "\n\n" */
     int n = snprintf(buf, sizeof(buf), "%x\r\ndata: %s\n\n\r\n", ev, json);
     send_bytes(c, buf, (size_t)n);
@@ -85,21 +93,43 @@ static void conn_close(conn_t *c)
 
 static void try_request(conn_t *c);
 
+static long token_at(const conn_t *c, long pos)
+{
+    return (c->prompt_len * 31 + pos * 7) % 32000;
+}
+
+/* One event with the |c->held| tokens generated since the last one. */
+static void send_tokens(conn_t *c, int last)
+{
+    char js[3072], text[1024], ids[1024];
+    size_t nt = 0, ni = 0;
+    long i;
+
+    for (i = c->sent; i < c->sent + c->held; i++) {
+        nt += (size_t)snprintf(text + nt, sizeof(text) - nt, " tok%ld", token_at(c, i));
+        ni += (size_t)snprintf(ids + ni, sizeof(ids) - ni, "%s%ld", i > c->sent ? "," : "",
+                               token_at(c, i));
+    }
+    snprintf(js, sizeof(js),
+             "{\"id\":\"cmpl-bench0000000000000000\",\"object\":\"text_completion\",\"created\":"
+             "1700000000,\"model\":\"bench\",\"choices\":[{\"index\":0,\"text\":\"%s\","
+             "\"logprobs\":null,\"finish_reason\":%s,\"stop_reason\":null,\"token_ids\":[%s]}]}",
+             text, last ? "\"length\"" : "null", ids);
+    send_event(c, js);
+    c->sent += c->held;
+    tokens_sent += (unsigned long long)c->held;
+    c->held = 0;
+}
+
+/* Each tick generates one token; the first goes out alone, the others every --stream-interval. */
 static void on_tick(uv_timer_t *t)
 {
     conn_t *c = t->data;
-    char js[512];
-    long tok = (c->prompt_len * 31 + c->sent * 7) % 32000;
-    int last = c->sent + 1 == c->tokens;
+    int last = c->sent + c->held + 1 == c->tokens;
 
-    snprintf(js, sizeof(js),
-             "{\"id\":\"cmpl-bench0000000000000000\",\"object\":\"text_completion\",\"created\":"
-             "1700000000,\"model\":\"bench\",\"choices\":[{\"index\":0,\"text\":\" tok%ld\","
-             "\"logprobs\":null,\"finish_reason\":%s,\"stop_reason\":null,\"token_ids\":[%ld]}]}",
-             tok, last ? "\"length\"" : "null", tok);
-    send_event(c, js);
-    c->sent++;
-    tokens_sent++;
+    c->held++;
+    if (c->sent == 0 || last || c->held == stream_interval)
+        send_tokens(c, last);
     if (last) {
         streams_done++;
         send_event(c, "[DONE]");
@@ -141,7 +171,7 @@ static void try_request(conn_t *c)
             c->prompt_len += *pr == ',';
     memmove(c->req, c->req + total, c->req_len - total);
     c->req_len -= total;
-    c->sent = 0;
+    c->sent = c->held = 0;
     c->streaming = 1;
     send_bytes(c,
                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
@@ -219,10 +249,16 @@ int main(int argc, char **argv)
             tpot_us = strtoull(argv[i + 1], NULL, 10);
         else if (!strcmp(argv[i], "--tokens"))
             force_tokens = strtol(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--stream-interval"))
+            stream_interval = strtol(argv[i + 1], NULL, 10);
         else {
             fprintf(stderr, "sse_source: unknown option %s\n", argv[i]);
             return 2;
         }
+    }
+    if (stream_interval < 1 || stream_interval > INTERVAL_MAX) {
+        fprintf(stderr, "sse_source: --stream-interval is from 1 to %d\n", INTERVAL_MAX);
+        return 2;
     }
     if (ttft_us % 1000 || tpot_us % 1000)
         fprintf(stderr, "sse_source: timers are in whole milliseconds (libuv)\n");
