@@ -333,6 +333,14 @@ def b1_official(env, t, sets, ladder, ours):
               [r["p99"] / 1e3 if "p99" in r else None for r in runs])
     t.add("B1r", "loadgen-node (network) / official (in-process)", "QPS", [ours] if ours else [None],
           ref=best, ref_what="B1o", target=lambda m, r: (r or 0) >= 1.2, note=">= 1.2x B1o")
+    # Like for like: loadgen-node's own in-process null SUT (--sut null, completing inline as
+    # official_null does) on the same ladder, from the official ceiling's step up.
+    start = [q for q in ladder if best is None or q >= best] or ladder[-1:]
+    steps, mine, confirm = climb(env, start,
+                                 lambda q: loadgen(env, "Server", [], dict(sets, server_target_qps=q)))
+    print(f"     B1n ladder (loadgen-node in-process, from B1o's step): {ladder_text(steps)}", flush=True)
+    t.add("B1n", "loadgen-node in-process null-SUT ceiling", "QPS", [mine] if mine else [None],
+          ref=best, ref_what="B1o", note="like for like with B1o")
 
 
 def b1_server(env, t, ref):
