@@ -107,6 +107,7 @@ typedef struct {
     unsigned contended; /* > 0: sleeping for this many more windows (a contended host) */
     uint64_t win_start, win_spin_ns, win_lost_ns;
     uint64_t contended_windows;   /* times a window of spins was found preempted */
+    int own_cpu;                  /* the thread has a CPU of its own (--issue-cpu): no yields */
     uint32_t ring[LG__PACE_RING]; /* oversleeps of the last sleeps */
 } lg__pace_t;
 

@@ -155,6 +155,7 @@ int lg__series_run(lg_run_t *run, const lg_effective_settings_t *s, int accuracy
         cmn_log_warn("--issue-cpu %d: cannot give the issue thread that CPU alone (%s); it "
                      "issues unpinned",
                      run->ls->issue_cpu, cmn_strerror(rc));
+    run->pace.own_cpu = run->cpu.on;
     if (s->scenario == LG_SERVER) {
         lg__issue_server(run, s, &g, &st);
     } else
