@@ -343,6 +343,18 @@ def b1_official(env, t, sets, ladder, ours):
           ref=best, ref_what="B1o", note="like for like with B1o")
 
 
+def step_rows(t, key, what, qps, runs):
+    """One Server step's two rows: its VALID count with each run's p99, and the harness's p99
+    issue lateness (the target's step, 100k, judged against <= 20 us)."""
+    n_ok = sum(r["valid"] for r in runs)
+    t.add(key, f"{what}: {n_ok}/{len(runs)} VALID, p99", "us",
+          [r.get("p99", 0) / 1e3 if "p99" in r else None for r in runs])
+    t.add("", "    issue lateness p99 (harness)", "us",
+          [r["late_p99"] / 1e3 if "late_p99" in r else None for r in runs],
+          target=(lambda m, r: m <= 20) if qps == 100000 else None,
+          note="<= 20 us at 100k" if qps == 100000 else "")
+
+
 def b1_server(env, t, ref):
     """Server capacity as a ladder (see climb). One row per step with its VALID count, its p99 and
     the harness's issue lateness; then the official LoadGen's reference row when one is given."""
@@ -358,13 +370,7 @@ def b1_server(env, t, ref):
           [best] if best else [None], ref=ref["rate64"], ref_what="R2",
           target=lambda m, r: m >= 150000 and (r or 0) >= 0.8, note=">= 150k and >= 0.8x R2")
     for q, runs in steps:
-        n_ok = sum(r["valid"] for r in runs)
-        t.add(f"B1.{q // 1000}k", f"  {q // 1000}k QPS: {n_ok}/{len(runs)} VALID, p99", "us",
-              [r.get("p99", 0) / 1e3 if "p99" in r else None for r in runs])
-        t.add("", f"    issue lateness p99 (harness)", "us",
-              [r["late_p99"] / 1e3 if "late_p99" in r else None for r in runs],
-              target=(lambda m, r: m <= 20) if q == 100000 else None,
-              note="<= 20 us at 100k" if q == 100000 else "")
+        step_rows(t, f"B1.{q // 1000}k", f"  {q // 1000}k QPS", q, runs)
     if confirm:
         t.add("B1p", "  p99 at that QPS", "us", [r.get("p99", 0) / 1e3 for r in confirm])
         per = [(r["lg_cpu_s"] / max(1, r["samples_per_s"] * r["wall_s"]) * 1e6) for r in confirm]
@@ -390,13 +396,8 @@ def b1_own_cpu(env, t, sets, qps=100000):
     runs = [loadgen(env, "Server", [node], dict(sets, server_target_qps=qps),
                     extra=["--issue-cpu", str(own)]) for _ in range(env.runs)]
     node.stop()
-    n_ok = sum(r["valid"] for r in runs)
-    t.add("B1i", f"{qps // 1000}k, --issue-cpu {own}, node on CPU {','.join(map(str, rest))}: "
-          f"{n_ok}/{len(runs)} VALID, p99", "us",
-          [r.get("p99", 0) / 1e3 if "p99" in r else None for r in runs])
-    t.add("", "    issue lateness p99 (harness)", "us",
-          [r["late_p99"] / 1e3 if "late_p99" in r else None for r in runs],
-          target=lambda m, r: m <= 20, note="<= 20 us at 100k")
+    step_rows(t, "B1i", f"{qps // 1000}k, --issue-cpu {own}, node on CPU {','.join(map(str, rest))}",
+              qps, runs)
 
 
 def b2_offline(env, t, ref):

@@ -106,9 +106,10 @@ static void send_tokens(conn_t *c, int last)
     long i;
 
     for (i = c->sent; i < c->sent + c->held; i++) {
-        nt += (size_t)snprintf(text + nt, sizeof(text) - nt, " tok%ld", token_at(c, i));
-        ni += (size_t)snprintf(ids + ni, sizeof(ids) - ni, "%s%ld", i > c->sent ? "," : "",
-                               token_at(c, i));
+        long tok = token_at(c, i);
+
+        nt += (size_t)snprintf(text + nt, sizeof(text) - nt, " tok%ld", tok);
+        ni += (size_t)snprintf(ids + ni, sizeof(ids) - ni, "%s%ld", i > c->sent ? "," : "", tok);
     }
     snprintf(js, sizeof(js),
              "{\"id\":\"cmpl-bench0000000000000000\",\"object\":\"text_completion\",\"created\":"

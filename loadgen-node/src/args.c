@@ -7,8 +7,8 @@
 #include "cmn/log.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
