@@ -138,7 +138,7 @@ static void name_req(qdl_t *q, qdl_req_t *r)
     t->link.next = &r->link;
 }
 
-static void handle_req(qdl_t *q, qdl_req_t *r)
+void qdl__handle_req(qdl_t *q, qdl_req_t *r)
 {
     switch (r->kind) {
     case RQ_ISSUE:
@@ -167,6 +167,15 @@ static void handle_req(qdl_t *q, qdl_req_t *r)
         qdl__connect_all(q);
         qdl__check_start(q);
         break;
+    case RQ_PARK:
+        /* uv_run() returns after this turn, and loop_main() lends the loop (poll.c). */
+        if (q->stopping) {
+            qdl__req_done(r, CMN_ECLOSED);
+            break;
+        }
+        q->park_req = r;
+        uv_stop(&q->loop);
+        break;
     case RQ_STOP:
         q->stopping = 1;
         qdl__pending_fail_all(q, CMN_ECLOSED, NULL);
@@ -188,7 +197,7 @@ static void on_reqs(cmn_xq_t *x, cmn_xq_node_t *list)
     while (list) {
         qdl_req_t *r = (qdl_req_t *)list;
         list = list->next;
-        handle_req(q, r);
+        qdl__handle_req(q, r);
     }
 }
 
@@ -204,17 +213,29 @@ static void loop_main(void *arg)
     sigemptyset(&pipe_only);
     sigaddset(&pipe_only, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &pipe_only, NULL);
-    uv_run(&q->loop, UV_RUN_DEFAULT);
+    pthread_setname_np(pthread_self(), "qdl-loop"); /* for top -H and per-thread figures */
+    for (;;) {
+        uv_run(&q->loop, UV_RUN_DEFAULT);
+        if (!q->park_req)
+            break;
+        qdl__park(q);
+    }
 }
 
-/* Runs |r| on the loop thread and waits for it. */
+/* Runs |r| on the thread that runs the loop and waits for it; a polling thread runs the loop
+ * itself meanwhile. */
 static int sync_req(qdl_t *q, qdl_req_t *r)
 {
     int rc = uv_sem_init(&r->done, 0);
     if (rc < 0)
         return rc;
     cmn_xq_push(&q->reqs, &r->link);
-    uv_sem_wait(&r->done);
+    if (qdl__is_poller(q)) {
+        while (uv_sem_trywait(&r->done) != 0)
+            qdl_poll(q, 1000000u);
+    } else {
+        uv_sem_wait(&r->done);
+    }
     uv_sem_destroy(&r->done);
     return r->rc;
 }
@@ -293,6 +314,10 @@ static int check_config(const qdl_config_t *c, cmn_errbuf_t *eb)
 
 static void free_qdl(qdl_t *q)
 {
+    if (q->park_ready) {
+        uv_cond_destroy(&q->park_cv);
+        uv_mutex_destroy(&q->park_mu);
+    }
     qdl__nodes_free(q);
     cmn_arena_free(&q->arena);
     cmn_tls_ctx_free(q->tls);
@@ -381,6 +406,16 @@ int qdl_create(const qdl_config_t *cfg, qdl_t **out, char *err, size_t errlen)
             goto fail_q;
     }
     cmn_arena_init(&q->arena, 64u * 1024u);
+    if (uv_mutex_init(&q->park_mu) < 0) {
+        rc = cmn_errf(&eb, UV_ENOMEM, "cannot create the QDL's lock");
+        goto fail_q;
+    }
+    if (uv_cond_init(&q->park_cv) < 0) {
+        uv_mutex_destroy(&q->park_mu);
+        rc = cmn_errf(&eb, UV_ENOMEM, "cannot create the QDL's condition variable");
+        goto fail_q;
+    }
+    q->park_ready = 1;
     rc = loop_init(q, &eb);
     if (rc < 0)
         goto fail_q;
@@ -420,6 +455,15 @@ int qdl_issue_query(qdl_t *q, const qdl_sample_t *samples, size_t n)
     recs = qdl__qblock_recs(r);
     for (i = 0; i < n; i++)
         recs[i].issued_ns = now;
+    if (qdl__is_poller(q)) {
+        /* This thread runs the loop: no hand-off; the frames leave in its next qdl_poll(). */
+        qdl__handle_req(q, r);
+        if (q->dispatch_due && !q->stopping) {
+            q->dispatch_due = 0;
+            qdl__dispatch(q);
+        }
+        return 0;
+    }
     cmn_xq_push(&q->reqs, &r->link);
     return 0;
 }
@@ -570,6 +614,7 @@ void qdl_destroy(qdl_t *q)
 
     if (!q)
         return;
+    qdl_poll_end(q);
     memset(&r, 0, sizeof(r));
     r.kind = RQ_STOP;
     sync_req(q, &r);

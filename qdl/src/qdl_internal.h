@@ -32,6 +32,7 @@
 #include "cmn/ucx.h"
 #include "cmn/xq.h"
 
+#include <signal.h>
 #include <stdint.h>
 #include <sys/socket.h>
 #include <uv.h>
@@ -114,7 +115,7 @@ struct qdl_node {
 };
 
 /* Requests from other threads. */
-enum { RQ_ISSUE = 1, RQ_FLUSH, RQ_NAME, RQ_STATS, RQ_STOP, RQ_START };
+enum { RQ_ISSUE = 1, RQ_FLUSH, RQ_NAME, RQ_STATS, RQ_STOP, RQ_START, RQ_PARK };
 
 typedef struct qdl_req {
     cmn_xq_node_t link;
@@ -181,6 +182,14 @@ struct qdl {
     qdl_req_t *name_queue; /* Name() calls waiting their turn */
     int stopping;
     uint64_t name_seq;
+
+    /* poll.c: the loop lent to a caller's thread (qdl_poll_begin .. qdl_poll_end). */
+    qdl_req_t *park_req; /* loop thread: a lend asked for; uv_run stops and the thread parks */
+    uv_mutex_t park_mu;
+    uv_cond_t park_cv;
+    int park_ready;        /* park_mu and park_cv exist */
+    int parked;            /* under park_mu: the loop is the caller's until cleared */
+    sigset_t poll_oldmask; /* the polling thread's signal mask before SIGPIPE was blocked */
 };
 
 /* How a node is named in messages: its name once known, else its address. */
@@ -188,6 +197,18 @@ static inline const char *qdl__node_label(const qdl_node_t *nd)
 {
     return nd->named ? nd->name : nd->address;
 }
+
+/* ---- poll.c --------------------------------------------------------------------------------- */
+
+/* Whether the calling thread has the loop lent to it (between qdl_poll_begin and _end). */
+int qdl__is_poller(const qdl_t *q);
+/* Loop thread, once uv_run() returned for a lend: answers the request, waits for the loop back. */
+void qdl__park(qdl_t *q);
+
+/* ---- qdl.c ---------------------------------------------------------------------------------- */
+
+/* Runs one request on the thread that runs the loop (the loop thread, or the polling thread). */
+void qdl__handle_req(qdl_t *q, qdl_req_t *r);
 
 /* ---- alloc.c -------------------------------------------------------------------------------- */
 

@@ -12,6 +12,7 @@
 #include "cmpr/cmpr.h"
 #include "qdl/qdl.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -633,6 +634,176 @@ START_TEST(single_stream_one_at_a_time)
 }
 END_TEST
 
+/* ---- the loop lent to the caller (qdl_poll_begin) -------------------------------------------- */
+
+static pthread_t lent_to;
+static int lent_active;
+static size_t lent_calls, loop_calls; /* completion calls on the polling thread, on another */
+
+/* Records on which thread each completion call ran, then counts it as every test does. */
+static void lent_on_complete(void *user, const qdl_response_t *r, size_t n)
+{
+    uv_mutex_lock(&R.mu);
+    if (lent_active && pthread_equal(pthread_self(), lent_to))
+        lent_calls++;
+    else
+        loop_calls++;
+    uv_mutex_unlock(&R.mu);
+    on_complete(user, r, n);
+}
+
+static void lent_config(qdl_config_t *c)
+{
+    c->on_complete = lent_on_complete;
+}
+
+static void lent_faults(qdl_config_t *c)
+{
+    quick_faults(c);
+    c->on_complete = lent_on_complete;
+}
+
+static size_t done_now(void)
+{
+    size_t d;
+
+    uv_mutex_lock(&R.mu);
+    d = R.done;
+    uv_mutex_unlock(&R.mu);
+    return d;
+}
+
+/* Runs the lent loop until |want| completions arrived or |timeout_ms| passed. */
+static size_t poll_until_done(qdl_t *q, size_t want, int timeout_ms)
+{
+    uint64_t deadline = cmn_now_ns() + (uint64_t)timeout_ms * 1000000u;
+
+    while (done_now() < want && cmn_now_ns() < deadline)
+        ck_assert_int_ge(qdl_poll(q, 1000000u), 0);
+    return done_now();
+}
+
+/* Issues samples [from, to), one per query, polling after each as a Server issue thread does. */
+static void issue_polling(qdl_t *q, size_t from, size_t to)
+{
+    size_t i;
+
+    for (i = from; i < to; i++) {
+        issue_range(q, i, i + 1, 1);
+        ck_assert_int_ge(qdl_poll(q, 0), 0);
+    }
+}
+
+/* While lent: samples issued from this thread go out without the loop thread and complete on this
+ * thread, inside qdl_poll(); Name() and the counters are answered (they poll); another QDL cannot
+ * be lent to the same thread. After qdl_poll_end() the loop thread serves the rest, and
+ * qdl_destroy() on a thread the loop is lent to ends the lend first. Over ucx:// the lend is
+ * refused and nothing changes. */
+START_TEST(loop_lent_to_caller)
+{
+    const char *a0[] = {"--backend", "digest", "--name", "lent-a", NULL};
+    const char *const *args[] = {a0};
+    qdl_node_stats_t st[1];
+    qdl_t *q, *q2;
+    char name[256], err[256];
+    uint64_t dur;
+
+    run_init(6000, 2048, 1);
+    start_nodes(1, args);
+    q = make_qdl(1, QDL_POLICY_LEAST_OUTSTANDING, lent_config);
+    ck_assert_int_eq(qdl_poll(q, 0), UV_EINVAL); /* not lent */
+    if (tn_is_ucx()) {
+        ck_assert_int_eq(qdl_poll_begin(q), UV_ENOTSUP);
+        ck_assert_int_eq(qdl_poll(q, 0), UV_EINVAL);
+        issue_range(q, 0, 6000, 1);
+        ck_assert_uint_eq(wait_done(6000, 60000), 6000);
+        expect_exactly_once(1);
+        qdl_destroy(q);
+        stop_nodes(1);
+        run_free();
+        return;
+    }
+    lent_to = pthread_self();
+    ck_assert_int_eq(qdl_poll_begin(q), 0);
+    ck_assert_int_eq(qdl_poll_begin(q), 0); /* already lent: a no-op */
+    lent_active = 1;
+
+    issue_polling(q, 0, 2000);
+    issue_range(q, 2000, 3000, 100); /* larger queries too */
+    ck_assert_uint_eq(poll_until_done(q, 3000, 60000), 3000);
+    ck_assert_int_eq(qdl_name(q, name, sizeof(name), &dur, err, sizeof(err)), 0);
+    ck_assert_ptr_nonnull(strstr(name, "Network SUT"));
+    ck_assert_ptr_nonnull(strstr(name, "lent-a"));
+    ck_assert_int_eq(qdl_stats(q, st, 1), 1);
+    ck_assert_uint_eq(st[0].samples_completed, 3000);
+    /* One thread runs one lent loop. */
+    q2 = make_qdl(1, QDL_POLICY_LEAST_OUTSTANDING, lent_config);
+    ck_assert_int_eq(qdl_poll_begin(q2), UV_EBUSY);
+    qdl_destroy(q2);
+
+    uv_mutex_lock(&R.mu);
+    lent_active = 0;
+    ck_assert_uint_gt(lent_calls, 0);
+    ck_assert_uint_eq(loop_calls, 0); /* none on the parked loop thread */
+    uv_mutex_unlock(&R.mu);
+    qdl_poll_end(q);
+    ck_assert_int_eq(qdl_poll(q, 0), UV_EINVAL);
+
+    /* Given back: the loop thread completes, the caller only waits. */
+    issue_range(q, 3000, 5000, 1);
+    ck_assert_uint_eq(wait_done(5000, 60000), 5000);
+    uv_mutex_lock(&R.mu);
+    ck_assert_uint_gt(loop_calls, 0);
+    uv_mutex_unlock(&R.mu);
+
+    /* Lent again, then destroyed while lent: the last samples complete before it returns. */
+    ck_assert_int_eq(qdl_poll_begin(q), 0);
+    issue_polling(q, 5000, 6000);
+    ck_assert_uint_eq(poll_until_done(q, 6000, 60000), 6000);
+    expect_exactly_once(1);
+    qdl_destroy(q);
+    stop_nodes(1);
+    run_free();
+}
+END_TEST
+
+/* A node killed with -9 while the loop is lent: the writes to it fail with EPIPE or a reset on the
+ * polling thread (SIGPIPE is blocked there, and one left pending is taken at the end, so the
+ * process lives), its samples go to the other node, every sample completes exactly once. */
+START_TEST(loop_lent_node_killed)
+{
+    const char *a0[] = {"--backend", "sim", "--name", "lk0", "--backend-opt", "a_us=2000", NULL};
+    const char *a1[] = {"--backend", "sim", "--name", "lk1", "--backend-opt", "a_us=2000", NULL};
+    const char *const *args[] = {a0, a1};
+    qdl_node_stats_t st[2];
+    sigset_t pending;
+    qdl_t *q;
+    size_t i;
+
+    run_init(3000, 4096, 0);
+    start_nodes(2, args);
+    q = make_qdl(2, QDL_POLICY_ROUND_ROBIN, lent_faults);
+    ck_assert_int_eq(qdl_poll_begin(q), 0);
+    issue_polling(q, 0, 1000);
+    ck_assert_uint_ge(poll_until_done(q, 300, 30000), 300);
+    kill(nodes[1].pid, SIGKILL);
+    for (i = 1000; i < 3000; i += 100) {
+        issue_polling(q, i, i + 100);
+        ck_assert_int_ge(qdl_poll(q, 1000000u), 0);
+    }
+    ck_assert_uint_eq(poll_until_done(q, 3000, 60000), 3000);
+    expect_exactly_once(0);
+    ck_assert_int_eq(qdl_stats(q, st, 2), 2);
+    ck_assert_int_eq(st[1].up, 0);
+    qdl_poll_end(q);
+    ck_assert_int_eq(sigpending(&pending), 0);
+    ck_assert_int_eq(sigismember(&pending, SIGPIPE), 0);
+    qdl_destroy(q);
+    stop_nodes(2);
+    run_free();
+}
+END_TEST
+
 static TCase *tc(const char *name, const TTest *t, int timeout)
 {
     TCase *c = tcase_create(name);
@@ -679,6 +850,14 @@ static TCase *tc_as_issued(void)
 {
     return tc("as_issued", queries_go_out_as_issued, 60);
 }
+static TCase *tc_lent(void)
+{
+    return tc("lent", loop_lent_to_caller, 120);
+}
+static TCase *tc_lent_kill(void)
+{
+    return tc("lent_kill", loop_lent_node_killed, 120);
+}
 
 CHECK_MAIN("qdl", tc_one, tc_single, tc_three, tc_dup, tc_policy, tc_kill_one, tc_kill_all,
-           tc_as_issued)
+           tc_as_issued, tc_lent, tc_lent_kill)

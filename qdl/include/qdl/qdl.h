@@ -9,7 +9,8 @@
  * Threads: the QDL runs its own libuv loop thread, which owns every socket. qdl_issue_query() and
  * qdl_flush() are thread-safe and never block on the network (they hand the query to the loop
  * thread through a coalesced wake-up). qdl_name() and qdl_stats() are thread-safe and block the
- * caller until the answer is in. The completion callbacks run on the QDL's loop thread.
+ * caller until the answer is in. The completion callbacks run on the QDL's loop thread, or, while
+ * the loop is lent to a caller's thread (qdl_poll_begin), on that thread.
  *
  * Memory: sample bytes are written to the socket straight from the caller's memory (no copy in
  * user space); they must stay valid and unchanged until the sample's completion callback has run.
@@ -141,6 +142,27 @@ int qdl_issue_query(qdl_t *q, const qdl_sample_t *samples, size_t n);
 
 /* LoadGen's FlushQueries(): asks every node to run its partial batches now. Thread-safe. */
 int qdl_flush(qdl_t *q);
+
+/* The loop lent to the calling thread, for a host thread that would otherwise spin or sleep
+ * between issues (a Server issue thread): from qdl_poll_begin() until qdl_poll_end() the QDL's
+ * loop thread sleeps and the caller runs the loop with qdl_poll(). Meanwhile qdl_issue_query()
+ * from this thread dispatches at once, without a hand-off, and the frames leave in its next
+ * qdl_poll(); the completion callbacks run on this thread, inside qdl_poll() (and inside
+ * qdl_name() and qdl_stats(), which poll until answered); other threads may still call
+ * everything they could before, served whenever this thread polls. qdl_destroy() on this thread
+ * ends the lend first. SIGPIPE is blocked on the thread while lent (a node closing mid-write is an
+ * EPIPE), and a SIGPIPE left pending is taken at the end.
+ *
+ * qdl_poll_begin(): 0, UV_EBUSY (this thread polls another QDL), UV_ENOTSUP (a ucx:// node: its
+ * worker stays on the loop thread), CMN_ECLOSED (being destroyed); a no-op if already lent.
+ * qdl_poll(): runs what is ready now; with timeout_ns > 0 then waits up to that long for network
+ * I/O or the QDL's next timer and runs what that made ready. Returns 1 when woken by I/O, 0
+ * otherwise, UV_EINVAL when the loop is not lent to this thread. The sleep's precision is the
+ * kernel's (ppoll, with this thread's timer slack).
+ * qdl_poll_end(): gives the loop back (a no-op when not lent to this thread). */
+int qdl_poll_begin(qdl_t *q);
+int qdl_poll(qdl_t *q, uint64_t timeout_ns);
+void qdl_poll_end(qdl_t *q);
 
 /* Per-node counters. */
 typedef struct {
