@@ -60,6 +60,7 @@ static int set_null(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t 
 static int set_intervals(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
 static int set_quiet(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
 static int set_progress(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
+static int set_issue_thread_io(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
 static int set_spin(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
 static int set_spin_budget(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
 static int set_issue_cpu(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
@@ -182,6 +183,10 @@ static const opt_t options[] = {
        "thread of loadgen-node (the QDL's included) is kept off it (default:\n"
        "none); on a host with few cores, pin a local sut-node off it too\n"
        "(taskset). The harness block shows it"),
+    FN("issue-thread-io", "on|off", set_issue_thread_io,
+       "Server through the QDL: the issue thread runs the QDL's network\n"
+       "I/O between issues while the QDL's own thread sleeps (default on;\n"
+       "off, and with --issue-cpu: every query handed to the QDL's thread)"),
     FN("wait-spin-us", "N", set_spin,
        "SingleStream/MultiStream: spin N us for a query's completion\n"
        "before sleeping (default 150)"),
@@ -335,6 +340,17 @@ static int set_progress(lg_args_t *o, const char *name, const char *v, cmn_errbu
         o->log.progress = LG_PROGRESS_OFF;
     else
         return cmn_errf(eb, CMN_ECONFIG, "--%s: '%s' is not auto, on or off", name, v);
+    return 0;
+}
+
+static int set_issue_thread_io(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb)
+{
+    if (strcmp(v, "on") == 0)
+        o->log.issue_thread_io = true;
+    else if (strcmp(v, "off") == 0)
+        o->log.issue_thread_io = false;
+    else
+        return cmn_errf(eb, CMN_ECONFIG, "--%s: '%s' is not on or off", name, v);
     return 0;
 }
 

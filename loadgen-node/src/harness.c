@@ -151,6 +151,16 @@ static void overhead_lines(lg_run_t *run, const lg_effective_settings_t *s)
         LG_DU64(&run->dlog, "harness_issue_late_p99_ns", l99);
         LG_DU64(&run->dlog, "harness_sleep_cost_ns", p->sleep_cost_ns);
         LG_DF64(&run->dlog, "harness_spin_share", (double)p->spin_ns / (double)wall);
+        if (run->sut->poll_begin) {
+            const char *why = "yes (between issues; the SUT's loop thread slept)";
+
+            if (!p->io_lent)
+                why = !run->ls->issue_thread_io ? "no (--issue-thread-io off)"
+                      : run->cpu.pinned ? "no (--issue-cpu: the issue thread keeps its CPU alone)"
+                                        : "no (the SUT could not lend its loop)";
+            out(run, "SUT's I/O on the issue thread : %s\n", why);
+            LG_DU64(&run->dlog, "harness_issue_thread_io", (uint64_t)p->io_lent);
+        }
         if (run->ls->issue_cpu >= 0)
             out(run, "Issue thread's own CPU        : %d (%s)\n", run->ls->issue_cpu,
                 run->cpu.pinned ? "no other thread of the process on it" : "could not be pinned");

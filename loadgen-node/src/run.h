@@ -108,6 +108,8 @@ typedef struct {
     uint64_t win_start, win_spin_ns, win_lost_ns;
     uint64_t contended_windows;   /* times a window of spins was found preempted */
     int own_cpu;                  /* the thread has a CPU of its own (--issue-cpu): no yields */
+    lg_sut_t *io;                 /* the SUT whose I/O the thread runs while it waits, or NULL */
+    int io_lent;                  /* the SUT lent its loop for this series (for the report) */
     uint32_t ring[LG__PACE_RING]; /* oversleeps of the last sleeps */
 } lg__pace_t;
 

@@ -157,7 +157,20 @@ int lg__series_run(lg_run_t *run, const lg_effective_settings_t *s, int accuracy
                      run->ls->issue_cpu, cmn_strerror(rc));
     run->pace.own_cpu = run->cpu.on;
     if (s->scenario == LG_SERVER) {
+        /* With a CPU of its own the issue thread stays alone on it (its punctuality is what
+         * --issue-cpu buys); the SUT's I/O stays on the SUT's thread, on the other CPUs. */
+        if (run->ls->issue_thread_io && !run->cpu.on && run->sut->poll_begin && run->sut->poll &&
+            run->sut->poll_end) {
+            if ((rc = run->sut->poll_begin(run->sut)) == 0) {
+                run->pace.io = run->sut;
+                run->pace.io_lent = 1;
+            } else
+                cmn_log_debug("the SUT's I/O stays on its own thread (%s)", cmn_strerror(rc));
+        }
         lg__issue_server(run, s, &g, &st);
+        if (run->pace.io)
+            run->sut->poll_end(run->sut);
+        run->pace.io = NULL;
     } else
         lg__issue_sequential(run, s, &g, &st);
     lg__cpu_release(&run->cpu);

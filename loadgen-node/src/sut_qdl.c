@@ -112,6 +112,21 @@ static int qdl_sut_flush(lg_sut_t *sut)
     return qdl_flush(a->q);
 }
 
+static int qdl_sut_poll_begin(lg_sut_t *sut)
+{
+    return qdl_poll_begin(((qdl_sut_t *)sut->data)->q);
+}
+
+static int qdl_sut_poll(lg_sut_t *sut, uint64_t timeout_ns)
+{
+    return qdl_poll(((qdl_sut_t *)sut->data)->q, timeout_ns);
+}
+
+static void qdl_sut_poll_end(lg_sut_t *sut)
+{
+    qdl_poll_end(((qdl_sut_t *)sut->data)->q);
+}
+
 /* The sum of the nodes' counters; qdl_stats() copies them under the QDL's lock. */
 static int qdl_sut_health(lg_sut_t *sut, lg_sut_health_t *h)
 {
@@ -182,6 +197,9 @@ int lg_sut_qdl_create(const qdl_config_t *cfg, lg_sut_t **out, cmn_errbuf_t *eb)
     a->sut.health = qdl_sut_health;
     a->sut.mem_register = qdl_sut_mem_register;
     a->sut.mem_unregister = qdl_sut_mem_unregister;
+    a->sut.poll_begin = qdl_sut_poll_begin;
+    a->sut.poll = qdl_sut_poll;
+    a->sut.poll_end = qdl_sut_poll_end;
     a->sut.data = a;
     *out = &a->sut;
     return 0;

@@ -95,6 +95,15 @@ struct lg_sut {
      * them with UCX. A failing mem_register is logged by the SUT and the run goes on. */
     int (*mem_register)(lg_sut_t *sut, void *ptr, size_t len);
     void (*mem_unregister)(lg_sut_t *sut, void *ptr);
+    /* Optional (NULL), used in Server series with lg_log_settings_t.issue_thread_io: the SUT
+     * lends its event loop to the issue thread, which runs it between issues instead of spinning
+     * or sleeping idle. poll_begin(): 0, or < 0 (the SUT keeps its own thread; the run goes on).
+     * poll(): runs the SUT's ready I/O, then with timeout_ns > 0 waits up to that long for more;
+     * > 0 when woken by I/O. poll_end(): gives the loop back. Between them the SUT completes from
+     * inside poll() and issue(), on the issue thread. */
+    int (*poll_begin)(lg_sut_t *sut);
+    int (*poll)(lg_sut_t *sut, uint64_t timeout_ns);
+    void (*poll_end)(lg_sut_t *sut);
 };
 
 #define LG_ISSUE_CHUNK 65536u
@@ -142,6 +151,11 @@ typedef struct {
      * SUT's threads included; other processes are not touched). On a host with few cores this
      * keeps the threads that wake for completions from preempting the issue thread. */
     int issue_cpu;
+    /* Server: between issues the issue thread runs the SUT's network I/O itself (lg_sut_t.poll*;
+     * the QDL's loop), so the SUT's loop thread sleeps while the series issues: one busy thread
+     * instead of two, and no hand-off or wake-up per query. Not with issue_cpu (the issue thread
+     * keeps that CPU to itself). Default true. */
+    bool issue_thread_io;
     /* Check every response against the digest of its sample (the sut-node digest backend). */
     bool verify_digest;
     /* Also write <prefix>sample_latencies<suffix>.csv: one line per performance-run sample,

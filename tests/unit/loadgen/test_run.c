@@ -426,7 +426,7 @@ static int slow_issue(lg_sut_t *sut, const lg_sample_t *s, size_t n)
 START_TEST(find_peak_server)
 {
     slow_t st = {20000, 0, 0, 0}; /* about 50k samples per second at most */
-    lg_sut_t sut = {slow_name, slow_issue, NULL, &st, NULL, NULL, NULL, NULL};
+    lg_sut_t sut = {.name = slow_name, .issue = slow_issue, .data = &st};
     char *s;
 
     /* A low base rate passes even on a busy machine (a 250 ms bound: a 2-core host loaded 6 times
@@ -486,7 +486,11 @@ static void count_unregister(lg_sut_t *sut, void *ptr)
 START_TEST(mem_register_balanced)
 {
     slow_t st = {0, 0, 0, 0};
-    lg_sut_t sut = {slow_name, slow_issue, NULL, &st, NULL, NULL, count_register, count_unregister};
+    lg_sut_t sut = {.name = slow_name,
+                    .issue = slow_issue,
+                    .data = &st,
+                    .mem_register = count_register,
+                    .mem_unregister = count_unregister};
 
     mem_regs = mem_live = 0;
     rt.ts.scenario = LG_OFFLINE;
@@ -500,7 +504,7 @@ END_TEST
 START_TEST(coalescing_and_max_async)
 {
     slow_t st = {0, 0, 0, 2000000}; /* each IssueQuery blocks 2 ms */
-    lg_sut_t sut = {slow_name, slow_issue, NULL, &st, NULL, NULL, NULL, NULL};
+    lg_sut_t sut = {.name = slow_name, .issue = slow_issue, .data = &st};
     char buf[256];
 
     /* Queries overdue after a blocking IssueQuery join the next one. */
@@ -662,7 +666,7 @@ static int failing_issue(lg_sut_t *sut, const lg_sample_t *s, size_t n)
 START_TEST(issue_failure_completes_as_failed)
 {
     slow_t st = {0, 0, 0, 0};
-    lg_sut_t sut = {slow_name, failing_issue, NULL, &st, NULL, NULL, NULL, NULL};
+    lg_sut_t sut = {.name = slow_name, .issue = failing_issue, .data = &st};
 
     rt.ts.min_duration_ms = 0;
     rt.ts.min_query_count = 20;
@@ -720,7 +724,7 @@ static int keeper_issue(lg_sut_t *sut, const lg_sample_t *s, size_t n)
 START_TEST(late_completion_after_the_test)
 {
     keeper_t k = {0};
-    lg_sut_t sut = {slow_name, keeper_issue, NULL, &k, NULL, NULL, NULL, NULL};
+    lg_sut_t sut = {.name = slow_name, .issue = keeper_issue, .data = &k};
     lg_response_t r[64];
     size_t i;
 
@@ -765,7 +769,7 @@ static int interrupting_issue(lg_sut_t *sut, const lg_sample_t *s, size_t n)
 START_TEST(interrupt_ends_the_run)
 {
     uint64_t count = 0;
-    lg_sut_t sut = {slow_name, interrupting_issue, NULL, &count, NULL, NULL, NULL, NULL};
+    lg_sut_t sut = {.name = slow_name, .issue = interrupting_issue, .data = &count};
     char *s;
 
     /* An hour-long run: only the interrupt can end it within the test's timeout. */
@@ -801,7 +805,7 @@ END_TEST
 START_TEST(harness_block_and_late_warning)
 {
     slow_t st = {2000000, 0, 0, 0};
-    lg_sut_t sut = {slow_name, slow_issue, NULL, &st, NULL, NULL, NULL, NULL};
+    lg_sut_t sut = {.name = slow_name, .issue = slow_issue, .data = &st};
     char path[600], *s, *csv;
 
     rt.ts.scenario = LG_SERVER;

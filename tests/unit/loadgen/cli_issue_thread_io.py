@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""--issue-thread-io on|off: with on (the default) the Server issue thread runs the QDL's network
+I/O between issues and the QDL's loop thread ("qdl-loop") sleeps while the series issues: it is
+seen making no context switch at all in the middle of a run against a null sut-node on loopback,
+where with off it wakes for the queries. Either way every sample completes without error, and the summary's harness
+block and the detail log say which it was. A bad value gets exit status 2 and a message naming the
+flag. Reads /proc/PID/task/*/status; bounded in time.
+Usage: cli_issue_thread_io.py LOADGEN_NODE SUT_NODE OUTDIR"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+RUN_S = 6  # the series' length; the threads are read at 2 s and 4 s after the start
+
+
+def switches(pid):
+    """{tid: voluntary + involuntary context switches} of the QDL's loop thread ("qdl-loop")."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                if f.read().strip() != "qdl-loop":
+                    continue
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                out[tid] = sum(int(line.split()[1]) for line in f if "ctxt_switches" in line)
+        except OSError:  # the thread ended meanwhile
+            pass
+    return out
+
+
+def detail_value(path, key):
+    for line in open(path):
+        if line.startswith(":::MLLOG"):
+            rec = json.loads(line[len(":::MLLOG"):])
+            if rec.get("key") == key:
+                return rec.get("value")
+    return None
+
+
+def run_mode(lg, addr, out, mode, fails):
+    d = os.path.join(out, mode)
+    run = subprocess.Popen([lg, "--scenario", "Server", "--nodes", addr, "--issue-thread-io", mode,
+                            "--qsl-synthetic", "64", "--sample-size", "64", "--progress", "off",
+                            "--quiet", "--set", "server_target_qps=2000",
+                            "--set", f"min_duration_ms={RUN_S * 1000}",
+                            "--set", "server_target_latency_ns=100000000", "--output-dir", d],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(2)
+        a = switches(run.pid)
+        time.sleep(2)
+        b = switches(run.pid)
+        _, err = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    woke = {t: b[t] - a[t] for t in a if t in b}
+    # 1 (INVALID) is a verdict on latency, which a loaded test host may spoil; not a failure.
+    if run.returncode not in (0, 1):
+        fails.append(f"{mode}: exited {run.returncode}: {err.strip()}")
+        return woke
+    summary = open(os.path.join(d, "mlperf_log_summary.txt")).read()
+    if "No errors encountered during test." not in summary:
+        fails.append(f"{mode}: the run logged errors (a sample failed or was lost)")
+    want = "SUT's I/O on the issue thread : " + ("yes" if mode == "on" else "no (--issue-thread-io off)")
+    if want not in summary:
+        fails.append(f"{mode}: the harness block lacks '{want}'")
+    v = detail_value(os.path.join(d, "mlperf_log_detail.txt"), "harness_issue_thread_io")
+    if v != (1 if mode == "on" else 0):
+        fails.append(f"{mode}: harness_issue_thread_io is {v!r} in the detail log")
+    return woke
+
+
+def main():
+    lg, sut, out = sys.argv[1:4]
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    fails = []
+    p = subprocess.run([lg, "--scenario", "Server", "--sut", "null", "--issue-thread-io", "maybe",
+                        "--qsl-synthetic", "64", "--output-dir", os.path.join(out, "bad")],
+                       capture_output=True, text=True, timeout=60)
+    if p.returncode != 2 or "--issue-thread-io: 'maybe' is not on or off" not in p.stderr:
+        fails.append(f"--issue-thread-io maybe: status {p.returncode}, stderr {p.stderr.strip()}")
+
+    port = os.path.join(out, "port")
+    node = subprocess.Popen([sut, "--listen", "127.0.0.1:0", "--port-file", port, "--backend",
+                             "null", "--log-level", "warn"], stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while not (os.path.exists(port) and open(port).read().strip()):
+            if time.monotonic() > deadline or node.poll() is not None:
+                print("FAIL: sut-node did not start")
+                return 1
+            time.sleep(0.05)
+        addr = "127.0.0.1:" + open(port).read().strip()
+        on = run_mode(lg, addr, out, "on", fails)
+        off = run_mode(lg, addr, out, "off", fails)
+    finally:
+        node.kill()
+        node.wait()
+    if not off or max(off.values()) == 0:
+        fails.append(f"off: the QDL's loop thread was not seen waking ({off}); the check sees "
+                     "nothing")
+    if not on or any(on.values()):
+        fails.append(f"on: the QDL's loop thread woke while the issue thread issued: {on}")
+    for f in fails:
+        print("FAIL:", f)
+    if not fails:
+        print(f"OK: the QDL's loop thread made {on} context switches in 2 s mid-run with on, "
+              f"{off} with off")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
