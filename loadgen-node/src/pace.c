@@ -206,7 +206,7 @@ int lg__pace_wait(lg__pace_t *p, uint64_t deadline)
             if (!p->own_cpu)
                 sched_yield();
 #if defined(__x86_64__) || defined(__i386__)
-            else if (!p->io)
+            else
                 __builtin_ia32_pause();
 #endif
         }

@@ -22,6 +22,15 @@
 /* The QDL whose loop this thread has been lent, if any (one at a time per thread). */
 static _Thread_local qdl_t *lent;
 
+void qdl__block_sigpipe(sigset_t *old)
+{
+    sigset_t pipe_only;
+
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_only, old);
+}
+
 int qdl__is_poller(const qdl_t *q)
 {
     return lent == q;
@@ -42,10 +51,27 @@ void qdl__park(qdl_t *q)
     uv_mutex_unlock(&q->park_mu);
 }
 
+/* Runs |r| on the thread that runs the loop and waits for it; a polling thread runs the loop
+ * itself meanwhile. */
+int qdl__sync_req(qdl_t *q, qdl_req_t *r)
+{
+    int rc = uv_sem_init(&r->done, 0);
+    if (rc < 0)
+        return rc;
+    cmn_xq_push(&q->reqs, &r->link);
+    if (qdl__is_poller(q)) {
+        while (uv_sem_trywait(&r->done) != 0)
+            qdl_poll(q, 1000000u);
+    } else {
+        uv_sem_wait(&r->done);
+    }
+    uv_sem_destroy(&r->done);
+    return r->rc;
+}
+
 int qdl_poll_begin(qdl_t *q)
 {
     qdl_req_t r;
-    sigset_t pipe_only;
     int rc;
 
     if (lent)
@@ -55,18 +81,11 @@ int qdl_poll_begin(qdl_t *q)
         return UV_ENOTSUP;
     memset(&r, 0, sizeof(r));
     r.kind = RQ_PARK;
-    rc = uv_sem_init(&r.done, 0);
+    rc = qdl__sync_req(q, &r);
     if (rc < 0)
         return rc;
-    cmn_xq_push(&q->reqs, &r.link);
-    uv_sem_wait(&r.done);
-    uv_sem_destroy(&r.done);
-    if (r.rc < 0)
-        return r.rc;
     /* This thread now writes to the sockets: SIGPIPE blocked as on the loop thread. */
-    sigemptyset(&pipe_only);
-    sigaddset(&pipe_only, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_only, &q->poll_oldmask);
+    qdl__block_sigpipe(&q->poll_oldmask);
     lent = q;
     return 0;
 }

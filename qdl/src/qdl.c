@@ -83,15 +83,18 @@ static void on_tick(uv_timer_t *t)
     expire_pending(q, now);
 }
 
-/* After every loop turn's I/O: the one place dispatch runs. */
-static void on_check(uv_check_t *c)
+static void dispatch_if_due(qdl_t *q)
 {
-    qdl_t *q = c->data;
-
     if (q->dispatch_due && !q->stopping) {
         q->dispatch_due = 0;
         qdl__dispatch(q);
     }
+}
+
+/* After every loop turn's I/O: where dispatch runs (and in an issue on a polling thread). */
+static void on_check(uv_check_t *c)
+{
+    dispatch_if_due(c->data);
 }
 
 static void close_loop_handles(qdl_t *q)
@@ -204,15 +207,12 @@ static void on_reqs(cmn_xq_t *x, cmn_xq_node_t *list)
 static void loop_main(void *arg)
 {
     qdl_t *q = arg;
-    sigset_t pipe_only;
 
     /* Every socket write happens on this thread, and libuv writes without MSG_NOSIGNAL: with
      * SIGPIPE blocked here, a node closing mid-write is an EPIPE for this thread (the signal stays
      * pending on it, discarded when it exits), never a kill of the host program, whose own
      * signal dispositions the library leaves alone. */
-    sigemptyset(&pipe_only);
-    sigaddset(&pipe_only, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_only, NULL);
+    qdl__block_sigpipe(NULL);
     pthread_setname_np(pthread_self(), "qdl-loop"); /* for top -H and per-thread figures */
     for (;;) {
         uv_run(&q->loop, UV_RUN_DEFAULT);
@@ -220,24 +220,6 @@ static void loop_main(void *arg)
             break;
         qdl__park(q);
     }
-}
-
-/* Runs |r| on the thread that runs the loop and waits for it; a polling thread runs the loop
- * itself meanwhile. */
-static int sync_req(qdl_t *q, qdl_req_t *r)
-{
-    int rc = uv_sem_init(&r->done, 0);
-    if (rc < 0)
-        return rc;
-    cmn_xq_push(&q->reqs, &r->link);
-    if (qdl__is_poller(q)) {
-        while (uv_sem_trywait(&r->done) != 0)
-            qdl_poll(q, 1000000u);
-    } else {
-        uv_sem_wait(&r->done);
-    }
-    uv_sem_destroy(&r->done);
-    return r->rc;
 }
 
 /* ---- configuration --------------------------------------------------------------------------- */
@@ -423,7 +405,7 @@ int qdl_create(const qdl_config_t *cfg, qdl_t **out, char *err, size_t errlen)
     memset(&start, 0, sizeof(start));
     start.kind = RQ_START;
     start.eb = &eb;
-    rc = sync_req(q, &start);
+    rc = qdl__sync_req(q, &start);
     if (rc < 0) {
         qdl_destroy(q);
         goto fail;
@@ -458,10 +440,7 @@ int qdl_issue_query(qdl_t *q, const qdl_sample_t *samples, size_t n)
     if (qdl__is_poller(q)) {
         /* This thread runs the loop: no hand-off; the frames leave in its next qdl_poll(). */
         qdl__handle_req(q, r);
-        if (q->dispatch_due && !q->stopping) {
-            q->dispatch_due = 0;
-            qdl__dispatch(q);
-        }
+        dispatch_if_due(q);
         return 0;
     }
     cmn_xq_push(&q->reqs, &r->link);
@@ -490,7 +469,7 @@ int qdl_name(qdl_t *q, char *buf, size_t len, uint64_t *duration_ns, char *err, 
     r.buf = buf;
     r.len = len;
     r.eb = &eb;
-    rc = sync_req(q, &r);
+    rc = qdl__sync_req(q, &r);
     if (duration_ns)
         *duration_ns = r.duration_ns;
     if (rc < 0)
@@ -506,7 +485,7 @@ int qdl_stats(qdl_t *q, qdl_node_stats_t *out, size_t cap)
     r.kind = RQ_STATS;
     r.stats = out;
     r.cap = cap;
-    return sync_req(q, &r);
+    return qdl__sync_req(q, &r);
 }
 
 /* Every node's counters, or NULL (out of memory). */
@@ -617,7 +596,7 @@ void qdl_destroy(qdl_t *q)
     qdl_poll_end(q);
     memset(&r, 0, sizeof(r));
     r.kind = RQ_STOP;
-    sync_req(q, &r);
+    qdl__sync_req(q, &r);
     uv_thread_join(&q->thread);
     if (uv_loop_close(&q->loop) != 0)
         cmn_log_warn("qdl: event loop closed with handles still open");

@@ -200,8 +200,14 @@ static inline const char *qdl__node_label(const qdl_node_t *nd)
 
 /* ---- poll.c --------------------------------------------------------------------------------- */
 
+/* Blocks SIGPIPE on the calling thread, which writes to sockets; the mask before in |old| when
+ * not NULL. */
+void qdl__block_sigpipe(sigset_t *old);
 /* Whether the calling thread has the loop lent to it (between qdl_poll_begin and _end). */
 int qdl__is_poller(const qdl_t *q);
+/* Runs |r| on the thread that runs the loop and waits for its answer (a polling thread runs the
+ * loop meanwhile). */
+int qdl__sync_req(qdl_t *q, qdl_req_t *r);
 /* Loop thread, once uv_run() returned for a lend: answers the request, waits for the loop back. */
 void qdl__park(qdl_t *q);
 

@@ -11,6 +11,8 @@ import subprocess
 import sys
 import time
 
+from nullnode import start_null_node
+
 
 def cpus(text):
     """'0-2,5' -> {0, 1, 2, 5}"""
@@ -60,19 +62,14 @@ def main():
     expect_usage("not a non-negative integer", ["--issue-cpu", "-1"])
 
     cpu = mine[-1]
-    port = os.path.join(out, "port")
-    node = subprocess.Popen([sut, "--listen", "127.0.0.1:0", "--port-file", port, "--backend",
-                             "null", "--log-level", "warn"], stderr=subprocess.DEVNULL)
+    node, addr = start_null_node(sut, out)
     run = None
     try:
-        deadline = time.monotonic() + 20
-        while not (os.path.exists(port) and open(port).read().strip()):
-            if time.monotonic() > deadline or node.poll() is not None:
-                print("FAIL: sut-node did not start")
-                return 1
-            time.sleep(0.05)
-        run = subprocess.Popen([lg, "--scenario", "Server", "--nodes",
-                                "127.0.0.1:" + open(port).read().strip(), "--issue-cpu", str(cpu),
+        if addr is None:
+            print("FAIL: sut-node did not start")
+            return 1
+        run = subprocess.Popen([lg, "--scenario", "Server", "--nodes", addr,
+                                "--issue-cpu", str(cpu),
                                 "--set", "server_target_qps=2000", "--set", "min_duration_ms=4000",
                                 "--set", "server_target_latency_ns=100000000",
                                 "--output-dir", os.path.join(out, "run")] + qsl,

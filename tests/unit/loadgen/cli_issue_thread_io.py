@@ -13,6 +13,8 @@ import subprocess
 import sys
 import time
 
+from nullnode import start_null_node
+
 RUN_S = 6  # the series' length
 SAMPLE_S = 0.25  # how often the QDL's loop thread is read
 WINDOW_S = 1.0  # a window of the run: with on, some whole window has no switch at all
@@ -75,7 +77,8 @@ def run_mode(lg, addr, out, mode, fails):
     summary = open(os.path.join(d, "mlperf_log_summary.txt")).read()
     if "No errors encountered during test." not in summary:
         fails.append(f"{mode}: the run logged errors (a sample failed or was lost)")
-    want = "SUT's I/O on the issue thread : " + ("yes" if mode == "on" else "no (--issue-thread-io off)")
+    want = "SUT's I/O on the issue thread : " + (
+        "yes" if mode == "on" else "no (--issue-thread-io off)")
     if want not in summary:
         fails.append(f"{mode}: the harness block lacks '{want}'")
     v = detail_value(os.path.join(d, "mlperf_log_detail.txt"), "harness_issue_thread_io")
@@ -95,17 +98,11 @@ def main():
     if p.returncode != 2 or "--issue-thread-io: 'maybe' is not on or off" not in p.stderr:
         fails.append(f"--issue-thread-io maybe: status {p.returncode}, stderr {p.stderr.strip()}")
 
-    port = os.path.join(out, "port")
-    node = subprocess.Popen([sut, "--listen", "127.0.0.1:0", "--port-file", port, "--backend",
-                             "null", "--log-level", "warn"], stderr=subprocess.DEVNULL)
+    node, addr = start_null_node(sut, out)
     try:
-        deadline = time.monotonic() + 20
-        while not (os.path.exists(port) and open(port).read().strip()):
-            if time.monotonic() > deadline or node.poll() is not None:
-                print("FAIL: sut-node did not start")
-                return 1
-            time.sleep(0.05)
-        addr = "127.0.0.1:" + open(port).read().strip()
+        if addr is None:
+            print("FAIL: sut-node did not start")
+            return 1
         on = run_mode(lg, addr, out, "on", fails)
         off = run_mode(lg, addr, out, "off", fails)
     finally:
