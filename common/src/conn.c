@@ -681,6 +681,13 @@ void cmn_conn_set_limits(cmn_conn_t *c, const cmn_frame_limits_t *limits)
     cmn_frame_decoder_set_limits(&c->dec, limits);
 }
 
+void cmn_conn_flush(cmn_conn_t *c)
+{
+    if (c->closing || c->ucx)
+        return;
+    flush_now(c);
+}
+
 size_t cmn_conn_backlog(const cmn_conn_t *c)
 {
     return c->bytes_pending + c->bytes_writing;

@@ -160,6 +160,13 @@ static void overhead_lines(lg_run_t *run, const lg_effective_settings_t *s)
                                         : "no (the SUT could not lend its loop)";
             out(run, "SUT's I/O on the issue thread : %s\n", why);
             LG_DU64(&run->dlog, "harness_issue_thread_io", (uint64_t)p->io_lent);
+            if (p->io_lent) {
+                out(run,
+                    "Quiet window, largest (ns)    : %" PRIu64 " (cap %" PRIu64
+                    ": half the mean gap)\n",
+                    p->max_quiet_ns, p->quiet_cap_ns);
+                LG_DU64(&run->dlog, "harness_quiet_window_ns", p->max_quiet_ns);
+            }
         }
         if (run->ls->issue_cpu >= 0)
             out(run, "Issue thread's own CPU        : %d (%s)\n", run->ls->issue_cpu,

@@ -111,6 +111,12 @@ typedef struct {
     lg_sut_t *io;                 /* the SUT whose I/O the thread runs while it waits, or NULL */
     int io_lent;                  /* the SUT lent its loop for this series (for the report) */
     uint32_t ring[LG__PACE_RING]; /* oversleeps of the last sleeps */
+    /* The quiet window (with the SUT's I/O lent): the last quiet_ns before an issue the thread
+     * neither polls the SUT nor yields. quiet_ns is the longest of the last LG__PACE_RING turns
+     * of the spin (a poll and a yield), at most quiet_cap_ns, half the mean gap of the schedule. */
+    uint64_t quiet_cap_ns, quiet_ns, max_quiet_ns;
+    uint64_t turns;
+    uint32_t turn_ring[LG__PACE_RING];
 } lg__pace_t;
 
 /* cpu.c: the issue thread's own CPU for a series (--issue-cpu). */
@@ -201,7 +207,7 @@ typedef struct {
 } lg__issue_state_t;
 
 /* pace.c */
-void lg__pace_init(lg__pace_t *p, uint64_t min_spin_ns, unsigned budget_pct);
+void lg__pace_init(lg__pace_t *p, uint64_t min_spin_ns, unsigned budget_pct, uint64_t mean_gap_ns);
 /* Waits until |deadline| (CLOCK_MONOTONIC ns). Returns the lg_interrupt() signal, or 0. */
 int lg__pace_wait(lg__pace_t *p, uint64_t deadline);
 

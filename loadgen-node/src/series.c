@@ -145,7 +145,8 @@ int lg__series_run(lg_run_t *run, const lg_effective_settings_t *s, int accuracy
     }
     /* Calibrating the Server wait takes a few milliseconds: before the clock starts. */
     if (s->scenario == LG_SERVER)
-        lg__pace_init(&run->pace, run->ls->spin_ns, run->ls->spin_budget_pct);
+        lg__pace_init(&run->pace, run->ls->spin_ns, run->ls->spin_budget_pct,
+                      s->target_qps > 0 ? (uint64_t)(1e9 / s->target_qps) : 0);
     start_real = cmn_realtime_ns();
     run->t0 = cmn_now_ns();
     if (run->progress_on)

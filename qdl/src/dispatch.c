@@ -178,6 +178,8 @@ static int send_part(qdl_t *q, qdl_conn_t *qc, qdl_pq_t *pq, size_t n, uint64_t 
     if (rc < 0)
         return rc;
     now = cmn_now_ns(); /* the part is on the writer: every sample's sent_ns */
+    if (qdl__is_poller(q) && !q->in_turn)
+        qdl__note_unsent(q, qc, pq->head->wire_id, n); /* written, stamped in the next turn */
     if (qc->n_inflight == 0)
         qc->progress_ns = now; /* the progress deadline runs from here */
     for (s = qdl__pending_take(q, pq, n); s; s = s->next) {

@@ -11,11 +11,20 @@
  * loop thread answers the request (the semaphore orders everything it did before the caller's
  * first qdl_poll) and waits on park_cv. qdl_poll_end() clears |parked| under park_mu, which orders
  * the caller's loop work before the loop thread's next turn. Requests from other threads keep
- * arriving through the request queue and are run by whichever thread runs the loop. */
+ * arriving through the request queue and are run by whichever thread runs the loop.
+ *
+ * A part the polling thread queues in qdl_issue_query() is written at the start of its next
+ * qdl_poll(), before that turn reads responses, which may be some microseconds later (loadgen-node
+ * keeps a quiet window before each issue): its samples' sent_ns is stamped then (write_unsent), so
+ * the QDL queueing a caller reports includes the wait. Samples are found again by wire id, so one
+ * completed, failed or moved to another connection meanwhile (a new wire id) is not touched. */
 #include "qdl_internal.h"
+
+#include "cmn/clock.h"
 
 #include <poll.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -69,6 +78,54 @@ int qdl__sync_req(qdl_t *q, qdl_req_t *r)
     return r->rc;
 }
 
+void qdl__note_unsent(qdl_t *q, qdl_conn_t *qc, uint64_t first_wire_id, size_t n)
+{
+    if (q->n_unsent == q->cap_unsent) {
+        size_t cap = q->cap_unsent ? q->cap_unsent * 2 : 64;
+        qdl_unsent_t *u = realloc(q->unsent, cap * sizeof(*u));
+
+        if (!u)
+            return; /* the samples keep the time they were queued */
+        q->unsent = u;
+        q->cap_unsent = cap;
+    }
+    q->unsent[q->n_unsent++] = (qdl_unsent_t){qc, first_wire_id, n};
+}
+
+/* Writes the parts the polling thread queued since its last turn, before the turn's reads, and
+ * stamps their samples' sent_ns with the time they were handed to the kernel. */
+static void write_unsent(qdl_t *q)
+{
+    uint64_t now;
+    size_t i, k;
+
+    if (!q->n_unsent)
+        return;
+    now = cmn_now_ns();
+    for (i = 0; i < q->n_unsent; i++) {
+        const qdl_unsent_t *u = &q->unsent[i];
+
+        cmn_conn_flush(&u->conn->c);
+        for (k = 0; k < u->n; k++) {
+            qdl_srec_t *s = cmn_idmap_get(&u->conn->inflight, u->first_wire_id + k);
+
+            if (s)
+                s->sent_ns = now;
+        }
+    }
+    q->n_unsent = 0;
+}
+
+/* One turn of the loop without blocking. Parts queued inside it (a result made room) leave in
+ * its check phase, as on the loop thread, with the time they were queued. */
+static void turn(qdl_t *q)
+{
+    write_unsent(q);
+    q->in_turn = 1;
+    uv_run(&q->loop, UV_RUN_NOWAIT);
+    q->in_turn = 0;
+}
+
 int qdl_poll_begin(qdl_t *q)
 {
     qdl_req_t r;
@@ -97,14 +154,14 @@ int qdl_poll(qdl_t *q, uint64_t timeout_ns)
 
     if (lent != q)
         return UV_EINVAL;
-    uv_run(&q->loop, UV_RUN_NOWAIT);
+    turn(q);
     if (!timeout_ns)
         return 0;
     /* uv_backend_timeout(): 0 when the loop has work now (frames to flush, closing handles),
      * else the milliseconds to its next timer, or -1 for none. */
     ms = uv_backend_timeout(&q->loop);
     if (ms == 0) {
-        uv_run(&q->loop, UV_RUN_NOWAIT);
+        turn(q);
         return 0;
     }
     if (ms > 0 && (uint64_t)ms * 1000000u < wait)
@@ -116,7 +173,7 @@ int qdl_poll(qdl_t *q, uint64_t timeout_ns)
 
         rc = ppoll(&p, 1, &ts, NULL);
     }
-    uv_run(&q->loop, UV_RUN_NOWAIT);
+    turn(q);
     return rc > 0 ? 1 : 0;
 }
 
@@ -128,6 +185,8 @@ void qdl_poll_end(qdl_t *q)
     if (lent != q)
         return;
     lent = NULL;
+    /* Frames still queued leave on the loop thread: they keep the time they were queued. */
+    q->n_unsent = 0;
     /* A node that closed mid-write left a SIGPIPE pending on this thread: taken here, never
      * delivered to the host program, unless the host had SIGPIPE blocked itself. */
     sigemptyset(&pipe_only);

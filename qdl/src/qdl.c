@@ -304,6 +304,7 @@ static void free_qdl(qdl_t *q)
     cmn_arena_free(&q->arena);
     cmn_tls_ctx_free(q->tls);
     free(q->scratch);
+    free(q->unsent);
     free(q->resp);
     free(q->strings);
     free(q);
@@ -438,7 +439,8 @@ int qdl_issue_query(qdl_t *q, const qdl_sample_t *samples, size_t n)
     for (i = 0; i < n; i++)
         recs[i].issued_ns = now;
     if (qdl__is_poller(q)) {
-        /* This thread runs the loop: no hand-off; the frames leave in its next qdl_poll(). */
+        /* This thread runs the loop: no hand-off; the frames leave in its next qdl_poll(), which
+         * stamps their sent_ns. */
         qdl__handle_req(q, r);
         dispatch_if_due(q);
         return 0;

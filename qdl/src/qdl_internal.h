@@ -40,6 +40,14 @@
 typedef struct qdl_node qdl_node_t;
 typedef struct qdl_conn qdl_conn_t;
 
+/* A part whose frame waits for the polling thread's next turn: its samples' wire ids are
+ * first_wire_id .. first_wire_id + n - 1 on |conn|. */
+typedef struct {
+    qdl_conn_t *conn;
+    uint64_t first_wire_id;
+    size_t n;
+} qdl_unsent_t;
+
 /* One sample from issue to completion. It sits in exactly one place at a time: a query's pending
  * list, or one connection's in-flight map, so it can never be completed twice. */
 typedef struct qdl_srec {
@@ -190,6 +198,11 @@ struct qdl {
     int park_ready;        /* park_mu and park_cv exist */
     int parked;            /* under park_mu: the loop is the caller's until cleared */
     sigset_t poll_oldmask; /* the polling thread's signal mask before SIGPIPE was blocked */
+    /* Parts queued by the polling thread outside a turn: their frames are written in its next
+     * qdl_poll(), which stamps their samples' sent_ns then (poll.c). */
+    qdl_unsent_t *unsent;
+    size_t n_unsent, cap_unsent;
+    int in_turn; /* the polling thread is inside uv_run() */
 };
 
 /* How a node is named in messages: its name once known, else its address. */
@@ -205,6 +218,9 @@ static inline const char *qdl__node_label(const qdl_node_t *nd)
 void qdl__block_sigpipe(sigset_t *old);
 /* Whether the calling thread has the loop lent to it (between qdl_poll_begin and _end). */
 int qdl__is_poller(const qdl_t *q);
+/* The polling thread queued a part outside a turn (in qdl_issue_query): its frame is written and
+ * its sent_ns stamped at the start of the next qdl_poll(). */
+void qdl__note_unsent(qdl_t *q, qdl_conn_t *qc, uint64_t first_wire_id, size_t n);
 /* Runs |r| on the thread that runs the loop and waits for its answer (a polling thread runs the
  * loop meanwhile). */
 int qdl__sync_req(qdl_t *q, qdl_req_t *r);

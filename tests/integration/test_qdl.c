@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- nodes ----------------------------------------------------------------------------------- */
@@ -639,15 +640,24 @@ END_TEST
 static pthread_t lent_to;
 static int lent_active;
 static size_t lent_calls, loop_calls; /* completion calls on the polling thread, on another */
+/* The sample issued and then left without a poll for LENT_HOLD_MS, and its sent_ns - issued_ns. */
+#define LENT_HELD 2000u
+#define LENT_HOLD_MS 50u
+static uint64_t lent_held_queue_ns;
 
 /* Records on which thread each completion call ran, then counts it as every test does. */
 static void lent_on_complete(void *user, const qdl_response_t *r, size_t n)
 {
+    size_t i;
+
     uv_mutex_lock(&R.mu);
     if (lent_active && pthread_equal(pthread_self(), lent_to))
         lent_calls++;
     else
         loop_calls++;
+    for (i = 0; i < n; i++)
+        if (r[i].response_id == LENT_HELD && r[i].status == 0)
+            lent_held_queue_ns = r[i].sent_ns - r[i].issued_ns;
     uv_mutex_unlock(&R.mu);
     on_complete(user, r, n);
 }
@@ -729,8 +739,20 @@ START_TEST(loop_lent_to_caller)
     lent_active = 1;
 
     issue_polling(q, 0, 2000);
-    issue_range(q, 2000, 3000, 100); /* larger queries too */
+    /* A frame queued by an issue leaves in the next qdl_poll(), and its sent_ns says when: a
+     * sample left LENT_HOLD_MS without a poll shows that wait as its QDL queueing. */
+    issue_range(q, LENT_HELD, LENT_HELD + 1, 1);
+    {
+        struct timespec hold = {0, (long)LENT_HOLD_MS * 1000000L};
+
+        nanosleep(&hold, NULL);
+    }
+    ck_assert_int_ge(qdl_poll(q, 0), 0);
+    issue_range(q, LENT_HELD + 1, 3000, 100); /* larger queries too */
     ck_assert_uint_eq(poll_until_done(q, 3000, 60000), 3000);
+    uv_mutex_lock(&R.mu);
+    ck_assert_uint_ge(lent_held_queue_ns, (uint64_t)LENT_HOLD_MS * 1000000u);
+    uv_mutex_unlock(&R.mu);
     ck_assert_int_eq(qdl_name(q, name, sizeof(name), &dur, err, sizeof(err)), 0);
     ck_assert_ptr_nonnull(strstr(name, "Network SUT"));
     ck_assert_ptr_nonnull(strstr(name, "lent-a"));

@@ -177,6 +177,11 @@ void cmn_conn_set_limits(cmn_conn_t *c, const cmn_frame_limits_t *limits);
 int cmn_conn_send(cmn_conn_t *c, unsigned type, const ProtobufCMessage *meta,
                   const struct iovec *payload, size_t n_payload, cmn_conn_sent_cb cb, void *arg);
 
+/* Hands the frames queued so far to the socket now rather than in the loop turn's check phase,
+ * after the turn's reads (the QDL's loop lent to an issue thread writes a query's frame before
+ * it reads responses). No-op for ucx:// (it sends at once) or a closing connection. */
+void cmn_conn_flush(cmn_conn_t *c);
+
 /* Bytes queued but not yet taken by the kernel. */
 size_t cmn_conn_backlog(const cmn_conn_t *c);
 

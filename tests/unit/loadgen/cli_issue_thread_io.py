@@ -3,11 +3,13 @@
 I/O between issues and the QDL's loop thread ("qdl-loop") sleeps while the series issues: over a
 whole 1 s window of a run against a null sut-node on loopback it makes no context switch at all,
 where with off it wakes for the queries. Either way every sample completes without error, and the
-summary's harness block and the detail log say which it was. A bad value gets exit status 2 and a
+summary's harness block and the detail log say which it was, and with on the quiet window before
+each issue, never above half the mean gap. A bad value gets exit status 2 and a
 message naming the flag. Reads /proc/PID/task/*/status; bounded in time.
 Usage: cli_issue_thread_io.py LOADGEN_NODE SUT_NODE OUTDIR"""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,6 +20,7 @@ from nullnode import start_null_node
 RUN_S = 6  # the series' length
 SAMPLE_S = 0.25  # how often the QDL's loop thread is read
 WINDOW_S = 1.0  # a window of the run: with on, some whole window has no switch at all
+QPS = 2000  # the Server schedule's rate
 
 
 def switches(pid):
@@ -48,7 +51,7 @@ def run_mode(lg, addr, out, mode, fails):
     d = os.path.join(out, mode)
     run = subprocess.Popen([lg, "--scenario", "Server", "--nodes", addr, "--issue-thread-io", mode,
                             "--qsl-synthetic", "64", "--sample-size", "64", "--progress", "off",
-                            "--quiet", "--set", "server_target_qps=2000",
+                            "--quiet", "--set", f"server_target_qps={QPS}",
                             "--set", f"min_duration_ms={RUN_S * 1000}",
                             "--set", "server_target_latency_ns=100000000", "--output-dir", d],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -84,6 +87,17 @@ def run_mode(lg, addr, out, mode, fails):
     v = detail_value(os.path.join(d, "mlperf_log_detail.txt"), "harness_issue_thread_io")
     if v != (1 if mode == "on" else 0):
         fails.append(f"{mode}: harness_issue_thread_io is {v!r} in the detail log")
+    # The quiet window before each issue (only with the I/O on the issue thread): reported, and
+    # never above its cap, half the schedule's mean gap.
+    m = re.search(r"Quiet window, largest \(ns\) *: (\d+) \(cap (\d+)", summary)
+    if mode == "off" and m:
+        fails.append("off: the harness block reports a quiet window")
+    if mode == "on":
+        cap = int(1e9 / QPS) // 2
+        q = detail_value(os.path.join(d, "mlperf_log_detail.txt"), "harness_quiet_window_ns")
+        if not m or int(m.group(2)) != cap or int(m.group(1)) > cap or q != int(m.group(1)):
+            fails.append(f"on: quiet window line {m.group(0) if m else None!r}, detail {q!r}: "
+                         f"want a window of at most the cap {cap} ns in both")
     return woke
 
 
