@@ -28,9 +28,9 @@
  * cannot grow with the work it defers. A frame queued by an issue then waits at most that window
  * for its write (its sent_ns is stamped at the write: the QDL queueing shows it), and never for
  * another query: frames are written whenever the thread polls (the QDL does not batch queries,
- * rules 6.2.1). At 100k QPS through one null node on two vCPUs the p99 issue lateness went from
- * 22.5-32.8 us to 15.4 us in B1, the p50 from 2.4 to 0.07 us (bench/README.md, "The quiet
- * window"). */
+ * rules 6.2.1). At 100k QPS through one null node on two vCPUs, interleaved pairs of runs: p99
+ * issue lateness 26.0 to 18.8 us (medians of 5), p50 2.65 us to 69 ns (bench/README.md, "The
+ * quiet window"). */
 #include "run.h"
 
 #include "cmn/clock.h"

@@ -64,7 +64,9 @@ typedef struct {
      * qdl_issue_query() took its query (one clock read per query), and when the Query part
      * carrying it (its last dispatch) was queued on its connection's writer, which writes all
      * the frames queued in a loop turn with one uv_write at that turn's end (one clock read per
-     * part). sent_ns - issued_ns is the sample's queueing in the QDL. sent_ns is 0 for a sample
+     * part); a part queued by a thread the loop is lent to (qdl_poll_begin) is written at the
+     * start of that thread's next qdl_poll(), and sent_ns is that moment. sent_ns - issued_ns is
+     * the sample's queueing in the QDL. sent_ns is 0 for a sample
      * that failed before it was ever sent. Not set for first tokens. */
     uint64_t issued_ns, sent_ns;
     /* Where it went inside the node, as the node measured it (durations on the node's clock):
@@ -146,12 +148,12 @@ int qdl_flush(qdl_t *q);
 /* The loop lent to the calling thread, for a host thread that would otherwise spin or sleep
  * between issues (a Server issue thread): from qdl_poll_begin() until qdl_poll_end() the QDL's
  * loop thread sleeps and the caller runs the loop with qdl_poll(). Meanwhile qdl_issue_query()
- * from this thread dispatches at once, without a hand-off, and the frames leave in its next
- * qdl_poll(); the completion callbacks run on this thread, inside qdl_poll() (and inside
- * qdl_name() and qdl_stats(), which poll until answered); other threads may still call
- * everything they could before, served whenever this thread polls. qdl_destroy() on this thread
- * ends the lend first. SIGPIPE is blocked on the thread while lent (a node closing mid-write is an
- * EPIPE), and a SIGPIPE left pending is taken at the end.
+ * from this thread dispatches at once, without a hand-off, and the frames leave at the start of
+ * its next qdl_poll(), before that poll reads responses; the completion callbacks run on this
+ * thread, inside qdl_poll() (and inside qdl_name() and qdl_stats(), which poll until answered);
+ * other threads may still call everything they could before, served whenever this thread polls.
+ * qdl_destroy() on this thread ends the lend first. SIGPIPE is blocked on the thread while lent (a
+ * node closing mid-write is an EPIPE), and a SIGPIPE left pending is taken at the end.
  *
  * qdl_poll_begin(): 0, UV_EBUSY (this thread polls another QDL), UV_ENOTSUP (a ucx:// node: its
  * worker stays on the loop thread), CMN_ECLOSED (being destroyed); a no-op if already lent.
