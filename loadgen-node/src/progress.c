@@ -14,25 +14,31 @@ void lg__hist_reset(lg__hist_t *h)
         atomic_store_explicit(&h->b[i], 0, memory_order_relaxed);
 }
 
+/* Values below LG__HIST_SUB have a bucket each; above, the bucket is the position of the highest
+ * set bit (msb) and the LG__HIST_SUB_BITS bits below it. Bucket numbers run on without a gap:
+ * msb = LG__HIST_SUB_BITS starts at bucket LG__HIST_SUB. */
+#define HIST_SHIFT (LG__HIST_SUB_BITS * LG__HIST_SUB - LG__HIST_SUB)
+
 static unsigned bucket_of(uint64_t v)
 {
     unsigned msb;
 
-    if (v < 8)
+    if (v < LG__HIST_SUB)
         return (unsigned)v;
     msb = 63u - (unsigned)__builtin_clzll(v);
-    return msb * 8u + (unsigned)((v >> (msb - 3)) & 7u) - 16u;
+    return msb * LG__HIST_SUB + (unsigned)((v >> (msb - LG__HIST_SUB_BITS)) & (LG__HIST_SUB - 1u)) -
+           HIST_SHIFT;
 }
 
 static uint64_t bucket_top(unsigned b)
 {
     unsigned msb, sub;
 
-    if (b < 8)
+    if (b < LG__HIST_SUB)
         return b;
-    msb = (b + 16u) / 8u;
-    sub = (b + 16u) % 8u;
-    return ((uint64_t)(8u + sub + 1u) << (msb - 3)) - 1u;
+    msb = (b + HIST_SHIFT) / LG__HIST_SUB;
+    sub = (b + HIST_SHIFT) % LG__HIST_SUB;
+    return ((uint64_t)(LG__HIST_SUB + sub + 1u) << (msb - LG__HIST_SUB_BITS)) - 1u;
 }
 
 void lg__hist_add(lg__hist_t *h, int64_t ns)
