@@ -239,11 +239,11 @@ int lg__pace_wait(lg__pace_t *p, uint64_t deadline)
             if (now - prev > PREEMPT_NS)
                 lost += now - prev;
             prev = now;
-            if (p->io && deadline - now <= p->quiet_ns) {
-                cpu_relax(); /* the quiet window: only the clock */
-                continue;
-            }
             if (p->io) {
+                if (deadline - now <= p->quiet_ns) {
+                    cpu_relax(); /* the quiet window: only the clock */
+                    continue;
+                }
                 p->io->poll(p->io, 0);
                 prev = cmn_now_ns(); /* the SUT's I/O is work done, not time lost */
             }

@@ -66,8 +66,8 @@ typedef struct {
      * the frames queued in a loop turn with one uv_write at that turn's end (one clock read per
      * part); a part queued by a thread the loop is lent to (qdl_poll_begin) is written at the
      * start of that thread's next qdl_poll(), and sent_ns is that moment. sent_ns - issued_ns is
-     * the sample's queueing in the QDL. sent_ns is 0 for a sample
-     * that failed before it was ever sent. Not set for first tokens. */
+     * the sample's queueing in the QDL. sent_ns is 0 for a sample that failed before it was ever
+     * sent. Not set for first tokens. */
     uint64_t issued_ns, sent_ns;
     /* Where it went inside the node, as the node measured it (durations on the node's clock):
      * from its Query's arrival to its batch's backend start, and from that start to its result.
