@@ -277,7 +277,8 @@ typedef struct {
     atomic_int stop;
     /* Non-zero: cut (RST) once this many bytes went from the QDL towards the node. */
     atomic_llong cut_after;
-    long long relayed;
+    /* Bytes relayed towards the node; the test reads it while the relay still runs. */
+    atomic_llong relayed;
     uv_thread_t thread;
 } relay_t;
 
@@ -358,8 +359,8 @@ static void relay_main(void *arg)
                     ssize_t r = read(pairs[i][k], buf, sizeof(buf));
                     if (r > 0 && k == 0) {
                         long long limit = atomic_load(&relay.cut_after);
-                        relay.relayed += r;
-                        if (limit && relay.relayed >= limit) {
+                        long long sofar = atomic_fetch_add(&relay.relayed, r) + r;
+                        if (limit && sofar >= limit) {
                             atomic_store(&relay.cut_after, 0);
                             atomic_store(&relay.mode, RELAY_CUT);
                         }
@@ -486,7 +487,7 @@ START_TEST(reset_mid_write)
     ck_assert_int_eq(qdl_stats(q, st, 2), 2);
     printf(
         "reset mid-write: %lld bytes relayed before the RST, %llu re-dispatched, %llu reconnects\n",
-        relay.relayed, (unsigned long long)st[1].redispatched,
+        (long long)atomic_load(&relay.relayed), (unsigned long long)st[1].redispatched,
         (unsigned long long)st[1].reconnects);
     ck_assert_uint_ge(st[1].reconnects + st[1].redispatched, 1);
     qdl_destroy(q);
