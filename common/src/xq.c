@@ -1,6 +1,6 @@
 #include "cmn/xq.h"
 
-static void xq_drain(cmn_xq_t *q)
+int cmn_xq_drain(cmn_xq_t *q)
 {
     cmn_xq_node_t *list;
 
@@ -8,13 +8,15 @@ static void xq_drain(cmn_xq_t *q)
     list = q->head;
     q->head = q->tail = NULL;
     uv_mutex_unlock(&q->mu);
-    if (list)
-        q->cb(q, list);
+    if (!list)
+        return 0;
+    q->cb(q, list);
+    return 1;
 }
 
 static void on_async(uv_async_t *a)
 {
-    xq_drain(a->data);
+    cmn_xq_drain(a->data);
 }
 
 int cmn_xq_init(uv_loop_t *loop, cmn_xq_t *q, cmn_xq_cb cb)
@@ -55,6 +57,18 @@ void cmn_xq_push_list(cmn_xq_t *q, cmn_xq_node_t *first, cmn_xq_node_t *last)
         uv_async_send(&q->async);
 }
 
+void cmn_xq_push_list_local(cmn_xq_t *q, cmn_xq_node_t *first, cmn_xq_node_t *last)
+{
+    last->next = NULL;
+    uv_mutex_lock(&q->mu);
+    if (q->head)
+        q->tail->next = first;
+    else
+        q->head = first;
+    q->tail = last;
+    uv_mutex_unlock(&q->mu);
+}
+
 void cmn_xq_push(cmn_xq_t *q, cmn_xq_node_t *node)
 {
     cmn_xq_push_list(q, node, node);
@@ -70,7 +84,7 @@ static void on_xq_closed(uv_handle_t *h)
 
 void cmn_xq_close(cmn_xq_t *q, void (*close_cb)(cmn_xq_t *q))
 {
-    xq_drain(q);
+    cmn_xq_drain(q);
     q->close_cb = close_cb;
     uv_close((uv_handle_t *)&q->async, on_xq_closed);
 }

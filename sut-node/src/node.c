@@ -98,10 +98,15 @@ static void on_tick(uv_timer_t *t)
     give_back_memory(n);
 }
 
+/* The end of every loop turn: batches from what the turn read, then the results of batches an
+ * inline backend ran in this turn (pushed without a wake-up); handing them over may free an
+ * engine and run the next batch, whose results are drained here too. */
 static void on_turn(uv_check_t *h)
 {
     sut_node_t *n = h->data;
     sut__batcher_kick(&n->batcher);
+    while (cmn_xq_drain(&n->done_q)) {
+    }
     node_check_drained(n);
 }
 

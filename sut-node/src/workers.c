@@ -127,7 +127,11 @@ static void push_results(sut_batch_t *b, const sut_result_t *results, size_t cnt
             first = &nb->done.link;
         last = &nb->done.link;
     }
-    if (first)
+    /* An inline backend runs on the loop thread: no wake-up, the loop drains the queue at the
+     * end of this turn (node.c, on_turn). */
+    if (first && w->inline_run)
+        cmn_xq_push_list_local(w->done_q, first, last);
+    else if (first)
         cmn_xq_push_list(w->done_q, first, last);
 }
 

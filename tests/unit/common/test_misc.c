@@ -85,10 +85,64 @@ START_TEST(xq_delivers_all_in_order_coalesced)
 }
 END_TEST
 
+static struct {
+    int seen[8];
+    int n, callbacks;
+} xl;
+
+static void xl_cb(cmn_xq_t *q, cmn_xq_node_t *list)
+{
+    (void)q;
+    xl.callbacks++;
+    for (; list; list = list->next)
+        xl.seen[xl.n++] = ((item_t *)list)->seq;
+}
+
+/* A push on the loop's own thread signals nothing: a turn of the loop does not deliver it, the
+ * drain does, in push order with what other pushes queued meanwhile. */
+START_TEST(xq_local_push_waits_for_the_drain)
+{
+    uv_loop_t loop;
+    cmn_xq_t q;
+    item_t it[4];
+    int i;
+
+    memset(&xl, 0, sizeof(xl));
+    for (i = 0; i < 4; i++)
+        it[i].seq = i;
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    ck_assert_int_eq(cmn_xq_init(&loop, &q, xl_cb), 0);
+    ck_assert_int_eq(cmn_xq_drain(&q), 0); /* empty: no callback */
+    cmn_xq_push_list_local(&q, &it[0].node, &it[0].node);
+    it[1].node.next = &it[2].node;
+    cmn_xq_push_list_local(&q, &it[1].node, &it[2].node);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    ck_assert_int_eq(xl.callbacks, 0); /* no wake-up was sent */
+    cmn_xq_push(&q, &it[3].node);      /* rides on the local pushes: no wake-up either */
+    uv_run(&loop, UV_RUN_NOWAIT);
+    ck_assert_int_eq(xl.callbacks, 0);
+    ck_assert_int_eq(cmn_xq_drain(&q), 1);
+    ck_assert_int_eq(xl.callbacks, 1);
+    ck_assert_int_eq(xl.n, 4);
+    for (i = 0; i < 4; i++)
+        ck_assert_int_eq(xl.seen[i], i);
+    ck_assert_int_eq(cmn_xq_drain(&q), 0);
+    /* After the drain the queue is empty again: a cross-thread push wakes the loop. */
+    cmn_xq_push(&q, &it[0].node);
+    uv_run(&loop, UV_RUN_ONCE);
+    ck_assert_int_eq(xl.callbacks, 2);
+    ck_assert_int_eq(xl.seen[4], 0);
+    cmn_xq_close(&q, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+}
+END_TEST
+
 TCase *tcase_xq(void)
 {
     TCase *tc = tcase_create("xq");
     tcase_add_test(tc, xq_delivers_all_in_order_coalesced);
+    tcase_add_test(tc, xq_local_push_waits_for_the_drain);
     tcase_set_timeout(tc, 30);
     return tc;
 }
