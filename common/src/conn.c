@@ -307,6 +307,41 @@ static void tls_pump(cmn_conn_t *c)
     }
 }
 
+/* Writes what the kernel takes of |b| at once. Returns 1 when the batch is done (written and
+ * completed, or failed and the connection closed), 0 when bytes remain: |b|'s buffers then start
+ * at the first byte not written. */
+static int try_write(cmn_conn_t *c, cmn_wbatch_t *b)
+{
+    size_t bytes = b->bytes, i = 0;
+    int n = uv_try_write((uv_stream_t *)&c->tcp, b->bufs, (unsigned)b->nbufs);
+
+    if (n == UV_EAGAIN || n == UV_ENOSYS)
+        return 0;
+    if (n < 0) {
+        c->bytes_writing -= bytes;
+        batch_complete(b, n);
+        batch_put(c, b);
+        cmn_conn_close(c, n);
+        return 1;
+    }
+    if ((size_t)n == bytes) {
+        c->bytes_out += bytes;
+        batch_complete(b, 0);
+        batch_put(c, b); /* may free b */
+        written(c, bytes);
+        return 1;
+    }
+    /* A partial write: drop the buffers the kernel took and trim the one it took part of. The
+     * batch keeps its size; on_write accounts for all of it when the rest is written. */
+    for (; n > 0 && (size_t)n >= b->bufs[i].len; i++)
+        n -= (int)b->bufs[i].len;
+    b->bufs[i].base += n;
+    b->bufs[i].len -= (size_t)n;
+    memmove(b->bufs, b->bufs + i, (b->nbufs - i) * sizeof(*b->bufs));
+    b->nbufs -= i;
+    return 0;
+}
+
 static void flush_now(cmn_conn_t *c)
 {
     cmn_wbatch_t *b = c->cur;
@@ -347,6 +382,11 @@ static void flush_now(cmn_conn_t *c)
         cmn__writer_push(c->writer, &b->job);
         return;
     }
+    /* Try the write now: when the kernel takes the whole batch (the usual case below the
+     * socket buffer's size) it completes here, and libuv never arms the socket for writing, an
+     * epoll_ctl per batch saved; what remains goes through uv_write. */
+    if ((rc = try_write(c, b)) != 0)
+        return;
     b->req.data = b;
     rc = uv_write(&b->req, (uv_stream_t *)&c->tcp, b->bufs, (unsigned)b->nbufs, on_write);
     if (rc < 0) {
