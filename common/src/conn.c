@@ -160,10 +160,10 @@ static void written(cmn_conn_t *c, size_t n)
     }
 }
 
-static void on_write(uv_write_t *req, int status)
+/* The kernel took |b| (status 0) or a write of it failed: the byte count, its sent callbacks,
+ * the batch back to the pool, the backlog and the drain callback (every path that writes). */
+static void batch_done(cmn_conn_t *c, cmn_wbatch_t *b, int status)
 {
-    cmn_wbatch_t *b = req->data;
-    cmn_conn_t *c = b->conn;
     size_t bytes = b->bytes;
 
     if (status == 0)
@@ -173,6 +173,22 @@ static void on_write(uv_write_t *req, int status)
     written(c, bytes);
 }
 
+/* A write of |b| could not even start: its callbacks fail and the connection closes. */
+static void batch_refused(cmn_conn_t *c, cmn_wbatch_t *b, int rc)
+{
+    c->bytes_writing -= b->bytes;
+    batch_complete(b, rc);
+    batch_put(c, b);
+    cmn_conn_close(c, rc);
+}
+
+static void on_write(uv_write_t *req, int status)
+{
+    cmn_wbatch_t *b = req->data;
+
+    batch_done(b->conn, b, status);
+}
+
 static void finish_shutdown(cmn_conn_t *c);
 
 /* The write thread is done with a batch (writer_internal.h): as on_write, on the loop thread. A
@@ -180,15 +196,10 @@ static void finish_shutdown(cmn_conn_t *c);
 static void on_writer_done(cmn_conn_t *c, cmn__wjob_t *job)
 {
     cmn_wbatch_t *b = (cmn_wbatch_t *)(void *)((char *)job - offsetof(cmn_wbatch_t, job));
-    size_t bytes = b->bytes;
     int status = job->status;
 
-    c->writer_bytes -= bytes;
-    if (status == 0)
-        c->bytes_out += bytes;
-    batch_complete(b, status);
-    batch_put(c, b); /* may free b */
-    written(c, bytes);
+    c->writer_bytes -= b->bytes;
+    batch_done(c, b, status);
     if (status < 0 && c->closing != 2) {
         snprintf(c->last_error, sizeof(c->last_error), "write error: %s", cmn_strerror(status));
         cmn_conn_close(c, status);
@@ -312,23 +323,17 @@ static void tls_pump(cmn_conn_t *c)
  * at the first byte not written. */
 static int try_write(cmn_conn_t *c, cmn_wbatch_t *b)
 {
-    size_t bytes = b->bytes, i = 0;
+    size_t i = 0;
     int n = uv_try_write((uv_stream_t *)&c->tcp, b->bufs, (unsigned)b->nbufs);
 
     if (n == UV_EAGAIN || n == UV_ENOSYS)
         return 0;
     if (n < 0) {
-        c->bytes_writing -= bytes;
-        batch_complete(b, n);
-        batch_put(c, b);
-        cmn_conn_close(c, n);
+        batch_refused(c, b, n);
         return 1;
     }
-    if ((size_t)n == bytes) {
-        c->bytes_out += bytes;
-        batch_complete(b, 0);
-        batch_put(c, b); /* may free b */
-        written(c, bytes);
+    if ((size_t)n == b->bytes) {
+        batch_done(c, b, 0);
         return 1;
     }
     /* A partial write: drop the buffers the kernel took and trim the one it took part of. The
@@ -389,12 +394,8 @@ static void flush_now(cmn_conn_t *c)
         return;
     b->req.data = b;
     rc = uv_write(&b->req, (uv_stream_t *)&c->tcp, b->bufs, (unsigned)b->nbufs, on_write);
-    if (rc < 0) {
-        c->bytes_writing -= b->bytes;
-        batch_complete(b, rc);
-        batch_put(c, b);
-        cmn_conn_close(c, rc);
-    }
+    if (rc < 0)
+        batch_refused(c, b, rc);
 }
 
 static void on_flush_check(uv_check_t *h)

@@ -38,7 +38,8 @@ int cmn_xq_init(uv_loop_t *loop, cmn_xq_t *q, cmn_xq_cb cb)
     return 0;
 }
 
-void cmn_xq_push_list(cmn_xq_t *q, cmn_xq_node_t *first, cmn_xq_node_t *last)
+/* Appends first..last under the lock; returns 1 if the queue was empty. */
+static int append(cmn_xq_t *q, cmn_xq_node_t *first, cmn_xq_node_t *last)
 {
     int was_empty;
 
@@ -51,22 +52,20 @@ void cmn_xq_push_list(cmn_xq_t *q, cmn_xq_node_t *first, cmn_xq_node_t *last)
         q->tail->next = first;
     q->tail = last;
     uv_mutex_unlock(&q->mu);
+    return was_empty;
+}
+
+void cmn_xq_push_list(cmn_xq_t *q, cmn_xq_node_t *first, cmn_xq_node_t *last)
+{
     /* The loop detaches the whole list, so one signal per empty-to-non-empty transition is
      * enough: later pushes ride on the pending wake-up. */
-    if (was_empty)
+    if (append(q, first, last))
         uv_async_send(&q->async);
 }
 
 void cmn_xq_push_list_local(cmn_xq_t *q, cmn_xq_node_t *first, cmn_xq_node_t *last)
 {
-    last->next = NULL;
-    uv_mutex_lock(&q->mu);
-    if (q->head)
-        q->tail->next = first;
-    else
-        q->head = first;
-    q->tail = last;
-    uv_mutex_unlock(&q->mu);
+    (void)append(q, first, last);
 }
 
 void cmn_xq_push(cmn_xq_t *q, cmn_xq_node_t *node)
