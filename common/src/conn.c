@@ -1,4 +1,5 @@
 #include "cmn/conn.h"
+#include "cmn/clock.h"
 #include "cmn/err.h"
 #include "cmn/log.h"
 #include "cmn/net.h"
@@ -17,6 +18,9 @@
  * much plaintext per SSL_write, so the limit is checked often. */
 #define TLS_OUT_HIGH (1u << 20)
 #define TLS_STEP (64u * 1024u)
+/* hold_ns: a turn's frames wait for the next turn's only while they are this small; larger
+ * writes gain nothing from merging. */
+#define HOLD_MAX_BYTES (64u * 1024u)
 
 typedef struct {
     cmn_conn_sent_cb cb;
@@ -38,7 +42,8 @@ struct cmn_wbatch {
     done_t *done;
     size_t ndone, done_cap;
     size_t bytes;
-    cmn__wjob_t job; /* when the connection's write thread writes it */
+    uint64_t first_ns; /* when its first frame was queued (hold_ns only) */
+    cmn__wjob_t job;   /* when the connection's write thread writes it */
 };
 
 cmn_conn_options_t cmn_conn_options_default(void)
@@ -357,6 +362,7 @@ static void flush_now(cmn_conn_t *c)
     if (!b)
         return;
     c->cur = NULL;
+    c->batches_out++;
     for (i = 0; i < b->nbufs; i++) {
         if (b->head_off[i] != SIZE_MAX)
             b->bufs[i].base = (char *)b->heads + b->head_off[i];
@@ -398,6 +404,20 @@ static void flush_now(cmn_conn_t *c)
         batch_refused(c, b, rc);
 }
 
+/* hold_ns: the queued frames wait for the next turn's while the peer keeps sending (this turn
+ * read frames from it), they are small, and the first of them has waited less than hold_ns. The
+ * idle handle keeps the loop turning meanwhile; a turn that reads nothing writes at once. */
+static int hold(cmn_conn_t *c)
+{
+    int active = c->frames_in != c->frames_at_check;
+
+    c->frames_at_check = c->frames_in;
+    if (!c->opt.hold_ns || !active || !c->cur || c->cur->bytes > HOLD_MAX_BYTES || !c->reading ||
+        c->read_paused || c->closing)
+        return 0;
+    return cmn_now_ns() - c->cur->first_ns < c->opt.hold_ns;
+}
+
 static void on_flush_check(uv_check_t *h)
 {
     cmn_conn_t *c = h->data;
@@ -408,6 +428,8 @@ static void on_flush_check(uv_check_t *h)
         cmn__ucx_deliver(c);
         return;
     }
+    if (hold(c))
+        return; /* still armed: the next turn reads what waits and comes back here */
     flush_now(c);
 }
 
@@ -763,6 +785,8 @@ int cmn_conn_send(cmn_conn_t *c, unsigned type, const ProtobufCMessage *meta,
         c->cur = batch_get(c);
         if (!c->cur)
             return UV_ENOMEM;
+        if (c->opt.hold_ns)
+            c->cur->first_ns = cmn_now_ns();
     }
     b = c->cur;
     hsize = cmn_frame_head_size(meta);

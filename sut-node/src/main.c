@@ -65,6 +65,10 @@ static const opt_doc_t options[] = {
     {"heartbeat-ms", "MS",
      "send a Ping on a connection idle this long, so clients see the node alive "
      "while it is busy (default 1000; 0 disables; keep it under the QDL's ping timeout)"},
+    {"response-hold-us", "US",
+     "tcp://: a turn's results wait up to this long to leave in one write with the next turn's, "
+     "only while the client's next queries are already waiting to be read: fewer, larger writes "
+     "on a busy node, no wait on an idle one (default 20; 0 writes every turn's results at once)"},
     {"ucx-busy-poll", NULL,
      "on ucx:// listeners, progress UCX on every loop turn instead of sleeping on its event "
      "fd: lowest latency, one core busy (config: 1 or 0)"},
@@ -205,6 +209,11 @@ static int apply(sut_opts_t *o, const char *name, const char *v, cmn_errbuf_t *e
         rc = cmn_parse_u64(v, &o->drain_timeout_ms);
     } else if (strcmp(name, "heartbeat-ms") == 0) {
         rc = cmn_parse_u64(v, &o->heartbeat_ms);
+    } else if (strcmp(name, "response-hold-us") == 0) {
+        rc = cmn_parse_u64(v, &o->response_hold_us);
+        if (rc == 0 && o->response_hold_us > 1000000u)
+            return cmn_errf(eb, CMN_ECONFIG, "--response-hold-us %s: at most 1000000 (one second)",
+                            v);
     } else if (strcmp(name, "ucx-busy-poll") == 0) {
         if (strcmp(v, "1") != 0 && strcmp(v, "0") != 0)
             return cmn_errf(eb, CMN_ECONFIG, "ucx-busy-poll '%s': expected 1 or 0", v);

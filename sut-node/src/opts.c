@@ -24,6 +24,7 @@ void sut__opts_defaults(sut_opts_t *o)
     o->write_timeout_ms = 10000;
     o->drain_timeout_ms = 30000;
     o->heartbeat_ms = 1000;
+    o->response_hold_us = 20;
 }
 
 char *sut__opts_own(sut_opts_t *o, char *s)

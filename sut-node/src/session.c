@@ -1130,6 +1130,7 @@ void sut__sessions_init(sut_sessions_t *ss, uv_loop_t *loop, const sut_sessions_
             ss->conn_opt.write_high_water = (size_t)share;
         ss->conn_opt.write_low_water = ss->conn_opt.write_high_water / 4;
     }
+    ss->conn_opt.hold_ns = env->opt->response_hold_us * 1000u;
     ss->conn_opt.copy_alloc = copy_alloc;
     ss->conn_opt.copy_free = copy_free;
     ss->conn_opt.copy_ctx = env->budget;

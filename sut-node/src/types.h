@@ -45,7 +45,8 @@ typedef struct {
     uint64_t idle_timeout_ms;  /* a handshaken connection with no frame and no work this long */
     uint64_t write_timeout_ms; /* a peer that takes none of its results this long */
     uint64_t drain_timeout_ms;
-    uint64_t heartbeat_ms; /* a Ping to a client that heard nothing from us this long */
+    uint64_t heartbeat_ms;     /* a Ping to a client that heard nothing from us this long */
+    uint64_t response_hold_us; /* results may wait this long for the next turn's (cmn hold_ns) */
     uint64_t seed;
     int ucx_busy_poll; /* --ucx-busy-poll: spin UCX progress on ucx:// listeners */
     const char *port_file;

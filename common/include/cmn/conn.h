@@ -6,9 +6,10 @@
  *
  * Writing: cmn_conn_send() queues a frame (header + metadata packed into a per-batch buffer, the
  * payload referenced in place). Everything queued during one loop turn leaves in a single
- * uv_write of all the buffers, issued from a check handle at the end of that same turn, so no
- * frame waits for another and N frames cost one syscall. The payload must stay valid until the
- * frame's sent callback runs.
+ * uv_write of all the buffers, issued from a check handle at the end of that turn (of the next
+ * turn when queued from a check callback: an idle handle keeps that turn's poll from blocking),
+ * so no frame waits for another (unless hold_ns says so) and N frames cost one syscall. The payload
+ * must stay valid until the frame's sent callback runs.
  *
  * Backpressure: cmn_conn_backlog() is the bytes queued and not yet taken by the kernel; producers
  * stop above the high-water mark and on_drain fires when it falls under the low-water mark.
@@ -83,6 +84,12 @@ typedef struct {
      * kernel's copy of large payloads then runs beside the loop, and a program with several
      * connections spreads their copies over the cores (common/src/writer.c). */
     size_t write_thread_min;
+    /* tcp://: 0 (the default) writes a turn's frames at the end of that turn. Otherwise they may
+     * wait for the next turn's frames and leave with them in one write, but only when the peer's
+     * next bytes are already in the socket (that turn comes at once), while they are small (64 KiB)
+     * and for at most hold_ns after the first of them was queued. A busy responder (sut-node,
+     * --response-hold-us) makes fewer, larger writes; an idle one never waits. */
+    uint64_t hold_ns;
 } cmn_conn_options_t;
 
 cmn_conn_options_t cmn_conn_options_default(void);
@@ -130,6 +137,8 @@ struct cmn_conn {
     char last_error[320];    /* why the connection closed itself (TLS, read error), or "" */
 
     uint64_t bytes_in, bytes_out, frames_in, frames_out;
+    uint64_t frames_at_check; /* frames_in at the last flush check (hold_ns) */
+    uint64_t batches_out;     /* gathered writes: one per flushed batch of frames */
 };
 
 /* |opt| may be NULL for defaults. Returns 0 or a negative code. */

@@ -5,6 +5,7 @@
 #include "cmn/msg.h"
 #include "cmn/net.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,6 +38,14 @@ typedef struct {
     int srv_paused; /* the server stops reading at once */
     int srv_silent; /* the server answers nothing and closes at the client's FIN */
     uint64_t srv_bytes;
+    /* hold_ns tests */
+    uint64_t srv_hold_ns; /* the server's hold_ns */
+    uint64_t srv_batches; /* its batches_out when it closed */
+    uv_idle_t sender;     /* the client sends one query per loop turn */
+    int sender_on;
+    int sent;
+    int send_max;         /* stop after this many */
+    int stop_at_response; /* or at the first response */
 } fixture_t;
 
 static fixture_t fx;
@@ -54,6 +63,7 @@ static void srv_on_close(cmn_conn_t *c, int reason)
 {
     (void)reason;
     fx.server_closed = 1;
+    fx.srv_batches = c->batches_out;
     free(c);
 }
 
@@ -119,10 +129,12 @@ static void on_connection(uv_stream_t *server, int status)
 {
     static const cmn_conn_callbacks_t cb = {srv_on_frame, srv_on_decode_error, srv_on_close, NULL};
     cmn_frame_limits_t lim = cmn_frame_limits_default();
+    cmn_conn_options_t opt = cmn_conn_options_default();
     cmn_conn_t *c = malloc(sizeof(*c));
 
     ck_assert_int_eq(status, 0);
-    ck_assert_int_eq(cmn_conn_init(server->loop, c, &cb, NULL, &lim), 0);
+    opt.hold_ns = fx.srv_hold_ns;
+    ck_assert_int_eq(cmn_conn_init(server->loop, c, &cb, &opt, &lim), 0);
     ck_assert_int_eq(uv_accept(server, (uv_stream_t *)&c->tcp), 0);
     ck_assert_int_eq(cmn_conn_start(c), 0);
     if (fx.srv_paused)
@@ -190,6 +202,8 @@ static void close_all(void)
         uv_close((uv_handle_t *)&fx.ticker, NULL);
         uv_close((uv_handle_t *)&fx.probe, NULL);
     }
+    if (fx.sender_on)
+        uv_close((uv_handle_t *)&fx.sender, NULL);
     if (fx.srv_conn && !fx.server_closed && !fx.srv_silent)
         cmn_conn_close(fx.srv_conn, 0);
 }
@@ -525,6 +539,84 @@ START_TEST(write_thread_shutdown_flushes)
 }
 END_TEST
 
+/* ---- hold_ns: a responder's writes merged across turns ----------------------------------------
+ */
+
+/* One query per loop turn (its frame leaves at the end of the turn), ids from 1, empty payloads,
+ * until send_max, or until the first response when stop_at_response. */
+static void on_send_turn(uv_idle_t *h)
+{
+    if (fx.sent == fx.send_max || (fx.stop_at_response && fx.responses > 0)) {
+        uv_idle_stop(h);
+        fx.want_responses = fx.sent;
+        if (fx.responses == fx.want_responses)
+            cmn_conn_close(&fx.cli, 0);
+        return;
+    }
+    fx.sent++;
+    send_query(&fx.cli, (uint64_t)fx.sent, NULL, 0);
+}
+
+static void on_connect_sender(cmn_conn_t *c, int status)
+{
+    ck_assert_int_eq(status, 0);
+    ck_assert_int_eq(cmn_conn_start(c), 0);
+    fx.next_id = 1;
+    fx.big_len = SIZE_MAX;  /* no large payload: cli_on_frame checks the (empty) pattern */
+    fx.want_responses = -1; /* known when the sender stops */
+    ck_assert_int_eq(uv_idle_start(&fx.sender, on_send_turn), 0);
+}
+
+static void run_sender(uint64_t hold_ns, int send_max, int stop_at_response)
+{
+    fx.srv_hold_ns = hold_ns;
+    fx.send_max = send_max;
+    fx.stop_at_response = stop_at_response;
+    ck_assert_int_eq(uv_idle_init(&fx.loop, &fx.sender), 0);
+    fx.sender_on = 1;
+    client_init(NULL, on_connect_sender);
+    uv_run(&fx.loop, UV_RUN_DEFAULT);
+}
+
+/* While the client sends in every turn, the server's responses wait for the next turn's and leave
+ * together; when it stops, they leave at once, long before hold_ns. */
+START_TEST(hold_merges_while_the_peer_sends)
+{
+    uint64_t t0 = uv_hrtime();
+
+    run_sender(20ull * 1000000000u, 8, 0);
+    ck_assert_int_eq(fx.responses, 8);    /* in order: cli_on_frame checks next_id */
+    ck_assert_uint_le(fx.srv_batches, 2); /* 8 without hold_ns (no_hold_writes_every_turn) */
+    ck_assert_uint_ge(fx.srv_batches, 1);
+    ck_assert_uint_lt(uv_hrtime() - t0, 5ull * 1000000000u); /* the 20 s hold was not waited */
+    ck_assert_int_eq(fx.client_closed, 1);
+}
+END_TEST
+
+/* A client that never stops sending still gets its responses: the hold ends hold_ns after the
+ * first held frame. */
+START_TEST(hold_ends_after_hold_ns)
+{
+    run_sender(2000000u, 1000000, 1);
+    ck_assert_int_gt(fx.responses, 0);
+    ck_assert_int_lt(fx.sent, 1000000); /* the first response came while the client still sent */
+    ck_assert_int_eq(fx.responses, fx.sent);
+    ck_assert_int_eq(fx.client_closed, 1);
+}
+END_TEST
+
+/* Without hold_ns a turn's responses leave at the end of that turn. */
+START_TEST(no_hold_writes_every_turn)
+{
+    run_sender(0, 8, 0);
+    ck_assert_int_eq(fx.responses, 8);
+    /* One write per turn that read a query (the first two may share a turn while the server
+     * accepts). */
+    ck_assert_uint_ge(fx.srv_batches, 6);
+    ck_assert_int_eq(fx.client_closed, 1);
+}
+END_TEST
+
 TCase *tcase_conn(void)
 {
     TCase *tc = tcase_create("conn");
@@ -537,6 +629,9 @@ TCase *tcase_conn(void)
     tcase_add_test(tc, write_thread_keeps_order);
     tcase_add_test(tc, write_thread_close_while_stuck);
     tcase_add_test(tc, write_thread_shutdown_flushes);
+    tcase_add_test(tc, hold_merges_while_the_peer_sends);
+    tcase_add_test(tc, hold_ends_after_hold_ns);
+    tcase_add_test(tc, no_hold_writes_every_turn);
     tcase_set_timeout(tc, 30);
     return tc;
 }
