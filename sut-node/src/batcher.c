@@ -279,8 +279,9 @@ int sut__batcher_add(sut_batcher_t *bt, const sut_owner_t *ow, int codec, const 
                      uint64_t wire_size, uint64_t raw_size, cmn_errbuf_t *eb)
 {
     sut_nbatch_t *nb = bt->open;
-    uint64_t t0;
+    uint64_t t0 = 0;
     uint8_t *dst;
+    int timed;
     int rc;
 
     if (nb && (nb->b.n >= nb->cap || nb->input_cap - nb->used < raw_size)) {
@@ -303,15 +304,14 @@ int sut__batcher_add(sut_batcher_t *bt, const sut_owner_t *ow, int codec, const 
         bt->open = nb;
     }
     dst = nb->input + nb->used;
-    if (codec == CMPR_NONE) {
-        /* A plain copy: no decompression to time (two clock reads would cost more than the
-         * copy of a small sample). */
-        rc = cmpr_decompress(codec, wire, (size_t)wire_size, dst, (size_t)raw_size);
-    } else {
+    /* Only decompression is timed: for a plain copy two clock reads would cost more than the
+     * copy of a small sample. */
+    timed = codec != CMPR_NONE;
+    if (timed)
         t0 = cmn_now_ns();
-        rc = cmpr_decompress(codec, wire, (size_t)wire_size, dst, (size_t)raw_size);
+    rc = cmpr_decompress(codec, wire, (size_t)wire_size, dst, (size_t)raw_size);
+    if (timed)
         bt->st.decode_ns += cmn_now_ns() - t0;
-    }
     if (rc < 0)
         return cmn_errf(eb, CMN_EDECOMPRESS,
                         "sample %llu (%s, %llu bytes) does not decode to its declared %llu bytes",

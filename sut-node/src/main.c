@@ -67,8 +67,9 @@ static const opt_doc_t options[] = {
      "while it is busy (default 1000; 0 disables; keep it under the QDL's ping timeout)"},
     {"response-hold-us", "US",
      "tcp://: a turn's results wait up to this long to leave in one write with the next turn's, "
-     "only while the client's next queries are already waiting to be read: fewer, larger writes "
-     "on a busy node, no wait on an idle one (default 20; 0 writes every turn's results at once)"},
+     "only while the client keeps sending (a turn that reads no query writes at once): fewer, "
+     "larger writes on a busy node, no wait on an idle one (default 20; 0 writes every turn's "
+     "results at once)"},
     {"ucx-busy-poll", NULL,
      "on ucx:// listeners, progress UCX on every loop turn instead of sleeping on its event "
      "fd: lowest latency, one core busy (config: 1 or 0)"},

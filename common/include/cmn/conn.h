@@ -85,10 +85,11 @@ typedef struct {
      * connections spreads their copies over the cores (common/src/writer.c). */
     size_t write_thread_min;
     /* tcp://: 0 (the default) writes a turn's frames at the end of that turn. Otherwise they may
-     * wait for the next turn's frames and leave with them in one write, but only when the peer's
-     * next bytes are already in the socket (that turn comes at once), while they are small (64 KiB)
-     * and for at most hold_ns after the first of them was queued. A busy responder (sut-node,
-     * --response-hold-us) makes fewer, larger writes; an idle one never waits. */
+     * wait for the next turn's frames and leave with them in one write, but only while the peer
+     * keeps sending (the turn read frames from it; a turn that reads none writes at once), while
+     * they are small (64 KiB) and for at most hold_ns after the first of them was queued. A busy
+     * responder (sut-node, --response-hold-us) makes fewer, larger writes; an idle one never
+     * waits. */
     uint64_t hold_ns;
 } cmn_conn_options_t;
 
