@@ -103,7 +103,7 @@ START_TEST(kill_during_offline_query)
     q = qdl_on(3);
     issue_range(q, 0, 4000, 4000); /* one Offline query, split into parts across the nodes */
     ck_assert_uint_ge(wait_done(800, 30000), 800);
-    kill(nodes[2].pid, SIGKILL);
+    ck_assert_int_eq(tn_kill_hold(&nodes[2]), 0);
     ck_assert_uint_eq(wait_done(4000, 30000), 4000);
     expect_exactly_once(0);
     printf("Offline, kill -9 of one node of three: %llu samples re-dispatched\n",
@@ -168,13 +168,13 @@ START_TEST(restart_rejoins)
     q = qdl_on(2);
     issue_paced(q, 0, 1000, 200);
     port = nodes[1].port;
-    kill(nodes[1].pid, SIGKILL);
-    tn_wait(&nodes[1], 5000);
-    tn_cleanup(&nodes[1]);
+    /* Held until the restart, so no node of another test takes the port meanwhile. */
+    ck_assert_int_eq(tn_kill_hold(&nodes[1]), 0);
     issue_paced(q, 1000, 2000, 200);
     ck_assert_uint_ge(wait_done(2000, 30000), 2000);
     ck_assert_int_eq(qdl_stats(q, st, 2), 2);
     before = st[1].samples_completed;
+    tn_cleanup(&nodes[1]);
     /* The node comes back on the same address; the QDL's backoff reconnects to it. */
     ck_assert_int_eq(tn_spawn_port(&nodes[1], SUT_NODE_EXE, args, port), 0);
     ck_assert_msg(wait_node_rejoined(q, 1, 30000), "the restarted node did not rejoin within 30 s");

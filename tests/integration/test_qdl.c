@@ -398,7 +398,7 @@ START_TEST(kill_one_of_three_mid_run)
     issue_range(q, 0, 3000, 1);
     /* Kill -9 the second node while it has work in flight. */
     ck_assert_uint_ge(wait_done(600, 30000), 600);
-    kill(nodes[1].pid, SIGKILL);
+    ck_assert_int_eq(tn_kill_hold(&nodes[1]), 0);
     ck_assert_uint_eq(wait_done(3000, 60000), 3000);
     expect_exactly_once(0);
     ck_assert_int_eq(qdl_stats(q, st, 3), 3);
@@ -432,6 +432,9 @@ START_TEST(kill_all_fails_fast)
     ck_assert_uint_ge(wait_sent(q, 1, 10000), 1);
     kill(nodes[0].pid, SIGKILL);
     kill(nodes[1].pid, SIGKILL);
+    /* Their ports stay held: a node of another test must not take one and serve the reconnect. */
+    ck_assert_int_eq(tn_kill_hold(&nodes[0]), 0);
+    ck_assert_int_eq(tn_kill_hold(&nodes[1]), 0);
     t0 = cmn_now_ns();
     issue_range(q, 100, 200, 1); /* issued with no node left */
     /* Every sample completes, failed, within the deadline: no hang. */
@@ -808,7 +811,7 @@ START_TEST(loop_lent_node_killed)
     ck_assert_int_eq(qdl_poll_begin(q), 0);
     issue_polling(q, 0, 1000);
     ck_assert_uint_ge(poll_until_done(q, 300, 30000), 300);
-    kill(nodes[1].pid, SIGKILL);
+    ck_assert_int_eq(tn_kill_hold(&nodes[1]), 0);
     for (i = 1000; i < 3000; i += 100) {
         issue_polling(q, i, i + 100);
         ck_assert_int_ge(qdl_poll(q, 1000000u), 0);

@@ -177,9 +177,46 @@ int tn_wait_log(const tn_proc_t *p, const char *needle, int timeout_ms)
     }
 }
 
+int tn_kill_hold(tn_proc_t *p)
+{
+    struct sockaddr_in a;
+    uint64_t deadline = now_ms() + 2000;
+    int one = 1, fd;
+
+    if (p->pid > 0)
+        tn_stop(p, SIGKILL, 5000);
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    /* The dead node's accepted connections sit in TIME_WAIT on this port; a listener of another
+     * process still makes bind() fail, which is what tells a taken port from a free one. */
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)p->port);
+    while (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        if (errno != EADDRINUSE || now_ms() >= deadline) {
+            fprintf(stderr, "tn_kill_hold: cannot hold port %d of the killed node: %s\n", p->port,
+                    strerror(errno));
+            close(fd);
+            return -1;
+        }
+        sleep_ms(5);
+    }
+    p->held = 1;
+    p->hold_fd = fd;
+    return 0;
+}
+
 void tn_cleanup(tn_proc_t *p)
 {
     char path[160];
+
+    if (p->held) {
+        close(p->hold_fd);
+        p->held = 0;
+    }
 
     if (p->pid > 0)
         tn_stop(p, SIGKILL, 2000);

@@ -17,6 +17,8 @@ typedef struct {
     int port;
     char dir[64];       /* private temp dir: port file, log */
     char log_path[128]; /* the daemon's stderr */
+    int held;           /* tn_kill_hold(): hold_fd keeps the dead daemon's port */
+    int hold_fd;
 } tn_proc_t;
 
 /* "ucx://" when the environment has NSUT_TEST_TRANSPORT=ucx (the suites' ucx runs), else "":
@@ -36,6 +38,13 @@ int tn_spawn_port(tn_proc_t *p, const char *exe, const char *const *args, int po
 /* Sends |sig| and waits up to |timeout_ms| for exit; kills it after that. Returns the exit status
  * (>= 0), 128 + signal when it died by a signal, or -1 on timeout. */
 int tn_stop(tn_proc_t *p, int sig, int timeout_ms);
+
+/* kill -9 for a test about a node that stays dead: waits for the exit, then binds (without
+ * listening) the node's port until tn_cleanup(), so connecting to it is refused. Without this the
+ * kernel may hand the freed port to a node of a test running beside this one, and the QDL's
+ * reconnect reaches that node (seen: ucx_shm.kill_all served by another test's node). Returns 0,
+ * or -1 when the port could not be held within 2 s (already someone else's; said on stderr). */
+int tn_kill_hold(tn_proc_t *p);
 
 /* Waits up to |timeout_ms| for the process to exit by itself (same returns as tn_stop). */
 int tn_wait(tn_proc_t *p, int timeout_ms);
