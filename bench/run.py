@@ -6,7 +6,8 @@ minutes apart hold. Each row is the median of several runs, with min and max. Pr
 writes the same as JSON. Run through bench/run.sh, which builds the programs first.
 
 Rows (bench/README.md explains each, and what limits it):
-  R1-R4 references: plain-socket request/response (rawrr) at the harness's sizes, iperf3
+  R1-R5 references: plain-socket request/response (rawrr) at the harness's sizes, iperf3
+  R6 the host's share of the issue lateness: a perfect spinner's lateness (spingaps)
   B1 Server capacity    B2 Offline bandwidth   B3 SingleStream latency   B4 Name() round trip
   B5 memory, start-up   B6 CPU per sample      B7 compression (B7n: 1 Gbit/s netns, root)
   B8 multi-node scaling
@@ -39,11 +40,12 @@ class Env:
         self.lg = os.path.join(build, "loadgen-node", "loadgen-node")
         self.rawrr = os.path.join(build, "bench", "rawrr")
         self.qdlbench = os.path.join(build, "bench", "qdlbench")
+        self.spingaps = os.path.join(build, "bench", "spingaps")
         self.official = os.path.join(build, "bench", "official_null")
         self.official_root = ""
         self.tmp = tempfile.mkdtemp(prefix="mlperf-bench.")
         self.procs = []
-        for p in (self.sut, self.lg, self.rawrr, self.qdlbench):
+        for p in (self.sut, self.lg, self.rawrr, self.qdlbench, self.spingaps):
             if not os.access(p, os.X_OK):
                 sys.exit(f"bench: {p} is missing; build first (bench/run.sh does)")
 
@@ -183,6 +185,13 @@ def rawrr(env, size, inflight, seconds, buffers=1, cross_cpu=False):
     return json.loads(out)
 
 
+def spingaps(env, seconds):
+    code, out, err = run_cmd([env.spingaps, "--seconds", str(seconds)])
+    if code != 0:
+        sys.exit(f"bench: spingaps failed: {err}")
+    return json.loads(out)
+
+
 def median_row(values):
     vals = [v for v in values if v is not None]
     if not vals:
@@ -258,6 +267,12 @@ def references(env, t):
         "bw": statistics.median(x["bytes_per_s"] for x in big),
         "rtt150k": statistics.median(x["rtt_p50_us"] for x in big1),
     }
+    # What the host takes from a thread that only spins: the host's part of the issue lateness
+    # (B1's lateness rows at 100k are divided by it; a reference, not a strict floor).
+    spin = [spingaps(env, secs) for _ in range(env.runs)]
+    t.add("R6", "a lone spinner's issue lateness p99 (host)", "us", [x["lateness_p99_us"] for x in spin])
+    t.add("R6l", "  its time lost in gaps > 10 us", "%", [x["lost_pct"] for x in spin])
+    ref["spin99"] = statistics.median(x["lateness_p99_us"] for x in spin)
     if shutil.which("iperf3"):
         port = "5299"
         srv = subprocess.Popen(["iperf3", "-s", "-1", "-p", port], stdout=subprocess.DEVNULL,
@@ -359,14 +374,16 @@ def b1_official(env, t, sets, ladder, ours):
           ref=best, ref_what="B1o", note="like for like with B1o")
 
 
-def step_rows(t, key, what, qps, runs):
+def step_rows(t, key, what, qps, runs, late_ref=None):
     """One Server step's two rows: its VALID count with each run's p99, and the harness's p99
-    issue lateness (the target's step, 100k, judged against <= 20 us)."""
+    issue lateness (the target's step, 100k, judged against <= 20 us; at that step divided by
+    late_ref, R6, the lateness the host alone gives a perfect spinner)."""
     n_ok = sum(r["valid"] for r in runs)
     t.add(key, f"{what}: {n_ok}/{len(runs)} VALID, p99", "us",
           [r.get("p99", 0) / 1e3 if "p99" in r else None for r in runs])
     t.add("", "    issue lateness p99 (harness)", "us",
           [r["late_p99"] / 1e3 if "late_p99" in r else None for r in runs],
+          ref=late_ref if qps == 100000 else None, ref_what="R6" if qps == 100000 else "",
           target=(lambda m, r: m <= 20) if qps == 100000 else None,
           note="<= 20 us at 100k" if qps == 100000 else "")
 
@@ -386,7 +403,7 @@ def b1_server(env, t, ref):
           [best] if best else [None], ref=ref["rate64"], ref_what="R2",
           target=lambda m, r: m >= 150000 and (r or 0) >= 0.8, note=">= 150k and >= 0.8x R2")
     for q, runs in steps:
-        step_rows(t, f"B1.{q // 1000}k", f"  {q // 1000}k QPS", q, runs)
+        step_rows(t, f"B1.{q // 1000}k", f"  {q // 1000}k QPS", q, runs, late_ref=ref.get("spin99"))
     if confirm:
         t.add("B1p", "  p99 at that QPS", "us", [r.get("p99", 0) / 1e3 for r in confirm])
         per = [(r["lg_cpu_s"] / max(1, r["samples_per_s"] * r["wall_s"]) * 1e6) for r in confirm]
@@ -394,11 +411,11 @@ def b1_server(env, t, ref):
         t.add("B6a", "CPU per sample, Server: loadgen-node", "us", per)
         t.add("B6b", "CPU per sample, Server: sut-node", "us", pern)
     node.stop()
-    b1_own_cpu(env, t, sets)
+    b1_own_cpu(env, t, sets, ref)
     b1_official(env, t, sets, ladder, best)
 
 
-def b1_own_cpu(env, t, sets, qps=100000):
+def b1_own_cpu(env, t, sets, ref, qps=100000):
     """B1i: the issue lateness target's step again with the issue thread on a CPU of its own
     (--issue-cpu: loadgen-node's other threads kept off it) and the null node pinned off it too,
     as a node on its own host would be. On a host with few cores this trades capacity (everything
@@ -413,7 +430,7 @@ def b1_own_cpu(env, t, sets, qps=100000):
                     extra=["--issue-cpu", str(own)]) for _ in range(env.runs)]
     node.stop()
     step_rows(t, "B1i", f"{qps // 1000}k, --issue-cpu {own}, node on CPU {','.join(map(str, rest))}",
-              qps, runs)
+              qps, runs, late_ref=ref.get("spin99"))
 
 
 def b2_offline(env, t, ref):
