@@ -86,7 +86,8 @@ int main(int argc, char **argv)
             errno = 0;
             seconds = strtod(argv[++i], &e);
             if (errno || *e || !(seconds > 0.0) || seconds > MAX_SECONDS) {
-                fprintf(stderr, "spingaps: --seconds %s: expected a number of seconds in (0, %.0f]\n",
+                fprintf(stderr,
+                        "spingaps: --seconds %s: expected a number of seconds in (0, %.0f]\n",
                         argv[i], MAX_SECONDS);
                 return 2;
             }
