@@ -286,13 +286,9 @@ static relay_t relay;
 
 static int relay_connect(int port)
 {
-    struct sockaddr_in a;
+    struct sockaddr_in a = tn_loopback(port);
     int fd = socket(AF_INET, SOCK_STREAM, 0);
 
-    memset(&a, 0, sizeof(a));
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
         close(fd);
         return -1;
@@ -399,9 +395,7 @@ static void relay_start(int upstream_port)
     relay.upstream_port = upstream_port;
     relay.listen_fd = socket(AF_INET, SOCK_STREAM, 0);
     setsockopt(relay.listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    memset(&a, 0, sizeof(a));
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a = tn_loopback(0);
     ck_assert_int_eq(bind(relay.listen_fd, (struct sockaddr *)&a, sizeof(a)), 0);
     ck_assert_int_eq(listen(relay.listen_fd, 16), 0);
     getsockname(relay.listen_fd, (struct sockaddr *)&a, &len);

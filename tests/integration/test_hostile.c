@@ -210,10 +210,7 @@ START_TEST(half_open_flood)
     int i, open_now;
 
     ck_assert_int_eq(tn_spawn(&p, SUT_NODE_EXE, args), 0);
-    memset(&a, 0, sizeof(a));
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)p.port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a = tn_loopback(p.port);
     t0 = cmn_now_ns();
     for (i = 0; i < HALF_OPEN; i++) {
         fds[i] = socket(AF_INET, SOCK_STREAM, 0);

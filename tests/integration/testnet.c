@@ -31,6 +31,17 @@ static void sleep_ms(unsigned ms)
     nanosleep(&ts, NULL);
 }
 
+struct sockaddr_in tn_loopback(int port)
+{
+    struct sockaddr_in a;
+
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return a;
+}
+
 int tn_spawn(tn_proc_t *p, const char *exe, const char *const *args)
 {
     return tn_spawn_port(p, exe, args, 0);
@@ -191,10 +202,7 @@ int tn_kill_hold(tn_proc_t *p)
     /* The dead node's accepted connections sit in TIME_WAIT on this port; a listener of another
      * process still makes bind() fail, which is what tells a taken port from a free one. */
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    memset(&a, 0, sizeof(a));
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons((uint16_t)p->port);
+    a = tn_loopback(p->port);
     while (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
         if (errno != EADDRINUSE || now_ms() >= deadline) {
             fprintf(stderr, "tn_kill_hold: cannot hold port %d of the killed node: %s\n", p->port,
@@ -248,10 +256,7 @@ int tn_connect(tn_client_t *c, int port)
     c->fd = socket(AF_INET, SOCK_STREAM, 0);
     if (c->fd < 0)
         return -1;
-    memset(&a, 0, sizeof(a));
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a = tn_loopback(port);
     if (connect(c->fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
         close(c->fd);
         c->fd = -1;

@@ -7,6 +7,7 @@
 #include "cmn/frame.h"
 #include "cmn/msg.h"
 
+#include <netinet/in.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -27,6 +28,9 @@ const char *tn_scheme(void);
 /* 1 when NSUT_TEST_UCX_BUSY_POLL=1: tn_spawn passes --ucx-busy-poll to sut-node and the test
  * sets qdl_config_t.ucx_busy_poll, so the flags (not an environment fallback) are exercised. */
 int tn_ucx_busy_poll(void);
+
+/* 127.0.0.1:|port| (0: any port, for a bind). */
+struct sockaddr_in tn_loopback(int port);
 
 /* Starts |exe| with |args| (NULL-terminated) plus --listen 127.0.0.1:0 --port-file ...; waits up
  * to 10 s for the port. Returns 0 or -1 (the reason on stderr). */
