@@ -11,8 +11,8 @@
  *
  *   spingaps --seconds 3 [--cpu N]
  *
- * Output: one JSON object on stdout (time lost in gaps over 10 us, their rate, the longest gap,
- * and the perfect spinner's lateness p99 and p99.9 in microseconds). */
+ * Output: one JSON object on stdout (time lost in gaps of 10 us or more, their rate, the longest
+ * gap, and the perfect spinner's lateness p99 and p99.9 in microseconds). */
 #include <errno.h>
 #include <sched.h>
 #include <stdint.h>
@@ -25,8 +25,8 @@
  * ones go to one overflow bucket with their count and sum, which keeps the sums exact. */
 #define BUCKET_NS 1000u
 #define N_BUCKETS 100000u
-/* A gap of this much counts as time lost in the summary figures (a clock read takes ~20 ns; an
- * interrupt handled on this CPU takes a few us). */
+/* A gap of at least this much counts as time lost in the summary figures (a clock read takes
+ * ~20 ns; an interrupt handled on this CPU takes a few us); a multiple of BUCKET_NS. */
 #define LOST_NS 10000u
 #define MAX_SECONDS 600.0
 
@@ -69,12 +69,24 @@ static double lateness_us(const hist_t *h, uint64_t total_ns, double share)
     return 0.0;
 }
 
+/* The gaps of LOST_NS or more: their count and their sum. */
+static void lost_gaps(const hist_t *h, uint64_t *n, uint64_t *ns)
+{
+    size_t b;
+
+    *n = *ns = 0;
+    for (b = LOST_NS / BUCKET_NS; b <= N_BUCKETS; b++) {
+        *n += h->n[b];
+        *ns += h->sum[b];
+    }
+}
+
 int main(int argc, char **argv)
 {
     double seconds = 3.0;
     int cpu = -1;
     hist_t *h;
-    uint64_t start, prev, end, lost_ns = 0, n_lost = 0, longest = 0;
+    uint64_t start, prev, end, lost_ns, n_lost, longest = 0;
     int i;
 
     for (i = 1; i < argc; i++) {
@@ -130,16 +142,13 @@ int main(int argc, char **argv)
             b = N_BUCKETS;
         h->n[b]++;
         h->sum[b] += g;
-        if (g > LOST_NS) {
-            lost_ns += g;
-            n_lost++;
-        }
         if (g > longest)
             longest = g;
         prev = t;
     }
     {
         uint64_t total = prev - start;
+        lost_gaps(h, &n_lost, &lost_ns);
         printf("{\"tool\": \"spingaps\", \"seconds\": %.3f, \"cpu\": %d, \"lost_pct\": %.4f, "
                "\"gaps_per_s\": %.1f, \"gap_threshold_us\": %.0f, \"longest_gap_us\": %.1f, "
                "\"lateness_p99_us\": %.0f, \"lateness_p999_us\": %.0f}\n",
