@@ -7,7 +7,8 @@ writes the same as JSON. Run through bench/run.sh, which builds the programs fir
 
 Rows (bench/README.md explains each, and what limits it):
   R1-R5 references: plain-socket request/response (rawrr) at the harness's sizes, iperf3
-  R6 the host's share of the issue lateness: a perfect spinner's lateness (spingaps)
+  R6 the host's share of the issue lateness: a perfect spinner's lateness (spingaps); R6v: of one
+     on every CPU at once, the gaps they all share
   B1 Server capacity    B2 Offline bandwidth   B3 SingleStream latency   B4 Name() round trip
   B5 memory, start-up   B6 CPU per sample      B7 compression (B7n: 1 Gbit/s netns, root)
   B8 multi-node scaling
@@ -168,6 +169,10 @@ def parse_summary(path):
         m = re.search(label + r" \(ns\)\s*:\s*(\d+)", text)
         if m:
             r[key] = int(m.group(1))
+    # Why the issues at the tail of the lateness were late (shares of them, by cause).
+    m = re.search(r"Issues at p99 lateness or more: \d+ \((.*)\)", text)
+    if m:
+        r["late_causes"] = {k.strip(): float(v) for k, v in re.findall(r"([^,]+?) ([0-9.]+) %", m.group(1))}
     m = re.search(r"Issue thread spinning \(%\)\s*:\s*([0-9.]+)", text)
     if m:
         r["spin_pct"] = float(m.group(1))
@@ -185,8 +190,8 @@ def rawrr(env, size, inflight, seconds, buffers=1, cross_cpu=False):
     return json.loads(out)
 
 
-def spingaps(env, seconds):
-    code, out, err = run_cmd([env.spingaps, "--seconds", str(seconds)])
+def spingaps(env, seconds, all_cpus=False):
+    code, out, err = run_cmd([env.spingaps, "--seconds", str(seconds)] + (["--all-cpus"] if all_cpus else []))
     if code != 0:
         sys.exit(f"bench: spingaps failed: {err}")
     return json.loads(out)
@@ -273,6 +278,12 @@ def references(env, t):
     t.add("R6", "a lone spinner's issue lateness p99 (host)", "us", [x["lateness_p99_us"] for x in spin])
     t.add("R6l", "  its time lost in gaps >= 10 us", "%", [x["lost_pct"] for x in spin])
     ref["spin99"] = statistics.median(x["lateness_p99_us"] for x in spin)
+    # The same for the time every CPU lost at once: the lateness of an issuer that could issue
+    # from whichever CPU runs, which no placement of the harness's threads beats.
+    if (os.cpu_count() or 1) > 1:
+        every = [spingaps(env, secs, all_cpus=True) for _ in range(env.runs)]
+        t.add("R6v", "  the same, the gaps all CPUs share", "us", [x["lateness_p99_us"] for x in every])
+        t.add("R6vl", "  their time lost in gaps >= 10 us", "%", [x["lost_pct"] for x in every])
     if shutil.which("iperf3"):
         port = "5299"
         srv = subprocess.Popen(["iperf3", "-s", "-1", "-p", port], stdout=subprocess.DEVNULL,
@@ -385,6 +396,10 @@ def step_rows(t, key, what, qps, runs, late_ref=None):
               "note": "<= 20 us at 100k"} if qps == 100000 else {}
     t.add("", "    issue lateness p99 (harness)", "us",
           [r["late_p99"] / 1e3 if "late_p99" in r else None for r in runs], **judged)
+    if qps == 100000:  # where the thread was when the late issues at the tail fell due
+        for cause in ("off its CPU", "the SUT's I/O"):
+            t.add("", f"    late at the tail: {cause}", "%",
+                  [r["late_causes"].get(cause, 0.0) if "late_causes" in r else None for r in runs])
 
 
 def b1_server(env, t, ref):

@@ -9,11 +9,18 @@
  * a strict floor: a thread that never sleeps may be preempted more often by the host than the
  * issue thread, which sleeps when its gaps allow.
  *
- *   spingaps --seconds 3 [--cpu N]
+ * With --all-cpus one such thread spins on each CPU the process may use, and what counts is the
+ * time they all lost together (the intersection of their gaps): the lateness of an issuer that
+ * could issue from whichever CPU runs, so no placement of threads does better. On a VM whose host
+ * stops all its vCPUs at once that is most of the single spinner's figure.
+ *
+ *   spingaps --seconds 3 [--cpu N | --all-cpus]
  *
  * Output: one JSON object on stdout (time lost in gaps of 10 us or more, their rate, the longest
- * gap, and the perfect spinner's lateness p99 and p99.9 in microseconds). */
+ * gap, and the perfect spinner's lateness p99 and p99.9 in microseconds; with --all-cpus the same
+ * for the gaps common to all CPUs, and each CPU's own p99). */
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,6 +36,10 @@
  * ~20 ns; an interrupt handled on this CPU takes a few us); a multiple of BUCKET_NS. */
 #define LOST_NS 10000u
 #define MAX_SECONDS 600.0
+/* --all-cpus: each thread keeps its gaps of at least this long as intervals (shorter ones are
+ * interrupts and clock reads), at most MAX_GAPS of them. */
+#define KEEP_NS 2000u
+#define MAX_GAPS (64u * 1024u * 1024u)
 
 typedef struct {
     uint64_t n[N_BUCKETS + 1];
@@ -44,9 +55,10 @@ static uint64_t now_ns(void)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: spingaps [--seconds S] [--cpu N]\n"
+    fprintf(f, "usage: spingaps [--seconds S] [--cpu N | --all-cpus]\n"
                "  --seconds S  spin for S seconds (default 3, at most 600)\n"
                "  --cpu N      pin the spinning thread to CPU N (default: unpinned)\n"
+               "  --all-cpus   one spinner per CPU; count the gaps they all share\n"
                "Prints one JSON object: the time a spinning thread lost in gaps, and the issue\n"
                "lateness percentiles a perfect spinner would have on this machine now.\n");
 }
@@ -81,10 +93,174 @@ static void lost_gaps(const hist_t *h, uint64_t *n, uint64_t *ns)
     }
 }
 
+static void hist_add(hist_t *h, uint64_t g)
+{
+    size_t b = g / BUCKET_NS;
+
+    if (b > N_BUCKETS)
+        b = N_BUCKETS;
+    h->n[b]++;
+    h->sum[b] += g;
+}
+
+/* --all-cpus: one spinner's gaps, as [start, end) intervals in time order. */
+typedef struct {
+    int cpu;
+    uint64_t start, end;
+    uint64_t (*gap)[2];
+    size_t n, cap;
+    int oom;
+    pthread_t thread;
+} spinner_t;
+
+static void *spin_keep(void *arg)
+{
+    spinner_t *sp = arg;
+    cpu_set_t set;
+    uint64_t prev;
+
+    CPU_ZERO(&set);
+    CPU_SET(sp->cpu, &set);
+    if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+        sp->oom = -errno;
+        return NULL;
+    }
+    while (now_ns() < sp->start) {
+    }
+    prev = now_ns();
+    while (prev < sp->end) {
+        uint64_t t = now_ns();
+
+        if (t - prev >= KEEP_NS && !sp->oom) {
+            if (sp->n == sp->cap) {
+                size_t cap = sp->cap ? sp->cap * 2 : 65536;
+                void *g = cap <= MAX_GAPS ? realloc(sp->gap, cap * sizeof(*sp->gap)) : NULL;
+
+                if (!g) {
+                    sp->oom = 1;
+                    continue;
+                }
+                sp->gap = g;
+                sp->cap = cap;
+            }
+            sp->gap[sp->n][0] = prev;
+            sp->gap[sp->n][1] = t;
+            sp->n++;
+        }
+        prev = t;
+    }
+    return NULL;
+}
+
+/* Keeps in |a| (n intervals) only the time also inside |b| (m intervals); returns the count. */
+static size_t intersect(uint64_t (*a)[2], size_t n, uint64_t (*b)[2], size_t m)
+{
+    size_t i = 0, j = 0, k = 0;
+
+    while (i < n && j < m) {
+        uint64_t lo = a[i][0] > b[j][0] ? a[i][0] : b[j][0];
+        uint64_t hi = a[i][1] < b[j][1] ? a[i][1] : b[j][1];
+        int a_ends_first = a[i][1] < b[j][1];
+
+        if (lo < hi) { /* k <= i: the output never overtakes the input */
+            a[k][0] = lo;
+            a[k][1] = hi;
+            k++;
+        }
+        if (a_ends_first)
+            i++;
+        else
+            j++;
+    }
+    return k;
+}
+
+/* --all-cpus: spins on every CPU at once, then reports the gaps common to all. */
+static int all_cpus(double seconds)
+{
+    cpu_set_t set;
+    spinner_t *sp;
+    hist_t *h;
+    int n = 0, c, i, rc = 0;
+    size_t common;
+    uint64_t total, lost_ns, n_lost, longest = 0;
+
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+        fprintf(stderr, "spingaps: cannot read this process's CPUs: %s\n", strerror(errno));
+        return 1;
+    }
+    sp = calloc((size_t)CPU_COUNT(&set), sizeof(*sp));
+    h = calloc(1, sizeof(*h));
+    if (!sp || !h) {
+        fprintf(stderr, "spingaps: out of memory\n");
+        return 1;
+    }
+    for (c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set))
+            sp[n++].cpu = c;
+    /* All start and end together, 50 ms from now: after every thread exists. */
+    sp[0].start = now_ns() + 50000000u;
+    for (i = 0; i < n; i++) {
+        sp[i].start = sp[0].start;
+        sp[i].end = sp[0].start + (uint64_t)(seconds * 1e9);
+    }
+    for (i = 0; i < n; i++)
+        if ((errno = pthread_create(&sp[i].thread, NULL, spin_keep, &sp[i])) != 0) {
+            fprintf(stderr, "spingaps: cannot start a spinner: %s\n", strerror(errno));
+            return 1;
+        }
+    for (i = 0; i < n; i++)
+        pthread_join(sp[i].thread, NULL);
+    for (i = 0; i < n; i++) {
+        if (sp[i].oom < 0) {
+            fprintf(stderr, "spingaps: cannot pin a spinner to CPU %d: %s\n", sp[i].cpu,
+                    strerror(-sp[i].oom));
+            rc = 1;
+        } else if (sp[i].oom) {
+            fprintf(stderr, "spingaps: CPU %d: more than %u gaps; the figures are incomplete\n",
+                    sp[i].cpu, MAX_GAPS);
+            rc = 1;
+        }
+    }
+    total = sp[0].end - sp[0].start;
+    printf("{\"tool\": \"spingaps\", \"seconds\": %.3f, \"all_cpus\": %d, "
+           "\"per_cpu_lateness_p99_us\": [",
+           (double)total / 1e9, n);
+    for (i = 0; i < n; i++) {
+        size_t k;
+
+        memset(h, 0, sizeof(*h));
+        for (k = 0; k < sp[i].n; k++)
+            hist_add(h, sp[i].gap[k][1] - sp[i].gap[k][0]);
+        printf("%s%.0f", i ? ", " : "", lateness_us(h, total, 0.01));
+    }
+    common = sp[0].n;
+    for (i = 1; i < n; i++)
+        common = intersect(sp[0].gap, common, sp[i].gap, sp[i].n);
+    memset(h, 0, sizeof(*h));
+    for (size_t k = 0; k < common; k++) {
+        uint64_t g = sp[0].gap[k][1] - sp[0].gap[k][0];
+
+        hist_add(h, g);
+        longest = g > longest ? g : longest;
+    }
+    lost_gaps(h, &n_lost, &lost_ns);
+    printf("], \"lost_pct\": %.4f, \"gaps_per_s\": %.1f, \"gap_threshold_us\": %.0f, "
+           "\"longest_gap_us\": %.1f, \"lateness_p99_us\": %.0f, \"lateness_p999_us\": %.0f}\n",
+           100.0 * (double)lost_ns / (double)total, (double)n_lost * 1e9 / (double)total,
+           LOST_NS / 1e3, (double)longest / 1e3, lateness_us(h, total, 0.01),
+           lateness_us(h, total, 0.001));
+    for (i = 0; i < n; i++)
+        free(sp[i].gap);
+    free(sp);
+    free(h);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     double seconds = 3.0;
-    int cpu = -1;
+    int cpu = -1, every = 0;
     hist_t *h;
     uint64_t start, prev, end, lost_ns, n_lost, longest = 0;
     int i;
@@ -113,12 +289,20 @@ int main(int argc, char **argv)
                 return 2;
             }
             cpu = (int)v;
+        } else if (!strcmp(argv[i], "--all-cpus")) {
+            every = 1;
         } else {
             fprintf(stderr, "spingaps: unknown option or missing value: %s\n", argv[i]);
             usage(stderr);
             return 2;
         }
     }
+    if (every && cpu >= 0) {
+        fprintf(stderr, "spingaps: --cpu and --all-cpus exclude each other\n");
+        return 2;
+    }
+    if (every)
+        return all_cpus(seconds);
     if (cpu >= 0) {
         cpu_set_t set;
         CPU_ZERO(&set);
@@ -137,11 +321,7 @@ int main(int argc, char **argv)
     end = start + (uint64_t)(seconds * 1e9);
     while (prev < end) {
         uint64_t t = now_ns(), g = t - prev;
-        size_t b = g / BUCKET_NS;
-        if (b > N_BUCKETS)
-            b = N_BUCKETS;
-        h->n[b]++;
-        h->sum[b] += g;
+        hist_add(h, g);
         if (g > longest)
             longest = g;
         prev = t;

@@ -105,11 +105,14 @@ static int collect(lg_run_t *run, const lg_effective_settings_t *s, const lg__is
 
             fprintf(csv,
                     "%" PRIu64 ",%" PRId64 ",%" PRId64 ",%" PRIu32 ",%" PRIu32 ",%" PRId64
-                    ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 "\n",
+                    ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%s\n",
                     run->first_seq + i, c->sched[k], v < 0 ? -1 : v, c->late ? c->late[k] : 0,
                     c->call ? c->call[k] : 0, col_ns(c->qq, k), t1 > 0 ? t1 - 1 : -1,
                     c->ntok ? (int64_t)c->ntok[k] : 0, col_ns(c->nq, k), col_ns(c->nb, k),
-                    col_ns(c->wr, k));
+                    col_ns(c->wr, k),
+                    c->cause && c->cause[k]
+                        ? lg__late_cause_name((lg__late_cause_t)(c->cause[k] - 1))
+                        : "none");
         }
         int never = v < 0;
 
@@ -199,7 +202,8 @@ int lg__collect(lg_run_t *run, const lg_effective_settings_t *s, const lg__issue
             LG_DERR(&run->dlog, "error_runtime", "cannot write %s: %s", path, strerror(errno));
         else if (!run->csv_started)
             fputs("sample_seq,scheduled_ns,latency_ns,issue_late_ns,issue_call_ns,qdl_queue_ns,"
-                  "ttft_ns,n_tokens,node_queue_ns,node_backend_ns,wire_return_ns\n",
+                  "ttft_ns,n_tokens,node_queue_ns,node_backend_ns,wire_return_ns,"
+                  "issue_late_cause\n",
                   csv);
         run->csv_started = 1;
     }

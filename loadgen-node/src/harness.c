@@ -1,8 +1,9 @@
 /* The harness's own block at the end of each performance summary: what loadgen-node and the QDL
  * cost the run (Server issue lateness against the schedule, the hand-off from the issue thread to
  * issue() returning, the QDL's queueing from its issue call to the wire, the spin the Server
- * wait took; p50/p99 from 12.5 %-wide histogram buckets,
- * upper edges) and what happened to the SUT's nodes
+ * wait took; p50/p99 from 1.6 %-wide histogram buckets, upper edges; why the issues at the tail
+ * of the lateness were late, and what the issue thread lost to not running) and what happened to
+ * the SUT's nodes
  * (losses, re-dispatched samples), with a warning in the summary and the detail log when either
  * may have spoilt the result. The official summary has no such block; its checker ignores it. */
 #include "run.h"
@@ -128,6 +129,64 @@ static void node_lines(lg_run_t *run)
 /* The share of the latency bound above which the harness's own lateness is called out. */
 #define LATE_WARN_FRACTION 0.10
 
+static const struct {
+    const char *label, *why; /* in the summary; the warning's explanation */
+} causes[LG__LATE_CAUSES] = {
+    [LG__LATE_SPIN] = {"spinning", "while the issue thread was on its CPU"},
+    [LG__LATE_OFFCPU] = {"off its CPU", "while the issue thread was off its CPU (the host, or "
+                                        "another thread, ran instead)"},
+    [LG__LATE_IO] = {"the SUT's I/O", "in turns of the SUT's I/O run by the issue thread"},
+    [LG__LATE_SLEEP] = {"a sleep", "in sleeps that woke late"},
+    [LG__LATE_WORK] = {"issuing", "while the issue thread was issuing earlier queries"},
+};
+
+/* Why the issues at the tail (the bucket of the p99 lateness |l99| and above) were late, and what
+ * the issue thread lost to not running. Returns the cause of most of them. */
+static lg__late_cause_t cause_lines(lg_run_t *run, uint64_t l99, double *share)
+{
+    const lg__pace_t *p = &run->pace;
+    uint64_t n[LG__LATE_CAUSES], total = 0;
+    lg__late_cause_t top = LG__LATE_SPIN;
+    char line[256], key[64];
+    size_t c, len = 0;
+
+    for (c = 0; c < LG__LATE_CAUSES; c++) {
+        n[c] = lg__hist_count_from(&run->late_cause_hist[c], l99);
+        total += n[c];
+        if (n[c] > n[top])
+            top = (lg__late_cause_t)c;
+    }
+    line[0] = '\0';
+    for (c = 0; c < LG__LATE_CAUSES && total > 0; c++) {
+        double sh = (double)n[c] / (double)total;
+
+        snprintf(key, sizeof(key), "harness_late_cause_%s_share",
+                 lg__late_cause_name((lg__late_cause_t)c));
+        LG_DF64(&run->dlog, key, sh);
+        if (n[c] && len < sizeof(line))
+            len += (size_t)snprintf(line + len, sizeof(line) - len, "%s%s %.1f %%", len ? ", " : "",
+                                    causes[c].label, 100.0 * sh);
+    }
+    out(run, "Issues at p99 lateness or more: %" PRIu64 " (%s)\n", total, line);
+    out(run,
+        "Issue thread off CPU, spinning: %.1f %% of its spin (%" PRIu64 " gaps of %u us or more, "
+        "longest %" PRIu64 " ns)\n",
+        p->spin_ns ? 100.0 * (double)p->offcpu_ns / (double)p->spin_ns : 0.0, p->offcpu_gaps,
+        LG__OFFCPU_NS / 1000u, p->longest_gap_ns);
+    LG_DF64(&run->dlog, "harness_offcpu_share",
+            p->spin_ns ? (double)p->offcpu_ns / (double)p->spin_ns : 0.0);
+    LG_DU64(&run->dlog, "harness_offcpu_longest_ns", p->longest_gap_ns);
+    if (p->runq_wait_ns >= 0) {
+        out(run,
+            "Issue thread waiting for a CPU: %" PRIi64 " ns (runnable while other threads had "
+            "them; the rest of its time off CPU was the host's)\n",
+            p->runq_wait_ns);
+        LG_DU64(&run->dlog, "harness_runq_wait_ns", p->runq_wait_ns);
+    }
+    *share = total ? (double)n[top] / (double)total : 0.0;
+    return top;
+}
+
 static void overhead_lines(lg_run_t *run, const lg_effective_settings_t *s)
 {
     uint64_t c50 = lg__hist_quantile(&run->call_hist, 0.50);
@@ -138,7 +197,8 @@ static void overhead_lines(lg_run_t *run, const lg_effective_settings_t *s)
         uint64_t l50 = lg__hist_quantile(&run->late_hist, 0.50);
         uint64_t l99 = lg__hist_quantile(&run->late_hist, 0.99);
         uint64_t end = cmn_now_ns(), wall = end > p->t_start ? end - p->t_start : 1;
-        double bound = (double)s->target_latency_ns;
+        double bound = (double)s->target_latency_ns, top_share;
+        lg__late_cause_t top;
 
         out(run, "Issue lateness p50 (ns)       : %" PRIu64 "\n", l50);
         out(run, "Issue lateness p99 (ns)       : %" PRIu64 "\n", l99);
@@ -178,20 +238,22 @@ static void overhead_lines(lg_run_t *run, const lg_effective_settings_t *s)
                 p->contended_windows);
         if (p->budget_sleeps)
             out(run, "Sleeps forced by the budget   : %" PRIu64 "\n", p->budget_sleeps);
+        top = cause_lines(run, l99, &top_share);
         if (bound > 0 && (double)l99 > LATE_WARN_FRACTION * bound) {
             LG_DWARN(&run->dlog, "warning_generic_message",
                      "The harness issued samples late: p99 issue lateness %" PRIu64
                      " ns is more than %.0f%% of the latency bound (%.0f ns); the SUT is charged "
-                     "for it",
-                     l99, 100 * LATE_WARN_FRACTION, bound);
+                     "for it. %.0f%% of the issues that late were late %s",
+                     l99, 100 * LATE_WARN_FRACTION, bound, 100 * top_share, causes[top].why);
             out(run,
                 "WARNING: the harness, not the SUT, used %.1f%% of the latency bound: p99 issue "
-                "lateness %" PRIu64 " ns against a bound of %.0f ns.\n",
-                100.0 * (double)l99 / bound, l99, bound);
+                "lateness %" PRIu64 " ns against a bound of %.0f ns; %.0f%% of the issues that "
+                "late were late %s.\n",
+                100.0 * (double)l99 / bound, l99, bound, 100 * top_share, causes[top].why);
             cmn_log_warn("the harness issued late: p99 issue lateness %" PRIu64
-                         " ns is %.1f%% of the %.0f ns latency bound (see the summary's harness "
-                         "block)",
-                         l99, 100.0 * (double)l99 / bound, bound);
+                         " ns is %.1f%% of the %.0f ns latency bound; %.0f%% of those issues "
+                         "were late %s (see the summary's harness block)",
+                         l99, 100.0 * (double)l99 / bound, bound, 100 * top_share, causes[top].why);
         }
     }
     out(run, "Issue hand-off p50 (ns)       : %" PRIu64 "\n", c50);

@@ -16,7 +16,8 @@ static uint32_t clamp32(int64_t v)
 }
 
 /* Records one sample in its slot and fills its lg_sample_t. |late_ns|: how late after its
- * scheduled time it is being issued (Server), or -1 where the schedule is the issue itself. */
+ * scheduled time it is being issued (Server; counted under the cause the last wait gave), or -1
+ * where the schedule is the issue itself. */
 static int record_sample(lg_run_t *run, uint64_t seq, uint32_t idx, int64_t sched_rel,
                          int64_t late_ns, lg_sample_t *s)
 {
@@ -32,8 +33,11 @@ static int record_sample(lg_run_t *run, uint64_t seq, uint32_t idx, int64_t sche
         c->sched[k] = sched_rel;
     if (c->late)
         c->late[k] = clamp32(late_ns);
+    if (c->cause && late_ns >= 0)
+        c->cause[k] = (uint8_t)(run->pace.cause + 1);
     if (late_ns >= 0 && !run->accuracy) {
         lg__hist_add(&run->late_hist, late_ns);
+        lg__hist_add(&run->late_cause_hist[run->pace.cause], late_ns);
         run->late_n++;
     }
     atomic_store_explicit(&c->lat[k], -(sched_rel + 1), memory_order_relaxed);

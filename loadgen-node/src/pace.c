@@ -30,16 +30,28 @@
  * another query: frames are written whenever the thread polls (the QDL does not batch queries,
  * rules 6.2.1). At 100k QPS through one null node on two vCPUs, interleaved pairs of runs: p99
  * issue lateness 26.0 to 18.8 us (medians of 5), p50 2.65 us to 69 ns (bench/README.md, "The
- * quiet window"). */
+ * quiet window"). A larger cap (three mean gaps) left the frames waiting: QDL queueing p99 0.85 to
+ * 0.93 ms and every run INVALID at 100k, against 19-26 us and VALID (3 interleaved pairs).
+ *
+ * Why an issue was late. Each wait ends with the cause of its lateness (lg__late_cause_t): the
+ * step that crossed the deadline was a gap between two clock reads of LG__OFFCPU_NS or more (the
+ * thread did not run: the host stopped it, or another thread had the CPU), a turn of the SUT's
+ * I/O, a sleep, or the clock read itself (on time); a wait entered with its deadline already past
+ * carries on what was left of the last wait's lateness, in its proportions, and adds the issuing
+ * since (due_at_once). issue.c counts the lateness per cause, harness.c reports the causes of the
+ * tail; the thread's run-queue wait (/proc/thread-self/schedstat, read at the series' start and
+ * end) tells the guest's share of the time off CPU from the host's. */
 #include "run.h"
 
 #include "cmn/clock.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Longest single sleep, so that lg_interrupt() is seen within it. */
 #define SLICE_NS 50000000u
@@ -114,12 +126,31 @@ static uint32_t clamp32(uint64_t v)
     return v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
 }
 
+/* The second of the three figures of /proc/thread-self/schedstat (time on a CPU, time waiting on
+ * a run queue, time slices), kept by kernels built with CONFIG_SCHED_INFO; -1 without it. A host
+ * that stops the whole virtual machine is not in it: the guest counts that time as running. */
+static int64_t runq_wait(int fd)
+{
+    char b[96];
+    unsigned long long run_ns, wait_ns;
+    ssize_t n;
+
+    if (fd < 0 || (n = pread(fd, b, sizeof(b) - 1, 0)) <= 0)
+        return -1;
+    b[n] = '\0';
+    return sscanf(b, "%llu %llu", &run_ns, &wait_ns) == 2 ? (int64_t)wait_ns : -1;
+}
+
 void lg__pace_init(lg__pace_t *p, uint64_t min_spin_ns, unsigned budget_pct, uint64_t mean_gap_ns)
 {
     uint32_t v[32];
     size_t i;
 
     memset(p, 0, sizeof(*p));
+    /* /proc/thread-self is the calling thread's: the issue thread's, as long as it stays open. */
+    p->schedstat_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+    p->runq_start = runq_wait(p->schedstat_fd);
+    p->runq_wait_ns = -1;
     for (i = 0; i < 32; i++)
         v[i] = clamp32(sleep_abs(cmn_now_ns() + 1000u));
     p->sleep_cost_ns = p90(v, 32);
@@ -175,7 +206,11 @@ static void watch(lg__pace_t *p, uint64_t late)
  * cores a spinner is preempted for whole time slices and falls behind, while a sleeper is woken
  * promptly; so when more than 2 % of the spin time of a 100 ms window was lost to preemption
  * (gaps between two clock reads), the thread sleeps up to --spin-us before each issue for the
- * next CONTENDED_HOLD windows, then tries spinning again. */
+ * next CONTENDED_HOLD windows, then tries spinning again. (The gap that crosses a deadline is not
+ * counted here: it is the lateness itself, reported by its cause. Judging by the kernel's
+ * run-queue wait instead, which a host's stopping the whole VM does not count, put the thread to
+ * sleep in 5 of 6 runs at 100k QPS, these gaps in none of 6, and won no lateness: p99 medians of
+ * the 6 interleaved pairs 98 and 77 us, bench/README.md "Why an issue is late".) */
 static void judge_contention(lg__pace_t *p, uint64_t now, uint64_t spun, uint64_t lost)
 {
     if (!p->win_start)
@@ -194,6 +229,16 @@ static void judge_contention(lg__pace_t *p, uint64_t now, uint64_t spun, uint64_
     p->win_spin_ns = p->win_lost_ns = 0;
 }
 
+void lg__pace_finish(lg__pace_t *p)
+{
+    int64_t w = runq_wait(p->schedstat_fd);
+
+    p->runq_wait_ns = w >= 0 && p->runq_start >= 0 ? w - p->runq_start : -1;
+    if (p->schedstat_fd >= 0)
+        close(p->schedstat_fd);
+    p->schedstat_fd = -1;
+}
+
 static int over_budget(const lg__pace_t *p, uint64_t now)
 {
     uint64_t elapsed = now - p->t_start;
@@ -202,28 +247,88 @@ static int over_budget(const lg__pace_t *p, uint64_t now)
            (double)p->spin_ns > p->budget * (double)elapsed;
 }
 
+/* A gap of |g| ns between two clock reads of a spin. */
+static uint64_t watch_gap(lg__pace_t *p, uint64_t g)
+{
+    if (g >= LG__OFFCPU_NS) {
+        p->offcpu_ns += g;
+        p->offcpu_gaps++;
+        if (g > p->longest_gap_ns)
+            p->longest_gap_ns = g;
+    }
+    return g > PREEMPT_NS ? g : 0;
+}
+
+const char *lg__late_cause_name(lg__late_cause_t c)
+{
+    static const char *const names[LG__LATE_CAUSES] = {
+        [LG__LATE_SPIN] = "spin",   [LG__LATE_OFFCPU] = "offcpu", [LG__LATE_IO] = "io",
+        [LG__LATE_SLEEP] = "sleep", [LG__LATE_WORK] = "work",
+    };
+
+    return (unsigned)c < LG__LATE_CAUSES ? names[c] : "none";
+}
+
+/* The wait for |deadline| ends at |now|, late (if at all) for |cause| alone. */
+static int woke(lg__pace_t *p, uint64_t now, uint64_t deadline, lg__late_cause_t cause)
+{
+    memset(p->part, 0, sizeof(p->part));
+    p->late_ns = now > deadline ? now - deadline : 0;
+    p->part[cause] = (double)p->late_ns;
+    p->cause = cause;
+    p->woke = now;
+    return 0;
+}
+
+/* The wait for |deadline| found it past at |now|, without sleeping: the thread was busy since it
+ * last woke. The lateness is what remained of the last wait's past this deadline, in that wait's
+ * proportions, plus the issuing since (max(woke, deadline) to now); the cause is the largest part.
+ * So a backlog after a stall keeps the stall's cause while it drains, and a thread whose issuing
+ * keeps it behind is late for the issuing however its backlog began. */
+static int due_at_once(lg__pace_t *p, uint64_t now, uint64_t deadline)
+{
+    uint64_t inherited = p->woke > deadline ? p->woke - deadline : 0;
+    double scale = p->late_ns ? (double)inherited / (double)p->late_ns : 0.0;
+    size_t c, top = LG__LATE_WORK;
+
+    for (c = 0; c < LG__LATE_CAUSES; c++)
+        p->part[c] *= scale;
+    p->part[LG__LATE_WORK] += (double)(now - (p->woke > deadline ? p->woke : deadline));
+    for (c = 0; c < LG__LATE_CAUSES; c++)
+        if (p->part[c] > p->part[top])
+            top = c;
+    p->late_ns = now - deadline;
+    p->cause = (lg__late_cause_t)top;
+    p->woke = now;
+    return 0;
+}
+
 int lg__pace_wait(lg__pace_t *p, uint64_t deadline)
 {
+    int napped = 0;
+
     for (;;) {
         uint64_t now = cmn_now_ns(), t, prev, guard, lost = 0;
-        int sig = lg__interrupted();
+        int sig = lg__interrupted(), io_turn = 0;
 
         if (sig)
             return sig;
         if (now >= deadline)
-            return 0;
+            return napped ? woke(p, now, deadline, LG__LATE_SLEEP) : due_at_once(p, now, deadline);
         guard = p->contended ? p->min_spin_ns : p->guard_ns;
         if (deadline - now > guard) {
             t = deadline - guard;
             if (t - now > SLICE_NS)
                 t = now + SLICE_NS;
             nap(p, t);
+            napped = 1;
             continue;
         }
         if (over_budget(p, now)) {
             p->budget_sleeps++;
             nap(p, deadline);
-            return 0;
+            now = cmn_now_ns();
+            return woke(p, now, deadline, now > deadline ? LG__LATE_SLEEP : LG__LATE_SPIN);
         }
         /* A polite spin: the thread yields on every turn, so the QDL's and the node's threads
          * sharing the cores run whenever they have work (sched_yield returns at once when nobody
@@ -236,9 +341,9 @@ int lg__pace_wait(lg__pace_t *p, uint64_t deadline)
          * the CPU waiting for whole time slices (wire and return p99 about 1 ms at 200k QPS). */
         t = prev = now;
         while ((now = cmn_now_ns()) < deadline) {
-            if (now - prev > PREEMPT_NS)
-                lost += now - prev;
+            lost += watch_gap(p, now - prev);
             prev = now;
+            io_turn = 0;
             if (p->io) {
                 if (deadline - now <= p->quiet_ns) {
                     cpu_relax(); /* the quiet window: only the clock */
@@ -246,6 +351,7 @@ int lg__pace_wait(lg__pace_t *p, uint64_t deadline)
                 }
                 p->io->poll(p->io, 0);
                 prev = cmn_now_ns(); /* the SUT's I/O is work done, not time lost */
+                io_turn = 1;
             }
             if (!p->own_cpu)
                 sched_yield();
@@ -254,8 +360,14 @@ int lg__pace_wait(lg__pace_t *p, uint64_t deadline)
             if (p->io)
                 watch_turn(p, cmn_now_ns() - now);
         }
+        /* The last step crossed the deadline: a gap (the thread did not run), else a turn of
+         * the SUT's I/O that ended past it, else the clock read that found it. */
+        watch_gap(p, now - prev);
         p->spin_ns += now - t;
         judge_contention(p, now, now - t, lost);
-        return 0;
+        return woke(p, now, deadline,
+                    now - prev >= LG__OFFCPU_NS   ? LG__LATE_OFFCPU
+                    : io_turn && prev >= deadline ? LG__LATE_IO
+                                                  : LG__LATE_SPIN);
     }
 }

@@ -68,6 +68,16 @@ uint64_t lg__hist_quantile(lg__hist_t *h, double q)
     return bucket_top(LG__HIST_BUCKETS - 1);
 }
 
+uint64_t lg__hist_count_from(lg__hist_t *h, uint64_t ns)
+{
+    uint64_t n = 0;
+    unsigned i;
+
+    for (i = bucket_of(ns); i < LG__HIST_BUCKETS; i++)
+        n += atomic_load_explicit(&h->b[i], memory_order_relaxed);
+    return n;
+}
+
 struct lg__progress {
     FILE *out;
     lg__progress_fn fn;

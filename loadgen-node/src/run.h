@@ -63,6 +63,7 @@ typedef struct {
     uint32_t *nq;   /* with sample_latencies: node queue (ns) + 1; 0 when not reported */
     uint32_t *nb;   /* with sample_latencies: node backend (ns) + 1; 0 when not reported */
     uint32_t *wr;   /* with sample_latencies: wire and return (ns) + 1; 0 when not reported */
+    uint8_t *cause; /* with sample_latencies: lg__late_cause_t + 1 (Server); 0 when none */
 } lg__chunk_t;
 
 /* Kinds of runtime error, each counted and logged on its own. */
@@ -95,6 +96,18 @@ enum { LG__WAIT_NONE = 0, LG__WAIT_QUERY = 1, LG__WAIT_TOTAL = 2 };
 
 /* pace.c: the Server issue thread's wait for a scheduled time. */
 #define LG__PACE_RING 64
+/* Why an issue went out when it did, as the wait that preceded it saw it (pace.c decides, issue.c
+ * counts per sample, harness.c reports the causes of the issues at the tail of the lateness). An
+ * issue already due when the wait began is late for the largest part of its lateness: what was
+ * left of the last wait's, or the issuing since. */
+typedef enum {
+    LG__LATE_SPIN,   /* the thread was on its CPU, watching the clock, at the deadline */
+    LG__LATE_OFFCPU, /* it lost its CPU across the deadline: the host, or another thread, ran */
+    LG__LATE_IO,     /* a turn of the SUT's I/O (lent to the issue thread) ran past the deadline */
+    LG__LATE_SLEEP,  /* a sleep woke past the deadline */
+    LG__LATE_WORK,   /* issuing the queries before it took the thread past the deadline */
+    LG__LATE_CAUSES
+} lg__late_cause_t;
 typedef struct {
     uint64_t sleep_cost_ns; /* calibrated at the start: 90th percentile oversleep of 1 us */
     uint64_t min_spin_ns;   /* --spin-us */
@@ -117,7 +130,24 @@ typedef struct {
     uint64_t quiet_cap_ns, quiet_ns, max_quiet_ns;
     uint64_t turns;
     uint32_t turn_ring[LG__PACE_RING];
+    /* The last wait: why it ended when it did, when, how late, and that lateness in parts per
+     * cause (a backlog carries the parts of the waits before it). */
+    lg__late_cause_t cause;
+    uint64_t woke, late_ns;
+    double part[LG__LATE_CAUSES];
+    /* Time the spinning thread did not run: gaps of LG__OFFCPU_NS or more between two clock
+     * reads of a spin (whoever ran instead, the host or another thread). */
+    uint64_t offcpu_ns, offcpu_gaps, longest_gap_ns;
+    /* The thread's run-queue wait (runnable, another thread on the CPU): /proc/thread-self/
+     * schedstat, open while a series issues (-1 where the kernel does not keep it). */
+    int schedstat_fd;
+    int64_t runq_start;   /* at the series' start, or -1 */
+    int64_t runq_wait_ns; /* over the series (lg__pace_finish), or -1 when unknown */
 } lg__pace_t;
+/* A turn of the spin without I/O (a clock read and a yield or a pause) takes well under 1 us on
+ * the slowest machine measured (0.3 us on a VM); a gap between two clock reads this long means the
+ * thread did not run. */
+#define LG__OFFCPU_NS 5000u
 
 /* cpu.c: the issue thread's own CPU for a series (--issue-cpu). */
 typedef struct {
@@ -185,11 +215,12 @@ struct lg_run {
     lg__pace_t pace;
     lg__cpu_t cpu;
     lg__hist_t late_hist; /* Server: issue time minus scheduled time, per sample */
-    lg__hist_t call_hist; /* from waking to issue() returning, per sample */
-    lg__hist_t qq_hist;   /* the SUT's issued_ns to sent_ns (QDL queueing), per sample */
-    lg__hist_t nq_hist;   /* the node's queue time (arrival to backend start), per sample */
-    lg__hist_t nb_hist;   /* the node's backend time (start to result), per sample */
-    lg__hist_t wr_hist;   /* sent_ns to completion minus the node's times, per sample */
+    lg__hist_t late_cause_hist[LG__LATE_CAUSES]; /* the same, per cause (lg__late_cause_t) */
+    lg__hist_t call_hist;                        /* from waking to issue() returning, per sample */
+    lg__hist_t qq_hist; /* the SUT's issued_ns to sent_ns (QDL queueing), per sample */
+    lg__hist_t nq_hist; /* the node's queue time (arrival to backend start), per sample */
+    lg__hist_t nb_hist; /* the node's backend time (start to result), per sample */
+    lg__hist_t wr_hist; /* sent_ns to completion minus the node's times, per sample */
     uint64_t late_n;
 
     /* issue.c: one Offline part's indices, samples, and failed-issue responses. */
@@ -210,6 +241,10 @@ typedef struct {
 void lg__pace_init(lg__pace_t *p, uint64_t min_spin_ns, unsigned budget_pct, uint64_t mean_gap_ns);
 /* Waits until |deadline| (CLOCK_MONOTONIC ns). Returns the lg_interrupt() signal, or 0. */
 int lg__pace_wait(lg__pace_t *p, uint64_t deadline);
+/* The cause's name in the sample-latency file and the detail log ("offcpu", ...). */
+const char *lg__late_cause_name(lg__late_cause_t c);
+/* The series' issues are done: closes what lg__pace_init opened, keeps the figures. */
+void lg__pace_finish(lg__pace_t *p);
 
 /* interrupt.c: the signal given to lg_interrupt(), 0 if none. */
 int lg__interrupted(void);

@@ -26,6 +26,8 @@ static void series_begin(lg_run_t *run, lg_scenario_t scenario, int accuracy)
     atomic_store(&run->max_done_rel, 0);
     lg__run_errors_reset(run);
     lg__hist_reset(&run->late_hist);
+    for (size_t c = 0; c < LG__LATE_CAUSES; c++)
+        lg__hist_reset(&run->late_cause_hist[c]);
     lg__hist_reset(&run->call_hist);
     lg__hist_reset(&run->qq_hist);
     lg__hist_reset(&run->nq_hist);
@@ -169,6 +171,7 @@ int lg__series_run(lg_run_t *run, const lg_effective_settings_t *s, int accuracy
                 cmn_log_debug("the SUT's I/O stays on its own thread (%s)", cmn_strerror(rc));
         }
         lg__issue_server(run, s, &g, &st);
+        lg__pace_finish(&run->pace);
         if (run->pace.io)
             run->sut->poll_end(run->sut);
         run->pace.io = NULL;

@@ -25,7 +25,8 @@ lg__chunk_t *lg__slot_chunk(lg_run_t *run, size_t ci)
                                           !(c->qq = calloc(LG__CHUNK_SIZE, sizeof(*c->qq))) ||
                                           !(c->nq = calloc(LG__CHUNK_SIZE, sizeof(*c->nq))) ||
                                           !(c->nb = calloc(LG__CHUNK_SIZE, sizeof(*c->nb))) ||
-                                          !(c->wr = calloc(LG__CHUNK_SIZE, sizeof(*c->wr)))))
+                                          !(c->wr = calloc(LG__CHUNK_SIZE, sizeof(*c->wr))) ||
+                                          !(c->cause = calloc(LG__CHUNK_SIZE, sizeof(*c->cause)))))
             goto fail;
         if (run->use_tokens && (!(c->ttft = calloc(LG__CHUNK_SIZE, sizeof(*c->ttft))) ||
                                 !(c->ntok = calloc(LG__CHUNK_SIZE, sizeof(*c->ntok)))))
@@ -44,6 +45,7 @@ fail:
     free(c->nq);
     free(c->nb);
     free(c->wr);
+    free(c->cause);
     free(c->sched);
     free(c);
     return NULL;
@@ -64,6 +66,7 @@ void lg__slot_free_chunk(lg_run_t *run, size_t ci)
     free(c->nq);
     free(c->nb);
     free(c->wr);
+    free(c->cause);
     free(c);
     atomic_store_explicit(&run->dir[ci], NULL, memory_order_relaxed);
 }

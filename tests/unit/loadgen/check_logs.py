@@ -63,11 +63,15 @@ def check_intervals(out):
         return ""
     with open(out + "/mlperf_log_sample_latencies.csv", encoding="utf-8") as f:
         head, *body = list(f)
-        rows = [tuple(int(x) for x in line.split(",")) for line in body]
+        rows = [tuple(int(x) for x in line.split(",")[:11]) for line in body]
+        causes = [line.strip().split(",")[11] for line in body]
     if head.strip() != ("sample_seq,scheduled_ns,latency_ns,issue_late_ns,issue_call_ns,"
                         "qdl_queue_ns,ttft_ns,n_tokens,node_queue_ns,node_backend_ns,"
-                        "wire_return_ns"):
+                        "wire_return_ns,issue_late_cause"):
         fail("sample_latencies.csv header is %r" % head)
+    # This is the Server run: every sample has the cause of its lateness.
+    if any(c not in ("spin", "offcpu", "io", "sleep", "work") for c in causes):
+        fail("sample_latencies.csv: an issue_late_cause not known: %r" % sorted(set(causes)))
     # The node's share, as sut-nodes report it, and the wire and return: each sample sent to a
     # node and completed has all three (an in-process SUT reports none), and the QDL's queueing
     # plus them fits in its latency (the parts run one after the other from issue to completion).

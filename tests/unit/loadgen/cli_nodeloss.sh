@@ -66,7 +66,7 @@ check "qdl_queue_ns reported and ordered" python3 -c "
 import sys
 f = open(sys.argv[1])
 assert f.readline().strip().split(',')[5] == 'qdl_queue_ns'
-rows = [[int(x) for x in line.split(',')] for line in f]
+rows = [[int(x) for x in line.split(',')[:11]] for line in f]
 done = [r for r in rows if r[2] >= 0 and r[5] >= 0]  # a sample failed unsent has none
 assert len(done) > len(rows) // 2, 'most samples without qdl_queue_ns'
 assert all(r[3] + r[5] <= r[2] for r in done), 'issue + queueing after the completion'
@@ -75,8 +75,8 @@ assert all(r[3] + r[5] <= r[2] for r in done), 'issue + queueing after the compl
 check "node times reported and within the latency" python3 -c "
 import sys
 f = open(sys.argv[1])
-assert f.readline().strip().split(',')[8:] == ['node_queue_ns', 'node_backend_ns', 'wire_return_ns']
-rows = [[int(x) for x in line.split(',')] for line in f]
+assert f.readline().strip().split(',')[8:] == ['node_queue_ns', 'node_backend_ns', 'wire_return_ns', 'issue_late_cause']
+rows = [[int(x) for x in line.split(',')[:11]] for line in f]
 done = [r for r in rows if r[2] >= 0 and r[5] >= 0]
 assert done and all(r[8] >= 1 and r[9] >= 1 and r[10] >= 0 for r in done), 'node times missing'
 assert all(r[10] == 0 or r[5] + r[8] + r[9] + r[10] <= r[2] + 1000 for r in done), 'parts > latency'

@@ -8,7 +8,9 @@
 #include "lg/lg.h"
 #include "lg/sut_null.h"
 
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,6 +139,15 @@ static uint64_t rt_detail_u64(const char *key)
     tl_detail_value(rt.detail, key, buf, sizeof(buf));
     ck_assert_msg(buf[0] != '\0', "no %s in the detail log", key);
     return strtoull(buf, NULL, 10);
+}
+
+static double rt_detail_f64(const char *key)
+{
+    char buf[64];
+
+    tl_detail_value(rt.detail, key, buf, sizeof(buf));
+    ck_assert_msg(buf[0] != '\0', "no %s in the detail log", key);
+    return strtod(buf, NULL);
 }
 
 START_TEST(single_stream_perf)
@@ -823,7 +834,13 @@ START_TEST(harness_block_and_late_warning)
     ck_assert_ptr_nonnull(strstr(s, "QDL queueing p99 (ns)"));
     ck_assert_ptr_nonnull(strstr(s, "WARNING: the harness, not the SUT, used"));
     ck_assert_ptr_nonnull(strstr(s, "warning encountered. See detailed log."));
+    /* Each issue() takes twice the mean gap: the lateness grows by the issuing, whatever began
+     * the backlog (a stall of this thread on a loaded host, a late wake), and the warning says
+     * so. */
+    ck_assert_ptr_nonnull(strstr(s, "Issues at p99 lateness or more:"));
+    ck_assert_ptr_nonnull(strstr(s, "late while the issue thread was issuing earlier queries"));
     free(s);
+    ck_assert_double_ge(rt_detail_f64("harness_late_cause_work_share"), 0.9);
     /* Lateness grows by about 1 ms per query: the p99 is far above a tenth of the bound. */
     ck_assert_uint_gt(rt_detail_u64("harness_issue_late_p99_ns"), 100000);
     /* The hand-off includes issue(), which takes 2 ms here. */
@@ -842,20 +859,22 @@ START_TEST(harness_block_and_late_warning)
     ck_assert_ptr_nonnull(csv);
     ck_assert(strncmp(csv,
                       "sample_seq,scheduled_ns,latency_ns,issue_late_ns,issue_call_ns,qdl_queue_ns,"
-                      "ttft_ns,n_tokens,node_queue_ns,node_backend_ns,wire_return_ns\n",
+                      "ttft_ns,n_tokens,node_queue_ns,node_backend_ns,wire_return_ns,"
+                      "issue_late_cause\n",
                       strlen("sample_seq,scheduled_ns,latency_ns,issue_late_ns,issue_call_ns,"
                              "qdl_queue_ns,ttft_ns,n_tokens,node_queue_ns,node_backend_ns,"
-                             "wire_return_ns\n")) == 0);
+                             "wire_return_ns,issue_late_cause\n")) == 0);
     {
         /* The first sample's qdl_queue_ns is reported (>= 0, not the -1 of "unknown"); not a
          * token run: no first token and no tokens on the line; the node's times as reported,
          * and the wire and return no longer than the completion's latency. */
         long long seq, sched, lat, late, call, qq, ttft, ntok, nq, nb, wr;
-        char *line = strchr(csv, '\n') + 1;
+        char *line = strchr(csv, '\n') + 1, cause[16];
 
-        ck_assert_int_eq(sscanf(line, "%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld",
-                                &seq, &sched, &lat, &late, &call, &qq, &ttft, &ntok, &nq, &nb, &wr),
-                         11);
+        ck_assert_int_eq(
+            sscanf(line, "%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%15[a-z]", &seq,
+                   &sched, &lat, &late, &call, &qq, &ttft, &ntok, &nq, &nb, &wr, cause),
+            12);
         ck_assert_int_ge(qq, 0);
         ck_assert_int_eq(ttft, -1);
         ck_assert_int_eq(ntok, 0);
@@ -863,8 +882,86 @@ START_TEST(harness_block_and_late_warning)
         ck_assert_int_eq(nb, SLOW_NODE_BACKEND_NS);
         ck_assert_int_ge(wr, 0);
         ck_assert_int_le(wr, lat);
+        /* The first issue of the series waited for its time: it has one of the causes. */
+        ck_assert(strcmp(cause, "none") != 0);
     }
+    /* The later issues are late for the 2 ms issue() before them. */
+    ck_assert_ptr_nonnull(strstr(csv, ",work\n"));
     free(csv);
+}
+END_TEST
+
+/* The issue thread stopped 200 us of every millisecond, as a host stops a virtual machine: a
+ * signal whose handler holds it in a loop on the clock (asynchronous, so it lands wherever the
+ * thread is; the thread mostly spins here). The issues at the tail are late for it, the spin sees
+ * the gaps, and the warning names the cause. */
+static pthread_t stall_target, stall_thread;
+static atomic_int stall_on;
+
+static void stall_handler(int sig)
+{
+    uint64_t until = cmn_now_ns() + 200000u;
+
+    (void)sig;
+    while (cmn_now_ns() < until) {
+    }
+}
+
+static void *staller(void *arg)
+{
+    struct timespec ms = {0, 1000000};
+
+    (void)arg;
+    while (atomic_load(&stall_on) == 1) {
+        pthread_kill(stall_target, SIGUSR2);
+        nanosleep(&ms, NULL);
+    }
+    return NULL;
+}
+
+static int stall_issue(lg_sut_t *sut, const lg_sample_t *s, size_t n)
+{
+    slow_t *st = sut->data;
+
+    if (st->calls == 0) {
+        stall_target = pthread_self();
+        atomic_store(&stall_on, 1);
+        ck_assert_int_eq(pthread_create(&stall_thread, NULL, staller, NULL), 0);
+    }
+    return slow_issue(sut, s, n);
+}
+
+START_TEST(late_issues_off_cpu)
+{
+    slow_t st = {0, 0, 0, 0};
+    lg_sut_t sut = {.name = slow_name, .issue = stall_issue, .data = &st};
+    struct sigaction sa, old;
+    char *s;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = stall_handler;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    ck_assert_int_eq(sigaction(SIGUSR2, &sa, &old), 0);
+    rt.ts.scenario = LG_SERVER;
+    rt.ts.server_target_qps = 2000;
+    rt.ts.server_target_latency_ns = 1000000;
+    rt.ts.min_duration_ms = 400;
+    rt.ts.min_query_count = 1;
+    rt.ls.spin_ns = 2000000; /* spin through every gap: the stalls land in spins */
+    ck_assert_int_eq(rt_run_sut(&sut), 0);
+    atomic_store(&stall_on, 0);
+    pthread_join(stall_thread, NULL); /* its last signal was sent, and handled, before */
+    ck_assert_int_eq(sigaction(SIGUSR2, &old, NULL), 0);
+    rt_check_logs();
+    s = rt_summary();
+    ck_assert_ptr_nonnull(strstr(s, "Issue thread off CPU, spinning:"));
+    ck_assert_ptr_nonnull(strstr(s, "late while the issue thread was off its CPU"));
+    free(s);
+    /* Stalls take a fifth of the time, nearly all of it spent spinning. */
+    ck_assert_double_ge(rt_detail_f64("harness_offcpu_share"), 0.05);
+    ck_assert_uint_ge(rt_detail_u64("harness_offcpu_longest_ns"), 200000);
+    ck_assert_double_ge(rt_detail_f64("harness_late_cause_offcpu_share"), 0.5);
 }
 END_TEST
 
@@ -899,6 +996,7 @@ TCase *tcase_sched_faults(void)
     tcase_add_test(tc, late_completion_after_the_test);
     tcase_add_test(tc, interrupt_ends_the_run);
     tcase_add_test(tc, harness_block_and_late_warning);
+    tcase_add_test(tc, late_issues_off_cpu);
     tcase_add_test(tc, spin_budget_forces_sleeps);
     tcase_set_timeout(tc, 60);
     return tc;
@@ -919,7 +1017,7 @@ static void check_token_csv(void)
     line = strtok_r(csv, "\n", &save);
     ck_assert_str_eq(line, "sample_seq,scheduled_ns,latency_ns,issue_late_ns,issue_call_ns,"
                            "qdl_queue_ns,ttft_ns,n_tokens,node_queue_ns,node_backend_ns,"
-                           "wire_return_ns");
+                           "wire_return_ns,issue_late_cause");
     while ((line = strtok_r(NULL, "\n", &save))) {
         long long seq, sched, lat, late, call, qq, ttft, ntok;
 
