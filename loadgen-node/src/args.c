@@ -163,7 +163,7 @@ static const opt_t options[] = {
     FLAG("sample-latencies", log.sample_latencies,
          "also write <prefix>sample_latencies.csv: sample_seq,scheduled_ns,\n"
          "latency_ns,...,ttft_ns,n_tokens,node_queue_ns,node_backend_ns,\n"
-         "wire_return_ns for every performance-run\n"
+         "wire_return_ns,issue_late_cause for every performance-run\n"
          "sample (for plots: see deploy/plot/latplot.py)"),
     FN("latency-intervals", "MS", set_intervals,
        "also write <prefix>latency_intervals.csv: per MS of scheduled\n"
