@@ -194,11 +194,16 @@ static void overhead_lines(lg_run_t *run, const lg_effective_settings_t *s)
     const lg__pace_t *p = &run->pace;
 
     if (s->scenario == LG_SERVER) {
-        uint64_t l50 = lg__hist_quantile(&run->late_hist, 0.50);
-        uint64_t l99 = lg__hist_quantile(&run->late_hist, 0.99);
-        uint64_t end = cmn_now_ns(), wall = end > p->t_start ? end - p->t_start : 1;
+        uint64_t l50, l99, end = cmn_now_ns(), wall = end > p->t_start ? end - p->t_start : 1;
         double bound = (double)s->target_latency_ns, top_share;
         lg__late_cause_t top;
+        size_t c;
+
+        lg__hist_reset(&run->late_hist);
+        for (c = 0; c < LG__LATE_CAUSES; c++)
+            lg__hist_merge(&run->late_hist, &run->late_cause_hist[c]);
+        l50 = lg__hist_quantile(&run->late_hist, 0.50);
+        l99 = lg__hist_quantile(&run->late_hist, 0.99);
 
         out(run, "Issue lateness p50 (ns)       : %" PRIu64 "\n", l50);
         out(run, "Issue lateness p99 (ns)       : %" PRIu64 "\n", l99);

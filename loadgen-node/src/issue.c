@@ -36,9 +36,7 @@ static int record_sample(lg_run_t *run, uint64_t seq, uint32_t idx, int64_t sche
     if (c->cause && late_ns >= 0)
         c->cause[k] = (uint8_t)(run->pace.cause + 1);
     if (late_ns >= 0 && !run->accuracy) {
-        lg__hist_add(&run->late_hist, late_ns);
         lg__hist_add(&run->late_cause_hist[run->pace.cause], late_ns);
-        run->late_n++;
     }
     atomic_store_explicit(&c->lat[k], -(sched_rel + 1), memory_order_relaxed);
     if (c->ttft) {

@@ -68,6 +68,16 @@ uint64_t lg__hist_quantile(lg__hist_t *h, double q)
     return bucket_top(LG__HIST_BUCKETS - 1);
 }
 
+void lg__hist_merge(lg__hist_t *dst, lg__hist_t *src)
+{
+    unsigned i;
+
+    for (i = 0; i < LG__HIST_BUCKETS; i++)
+        atomic_fetch_add_explicit(&dst->b[i],
+                                  atomic_load_explicit(&src->b[i], memory_order_relaxed),
+                                  memory_order_relaxed);
+}
+
 uint64_t lg__hist_count_from(lg__hist_t *h, uint64_t ns)
 {
     uint64_t n = 0;

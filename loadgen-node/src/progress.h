@@ -26,6 +26,8 @@ void lg__hist_reset(lg__hist_t *h);
 void lg__hist_add(lg__hist_t *h, int64_t ns);
 /* The upper edge of the bucket holding quantile |q|; 0 when empty. */
 uint64_t lg__hist_quantile(lg__hist_t *h, double q);
+/* Adds every sample of |src| to |dst|. */
+void lg__hist_merge(lg__hist_t *dst, lg__hist_t *src);
 /* How many samples lie in the bucket holding |ns| and above it. */
 uint64_t lg__hist_count_from(lg__hist_t *h, uint64_t ns);
 

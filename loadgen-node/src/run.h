@@ -214,14 +214,15 @@ struct lg_run {
     /* issue.c and harness.c: the issue thread's own cost, per performance series. */
     lg__pace_t pace;
     lg__cpu_t cpu;
-    lg__hist_t late_hist; /* Server: issue time minus scheduled time, per sample */
-    lg__hist_t late_cause_hist[LG__LATE_CAUSES]; /* the same, per cause (lg__late_cause_t) */
-    lg__hist_t call_hist;                        /* from waking to issue() returning, per sample */
-    lg__hist_t qq_hist; /* the SUT's issued_ns to sent_ns (QDL queueing), per sample */
-    lg__hist_t nq_hist; /* the node's queue time (arrival to backend start), per sample */
-    lg__hist_t nb_hist; /* the node's backend time (start to result), per sample */
-    lg__hist_t wr_hist; /* sent_ns to completion minus the node's times, per sample */
-    uint64_t late_n;
+    /* Server: issue time minus scheduled time, per sample, one histogram per cause
+     * (lg__late_cause_t); the lateness of all samples is their sum. */
+    lg__hist_t late_cause_hist[LG__LATE_CAUSES];
+    lg__hist_t late_hist; /* harness.c: their sum, made for the report (not on the issue path) */
+    lg__hist_t call_hist; /* from waking to issue() returning, per sample */
+    lg__hist_t qq_hist;   /* the SUT's issued_ns to sent_ns (QDL queueing), per sample */
+    lg__hist_t nq_hist;   /* the node's queue time (arrival to backend start), per sample */
+    lg__hist_t nb_hist;   /* the node's backend time (start to result), per sample */
+    lg__hist_t wr_hist;   /* sent_ns to completion minus the node's times, per sample */
 
     /* issue.c: one Offline part's indices, samples, and failed-issue responses. */
     uint32_t *idxbuf;

@@ -25,7 +25,6 @@ static void series_begin(lg_run_t *run, lg_scenario_t scenario, int accuracy)
     atomic_store(&run->q_remaining, 0);
     atomic_store(&run->max_done_rel, 0);
     lg__run_errors_reset(run);
-    lg__hist_reset(&run->late_hist);
     for (size_t c = 0; c < LG__LATE_CAUSES; c++)
         lg__hist_reset(&run->late_cause_hist[c]);
     lg__hist_reset(&run->call_hist);
@@ -33,7 +32,6 @@ static void series_begin(lg_run_t *run, lg_scenario_t scenario, int accuracy)
     lg__hist_reset(&run->nq_hist);
     lg__hist_reset(&run->nb_hist);
     lg__hist_reset(&run->wr_hist);
-    run->late_n = 0;
     memset(&run->pace, 0, sizeof(run->pace));
     memset(&run->health0, 0, sizeof(run->health0));
     if (run->sut->health)
