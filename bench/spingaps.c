@@ -93,6 +93,20 @@ static void lost_gaps(const hist_t *h, uint64_t *n, uint64_t *ns)
     }
 }
 
+/* The figures both modes print, and the object's closing brace: time lost in gaps of LOST_NS or
+ * more over |total_ns|, their rate, the longest gap, the perfect spinner's lateness. */
+static void print_figures(const hist_t *h, uint64_t total_ns, uint64_t longest_ns)
+{
+    uint64_t n_lost, lost_ns;
+
+    lost_gaps(h, &n_lost, &lost_ns);
+    printf("\"lost_pct\": %.4f, \"gaps_per_s\": %.1f, \"gap_threshold_us\": %.0f, "
+           "\"longest_gap_us\": %.1f, \"lateness_p99_us\": %.0f, \"lateness_p999_us\": %.0f}\n",
+           100.0 * (double)lost_ns / (double)total_ns, (double)n_lost * 1e9 / (double)total_ns,
+           LOST_NS / 1e3, (double)longest_ns / 1e3, lateness_us(h, total_ns, 0.01),
+           lateness_us(h, total_ns, 0.001));
+}
+
 static void hist_add(hist_t *h, uint64_t g)
 {
     size_t b = g / BUCKET_NS;
@@ -109,7 +123,7 @@ typedef struct {
     uint64_t start, end;
     uint64_t (*gap)[2];
     size_t n, cap;
-    int oom;
+    int err; /* a negative errno: could not pin; 1: more than MAX_GAPS gaps */
     pthread_t thread;
 } spinner_t;
 
@@ -122,7 +136,7 @@ static void *spin_keep(void *arg)
     CPU_ZERO(&set);
     CPU_SET(sp->cpu, &set);
     if (sched_setaffinity(0, sizeof(set), &set) != 0) {
-        sp->oom = -errno;
+        sp->err = -errno;
         return NULL;
     }
     while (now_ns() < sp->start) {
@@ -131,13 +145,13 @@ static void *spin_keep(void *arg)
     while (prev < sp->end) {
         uint64_t t = now_ns();
 
-        if (t - prev >= KEEP_NS && !sp->oom) {
+        if (t - prev >= KEEP_NS && !sp->err) {
             if (sp->n == sp->cap) {
                 size_t cap = sp->cap ? sp->cap * 2 : 65536;
                 void *g = cap <= MAX_GAPS ? realloc(sp->gap, cap * sizeof(*sp->gap)) : NULL;
 
                 if (!g) {
-                    sp->oom = 1;
+                    sp->err = 1;
                     continue;
                 }
                 sp->gap = g;
@@ -183,7 +197,7 @@ static int all_cpus(double seconds)
     hist_t *h;
     int n = 0, c, i, rc = 0;
     size_t common;
-    uint64_t total, lost_ns, n_lost, longest = 0;
+    uint64_t total, longest = 0;
 
     if (sched_getaffinity(0, sizeof(set), &set) != 0) {
         fprintf(stderr, "spingaps: cannot read this process's CPUs: %s\n", strerror(errno));
@@ -212,11 +226,11 @@ static int all_cpus(double seconds)
     for (i = 0; i < n; i++)
         pthread_join(sp[i].thread, NULL);
     for (i = 0; i < n; i++) {
-        if (sp[i].oom < 0) {
+        if (sp[i].err < 0) {
             fprintf(stderr, "spingaps: cannot pin a spinner to CPU %d: %s\n", sp[i].cpu,
-                    strerror(-sp[i].oom));
+                    strerror(-sp[i].err));
             rc = 1;
-        } else if (sp[i].oom) {
+        } else if (sp[i].err) {
             fprintf(stderr, "spingaps: CPU %d: more than %u gaps; the figures are incomplete\n",
                     sp[i].cpu, MAX_GAPS);
             rc = 1;
@@ -244,12 +258,8 @@ static int all_cpus(double seconds)
         hist_add(h, g);
         longest = g > longest ? g : longest;
     }
-    lost_gaps(h, &n_lost, &lost_ns);
-    printf("], \"lost_pct\": %.4f, \"gaps_per_s\": %.1f, \"gap_threshold_us\": %.0f, "
-           "\"longest_gap_us\": %.1f, \"lateness_p99_us\": %.0f, \"lateness_p999_us\": %.0f}\n",
-           100.0 * (double)lost_ns / (double)total, (double)n_lost * 1e9 / (double)total,
-           LOST_NS / 1e3, (double)longest / 1e3, lateness_us(h, total, 0.01),
-           lateness_us(h, total, 0.001));
+    printf("], ");
+    print_figures(h, total, longest);
     for (i = 0; i < n; i++)
         free(sp[i].gap);
     free(sp);
@@ -262,7 +272,7 @@ int main(int argc, char **argv)
     double seconds = 3.0;
     int cpu = -1, every = 0;
     hist_t *h;
-    uint64_t start, prev, end, lost_ns, n_lost, longest = 0;
+    uint64_t start, prev, end, longest = 0;
     int i;
 
     for (i = 1; i < argc; i++) {
@@ -326,16 +336,9 @@ int main(int argc, char **argv)
             longest = g;
         prev = t;
     }
-    {
-        uint64_t total = prev - start;
-        lost_gaps(h, &n_lost, &lost_ns);
-        printf("{\"tool\": \"spingaps\", \"seconds\": %.3f, \"cpu\": %d, \"lost_pct\": %.4f, "
-               "\"gaps_per_s\": %.1f, \"gap_threshold_us\": %.0f, \"longest_gap_us\": %.1f, "
-               "\"lateness_p99_us\": %.0f, \"lateness_p999_us\": %.0f}\n",
-               (double)total / 1e9, cpu, 100.0 * (double)lost_ns / (double)total,
-               (double)n_lost * 1e9 / (double)total, LOST_NS / 1e3, (double)longest / 1e3,
-               lateness_us(h, total, 0.01), lateness_us(h, total, 0.001));
-    }
+    printf("{\"tool\": \"spingaps\", \"seconds\": %.3f, \"cpu\": %d, ",
+           (double)(prev - start) / 1e9, cpu);
+    print_figures(h, prev - start, longest);
     free(h);
     return 0;
 }
