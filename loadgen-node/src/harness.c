@@ -65,24 +65,13 @@ static void health_lines(lg_run_t *run)
     }
 }
 
-/* Samples in |h|. */
-static uint64_t hist_count(lg__hist_t *h)
-{
-    uint64_t n = 0;
-    size_t i;
-
-    for (i = 0; i < LG__HIST_BUCKETS; i++)
-        n += atomic_load_explicit(&h->b[i], memory_order_relaxed);
-    return n;
-}
-
 /* The SUT's queueing before the wire (the QDL's issue call to the part's write), when the SUT
  * reports it (the in-process null SUT does not). */
 static void qdl_queue_lines(lg_run_t *run)
 {
     uint64_t q50, q99;
 
-    if (hist_count(&run->qq_hist) == 0) {
+    if (lg__hist_count_from(&run->qq_hist, 0) == 0) {
         out(run, "QDL queueing                  : not reported by this SUT\n");
         return;
     }
@@ -109,7 +98,7 @@ static void node_lines(lg_run_t *run)
     char key[64];
     size_t i;
 
-    if (hist_count(&run->nb_hist) == 0) {
+    if (lg__hist_count_from(&run->nb_hist, 0) == 0) {
         out(run, "Node queue and backend times  : not reported by this SUT\n");
         return;
     }
