@@ -76,6 +76,8 @@ class Node:
         scheme = os.environ.get("NSUT_BENCH_SCHEME", "")  # "ucx://" inside ucx_transport()
         cmd = [env.sut, "--listen", scheme + "127.0.0.1:0", "--port-file", port_file, "--name", name,
                "--log-level", "warn"] + args
+        if scheme:  # the bench's own loopback: a trusted fabric (cmn/ucx.h)
+            cmd += ["--ucx-trusted-fabric"]
         if tls:
             cmd += ["--tls-cert", tls["cert"], "--tls-key", tls["key"]]
         if cpus:  # the CPUs it may run on (taskset)
@@ -124,6 +126,8 @@ def loadgen(env, scenario, nodes, sets, extra=(), size=64, samples=1024, kind="r
            "--sample-size", str(size), "--synthetic-kind", kind, "--compress", compress,
            "--output-dir", outdir, "--quiet", "--progress", "off", "--log-level", "warn"]
     cmd += ["--nodes", ",".join(n.addr for n in nodes)] if nodes else ["--sut", "null"]
+    if nodes and nodes[0].addr.startswith("ucx://"):
+        cmd += ["--ucx-trusted-fabric"]
     for k, v in sets.items():
         cmd += ["--set", f"{k}={v}"]
     cmd += list(extra)
@@ -666,7 +670,9 @@ class Tagged:
 def b_ucx(env, t, ref):
     for tag, label, extra, rows in UCX_VARIANTS:
         saved = dict(os.environ)
-        os.environ.update(extra, NSUT_BENCH_SCHEME="ucx://")  # sut-node and loadgen-node inherit it
+        # sut-node and loadgen-node take the scheme (and --ucx-trusted-fabric) from it; qdlbench's
+        # QDL takes the trust from NSUT_UCX_TRUSTED_FABRIC
+        os.environ.update(extra, NSUT_BENCH_SCHEME="ucx://", NSUT_UCX_TRUSTED_FABRIC="1")
         try:
             for key in rows:
                 ROWS[key](env, Tagged(t, tag, label), ref)

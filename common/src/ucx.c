@@ -857,7 +857,12 @@ static ucs_status_t on_am(void *arg, const void *header, size_t header_length, v
         return UCS_OK; /* dropped, as bytes after a close are */
     rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
     if (header_length < CMN_FRAME_HEADER_SIZE) {
-        frame_error(e, CMN_EMAGIC);
+        /* Nothing of it is read: the frame header is the first bytes of the message header. */
+        snprintf(e->c->last_error, sizeof(e->c->last_error),
+                 "UCX message of %zu header + %zu data bytes: its header is shorter than a "
+                 "frame header (%u bytes)",
+                 header_length, length, CMN_FRAME_HEADER_SIZE);
+        frame_error(e, CMN_EFIELD);
         return UCS_OK;
     }
     /* Limits first: before a byte of a rendezvous payload moves or anything is allocated. */

@@ -132,6 +132,10 @@ static const opt_t options[] = {
     FLAG("ucx-busy-poll", ucx_busy_poll,
          "progress UCX on every QDL loop turn instead of sleeping on its\n"
          "event fd (ucx:// nodes): lowest latency, one core busy"),
+    FLAG("ucx-trusted-fabric", ucx_trusted_fabric,
+         "required for ucx:// nodes: UCX 1.13 aborts the process on\n"
+         "malformed connection bytes from any peer that reaches its ports,\n"
+         "so ucx:// is for a fabric where every host is trusted"),
     FN("null-threaded", NULL, set_null,
        "null SUT: complete from a helper thread (default: inline)"),
     FN("null-delay-us", "N", set_null,

@@ -25,6 +25,7 @@ typedef struct {
     const char *sut, *nodes, *policy, *result_codec;
     const char *tls_ca, *tls_cert, *tls_key, *tls_name;
     int ucx_busy_poll;          /* --ucx-busy-poll: spin UCX progress on the QDL loop */
+    int ucx_trusted_fabric;     /* --ucx-trusted-fabric: ucx:// nodes allowed */
     const char *metrics_listen; /* --metrics-listen (QDL runs) */
     uint64_t metrics_linger_ms;
     uint64_t connections;

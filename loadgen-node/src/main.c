@@ -174,6 +174,7 @@ static int open_qdl(const lg_args_t *o, official_call_t *off, lg_sut_t **sut, cm
     cfg.tls_key_file = o->tls_key;
     cfg.tls_server_name = o->tls_name;
     cfg.ucx_busy_poll = o->ucx_busy_poll;
+    cfg.ucx_trusted_fabric = o->ucx_trusted_fabric;
 #    ifdef LG_HAVE_OFFICIAL
     if (off) {
         off->code = lg_official_run(&off->args, off->qsl, &cfg, &o->log, eb);

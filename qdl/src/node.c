@@ -569,6 +569,12 @@ static int node_init(qdl_t *q, size_t i, cmn_errbuf_t *eb)
     rc = cmn_endpoint_parse(q->cfg.nodes[i], &nd->transport, &nd->addr, eb);
     if (rc == 0 && nd->transport == CMN_TRANSPORT_UCX && q->tls)
         rc = cmn_errf(eb, CMN_ECONFIG, "sut-node %s: TLS runs on tcp:// only", nd->address);
+    if (rc == 0 && nd->transport == CMN_TRANSPORT_UCX && !q->cfg.ucx_trusted_fabric &&
+        !(getenv("NSUT_UCX_TRUSTED_FABRIC") && strcmp(getenv("NSUT_UCX_TRUSTED_FABRIC"), "1") == 0))
+        rc = cmn_errf(eb, CMN_ECONFIG, "sut-node %s: %s", nd->address,
+                      CMN_UCX_UNTRUSTED_REASON "loadgen-node --ucx-trusted-fabric "
+                                               "(qdl_config_t.ucx_trusted_fabric, or "
+                                               "NSUT_UCX_TRUSTED_FABRIC=1)");
     if (rc == 0 && nd->transport == CMN_TRANSPORT_UCX && !q->ucx) {
         cmn_ucx_options_t uo = {.busy_poll = q->cfg.ucx_busy_poll};
         rc = cmn_ucx_open(&q->loop, &uo, &q->ucx, eb);

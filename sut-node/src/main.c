@@ -73,6 +73,10 @@ static const opt_doc_t options[] = {
     {"ucx-busy-poll", NULL,
      "on ucx:// listeners, progress UCX on every loop turn instead of sleeping on its event "
      "fd: lowest latency, one core busy (config: 1 or 0)"},
+    {"ucx-trusted-fabric", NULL,
+     "required to listen on ucx://: UCX 1.13 aborts the process on malformed connection bytes "
+     "from any peer that reaches its ports, so ucx:// is for a fabric where every host is "
+     "trusted (config: 1 or 0)"},
     {"seed", "N", "seed for backends with randomness (sim) (default 0)"},
     {"port-file", "FILE", "write the bound port here once listening (for scripts using port 0)"},
     {"metrics-listen", "ADDR:PORT",
@@ -219,6 +223,10 @@ static int apply(sut_opts_t *o, const char *name, const char *v, cmn_errbuf_t *e
         if (strcmp(v, "1") != 0 && strcmp(v, "0") != 0)
             return cmn_errf(eb, CMN_ECONFIG, "ucx-busy-poll '%s': expected 1 or 0", v);
         o->ucx_busy_poll = v[0] == '1';
+    } else if (strcmp(name, "ucx-trusted-fabric") == 0) {
+        if (strcmp(v, "1") != 0 && strcmp(v, "0") != 0)
+            return cmn_errf(eb, CMN_ECONFIG, "ucx-trusted-fabric '%s': expected 1 or 0", v);
+        o->ucx_trusted_fabric = v[0] == '1';
     } else if (strcmp(name, "seed") == 0) {
         rc = cmn_parse_u64(v, &o->seed);
     } else if (strcmp(name, "metrics-listen") == 0) {

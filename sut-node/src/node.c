@@ -360,6 +360,9 @@ static int listen_one(sut_node_t *n, size_t i, int *port, cmn_errbuf_t *eb)
     if (t == CMN_TRANSPORT_UCX) {
         if (n->tls)
             return cmn_errf(eb, CMN_ECONFIG, "%s: TLS runs on tcp:// only", n->opt.listen[i]);
+        if (!n->opt.ucx_trusted_fabric)
+            return cmn_errf(eb, CMN_ECONFIG, "--listen %s: %s", n->opt.listen[i],
+                            CMN_UCX_UNTRUSTED_REASON "--ucx-trusted-fabric");
         cmn_ucx_options_t uo = {.busy_poll = n->opt.ucx_busy_poll};
         if (!n->ucx && (rc = cmn_ucx_open(n->loop, &uo, &n->ucx, eb)) < 0)
             return rc;
@@ -369,7 +372,10 @@ static int listen_one(sut_node_t *n, size_t i, int *port, cmn_errbuf_t *eb)
             return rc;
         cmn_addr_format((struct sockaddr *)&ss, addr, sizeof(addr));
         *port = cmn_ucx_listener_port(n->ucx_listeners[i]);
-        cmn_log_info("listening on ucx://%s (port %d)", addr, *port);
+        cmn_log_info(
+            "listening on ucx://%s (port %d; --ucx-trusted-fabric: every host that reaches "
+            "it is trusted)",
+            addr, *port);
         return 0;
     }
     rc = uv_tcp_bind(&n->listeners[i], (struct sockaddr *)&ss, 0);

@@ -48,7 +48,8 @@ typedef struct {
     uint64_t heartbeat_ms;     /* a Ping to a client that heard nothing from us this long */
     uint64_t response_hold_us; /* results may wait this long for the next turn's (cmn hold_ns) */
     uint64_t seed;
-    int ucx_busy_poll; /* --ucx-busy-poll: spin UCX progress on ucx:// listeners */
+    int ucx_busy_poll;      /* --ucx-busy-poll: spin UCX progress on ucx:// listeners */
+    int ucx_trusted_fabric; /* --ucx-trusted-fabric: ucx:// listeners allowed */
     const char *port_file;
     const char *metrics_listen; /* ADDR:PORT for Prometheus metrics, or NULL */
     const char *config_file;

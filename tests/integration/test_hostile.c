@@ -144,6 +144,7 @@ START_TEST(malicious_node_cannot_complete_twice)
     snprintf(addr0, sizeof(addr0), "%s127.0.0.1:%d", tn_scheme(), evil.port);
     snprintf(addr1, sizeof(addr1), "%s127.0.0.1:%d", tn_scheme(), node.port);
     qdl_config_init(&cfg);
+    cfg.ucx_trusted_fabric = 1; /* loopback: the tests' own fabric */
     cfg.nodes = list;
     cfg.n_nodes = 2;
     cfg.on_complete = on_complete;

@@ -88,6 +88,7 @@ static qdl_t *make_qdl(size_t n, qdl_policy_t policy, void (*tweak)(qdl_config_t
     char err[512] = "";
 
     qdl_config_init(&cfg);
+    cfg.ucx_trusted_fabric = 1; /* loopback: the tests' own fabric */
     cfg.ucx_busy_poll = tn_ucx_busy_poll();
     cfg.nodes = addr_list;
     cfg.n_nodes = n;
@@ -118,6 +119,7 @@ static void digest_run(size_t n_nodes, unsigned conns)
     run_init(10000, 4096, 1);
     start_nodes(n_nodes, args);
     qdl_config_init(&cfg);
+    cfg.ucx_trusted_fabric = 1; /* loopback: the tests' own fabric */
     cfg.ucx_busy_poll = tn_ucx_busy_poll();
     cfg.nodes = addr_list;
     cfg.n_nodes = n_nodes;
@@ -218,6 +220,7 @@ START_TEST(duplicate_names_rejected)
     run_init(1, 1, 0);
     start_nodes(2, args);
     qdl_config_init(&cfg);
+    cfg.ucx_trusted_fabric = 1; /* loopback: the tests' own fabric */
     cfg.ucx_busy_poll = tn_ucx_busy_poll();
     cfg.nodes = addr_list;
     cfg.n_nodes = 2;
@@ -241,6 +244,7 @@ START_TEST(unreachable_node_is_a_clear_error)
 
     run_init(1, 1, 0);
     qdl_config_init(&cfg);
+    cfg.ucx_trusted_fabric = 1; /* loopback: the tests' own fabric */
     cfg.ucx_busy_poll = tn_ucx_busy_poll();
     cfg.nodes = bad;
     cfg.n_nodes = 1;

@@ -268,6 +268,7 @@ static const char *addr_of(int i, int port)
 static void config(qdl_config_t *cfg, const char **list, size_t n)
 {
     qdl_config_init(cfg);
+    cfg->ucx_trusted_fabric = 1; /* loopback: the tests' own fabric */
     cfg->nodes = list;
     cfg->n_nodes = n;
     cfg->on_complete = on_complete;

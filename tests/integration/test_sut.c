@@ -466,8 +466,8 @@ static void bad_msg(const void *hdr, size_t hlen, const void *data, size_t dlen,
 /* ucx:// only: messages a TCP byte stream cannot express. A header split that disagrees with the
  * frame header either way, data longer or shorter than announced (eager and rendezvous sizes:
  * refused before a byte of a rendezvous payload moves), an oversized frame announced in a
- * rendezvous message, and a message without its sender's endpoint (dropped and logged: the node
- * cannot tell whom to answer). */
+ * rendezvous message, headers shorter than a frame header or of garbage, and a message without
+ * its sender's endpoint (dropped and logged: the node cannot tell whom to answer). */
 START_TEST(bad_ucx_messages)
 {
     static uint8_t big[300 * 1024];
@@ -496,6 +496,17 @@ START_TEST(bad_ucx_messages)
                 "over the limit of 1048576");
         free(huge);
     }
+    /* Short and truncated frame headers, and a 16-byte header of garbage (issue 34). */
+    header(h, 1, CMN_MSG_QUERY, 0, 0, 0);
+    bad_msg(h, 8, NULL, 0, NSUT__ERROR_CODE__ERROR_PROTOCOL,
+            "8 header + 0 data bytes: its header is shorter than a frame header (16 bytes)");
+    bad_msg(h, 15, big, 100, NSUT__ERROR_CODE__ERROR_PROTOCOL,
+            "15 header + 100 data bytes: its header is shorter");
+    bad_msg(NULL, 0, h, CMN_FRAME_HEADER_SIZE, NSUT__ERROR_CODE__ERROR_PROTOCOL,
+            "0 header + 16 data bytes: its header is shorter");
+    memset(h, 0xa5, CMN_FRAME_HEADER_SIZE);
+    bad_msg(h, CMN_FRAME_HEADER_SIZE, NULL, 0, NSUT__ERROR_CODE__ERROR_PROTOCOL,
+            "frame header rejected: bad frame magic");
     /* Without the sender's endpoint: dropped, logged, and the connection still works. */
     connect_ready(&c, &bad_node);
     header(h, 1, CMN_MSG_PING, 0, 0, 0);

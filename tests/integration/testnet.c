@@ -75,7 +75,7 @@ int tn_spawn_port(tn_proc_t *p, const char *exe, const char *const *args, int po
     snprintf(port_path, sizeof(port_path), "%s/port", p->dir);
     snprintf(p->log_path, sizeof(p->log_path), "%s/log", p->dir);
     argv[n++] = exe;
-    for (i = 0; args && args[i] && n < 58; i++)
+    for (i = 0; args && args[i] && n < 57; i++)
         argv[n++] = args[i];
     snprintf(listen, sizeof(listen), "%s127.0.0.1:%d", tn_scheme(), port);
     argv[n++] = "--listen";
@@ -84,6 +84,8 @@ int tn_spawn_port(tn_proc_t *p, const char *exe, const char *const *args, int po
     argv[n++] = port_path;
     if (tn_ucx_busy_poll())
         argv[n++] = "--ucx-busy-poll";
+    if (tn_is_ucx())
+        argv[n++] = "--ucx-trusted-fabric"; /* loopback: the tests' own fabric */
     argv[n] = NULL;
     p->pid = fork();
     if (p->pid < 0)

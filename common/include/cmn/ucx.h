@@ -26,6 +26,21 @@
 #include <sys/socket.h>
 #include <uv.h>
 
+/* Why ucx:// is refused unless the operator says the fabric is trusted (sut-node and
+ * loadgen-node --ucx-trusted-fabric, qdl_config_t.ucx_trusted_fabric); the caller appends the
+ * option that accepts it.
+ * UCX 1.13.1 as distributions build it (assertions on) aborts the whole process on connection
+ * bytes it does not expect, before any of this code sees them: 16 bytes to a UCX listener
+ * (tcp_sockcm_ep.c:825, `offset <= length`), or 21 bytes (its magic number and an
+ * active-message header with a length over 64 KiB) to the port every UCX worker's TCP
+ * transport listens on, on every interface (tcp_ep.c:1404), listener or not. Nothing in front
+ * of UCX's own listener removes the second, so the transport is for trusted peers only. */
+#define CMN_UCX_UNTRUSTED_REASON                                                              \
+    "refused: UCX 1.13 aborts the whole process on malformed connection bytes from any peer " \
+    "that reaches its ports (its listener's and its TCP transport's, on every interface), "   \
+    "before this program can check them; use ucx:// only on a fabric where every host is "    \
+    "trusted, and say so with "
+
 typedef struct cmn_ucx cmn_ucx_t;
 typedef struct cmn_ucx_listener cmn_ucx_listener_t;
 typedef struct cmn_ucx_incoming cmn_ucx_incoming_t;

@@ -114,6 +114,13 @@ typedef struct {
      * (lowest latency, one core busy; needed for UCX shared memory). Default 0. */
     int ucx_busy_poll;
 
+    /* ucx:// nodes are refused unless this is 1: UCX 1.13 aborts the process on malformed
+     * connection bytes from any peer that reaches its ports (cmn/ucx.h,
+     * CMN_UCX_UNTRUSTED_REASON), so it is for a fabric where every host is trusted. Default 0;
+     * NSUT_UCX_TRUSTED_FABRIC=1 in the environment as a fallback, for a program embedding the
+     * QDL without an option for it. */
+    int ucx_trusted_fabric;
+
     /* tcp:// nodes (not TLS): 0 (the default) writes every frame from the loop thread. N > 0
      * gives each connection a write thread, and the frames of a loop turn that make at least N
      * bytes leave from it (smaller ones still leave at once from the loop thread). The kernel's
