@@ -769,29 +769,10 @@ END_TEST
 /* Runs sut-node with |args| and returns its exit status; its stderr goes to |errfile|. */
 static int run_cli(const char *const *args, const char *errfile)
 {
-    char cmd[2048];
-    size_t i, n;
-
-    n = (size_t)snprintf(cmd, sizeof(cmd), "%s", SUT_NODE_EXE);
-    for (i = 0; args[i]; i++)
-        n += (size_t)snprintf(cmd + n, sizeof(cmd) - n, " '%s'", args[i]);
-    snprintf(cmd + n, sizeof(cmd) - n, " >%s 2>&1", errfile);
-    return WEXITSTATUS(system(cmd));
+    return tn_run(SUT_NODE_EXE, args, errfile);
 }
 
-static int file_contains(const char *path, const char *needle)
-{
-    FILE *f = fopen(path, "r");
-    char buf[65536];
-    size_t n;
-
-    if (!f)
-        return 0;
-    n = fread(buf, 1, sizeof(buf) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return strstr(buf, needle) != NULL;
-}
+#define file_contains tn_file_contains
 
 START_TEST(command_line_and_config)
 {

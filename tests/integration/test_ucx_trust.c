@@ -14,35 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
-
-/* Runs |exe| with |args| and returns its exit status; stdout and stderr go to |out|. */
-static int run(const char *exe, const char *const *args, const char *out)
-{
-    char cmd[2048];
-    size_t i, n;
-
-    n = (size_t)snprintf(cmd, sizeof(cmd), "%s", exe);
-    for (i = 0; args[i]; i++)
-        n += (size_t)snprintf(cmd + n, sizeof(cmd) - n, " '%s'", args[i]);
-    snprintf(cmd + n, sizeof(cmd) - n, " >%s 2>&1", out);
-    return WEXITSTATUS(system(cmd));
-}
-
-static int file_contains(const char *path, const char *needle)
-{
-    FILE *f = fopen(path, "r");
-    char buf[65536];
-    size_t n;
-
-    if (!f)
-        return 0;
-    n = fread(buf, 1, sizeof(buf) - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return strstr(buf, needle) != NULL;
-}
 
 #define REASON "refused: UCX 1.13 aborts the whole process on malformed connection bytes"
 
@@ -62,20 +34,20 @@ START_TEST(sut_node_refuses_untrusted_ucx)
     close(mkstemp(out));
     snprintf(pf, sizeof(pf), "%s.port", out);
     /* No listener at all: nothing UCX owns is reachable, so no peer can abort the node. */
-    ck_assert_int_eq(run(SUT_NODE_EXE, ucx_only, out), 1);
-    ck_assert(file_contains(out, "--listen ucx://127.0.0.1:0: " REASON));
-    ck_assert(file_contains(out, "say so with --ucx-trusted-fabric"));
+    ck_assert_int_eq(tn_run(SUT_NODE_EXE, ucx_only, out), 1);
+    ck_assert(tn_file_contains(out, "--listen ucx://127.0.0.1:0: " REASON));
+    ck_assert(tn_file_contains(out, "say so with --ucx-trusted-fabric"));
     ck_assert_int_eq(access(pf, F_OK), -1);
     /* A tcp:// listener beside it does not start a half-configured node. */
-    ck_assert_int_eq(run(SUT_NODE_EXE, mixed, out), 1);
-    ck_assert(file_contains(out, "--listen ucx://127.0.0.1:0: " REASON));
+    ck_assert_int_eq(tn_run(SUT_NODE_EXE, mixed, out), 1);
+    ck_assert(tn_file_contains(out, "--listen ucx://127.0.0.1:0: " REASON));
     /* The config-file key takes 1 or 0 only. */
     close(mkstemp(conf));
     f = fopen(conf, "w");
     fprintf(f, "listen = ucx://127.0.0.1:0\nucx-trusted-fabric = yes\n");
     fclose(f);
-    ck_assert_int_eq(run(SUT_NODE_EXE, withconf, out), 2);
-    ck_assert(file_contains(out, "ucx-trusted-fabric 'yes': expected 1 or 0"));
+    ck_assert_int_eq(tn_run(SUT_NODE_EXE, withconf, out), 2);
+    ck_assert(tn_file_contains(out, "ucx-trusted-fabric 'yes': expected 1 or 0"));
     /* With the option (tn_spawn passes it on ucx://): it listens, says so, and serves. */
     ck_assert_int_eq(tn_spawn(&p, SUT_NODE_EXE, good), 0);
     ck_assert(tn_wait_log(&p, "--ucx-trusted-fabric: every host that reaches it is trusted", 5000));
@@ -134,8 +106,8 @@ START_TEST(qdl_refuses_untrusted_ucx)
     ck_assert_msg(strstr(err, "loadgen-node --ucx-trusted-fabric") != NULL, "%s", err);
     /* loadgen-node says the same and exits 3 (the QDL could not start), before a byte is sent. */
     close(mkstemp(out));
-    ck_assert_int_eq(run(LOADGEN_NODE_EXE, lg, out), 3);
-    ck_assert(file_contains(out, want));
+    ck_assert_int_eq(tn_run(LOADGEN_NODE_EXE, lg, out), 3);
+    ck_assert(tn_file_contains(out, want));
     /* The opt-ins: the configuration field, and the environment for a program embedding the QDL
      * without an option for it. */
     cfg.ucx_trusted_fabric = 1;

@@ -519,3 +519,29 @@ int tn_expect_error(tn_client_t *c, int timeout_ms)
         cmn_msg_free(m, NULL);
     }
 }
+
+int tn_run(const char *exe, const char *const *args, const char *out)
+{
+    char cmd[2048];
+    size_t i, n;
+
+    n = (size_t)snprintf(cmd, sizeof(cmd), "%s", exe);
+    for (i = 0; args[i]; i++)
+        n += (size_t)snprintf(cmd + n, sizeof(cmd) - n, " '%s'", args[i]);
+    snprintf(cmd + n, sizeof(cmd) - n, " >%s 2>&1", out);
+    return WEXITSTATUS(system(cmd));
+}
+
+int tn_file_contains(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    char buf[65536];
+    size_t n;
+
+    if (!f)
+        return 0;
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return strstr(buf, needle) != NULL;
+}

@@ -63,6 +63,13 @@ int tn_wait_log(const tn_proc_t *p, const char *needle, int timeout_ms);
 /* Removes the temp dir (call after tn_stop). */
 void tn_cleanup(tn_proc_t *p);
 
+/* Runs |exe| with |args| (NULL-terminated) to completion and returns its exit status; its stdout
+ * and stderr go to the file |out|. */
+int tn_run(const char *exe, const char *const *args, const char *out);
+
+/* Whether the file |path| contains |needle| (in its first 64 KiB). */
+int tn_file_contains(const char *path, const char *needle);
+
 /* Over tcp:// a socket; over ucx:// (NSUT_TEST_TRANSPORT=ucx) a UCX endpoint (tnucx.h): one
  * active message per frame, and tn_send_raw() bytes split into a message as a frame would be. */
 typedef struct {
