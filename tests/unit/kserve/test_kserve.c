@@ -50,26 +50,33 @@ static int parse_s(const char *json, size_t bin, size_t n, size_t *data, size_t 
 
 #define WRAP_BIG 18446 /* outputs of 1e15 bytes: 1.8446e19, just under 2^64 */
 
-/* The issue's attack: 18446 outputs of 10^15 bytes and one of 2^64 - 18446e15 - 4096 sum to
- * 2^64 - 4096, so an unchecked offset wraps to 4096 bytes before the binary part. */
-static char *wrap_json(size_t *len)
+/* The issue's attack: 18446 outputs of 10^15 bytes and one of 2^64 - 18446e15 - (|back| + the
+ * JSON header's length) bytes put "logits" at 2^64 - back - len, so an unchecked offset wraps to
+ * |back| bytes before the body; its size of back + 80 wraps the old end check (json_len + offset +
+ * size <= body) back to 80. The JSON header's length does not change with |back|'s digits here. */
+static char *wrap_json(uint64_t back, size_t *len)
 {
     const char one[] = "{\"parameters\":{\"binary_data_size\":1e15}},"; /* no name */
-    size_t cap = WRAP_BIG * (sizeof(one) - 1) + 256, k = 0, i;
+    size_t cap = WRAP_BIG * (sizeof(one) - 1) + 256, k = 0, i, pass;
     char *j = malloc(cap);
 
     ck_assert_ptr_nonnull(j);
-    k += (size_t)snprintf(j + k, cap - k, "{\"outputs\":[");
-    for (i = 0; i < WRAP_BIG; i++) {
-        memcpy(j + k, one, sizeof(one) - 1);
-        k += sizeof(one) - 1;
+    *len = 0;
+    for (pass = 0; pass < 2; pass++) { /* the second with the first's length */
+        k = (size_t)snprintf(j, cap, "{\"outputs\":[");
+        for (i = 0; i < WRAP_BIG; i++) {
+            memcpy(j + k, one, sizeof(one) - 1);
+            k += sizeof(one) - 1;
+        }
+        k += (size_t)snprintf(
+            j + k, cap - k,
+            "{\"name\":\"p\",\"parameters\":{\"binary_data_size\":%llu}},"
+            "{\"name\":\"logits\",\"parameters\":{\"binary_data_size\":%llu}}]}",
+            (unsigned long long)(0 - (uint64_t)WRAP_BIG * 1000000000000000ull - back - *len),
+            (unsigned long long)(back + 80));
+        ck_assert(pass == 0 || k == *len);
+        *len = k;
     }
-    k += (size_t)snprintf(
-        j + k, cap - k,
-        "{\"name\":\"p\",\"parameters\":{\"binary_data_size\":%llu}},"
-        "{\"name\":\"logits\",\"parameters\":{\"binary_data_size\":80}}]}",
-        (unsigned long long)(0 - (uint64_t)WRAP_BIG * 1000000000000000ull - 4096ull));
-    *len = k;
     return j;
 }
 
@@ -77,12 +84,14 @@ START_TEST(kserve_wrap_attack)
 {
     char err[300];
     size_t len, data = 7, per = 7, off = 7, size = 7;
-    char *j = wrap_json(&len);
+    char *j = wrap_json(4096, &len);
     uint64_t sum = (uint64_t)WRAP_BIG * 1000000000000000ull;
 
-    /* The sizes really wrap: the sum before "logits" is 2^64 - 4096 (mod 2^64). */
-    sum += 0 - (uint64_t)WRAP_BIG * 1000000000000000ull - 4096ull;
-    ck_assert_uint_eq(sum, UINT64_MAX - 4095);
+    /* The sizes really wrap: the sum before "logits" is 2^64 - 4096 - len (mod 2^64), and the
+     * old end check's sum is 80. */
+    sum += 0 - (uint64_t)WRAP_BIG * 1000000000000000ull - 4096 - len;
+    ck_assert_uint_eq(sum, 0 - 4096 - (uint64_t)len);
+    ck_assert_uint_eq(len + sum + 4096 + 80, 80);
     ck_assert_uint_lt(len, KS_MAX_JSON_HEADER);
     ck_assert_int_eq(parse(j, len, 80, 1, &data, &per, err, sizeof(err)), -EPROTO);
     ck_assert_str_eq(err, "output 0 (''): binary_data_size 1000000000000000 at offset 0 runs "
@@ -97,6 +106,12 @@ START_TEST(kserve_wrap_attack)
     ck_assert_str_eq(err, "output 1 (''): binary_data_size 1000000000000000 at offset "
                           "1000000000000000 runs past the 1000000000000080-byte binary part");
     ck_assert_uint_eq(off, 7);
+    free(j);
+    /* The variant the issue saw return 64 MiB of the node's heap as a result. */
+    j = wrap_json((uint64_t)64 << 20, &len);
+    ck_assert_int_eq(parse(j, len, 80, 1, &data, &per, err, sizeof(err)), -EPROTO);
+    ck_assert_str_eq(err, "output 0 (''): binary_data_size 1000000000000000 at offset 0 runs "
+                          "past the 80-byte binary part");
     free(j);
 
     /* Small sizes each inside the body whose sum is not. */
