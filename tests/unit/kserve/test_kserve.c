@@ -285,6 +285,10 @@ START_TEST(kserve_tensor)
                      -EPROTO);
     ck_assert_str_eq(err, "output 'logits': datatype FP32 and its shape make 0 bytes, "
                           "binary_data_size says 80");
+    ck_assert_int_eq(
+        tensor("\"datatype\":\"FP32\",\"shape\":[4294967296,4294967296,0]", 80, 80, err), -EPROTO);
+    ck_assert_str_eq(err, "output 'logits': datatype FP32 and its shape make 0 bytes, "
+                          "binary_data_size says 80");
     ck_assert_int_eq(tensor("\"datatype\":\"FP32\",\"shape\":[2,-10]", 80, 80, err), -EPROTO);
     ck_assert_str_eq(err,
                      "output 'logits': a shape dimension is not a whole number from 0 to 2^53");

@@ -199,10 +199,12 @@ static int check_tensor(const cJSON *o, const char *name, size_t sz, char *err, 
         else
             count *= u;
     }
-    if (zero)
+    if (zero) { /* a 0 anywhere makes 0, whatever the other dimensions */
         count = 0;
-    else if (over || count > UINT64_MAX / elem)
+        over = 0;
+    } else if (over || count > UINT64_MAX / elem) {
         over = 1;
+    }
     if (over || count * elem != sz) {
         char c[24];
         snprintf(c, sizeof(c), "%llu", (unsigned long long)(count * elem));
