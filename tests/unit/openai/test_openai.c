@@ -319,15 +319,16 @@ START_TEST(kserve_v2)
                         "\"name\":\"logits\",\"parameters\":{\"binary_data\":true}}]}");
     ck_assert_uint_eq(len, strlen(h));
     free(h);
-    ck_assert_int_eq(ks_response_output(resp, strlen(resp), "logits", &off, &size, err, 200), 0);
+    ck_assert_int_eq(ks_response_output(resp, strlen(resp), 88, "logits", &off, &size, err, 200),
+                     0);
     ck_assert_uint_eq(off, 8);
     ck_assert_uint_eq(size, 80);
-    ck_assert_int_lt(ks_response_output(resp, strlen(resp), "j", &off, &size, err, 200), 0);
-    ck_assert_int_lt(ks_response_output(resp, strlen(resp), "x", &off, &size, err, 200), 0);
+    ck_assert_int_lt(ks_response_output(resp, strlen(resp), 88, "j", &off, &size, err, 200), 0);
+    ck_assert_int_lt(ks_response_output(resp, strlen(resp), 88, "x", &off, &size, err, 200), 0);
     ck_assert_int_lt(
-        ks_response_output("{\"error\":\"bad shape\"}", 21, "x", &off, &size, err, 200), 0);
+        ks_response_output("{\"error\":\"bad shape\"}", 21, 0, "x", &off, &size, err, 200), 0);
     ck_assert_ptr_nonnull(strstr(err, "bad shape"));
-    ck_assert_int_lt(ks_response_output(resp, 20, "logits", &off, &size, err, 200), 0);
+    ck_assert_int_lt(ks_response_output(resp, 20, 88, "logits", &off, &size, err, 200), 0);
 }
 END_TEST
 

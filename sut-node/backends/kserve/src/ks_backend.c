@@ -19,9 +19,6 @@
 #    define EXPORT
 #endif
 
-#define HDR_NAME "Inference-Header-Content-Length:"
-#define MAX_JSON_HEADER (1u << 20)
-
 struct sut_backend {
     oai_http_t *http;
     ks_tensor_t t;
@@ -44,7 +41,7 @@ typedef struct {
     const char *headers[3];
     char *resp;
     size_t resp_len, resp_cap;
-    long json_len; /* from Inference-Header-Content-Length; -1 until seen */
+    long json_len; /* ks_header_length() of Inference-Header-Content-Length; -1 until seen */
     char err[300];
 } call_t;
 
@@ -128,31 +125,8 @@ static int ks_create(const sut_backend_config_t *cfg, sut_backend_t **out, char 
     b->t.input = b->input;
     b->t.output = b->output;
     b->t.datatype = b->datatype;
-    {
-        const char *p = shape;
-        b->sample_bytes = elem;
-        while (*p) {
-            char *end;
-            long long d;
-            errno = 0;
-            d = strtoll(p, &end, 10);
-            if (errno || end == p || d < 1 || d > (1ll << 31) || b->t.ndims == KS_MAX_DIMS ||
-                (*end && *end != ',')) {
-                snprintf(err, errlen,
-                         "option shape=%s: expected up to %d positive integers "
-                         "separated by commas",
-                         shape, KS_MAX_DIMS);
-                goto fail;
-            }
-            b->t.shape[b->t.ndims++] = d;
-            b->sample_bytes *= (size_t)d;
-            p = *end ? end + 1 : end;
-        }
-        if (b->t.ndims == 0) {
-            snprintf(err, errlen, "option shape is empty");
-            goto fail;
-        }
-    }
+    if (ks_parse_shape(shape, elem, &b->t, &b->sample_bytes, err, errlen) < 0)
+        goto fail;
     if (oai_opts_u("max_batch", opt(cfg, "max_batch"), 1, 65536, &u, err, errlen) < 0)
         goto fail;
     b->max_batch = (uint32_t)u;
@@ -225,18 +199,10 @@ static int ks_describe(sut_backend_t *b, sut_backend_info_t *info)
 static void on_header(oai_http_req_t *r, const char *line, size_t n)
 {
     call_t *c = (call_t *)r;
-    size_t hl = sizeof(HDR_NAME) - 1;
-    char num[24];
-    size_t i = hl, k = 0;
+    long v = ks_header_length(line, n);
 
-    if (n <= hl || strncasecmp(line, HDR_NAME, hl) != 0)
-        return;
-    while (i < n && line[i] == ' ')
-        i++;
-    while (i < n && k < sizeof(num) - 1 && line[i] >= '0' && line[i] <= '9')
-        num[k++] = line[i++];
-    num[k] = '\0';
-    c->json_len = k && k < 9 ? strtol(num, NULL, 10) : -2; /* -2: unreadable */
+    if (v != -1) /* a second, different value makes it unusable (-2) */
+        c->json_len = c->json_len == -1 || c->json_len == v ? v : -2;
 }
 
 static int on_data(oai_http_req_t *r, const char *p, size_t n)
@@ -285,24 +251,12 @@ static void on_done(oai_http_req_t *r, int status, const char *msg)
 {
     call_t *c = (call_t *)r;
     sut_backend_t *b = c->b;
-    size_t off = 0, size = 0, per, i, n = c->n;
+    size_t data = 0, per = 0, i, n = c->n;
     sut_result_t *res;
 
-    if (status == 0 && !c->err[0]) {
-        if (c->json_len < 0 || (size_t)c->json_len > c->resp_len ||
-            (size_t)c->json_len > MAX_JSON_HEADER)
-            snprintf(c->err, sizeof(c->err),
-                     "no usable Inference-Header-Content-Length (%ld, body %zu bytes): the "
-                     "server did not answer with the binary tensor extension",
-                     c->json_len, c->resp_len);
-        else if (ks_response_output(c->resp, (size_t)c->json_len, b->output, &off, &size, c->err,
-                                    sizeof(c->err)) == 0 &&
-                 ((size_t)c->json_len + off + size > c->resp_len || size % n != 0))
-            snprintf(c->err, sizeof(c->err),
-                     "output '%s' of %zu bytes at %zu does not fit the %zu-byte body or split "
-                     "into %zu samples",
-                     b->output, size, off, c->resp_len - (size_t)c->json_len, n);
-    }
+    if (status == 0 && !c->err[0])
+        ks_response_parse(c->resp, c->resp_len, c->json_len, b->output, n, &data, &per, c->err,
+                          sizeof(c->err));
     if (status != 0 || c->err[0]) {
         oai_logf(b->log, SUT_LOG_WARN, "kserve backend: batch of %zu failed: %s", n,
                  c->err[0] ? c->err : msg);
@@ -310,7 +264,6 @@ static void on_done(oai_http_req_t *r, int status, const char *msg)
         call_free(c);
         return;
     }
-    per = size / n;
     res = calloc(n, sizeof(*res));
     if (!res) {
         fail_all(c->batch, n, -ENOMEM);
@@ -319,7 +272,7 @@ static void on_done(oai_http_req_t *r, int status, const char *msg)
     }
     for (i = 0; i < n; i++) {
         res[i].index = i;
-        res[i].data = c->resp + c->json_len + off + i * per;
+        res[i].data = c->resp + data + i * per;
         res[i].size = per;
     }
     c->batch->complete(c->batch, res, n);
