@@ -463,7 +463,7 @@ START_TEST(finish_matches_full_generation)
         ck_assert_int_eq(lg__gen_next(&b.g, &sched, &n), 1);
         ck_assert_uint_eq(lg__gen_fill(&b.g, buf, 3), 3); /* part of the query only */
     }
-    lg__gen_finish(&b.g);
+    lg__gen_finish(&b.g, NULL);
     ck_assert_uint_eq(a.g.count, b.g.count);
     ck_assert_int_eq(a.g.ts, b.g.ts);
     ck_assert_uint_eq(a.seq, b.seq);
