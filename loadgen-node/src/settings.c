@@ -875,6 +875,14 @@ static int check_generated(const lg_test_settings_t *s, cmn_errbuf_t *eb)
     double lat = ss ? s->single_stream_expected_latency_ns : s->multi_stream_expected_latency_ns;
     double n = 2.0 * (double)s->min_duration_ms * 1e6 / lat;
 
+    /* Neither a duration nor a count: the performance run would issue nothing, INVALID. */
+    if (s->mode != LG_MODE_ACCURACY_ONLY && !s->performance_issue_unique &&
+        s->min_duration_ms == 0 && s->min_query_count == 0)
+        return cmn_errf(eb, CMN_ECONFIG,
+                        "min_duration_ms = 0 and min_query_count = 0: the performance run would "
+                        "issue no query; give one of them (--set, or the conf keys min_duration "
+                        "and min_query_count)");
+
     if (s->scenario != LG_SINGLE_STREAM && s->scenario != LG_MULTI_STREAM)
         return 0;
     if (n > LG_MAX_GENERATED)
