@@ -119,7 +119,8 @@ typedef enum {
 /* loadgen-node's checks of a conf file before lg_test_settings_from_config() reads it, for
  * mistakes the official reader passes over in silence. LG_CONF_USER: every line must be
  * `model.scenario.key = value` with a scenario name or '*', a key LoadGen reads, and a value that
- * is not negative; otherwise CMN_ECONFIG with "path:line: reason" in |eb|. Any kind: when no line
+ * is not negative; any kind: a known key's value within its range in the file's units (ms, %);
+ * otherwise CMN_ECONFIG with "path:line: reason" in |eb|. Any kind: when no line
  * names |model| (and, for a user.conf, some lines name other models), a warning goes into |msgs|,
  * since the run would silently use the '*' placeholders (Server target_qps 1.0). */
 int lg_conf_lint(const char *path, const char *model, lg_conf_kind_t kind, lg_msgs_t *msgs,

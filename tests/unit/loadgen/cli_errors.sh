@@ -79,6 +79,21 @@ expect 2 "server_target_qps = 1e-06: issuing min_query_count 100 queries would t
 expect 2 "server_target_qps = 0: must be a positive number" --scenario Server \
     --set server_target_qps=0 $qsl
 expect 2 "--spin-budget: '0' is not an integer from 1 to 100 %" --scenario Server --spin-budget 0 $qsl
+# Issue 34, item 12: values that killed, wrapped, spun or passed, each refused naming its range.
+expect 2 "--latency-intervals: '288230376151711744' is not an integer from 1 to 86400000 ms" \
+    --scenario SingleStream --latency-intervals 288230376151711744 $qsl
+expect 2 "--drain-timeout-ms: '18446744073710' is not an integer from 0 to 86400000 ms" \
+    --scenario SingleStream --drain-timeout-ms 18446744073710 $qsl
+expect 2 "single_stream_expected_latency_ns = 0: not a number from 1 to 86400000000000 ns" \
+    --scenario SingleStream --set single_stream_expected_latency_ns=0 $qsl
+expect 2 "server_target_latency_percentile = -1: not a number greater than 0 and less than 1" \
+    --scenario Server --set server_target_latency_percentile=-1 $qsl
+printf '*.SingleStream.target_latency_percentile = 100\n' > "$out/pct.conf"
+expect 2 "pct.conf:1: target_latency_percentile = 100: not a number greater than 0 and less than 100 %" \
+    --scenario SingleStream --model resnet50 --user-conf "$out/pct.conf" $qsl
+printf '*.*.min_duration = 18446744073709551616\n' > "$out/big.conf"
+expect 2 "big.conf:1: min_duration = 18446744073709551616: not a number from 0 to 604800000 ms" \
+    --scenario Offline --model resnet50 --user-conf "$out/big.conf" $qsl
 # A user.conf whose lines are all for another model: a warning, not a silent fallback.
 printf 'bert.Offline.target_qps = 100\n*.Offline.min_duration = 10\n' > "$out/other.conf"
 "$bin" --scenario Offline --model resnet50 --user-conf "$out/other.conf" $qsl \
