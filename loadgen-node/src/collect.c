@@ -185,7 +185,12 @@ int lg__collect(lg_run_t *run, const lg_effective_settings_t *s, const lg__issue
         snprintf(path, sizeof(path), "%s/%slatency_intervals%s.csv", run->ls->outdir,
                  run->ls->prefix, run->ls->suffix);
         iv.f = fopen(path, run->ivl_started ? "a" : "w");
-        iv.width_ns = (int64_t)run->ls->latency_interval_ms * 1000000;
+        /* At most a day (as --latency-intervals allows): a wider interval would wrap to 0 in ns
+         * and divide by it. */
+        iv.width_ns =
+            (int64_t)(run->ls->latency_interval_ms < 86400000u ? run->ls->latency_interval_ms
+                                                               : 86400000u) *
+            1000000;
         if (!iv.f)
             LG_DERR(&run->dlog, "error_runtime", "cannot write %s: %s", path, strerror(errno));
         else if (!run->ivl_started)

@@ -1,6 +1,7 @@
 #include "gen.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -147,7 +148,9 @@ int lg__gen_init(lg__gen_t *g, const lg_effective_settings_t *s, int accuracy,
     if (s->scenario == LG_SERVER)
         g->period_ns = 0;
     else
-        g->period_ns = (int64_t)((1.0 / s->target_qps) * 1e9);
+        /* At least 1 ns, so that the schedule always advances; at most a day (the settings'
+         * ranges keep it there; this keeps the conversion defined whatever comes in). */
+        g->period_ns = (int64_t)fmin(fmax((1.0 / s->target_qps) * 1e9, 1.0), 8.64e13);
 
     /* Equal issue pads to whole permutations of the loaded set. */
     if (!accuracy && g->ei) {
@@ -302,11 +305,16 @@ int lg__gen_next(lg__gen_t *g, int64_t *sched_ns, uint64_t *n)
     return 1;
 }
 
-void lg__gen_finish(lg__gen_t *g)
+int lg__gen_finish(lg__gen_t *g, int (*stop)(void))
 {
     int64_t sched;
-    uint64_t n;
+    uint64_t n, k = 0;
 
     while (lg__gen_next(g, &sched, &n)) {
+        /* Settings the checks let through could still make this loop long: it stays
+         * interruptible (a poll every 65536 queries costs nothing measurable). */
+        if ((++k & 0xffffu) == 0 && stop && stop())
+            return 1;
     }
+    return 0;
 }

@@ -82,8 +82,9 @@ int lg__gen_next(lg__gen_t *g, int64_t *sched_ns, uint64_t *n);
  * their sequence ids are consecutive from *g->seq as it was before the call. Returns the count. */
 size_t lg__gen_fill(lg__gen_t *g, uint32_t *idx, size_t max);
 
-/* Runs the official loop to its end without producing samples (see above). */
-void lg__gen_finish(lg__gen_t *g);
+/* Runs the official loop to its end without producing samples (see above), polling |stop| (may be
+ * NULL) now and then: 1 when it returned non-zero and the loop was left unfinished, else 0. */
+int lg__gen_finish(lg__gen_t *g, int (*stop)(void));
 
 void lg__gen_free(lg__gen_t *g);
 

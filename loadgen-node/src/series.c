@@ -208,7 +208,8 @@ int lg__series_run(lg_run_t *run, const lg_effective_settings_t *s, int accuracy
 
     /* The official loop runs to its end before issuing; run it now for the counters and the
      * generated_* values. */
-    lg__gen_finish(&g);
+    if (lg__gen_finish(&g, lg__interrupted) && !interrupted)
+        interrupted = lg__interrupted();
     LG_DU64(&run->dlog, "generated_query_count", g.count);
     LG_DU64(&run->dlog, "generated_samples_per_query", g.spq);
     LG_DI64(&run->dlog, "generated_query_duration", g.ts);

@@ -1,9 +1,13 @@
 #include "lg/settings.h"
 
+#include "cmn/conf.h"
+
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -415,6 +419,297 @@ out:
     return rc;
 }
 
+/* ---- ranges (loadgen-node's own checks: values the scheduler cannot run with) -------------- */
+
+/* A latency or duration beyond these is a mistake, and a larger one could wrap the ns arithmetic
+ * (a day in ns is 8.64e13, far from INT64_MAX). A sample index has 31 bits. */
+#define NS_MAX 8.64e13
+#define MS_DAY 8.64e7
+#define MS_WEEK 6.048e8
+#define IDX_MAX 2147483647.0
+#define U64_ALL 18446744073709551615.0
+
+typedef enum { F_DOUBLE, F_U64, F_BOOL, F_INT } ftype_t;
+
+/* A TestSettings field that --set can reach, by its official name, with the values it may take:
+ * [lo, hi], or (lo, hi) on a side marked open. */
+typedef struct {
+    const char *name;
+    ftype_t type;
+    size_t off;
+    double lo, hi;
+    bool lo_open, hi_open;
+    const char *unit;
+    const char *conf; /* the conf key that also sets it, for the message */
+} field_t;
+
+#define FIELD(n, t, l, h, lopen, hopen, u, c)                                            \
+    {                                                                                    \
+        .name = #n, .type = t, .off = offsetof(lg_test_settings_t, n), .lo = l, .hi = h, \
+        .lo_open = lopen, .hi_open = hopen, .unit = u, .conf = c                         \
+    }
+#define PCT(n, c) FIELD(n, F_DOUBLE, 0, 1, true, true, "", c " (in %)")
+#define BOOLF(n, c) FIELD(n, F_BOOL, 0, 1, false, false, "", c)
+
+static const field_t fields[] = {
+    FIELD(single_stream_expected_latency_ns, F_DOUBLE, 1, NS_MAX, false, false, " ns",
+          "SingleStream target_latency (in ms)"),
+    PCT(single_stream_target_latency_percentile, "SingleStream target_latency_percentile"),
+    FIELD(multi_stream_expected_latency_ns, F_DOUBLE, 1, NS_MAX, false, false, " ns",
+          "MultiStream target_latency (in ms)"),
+    PCT(multi_stream_target_latency_percentile, "MultiStream target_latency_percentile"),
+    FIELD(multi_stream_samples_per_query, F_U64, 1, 1e6, false, false, "", "samples_per_query"),
+    FIELD(server_target_qps, F_DOUBLE, 0, 1e9, true, false, "", "Server target_qps"),
+    /* 0 in the official mlperf.conf for the models bound by ttft/tpot. */
+    FIELD(server_target_latency_ns, F_U64, 0, NS_MAX, false, false, " ns",
+          "Server target_latency (in ms)"),
+    PCT(server_target_latency_percentile, "Server target_latency_percentile"),
+    BOOLF(server_coalesce_queries, "coalesce_queries"),
+    FIELD(server_find_peak_qps_decimals_of_precision, F_INT, 0, 10, false, false, "", NULL),
+    FIELD(server_find_peak_qps_boundary_step_size, F_DOUBLE, 0, 1e9, true, false, "", NULL),
+    FIELD(server_max_async_queries, F_U64, 0, 2147483647.0, false, false, "", "max_async_queries"),
+    FIELD(offline_expected_qps, F_DOUBLE, 0, 1e9, true, false, "", "Offline target_qps"),
+    BOOLF(sample_concatenate_permutation, "sample_concatenate_permutation"),
+    FIELD(min_duration_ms, F_U64, 0, MS_WEEK, false, false, " ms", "min_duration"),
+    FIELD(max_duration_ms, F_U64, 0, MS_WEEK, false, false, " ms", "max_duration"),
+    FIELD(min_query_count, F_U64, 0, 1e9, false, false, "", "min_query_count"),
+    FIELD(max_query_count, F_U64, 0, 1e12, false, false, "", "max_query_count"),
+    FIELD(qsl_rng_seed, F_U64, 0, U64_ALL, false, false, "", "qsl_rng_seed"),
+    FIELD(sample_index_rng_seed, F_U64, 0, U64_ALL, false, false, "", "sample_index_rng_seed"),
+    FIELD(schedule_rng_seed, F_U64, 0, U64_ALL, false, false, "", "schedule_rng_seed"),
+    FIELD(accuracy_log_rng_seed, F_U64, 0, U64_ALL, false, false, "", "accuracy_log_rng_seed"),
+    FIELD(accuracy_log_probability, F_DOUBLE, 0, 1, false, false, "",
+          "accuracy_log_probability (in %)"),
+    FIELD(accuracy_log_sampling_target, F_U64, 0, 1e9, false, false, "",
+          "accuracy_log_sampling_target"),
+    BOOLF(print_timestamps, "print_timestamps"),
+    BOOLF(performance_issue_unique, "performance_issue_unique"),
+    BOOLF(performance_issue_same, "performance_issue_same"),
+    FIELD(performance_issue_same_index, F_U64, 0, IDX_MAX, false, false, "",
+          "performance_issue_same_index"),
+    FIELD(performance_sample_count_override, F_U64, 0, IDX_MAX, false, false, "",
+          "performance_sample_count_override"),
+    FIELD(accuracy_sample_count_override, F_U64, 0, IDX_MAX, false, false, "",
+          "accuracy_sample_count_override"),
+    BOOLF(use_token_latencies, "use_token_latencies"),
+    FIELD(server_ttft_latency, F_U64, 1, NS_MAX, false, false, " ns", "ttft_latency (in ms)"),
+    FIELD(server_tpot_latency, F_U64, 1, NS_MAX, false, false, " ns", "tpot_latency (in ms)"),
+    BOOLF(infer_token_latencies, "infer_token_latencies"),
+    FIELD(token_latency_scaling_factor, F_U64, 0, 1e6, false, false, "",
+          "token_latency_scaling_factor"),
+};
+
+#define N_FIELDS (sizeof(fields) / sizeof(fields[0]))
+
+/* A conf key with the values its line may hold, in the file's own units (ms, %). Integer keys
+ * are read by the official reader with strtoull, double ones with strtod. */
+typedef struct {
+    const char *key;
+    bool integer;
+    double lo, hi;
+    bool lo_open, hi_open;
+    const char *unit;
+} conf_range_t;
+
+static const conf_range_t conf_ranges[] = {
+    {"accuracy_log_probability", false, 0, 100, false, false, " %"},
+    {"accuracy_log_rng_seed", true, 0, U64_ALL, false, false, ""},
+    {"accuracy_log_sampling_target", true, 0, 1e9, false, false, ""},
+    {"accuracy_sample_count_override", true, 0, IDX_MAX, false, false, ""},
+    {"coalesce_queries", true, 0, 1, false, false, ""},
+    {"infer_token_latencies", true, 0, 1, false, false, ""},
+    {"max_async_queries", true, 0, 2147483647.0, false, false, ""},
+    {"max_duration", true, 0, MS_WEEK, false, false, " ms"},
+    {"max_query_count", true, 0, 1e12, false, false, ""},
+    {"min_duration", true, 0, MS_WEEK, false, false, " ms"},
+    {"min_query_count", true, 0, 1e9, false, false, ""},
+    {"mode", true, 0, 3, false, false, ""},
+    {"performance_issue_same", true, 0, 1, false, false, ""},
+    {"performance_issue_same_index", true, 0, IDX_MAX, false, false, ""},
+    {"performance_issue_unique", true, 0, 1, false, false, ""},
+    {"performance_sample_count_override", true, 0, IDX_MAX, false, false, ""},
+    {"print_timestamps", true, 0, 1, false, false, ""},
+    {"qsl_rng_seed", true, 0, U64_ALL, false, false, ""},
+    {"sample_concatenate_permutation", true, 0, 1, false, false, ""},
+    {"sample_index_rng_seed", true, 0, U64_ALL, false, false, ""},
+    {"samples_per_query", true, 1, 1e6, false, false, ""},
+    {"schedule_rng_seed", true, 0, U64_ALL, false, false, ""},
+    {"target_duration", true, 0, MS_WEEK, false, false, " ms"},
+    /* 0 is Server's "no end-to-end bound" (mlperf.conf); SingleStream and MultiStream refuse it
+     * in lg_test_settings_check, where the scenario is known. */
+    {"target_latency", false, 0, MS_DAY, false, false, " ms"},
+    {"target_latency_percentile", false, 0, 100, true, true, " %"},
+    {"target_qps", false, 0, 1e9, true, false, ""},
+    {"test05", true, 0, 1, false, false, ""},
+    {"test05_qsl_rng_seed", true, 0, U64_ALL, false, false, ""},
+    {"test05_sample_index_rng_seed", true, 0, U64_ALL, false, false, ""},
+    {"test05_schedule_rng_seed", true, 0, U64_ALL, false, false, ""},
+    {"token_latency_scaling_factor", true, 0, 1e6, false, false, ""},
+    {"tpot_latency", true, 1, MS_DAY, false, false, " ms"},
+    {"ttft_latency", true, 1, MS_DAY, false, false, " ms"},
+    {"use_token_latencies", true, 0, 1, false, false, ""},
+};
+
+#define N_CONF_RANGES (sizeof(conf_ranges) / sizeof(conf_ranges[0]))
+
+static bool in_range(double v, double lo, double hi, bool lo_open, bool hi_open)
+{
+    return (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+}
+
+/* "from 1 to 8.64e+13 ns", "greater than 0 and less than 1". */
+static const char *range_text(char *buf, size_t n, double lo, double hi, bool lo_open, bool hi_open,
+                              const char *unit)
+{
+    snprintf(buf, n, "%s %.17g %s %.17g%s", lo_open ? "greater than" : "from", lo,
+             hi_open ? "and less than" : (lo_open ? "and at most" : "to"), hi, unit);
+    return buf;
+}
+
+static const conf_range_t *conf_range(const char *key)
+{
+    size_t i;
+
+    for (i = 0; i < N_CONF_RANGES; i++)
+        if (strcmp(conf_ranges[i].key, key) == 0)
+            return &conf_ranges[i];
+    return NULL;
+}
+
+/* A conf line's value against its key's range. 0 or CMN_ECONFIG naming path:line, key, value. */
+static int check_conf_value(const char *path, int lineno, const char *key, const char *value,
+                            cmn_errbuf_t *eb)
+{
+    const conf_range_t *r = conf_range(key);
+    char rt[128];
+    uint64_t u;
+    double d;
+    bool ok;
+
+    if (!r)
+        return 0;
+    if (r->integer && cmn_parse_u64(value, &u) == 0)
+        ok = in_range((double)u, r->lo, r->hi, r->lo_open, r->hi_open) &&
+             (r->hi >= U64_ALL || u <= (uint64_t)r->hi);
+    else
+        /* An integer key written as a double ("600000.0") is read by strtoull up to the point;
+         * 2^64 and more do not fit any integer key. */
+        ok = cmn_parse_double(value, &d) == 0 && d < 18446744073709551616.0 &&
+             in_range(d, r->lo, r->hi, r->lo_open, r->hi_open);
+    if (!ok)
+        return cmn_errf(eb, CMN_ECONFIG, "%s:%d: %s = %s: not a number %s", path, lineno, key,
+                        value,
+                        range_text(rt, sizeof(rt), r->lo, r->hi, r->lo_open, r->hi_open, r->unit));
+    return 0;
+}
+
+static const field_t *find_field(const char *name, size_t len)
+{
+    size_t i;
+
+    for (i = 0; i < N_FIELDS; i++)
+        if (strlen(fields[i].name) == len && strncmp(fields[i].name, name, len) == 0)
+            return &fields[i];
+    return NULL;
+}
+
+static double field_value(const lg_test_settings_t *s, const field_t *f)
+{
+    const char *p = (const char *)s + f->off;
+    double d;
+    uint64_t u;
+    int i;
+    bool b;
+
+    switch (f->type) {
+    case F_DOUBLE:
+        memcpy(&d, p, sizeof(d));
+        return d;
+    case F_U64:
+        memcpy(&u, p, sizeof(u));
+        return (double)u;
+    case F_INT:
+        memcpy(&i, p, sizeof(i));
+        return i;
+    case F_BOOL:
+        memcpy(&b, p, sizeof(b));
+        return b;
+    }
+    return 0;
+}
+
+static int field_error(const field_t *f, const char *value, cmn_errbuf_t *eb)
+{
+    char rt[128];
+
+    return cmn_errf(eb, CMN_ECONFIG, "%s = %s: not %s %s (--set %s%s%s)", f->name, value,
+                    f->type == F_DOUBLE ? "a number" : "an integer",
+                    range_text(rt, sizeof(rt), f->lo, f->hi, f->lo_open, f->hi_open, f->unit),
+                    f->name, f->conf ? ", or the conf key " : "", f->conf ? f->conf : "");
+}
+
+int lg_test_settings_set(lg_test_settings_t *s, const char *kv, cmn_errbuf_t *eb)
+{
+    const char *eq = strchr(kv, '='), *v;
+    const field_t *f;
+    char *p;
+    uint64_t u;
+    double d;
+    int b;
+
+    if (!eq)
+        return cmn_errf(eb, CMN_ECONFIG, "--set %s: expected FIELD=VALUE", kv);
+    f = find_field(kv, (size_t)(eq - kv));
+    if (!f)
+        return cmn_errf(eb, CMN_ECONFIG, "--set %.*s: no TestSettings field of that name",
+                        (int)(eq - kv), kv);
+    v = eq + 1;
+    p = (char *)s + f->off;
+    switch (f->type) {
+    case F_DOUBLE:
+        /* The range is lg_test_settings_check's, on the values of every source. */
+        if (cmn_parse_double(v, &d) < 0)
+            return cmn_errf(eb, CMN_ECONFIG, "--set %s: '%s' is not a number", f->name, v);
+        memcpy(p, &d, sizeof(d));
+        return 0;
+    case F_U64:
+    case F_INT:
+        /* A sign, junk or an overflow here; an int out of range before it is truncated. */
+        if (cmn_parse_u64(v, &u) < 0 || (f->type == F_INT && u > (uint64_t)f->hi))
+            return field_error(f, v, eb);
+        if (f->type == F_INT) {
+            b = (int)u;
+            memcpy(p, &b, sizeof(b));
+        } else {
+            memcpy(p, &u, sizeof(u));
+        }
+        return 0;
+    case F_BOOL: {
+        bool bv;
+
+        if (cmn_parse_bool(v, &b) < 0)
+            return cmn_errf(eb, CMN_ECONFIG, "--set %s: '%s' is not a boolean (0/1)", f->name, v);
+        bv = b != 0;
+        memcpy(p, &bv, sizeof(bv));
+        return 0;
+    }
+    }
+    return 0;
+}
+
+void lg_settings_keys_print(FILE *out)
+{
+    size_t i;
+
+    for (i = 0; i < N_FIELDS; i++)
+        fprintf(out, "set %s %s\n", fields[i].name,
+                fields[i].type == F_DOUBLE ? "double"
+                : fields[i].type == F_BOOL ? "bool"
+                                           : "int");
+    for (i = 0; i < N_CONF_RANGES; i++)
+        fprintf(out, "conf %s %s\n", conf_ranges[i].key, conf_ranges[i].integer ? "int" : "double");
+}
+
 /* ---- conf lint (loadgen-node's own checks, beyond the official reader) ------------------- */
 
 /* Every key the official reader looks up (and target_duration, which mlperf.conf carries). */
@@ -493,7 +788,7 @@ static int lint_line(const char *path, int lineno, char *key, const char *value,
                         "%s:%d: %s = %s: a negative value (durations, counts, latencies and "
                         "rates are at least 0)",
                         path, lineno, d2 + 1, value);
-    return 0;
+    return check_conf_value(path, lineno, d2 + 1, value, eb);
 }
 
 int lg_conf_lint(const char *path, const char *model, lg_conf_kind_t kind, lg_msgs_t *msgs,
@@ -526,8 +821,14 @@ int lg_conf_lint(const char *path, const char *model, lg_conf_kind_t kind, lg_ms
                                          mlen ? ", " : "", (int)(dot - key), key);
             }
         }
-        if (kind != LG_CONF_USER)
+        if (kind != LG_CONF_USER) {
+            /* mlperf.conf is read unchanged, but a value out of its key's range is refused. */
+            const char *k = strrchr(key, '.');
+
+            if (val && k)
+                rc = check_conf_value(path, lineno, k + 1, val, eb);
             continue;
+        }
         if (!val)
             rc = cmn_errf(eb, CMN_ECONFIG,
                           "%s:%d: '%s' has no ' = value' (spaces around '=' are required; "
@@ -546,7 +847,8 @@ int lg_conf_lint(const char *path, const char *model, lg_conf_kind_t kind, lg_ms
     return rc;
 }
 
-int lg_test_settings_check(const lg_test_settings_t *s, cmn_errbuf_t *eb)
+/* The Server rate the run will use, with the messages it had before the ranges. */
+static int check_server_qps(const lg_test_settings_t *s, cmn_errbuf_t *eb)
 {
     double q = s->server_target_qps, n = s->min_query_count ? (double)s->min_query_count : 1;
 
@@ -560,6 +862,57 @@ int lg_test_settings_check(const lg_test_settings_t *s, cmn_errbuf_t *eb)
                         "%.3g s, more than the limit of %d s (7 days); raise the QPS",
                         q, n, n / q, LG_MAX_EXPECTED_RUN_S);
     return 0;
+}
+
+/* SingleStream and MultiStream generate queries for twice min_duration at one per expected
+ * latency (the official loop, run to its end after the series): a latency of 1 ns over a week
+ * would be 1.2e15 iterations. */
+#define LG_MAX_GENERATED 1e9
+
+static int check_generated(const lg_test_settings_t *s, cmn_errbuf_t *eb)
+{
+    int ss = s->scenario == LG_SINGLE_STREAM;
+    double lat = ss ? s->single_stream_expected_latency_ns : s->multi_stream_expected_latency_ns;
+    double n = 2.0 * (double)s->min_duration_ms * 1e6 / lat;
+
+    /* Neither a duration nor a count: the performance run would issue nothing, INVALID. */
+    if (s->mode != LG_MODE_ACCURACY_ONLY && !s->performance_issue_unique &&
+        s->min_duration_ms == 0 && s->min_query_count == 0)
+        return cmn_errf(eb, CMN_ECONFIG,
+                        "min_duration_ms = 0 and min_query_count = 0: the performance run would "
+                        "issue no query; give one of them (--set, or the conf keys min_duration "
+                        "and min_query_count)");
+
+    if (s->scenario != LG_SINGLE_STREAM && s->scenario != LG_MULTI_STREAM)
+        return 0;
+    if (n > LG_MAX_GENERATED)
+        return cmn_errf(eb, CMN_ECONFIG,
+                        "%s_stream_expected_latency_ns = %g with min_duration_ms = %" PRIu64
+                        ": %.3g queries to generate, more than the limit of %.0f; raise the "
+                        "expected latency (target_latency) or lower the duration",
+                        ss ? "single" : "multi", lat, s->min_duration_ms, n, LG_MAX_GENERATED);
+    return 0;
+}
+
+int lg_test_settings_check(const lg_test_settings_t *s, cmn_errbuf_t *eb)
+{
+    size_t i;
+    int rc = check_server_qps(s, eb);
+
+    for (i = 0; rc == 0 && i < N_FIELDS; i++) {
+        const field_t *f = &fields[i];
+        double v = field_value(s, f);
+        char text[40];
+
+        /* NaN fails every comparison, so it is out of every range. */
+        if (!in_range(v, f->lo, f->hi, f->lo_open, f->hi_open)) {
+            snprintf(text, sizeof(text), "%.17g", v);
+            rc = field_error(f, text, eb);
+        }
+    }
+    if (rc == 0)
+        rc = check_generated(s, eb);
+    return rc;
 }
 
 /* ---- effective settings -------------------------------------------------------------------- */

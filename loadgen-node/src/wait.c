@@ -66,7 +66,12 @@ void lg__wait_query(lg_run_t *run)
  * LG_INTERRUPT_DRAIN_MS once the run is interrupted. Returns 0 if they all came, 1 if not. */
 int lg__wait_total(lg_run_t *run, uint64_t target, uint64_t timeout_ms)
 {
-    uint64_t deadline = timeout_ms ? cmn_now_ns() + timeout_ms * 1000000u : 0;
+    uint64_t now0 = cmn_now_ns();
+    /* Saturating: a timeout too long for ns arithmetic waits for ever, not 0.1 s (issue 34). */
+    uint64_t deadline = !timeout_ms ? 0
+                        : timeout_ms > (UINT64_MAX - now0) / 1000000u
+                            ? UINT64_MAX
+                            : now0 + timeout_ms * 1000000u;
     int timed_out = 0, draining = 0;
 
     if (atomic_load(&run->completed) >= target)

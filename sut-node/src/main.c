@@ -11,7 +11,9 @@
 #include "cmn/log.h"
 #include "cmpr/cmpr.h"
 
+#include <inttypes.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +96,101 @@ static const opt_doc_t options[] = {
     {"help", NULL, "print this help and exit"},
 };
 
+/* The numeric options: where each is stored, how it is written (an integer, or a byte count with
+ * a K, M or G suffix) and the values it may take, so that one parser refuses junk, a sign,
+ * trailing characters, overflow and values out of range alike, naming the option, the value and
+ * the range (exit 2). A time beyond a day is a mistake, and ns arithmetic stays far from
+ * wrapping; thread and connection counts stay below what a host can create. */
+typedef struct {
+    const char *name;
+    size_t off;
+    size_t width; /* sizeof the field: 4 or 8 */
+    int size_suffix;
+    uint64_t min, max;
+    const char *unit; /* " ms", " us", " bytes" or "" */
+    const char *why;  /* NULL, or what the smallest refused value would do */
+} num_opt_t;
+
+#define NUM(n, f, sz, lo, hi, u, w)                                                \
+    {                                                                              \
+        n, offsetof(sut_opts_t, f), sizeof(((sut_opts_t *)0)->f), sz, lo, hi, u, w \
+    }
+#define DAY_MS 86400000u
+#define COUNT_MAX 65536u
+
+static const num_opt_t num_opts[] = {
+    NUM("max-batch", max_batch, 0, 1, COUNT_MAX, "", NULL),
+    NUM("max-batch-bytes", max_batch_bytes, 1, 1, 1ull << 34, " bytes", NULL),
+    NUM("max-wait-us", max_wait_us, 0, 0, 1000000u, " us", NULL),
+    NUM("workers", workers, 0, 0, 1024, "", NULL),
+    NUM("threads", threads, 0, 0, 1024, "", NULL),
+    NUM("max-frame", max_frame, 1, CMN_FRAME_PREAUTH_MAX, CMN_FRAME_ABS_MAX, " bytes", NULL),
+    NUM("max-connections", max_connections, 0, 1, COUNT_MAX, "",
+        "0: the node would refuse every client"),
+    NUM("max-conn-per-peer", max_conn_per_peer, 0, 1, COUNT_MAX, "",
+        "0: the node would refuse every client"),
+    NUM("max-preauth", max_preauth, 0, 1, COUNT_MAX, "", "0: the node would refuse every client"),
+    NUM("memory-budget", memory_budget, 1, 16u << 20, 1ull << 44, " bytes", NULL),
+    NUM("max-inflight", max_inflight, 0, 1, 1u << 20, "", NULL),
+    NUM("handshake-timeout-ms", handshake_timeout_ms, 0, 1, DAY_MS, " ms",
+        "0: every connection would time out before its Hello"),
+    NUM("frame-timeout-ms", frame_timeout_ms, 0, 1, DAY_MS, " ms",
+        "0: every partly received frame would time out"),
+    NUM("idle-timeout-ms", idle_timeout_ms, 0, 1, DAY_MS, " ms", NULL),
+    NUM("write-timeout-ms", write_timeout_ms, 0, 1, DAY_MS, " ms", NULL),
+    NUM("drain-timeout-ms", drain_timeout_ms, 0, 0, DAY_MS, " ms", NULL),
+    NUM("heartbeat-ms", heartbeat_ms, 0, 0, DAY_MS, " ms", NULL),
+    NUM("response-hold-us", response_hold_us, 0, 0, 1000000u, " us", NULL),
+    NUM("seed", seed, 0, 0, UINT64_MAX, "", NULL),
+};
+
+static const num_opt_t *find_num(const char *name)
+{
+    size_t i;
+
+    for (i = 0; i < sizeof(num_opts) / sizeof(num_opts[0]); i++)
+        if (strcmp(num_opts[i].name, name) == 0)
+            return &num_opts[i];
+    return NULL;
+}
+
+static int set_num(sut_opts_t *o, const num_opt_t *n, const char *v, cmn_errbuf_t *eb)
+{
+    uint64_t u;
+    uint32_t u32;
+    int rc = n->size_suffix ? cmn_parse_size(v, &u) : cmn_parse_u64(v, &u);
+
+    if (rc < 0 || u < n->min || u > n->max)
+        return cmn_errf(
+            eb, CMN_ECONFIG, "--%s: '%s' is not %s from %" PRIu64 " to %" PRIu64 "%s%s%s%s",
+            n->name, v, n->size_suffix ? "a byte count (K, M, G suffixes)" : "an integer", n->min,
+            n->max, n->unit, n->why ? " (" : "", n->why ? n->why : "", n->why ? ")" : "");
+    if (n->width == sizeof(u32)) {
+        u32 = (uint32_t)u; /* every 4-byte field's max fits */
+        memcpy((char *)o + n->off, &u32, sizeof(u32));
+    } else {
+        memcpy((char *)o + n->off, &u, sizeof(u));
+    }
+    return 0;
+}
+
+/* --list-options (not in --help: for tests that walk every option): "option NAME KIND MIN MAX" a
+ * line, KIND int, size, flag or string. */
+static void list_options(FILE *f)
+{
+    size_t i;
+
+    for (i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
+        const num_opt_t *n = find_num(options[i].name);
+
+        fprintf(f, "option %s %s %" PRIu64 " %" PRIu64 "\n", options[i].name,
+                n                ? (n->size_suffix ? "size" : "int")
+                : options[i].arg ? "string"
+                                 : "flag",
+                n ? n->min : 0, n ? n->max : 0);
+    }
+}
+
 static void usage(FILE *f)
 {
     size_t i;
@@ -115,20 +212,14 @@ static void usage(FILE *f)
 }
 
 /* Strings from argv or the config file live until exit: the config file's are duplicated. */
-static int set_u32(const char *v, uint32_t *out)
-{
-    uint64_t u;
-    if (cmn_parse_u64(v, &u) < 0 || u > UINT32_MAX)
-        return CMN_ECONFIG;
-    *out = (uint32_t)u;
-    return 0;
-}
-
 static int apply(sut_opts_t *o, const char *name, const char *v, cmn_errbuf_t *eb)
 {
     int rc = 0;
     cmn_log_level_t lvl;
+    const num_opt_t *n = find_num(name);
 
+    if (n)
+        return set_num(o, n, v, eb);
     if (strcmp(name, "listen") == 0) {
         if (o->n_listen == SUT_MAX_LISTEN)
             return cmn_errf(eb, CMN_ECONFIG, "--listen: at most %d addresses", SUT_MAX_LISTEN);
@@ -154,71 +245,8 @@ static int apply(sut_opts_t *o, const char *name, const char *v, cmn_errbuf_t *e
         o->opt_values[o->n_opts++] = eq + 1;
     } else if (strcmp(name, "device") == 0) {
         o->device = v;
-    } else if (strcmp(name, "max-batch") == 0) {
-        rc = set_u32(v, &o->max_batch);
-        if (rc == 0 && o->max_batch == 0)
-            rc = CMN_ECONFIG;
-    } else if (strcmp(name, "max-batch-bytes") == 0) {
-        rc = cmn_parse_size(v, &o->max_batch_bytes);
-    } else if (strcmp(name, "max-wait-us") == 0) {
-        rc = cmn_parse_u64(v, &o->max_wait_us);
-    } else if (strcmp(name, "workers") == 0) {
-        rc = set_u32(v, &o->workers);
-    } else if (strcmp(name, "threads") == 0) {
-        rc = set_u32(v, &o->threads);
     } else if (strcmp(name, "result-codec") == 0) {
         rc = cmpr_codec_parse(v, &o->result_codec);
-    } else if (strcmp(name, "max-frame") == 0) {
-        rc = cmn_parse_size(v, &o->max_frame);
-        if (rc == 0 && (o->max_frame < CMN_FRAME_PREAUTH_MAX || o->max_frame > CMN_FRAME_ABS_MAX))
-            return cmn_errf(eb, CMN_ECONFIG, "--max-frame %s: must be between 16K and 4G-1", v);
-    } else if (strcmp(name, "max-connections") == 0) {
-        rc = set_u32(v, &o->max_connections);
-        if (rc == 0 && o->max_connections == 0)
-            return cmn_errf(eb, CMN_ECONFIG,
-                            "--max-connections 0: the node would refuse every "
-                            "client; give at least 1");
-    } else if (strcmp(name, "max-conn-per-peer") == 0) {
-        rc = set_u32(v, &o->max_conn_per_peer);
-    } else if (strcmp(name, "max-preauth") == 0) {
-        rc = set_u32(v, &o->max_preauth);
-        if (rc == 0 && o->max_preauth == 0)
-            return cmn_errf(eb, CMN_ECONFIG,
-                            "--max-preauth 0: the node would refuse every "
-                            "client; give at least 1");
-    } else if (strcmp(name, "memory-budget") == 0) {
-        rc = cmn_parse_size(v, &o->memory_budget);
-        if (rc == 0 && o->memory_budget < (16u << 20))
-            return cmn_errf(eb, CMN_ECONFIG, "--memory-budget %s: at least 16M", v);
-    } else if (strcmp(name, "idle-timeout-ms") == 0) {
-        rc = cmn_parse_u64(v, &o->idle_timeout_ms);
-        if (rc == 0 && o->idle_timeout_ms == 0)
-            rc = CMN_ECONFIG;
-    } else if (strcmp(name, "write-timeout-ms") == 0) {
-        rc = cmn_parse_u64(v, &o->write_timeout_ms);
-        if (rc == 0 && o->write_timeout_ms == 0)
-            rc = CMN_ECONFIG;
-    } else if (strcmp(name, "max-inflight") == 0) {
-        rc = set_u32(v, &o->max_inflight);
-        if (rc == 0 && o->max_inflight == 0)
-            rc = CMN_ECONFIG;
-    } else if (strcmp(name, "handshake-timeout-ms") == 0) {
-        rc = cmn_parse_u64(v, &o->handshake_timeout_ms);
-    } else if (strcmp(name, "frame-timeout-ms") == 0) {
-        rc = cmn_parse_u64(v, &o->frame_timeout_ms);
-        if (rc == 0 && o->frame_timeout_ms == 0)
-            return cmn_errf(eb, CMN_ECONFIG,
-                            "--frame-timeout-ms 0: every partly received frame "
-                            "would time out; give at least 1");
-    } else if (strcmp(name, "drain-timeout-ms") == 0) {
-        rc = cmn_parse_u64(v, &o->drain_timeout_ms);
-    } else if (strcmp(name, "heartbeat-ms") == 0) {
-        rc = cmn_parse_u64(v, &o->heartbeat_ms);
-    } else if (strcmp(name, "response-hold-us") == 0) {
-        rc = cmn_parse_u64(v, &o->response_hold_us);
-        if (rc == 0 && o->response_hold_us > 1000000u)
-            return cmn_errf(eb, CMN_ECONFIG, "--response-hold-us %s: at most 1000000 (one second)",
-                            v);
     } else if (strcmp(name, "ucx-busy-poll") == 0) {
         if (strcmp(v, "1") != 0 && strcmp(v, "0") != 0)
             return cmn_errf(eb, CMN_ECONFIG, "ucx-busy-poll '%s': expected 1 or 0", v);
@@ -227,8 +255,6 @@ static int apply(sut_opts_t *o, const char *name, const char *v, cmn_errbuf_t *e
         if (strcmp(v, "1") != 0 && strcmp(v, "0") != 0)
             return cmn_errf(eb, CMN_ECONFIG, "ucx-trusted-fabric '%s': expected 1 or 0", v);
         o->ucx_trusted_fabric = v[0] == '1';
-    } else if (strcmp(name, "seed") == 0) {
-        rc = cmn_parse_u64(v, &o->seed);
     } else if (strcmp(name, "metrics-listen") == 0) {
         o->metrics_listen = v;
     } else if (strcmp(name, "port-file") == 0) {
@@ -304,6 +330,14 @@ static int parse_args(int argc, char **argv, sut_opts_t *o, cmn_errbuf_t *eb)
             const opt_doc_t *d;
             cmn_conf_word_t w;
 
+            if (strcmp(argv[i], "--list-options") == 0) {
+                if (pass == 0) {
+                    list_options(stdout);
+                    sut__opts_free(o);
+                    exit(0);
+                }
+                continue;
+            }
             if ((rc = cmn_conf_word_split(argv[i], &w, eb)) < 0)
                 return rc;
             name = w.key;
@@ -393,7 +427,9 @@ int main(int argc, char **argv)
         rc = sut__node_listen(node, &eb);
     if (rc < 0) {
         cmn_log_error("%s", eb.msg);
-        node->exit_code = 1;
+        /* A configuration the node cannot start with (a backend option out of its range, a
+         * port file it cannot write) is a usage error, as the options' own checks. */
+        node->exit_code = rc == CMN_ECONFIG ? 2 : 1;
         /* Close whatever was opened, so the loop and the threads end cleanly. */
         sut__node_stop(node);
     } else {

@@ -832,19 +832,21 @@ START_TEST(command_line_and_config)
     ck_assert_int_eq(run_cli(badflag, out), 2);
     ck_assert(file_contains(out, "unknown option '--no-such-flag'"));
     ck_assert_int_eq(run_cli(badval, out), 2);
-    ck_assert(file_contains(out, "--max-batch: invalid value 'lots'"));
+    ck_assert(file_contains(out, "--max-batch: 'lots' is not an integer from 1 to"));
     /* Values that would make the node useless are refused, saying why. */
     ck_assert_int_eq(run_cli(noconn, out), 2);
-    ck_assert(file_contains(out, "--max-connections 0: the node would refuse every client"));
+    ck_assert(file_contains(out, "--max-connections: '0' is not an integer from 1 to 65536 "
+                                 "(0: the node would refuse every client)"));
     ck_assert_int_eq(run_cli(noframe, out), 2);
-    ck_assert(file_contains(out, "--frame-timeout-ms 0: every partly received frame"));
+    ck_assert(file_contains(out, "--frame-timeout-ms: '0' is not an integer from 1 to 86400000 ms "
+                                 "(0: every partly received frame"));
 
     close(mkstemp(conf));
     f = fopen(conf, "w");
     fprintf(f, "# a node\nname = from-config\nbackend = digest\nmax-batch = banana\n");
     fclose(f);
     ck_assert_int_eq(run_cli(withconf, out), 2);
-    ck_assert(file_contains(out, ":4: --max-batch: invalid value 'banana'"));
+    ck_assert(file_contains(out, ":4: --max-batch: 'banana' is not an integer"));
     f = fopen(conf, "w");
     fprintf(f, "name = from-config\nbackend = digest\n");
     fclose(f);

@@ -34,12 +34,12 @@ START_TEST(sut_node_refuses_untrusted_ucx)
     close(mkstemp(out));
     snprintf(pf, sizeof(pf), "%s.port", out);
     /* No listener at all: nothing UCX owns is reachable, so no peer can abort the node. */
-    ck_assert_int_eq(tn_run(SUT_NODE_EXE, ucx_only, out), 1);
+    ck_assert_int_eq(tn_run(SUT_NODE_EXE, ucx_only, out), 2);
     ck_assert(tn_file_contains(out, "--listen ucx://127.0.0.1:0: " REASON));
     ck_assert(tn_file_contains(out, "say so with --ucx-trusted-fabric"));
     ck_assert_int_eq(access(pf, F_OK), -1);
     /* A tcp:// listener beside it does not start a half-configured node. */
-    ck_assert_int_eq(tn_run(SUT_NODE_EXE, mixed, out), 1);
+    ck_assert_int_eq(tn_run(SUT_NODE_EXE, mixed, out), 2);
     ck_assert(tn_file_contains(out, "--listen ucx://127.0.0.1:0: " REASON));
     /* The config-file key takes 1 or 0 only. */
     close(mkstemp(conf));

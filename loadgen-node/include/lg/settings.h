@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef enum {
     LG_SINGLE_STREAM = 0,
@@ -118,7 +119,8 @@ typedef enum {
 /* loadgen-node's checks of a conf file before lg_test_settings_from_config() reads it, for
  * mistakes the official reader passes over in silence. LG_CONF_USER: every line must be
  * `model.scenario.key = value` with a scenario name or '*', a key LoadGen reads, and a value that
- * is not negative; otherwise CMN_ECONFIG with "path:line: reason" in |eb|. Any kind: when no line
+ * is not negative; any kind: a known key's value within its range in the file's units (ms, %);
+ * otherwise CMN_ECONFIG with "path:line: reason" in |eb|. Any kind: when no line
  * names |model| (and, for a user.conf, some lines name other models), a warning goes into |msgs|,
  * since the run would silently use the '*' placeholders (Server target_qps 1.0). */
 int lg_conf_lint(const char *path, const char *model, lg_conf_kind_t kind, lg_msgs_t *msgs,
@@ -126,9 +128,20 @@ int lg_conf_lint(const char *path, const char *model, lg_conf_kind_t kind, lg_ms
 
 /* Refuses settings that would make a run wait for ever: for Server, a target QPS that is not
  * positive and finite, or so small that issuing max(min_query_count, 1) queries would take more
- * than LG_MAX_EXPECTED_RUN_S. CMN_ECONFIG with the key, its value and the limit in |eb|. */
+ * than LG_MAX_EXPECTED_RUN_S; and, in any scenario, a field outside its range (percentiles in
+ * (0, 1), latencies from 1 ns to a day, durations to a week, counts that fit a sample index...:
+ * the table in settings.c). CMN_ECONFIG with the key, its value and the range in |eb|. */
 #define LG_MAX_EXPECTED_RUN_S (7 * 24 * 3600)
 int lg_test_settings_check(const lg_test_settings_t *s, cmn_errbuf_t *eb);
+
+/* --set FIELD=VALUE: sets a field by its official name. The value must parse as the field's type
+ * (no sign for an integer, no overflow, nothing trailing); its range is checked by
+ * lg_test_settings_check. 0 or CMN_ECONFIG naming the field, the value and the range. */
+int lg_test_settings_set(lg_test_settings_t *s, const char *kv, cmn_errbuf_t *eb);
+
+/* Prints "set FIELD TYPE" for every field lg_test_settings_set() takes and "conf KEY TYPE" for
+ * every conf key with a range (TYPE: int, double or bool), for loadgen-node --list-options. */
+void lg_settings_keys_print(FILE *out);
 
 /* TestSettings::FromConfig. Reads |path| and applies the keys that match |model| and |scenario|
  * (the scenario's conf name, e.g. "Server"), with the official precedence model.scenario.key,

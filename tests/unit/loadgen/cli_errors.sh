@@ -33,15 +33,17 @@ expect 2 "llama2-70b" --scenario Offline --model llama2-70b --compress lz4 $qsl
 expect 2 "--model is required" --scenario Offline --compress lz4 $qsl
 expect 2 "no TestSettings field" --scenario Server --set bogus=1 $qsl
 expect 2 "not a number" --scenario Server --set server_target_qps=fast $qsl
-expect 2 "more than the limit of 1000000 us" --scenario SingleStream --wait-spin-us 1000001 $qsl
-expect 2 "--spin-us: '-3' is not a non-negative integer" --scenario Server --spin-us -3 $qsl
+expect 2 "--wait-spin-us: '1000001' is not an integer from 0 to 1000000 us" --scenario SingleStream \
+    --wait-spin-us 1000001 $qsl
+expect 2 "--spin-us: '-3' is not an integer from 0 to 1000000 us" --scenario Server --spin-us -3 $qsl
 expect 0 "--progress-timeout-ms" --help
 expect 0 "--max-dispatches" --help
-expect 2 "--max-dispatches: 0 is not from 1 to 1000" --scenario Server --max-dispatches 0 $qsl
-expect 2 "--max-dispatches: 1001 is not from 1 to 1000" --scenario Server --max-dispatches 1001 $qsl
-expect 2 "--progress-timeout-ms: 'soon' is not a non-negative integer" --scenario Server \
+expect 2 "--max-dispatches: '0' is not an integer from 1 to 1000" --scenario Server --max-dispatches 0 $qsl
+expect 2 "--max-dispatches: '1001' is not an integer from 1 to 1000" --scenario Server --max-dispatches 1001 $qsl
+expect 2 "--progress-timeout-ms: 'soon' is not an integer from 0 to 86400000 ms" --scenario Server \
     --progress-timeout-ms soon $qsl
-expect 2 "more than the limit of 86400000 ms" --scenario Server --progress-timeout-ms 86400001 $qsl
+expect 2 "--progress-timeout-ms: '86400001' is not an integer from 0 to 86400000 ms" \
+    --scenario Server --progress-timeout-ms 86400001 $qsl
 expect 3 "nonexistent.npy" --scenario Server --qsl-npy "$out/nonexistent.npy" --sut null
 # Settings the official generator would crash on are refused: status 3.
 expect 3 "performance_issue_same_index 99" --scenario SingleStream --set min_duration_ms=0 --set min_query_count=10 \
@@ -76,7 +78,22 @@ expect 2 "server_target_qps = 1e-06: issuing min_query_count 100 queries would t
     --scenario Server --set server_target_qps=0.000001 $qsl
 expect 2 "server_target_qps = 0: must be a positive number" --scenario Server \
     --set server_target_qps=0 $qsl
-expect 2 "--spin-budget: 0 is not a percentage from 1 to 100" --scenario Server --spin-budget 0 $qsl
+expect 2 "--spin-budget: '0' is not an integer from 1 to 100 %" --scenario Server --spin-budget 0 $qsl
+# Issue 34, item 12: values that killed, wrapped, spun or passed, each refused naming its range.
+expect 2 "--latency-intervals: '288230376151711744' is not an integer from 1 to 86400000 ms" \
+    --scenario SingleStream --latency-intervals 288230376151711744 $qsl
+expect 2 "--drain-timeout-ms: '18446744073710' is not an integer from 0 to 86400000 ms" \
+    --scenario SingleStream --drain-timeout-ms 18446744073710 $qsl
+expect 2 "single_stream_expected_latency_ns = 0: not a number from 1 to 86400000000000 ns" \
+    --scenario SingleStream --set single_stream_expected_latency_ns=0 $qsl
+expect 2 "server_target_latency_percentile = -1: not a number greater than 0 and less than 1" \
+    --scenario Server --set server_target_latency_percentile=-1 $qsl
+printf '*.SingleStream.target_latency_percentile = 100\n' > "$out/pct.conf"
+expect 2 "pct.conf:1: target_latency_percentile = 100: not a number greater than 0 and less than 100 %" \
+    --scenario SingleStream --model resnet50 --user-conf "$out/pct.conf" $qsl
+printf '*.*.min_duration = 18446744073709551616\n' > "$out/big.conf"
+expect 2 "big.conf:1: min_duration = 18446744073709551616: not a number from 0 to 604800000 ms" \
+    --scenario Offline --model resnet50 --user-conf "$out/big.conf" $qsl
 # A user.conf whose lines are all for another model: a warning, not a silent fallback.
 printf 'bert.Offline.target_qps = 100\n*.Offline.min_duration = 10\n' > "$out/other.conf"
 "$bin" --scenario Offline --model resnet50 --user-conf "$out/other.conf" $qsl \

@@ -54,12 +54,12 @@ def main():
             fails.append(f"{args} (restricted to {restrict}): status {p.returncode}, want 2 and "
                          f"'{pattern}'; stderr: {p.stderr.strip()}")
 
-    expect_usage("--issue-cpu: 5000 is not a CPU number below", ["--issue-cpu", "5000"])
+    expect_usage("--issue-cpu: '5000' is not an integer from 0 to", ["--issue-cpu", "5000"])
     expect_usage(f"--issue-cpu {mine[1]}: not one of the 1 CPUs", ["--issue-cpu", str(mine[1])],
                  restrict=mine[0])
     expect_usage(f"--issue-cpu {mine[0]}: it is the only CPU", ["--issue-cpu", str(mine[0])],
                  restrict=mine[0])
-    expect_usage("not a non-negative integer", ["--issue-cpu", "-1"])
+    expect_usage("--issue-cpu: '-1' is not an integer from 0 to", ["--issue-cpu", "-1"])
 
     cpu = mine[-1]
     node, addr = start_null_node(sut, out)

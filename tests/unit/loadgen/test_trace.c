@@ -438,6 +438,43 @@ START_TEST(offline_query_composition)
 }
 END_TEST
 
+static int stop_calls;
+
+static int stop_now(void)
+{
+    return ++stop_calls >= 2;
+}
+
+START_TEST(finish_stops_on_request)
+{
+    lg_test_settings_t ts;
+    trace_t t;
+    cmn_errbuf_t eb;
+    int64_t sched;
+    uint64_t n;
+
+    /* An expected latency of 0 (refused by the checks, issue 34) makes the period 1 ns, not 0,
+     * and a week of it (1.2e15 queries) still ends as soon as |stop| says so: the generator's
+     * end-of-series loop cannot hold a SIGTERM off. */
+    lg_test_settings_init(&ts);
+    ts.scenario = LG_SINGLE_STREAM;
+    ts.single_stream_expected_latency_ns = 0;
+    ts.min_duration_ms = 604800000;
+    trace_init(&t, &ts, 64, 64);
+    ck_assert_int_eq(lg__gen_init(&t.g, &t.s, 0, t.loaded, t.L, t.end, &t.acc, &t.seq, 0, 0, &eb),
+                     0);
+    ck_assert_int_eq(t.g.period_ns, 1);
+    ck_assert_int_eq(lg__gen_next(&t.g, &sched, &n), 1);
+    ck_assert_int_eq(lg__gen_next(&t.g, &sched, &n), 1);
+    ck_assert_int_gt(t.g.ts, sched);
+    stop_calls = 0;
+    ck_assert_int_eq(lg__gen_finish(&t.g, stop_now), 1);
+    ck_assert_int_eq(stop_calls, 2);
+    ck_assert_uint_le(t.g.count, 2 + 2 * 65536u);
+    trace_free(&t);
+}
+END_TEST
+
 START_TEST(finish_matches_full_generation)
 {
     lg_test_settings_t ts;
@@ -463,7 +500,7 @@ START_TEST(finish_matches_full_generation)
         ck_assert_int_eq(lg__gen_next(&b.g, &sched, &n), 1);
         ck_assert_uint_eq(lg__gen_fill(&b.g, buf, 3), 3); /* part of the query only */
     }
-    lg__gen_finish(&b.g);
+    lg__gen_finish(&b.g, NULL);
     ck_assert_uint_eq(a.g.count, b.g.count);
     ck_assert_int_eq(a.g.ts, b.g.ts);
     ck_assert_uint_eq(a.seq, b.seq);
@@ -512,6 +549,7 @@ TCase *tcase_trace_modes(void)
     tcase_add_test(tc, issue_same_and_unique);
     tcase_add_test(tc, offline_query_composition);
     tcase_add_test(tc, finish_matches_full_generation);
+    tcase_add_test(tc, finish_stops_on_request);
     tcase_add_test(tc, generator_rejects_crashing_settings);
     return tc;
 }
