@@ -414,7 +414,7 @@ static void run_request(const char *reply, long timeout_ms, result_t *res)
     server_t s;
     pthread_t th;
     oai_http_t *h;
-    oai_http_cfg_t cfg = {4, 2000, 0};
+    oai_http_cfg_t cfg = {4, 2000, 0, 0};
     oai_http_req_t req;
     char err[200], url[64];
     const char *hdrs[] = {"Content-Type: application/json", NULL};
@@ -500,7 +500,7 @@ START_TEST(http_queue)
     enum { N = 40 };
     static result_t res[N];
     oai_http_req_t *reqs[N];
-    oai_http_cfg_t cfg = {2, 2000, 0};
+    oai_http_cfg_t cfg = {2, 2000, 0, 0};
     serve_n_t sv;
     server_t silent;
     pthread_t th;
@@ -692,7 +692,7 @@ static uint64_t run_coalesced(int n, int cut, uint32_t coalesce_us, result_t *re
     co_server_t s = {0};
     pthread_t th;
     oai_http_t *h;
-    oai_http_cfg_t cfg = {1, 2000, coalesce_us};
+    oai_http_cfg_t cfg = {1, 2000, coalesce_us, 0};
     oai_http_req_t req[2];
     char err[200], url[64];
     const char *hdrs[] = {"Content-Type: application/json", NULL};
