@@ -106,6 +106,9 @@ int sut__backend_load(sut_be_t *n, const sut_opts_t *o, cmn_errbuf_t *eb)
         return cmn_errf(eb, rc < 0 ? rc : CMN_EBACKEND, "backend %s: %s", o->backend,
                         err[0] ? err : cmn_strerror(rc));
     n->ops = ops;
+    /* ABI 1.1 appended cancel: a 1.0 table is shorter and never has it. */
+    if (ops->struct_size >= offsetof(sut_backend_ops_t, cancel) + sizeof(ops->cancel))
+        n->cancel = ops->cancel;
     memset(&n->info, 0, sizeof(n->info));
     rc = ops->describe(n->be, &n->info);
     if (rc < 0)
@@ -125,6 +128,7 @@ void sut__backend_unload(sut_be_t *n)
         n->ops->destroy(n->be);
     n->be = NULL;
     n->ops = NULL;
+    n->cancel = NULL;
     if (n->dl)
         dlclose(n->dl);
     n->dl = NULL;

@@ -62,6 +62,9 @@ static void batch_destroy(sut_batcher_t *bt, sut_nbatch_t *nb)
 
 void sut__batcher_free(sut_batcher_t *bt)
 {
+    free(bt->cancel_idx);
+    bt->cancel_idx = NULL;
+    bt->cancel_cap = 0;
     if (bt->open) {
         batch_destroy(bt, bt->open);
         bt->open = NULL;
@@ -158,6 +161,11 @@ static void dispatch(sut_batcher_t *bt, sut_nbatch_t *nb)
     nb->dispatch_ns = cmn_now_ns();
     bt->inflight++;
     bt->st.batches++;
+    nb->rprev = NULL;
+    nb->rnext = bt->running;
+    if (bt->running)
+        bt->running->rprev = nb;
+    bt->running = nb;
     sut__workers_submit(bt->workers, nb);
 }
 
@@ -330,7 +338,54 @@ void sut__batcher_release(sut_batcher_t *bt, sut_nbatch_t *nb)
     if (nb->start_ns > nb->dispatch_ns)
         bt->st.queue_ns += nb->start_ns - nb->dispatch_ns;
     bt->inflight--;
+    if (nb->rprev)
+        nb->rprev->rnext = nb->rnext;
+    else
+        bt->running = nb->rnext;
+    if (nb->rnext)
+        nb->rnext->rprev = nb->rprev;
+    nb->rprev = nb->rnext = NULL;
     batch_recycle(bt, nb);
+}
+
+/* The samples of |nb| owned by |s| (NULL: every one) not cancelled yet, into bt->cancel_idx. */
+static size_t cancel_pick(sut_batcher_t *bt, const sut_nbatch_t *nb, const sut_session_t *s)
+{
+    size_t i, k = 0;
+
+    if (bt->cancel_cap < nb->b.n) {
+        size_t *ni = realloc(bt->cancel_idx, nb->b.n * sizeof(*ni));
+        if (!ni)
+            return 0; /* out of memory: these samples run to their end */
+        bt->cancel_idx = ni;
+        bt->cancel_cap = nb->b.n;
+    }
+    for (i = 0; i < nb->b.n; i++)
+        if (!nb->owners[i].cancelled && (!s || nb->owners[i].s == s))
+            bt->cancel_idx[k++] = i;
+    return k;
+}
+
+size_t sut__batcher_cancel(sut_batcher_t *bt, const sut_session_t *s)
+{
+    sut_nbatch_t *nb;
+    size_t total = 0, i, k;
+
+    if (!bt->be->cancel)
+        return 0;
+    /* The open batch: marked now, told to the backend once it has started the batch. */
+    if (bt->open)
+        for (i = 0; i < bt->open->b.n; i++)
+            if (!bt->open->owners[i].cancelled && (!s || bt->open->owners[i].s == s)) {
+                bt->open->owners[i].cancelled = 1;
+                total++;
+            }
+    for (nb = bt->running; nb; nb = nb->rnext) {
+        k = cancel_pick(bt, nb, s);
+        sut__workers_cancel(bt->workers, nb, bt->cancel_idx, k);
+        total += k;
+    }
+    return total;
 }
 
 int sut__batcher_idle(const sut_batcher_t *bt)

@@ -45,7 +45,10 @@ typedef struct {
     sut_nbatch_t *open;
     sut_nbatch_t *free_list;
     uint32_t n_free;
-    uint32_t inflight; /* batches dispatched and not yet released */
+    uint32_t inflight;     /* batches dispatched and not yet released */
+    sut_nbatch_t *running; /* those batches (rnext) */
+    size_t *cancel_idx;    /* scratch for sut__batcher_cancel */
+    size_t cancel_cap;
     int draining;
     sut_batcher_stats_t st;
 } sut_batcher_t;
@@ -79,6 +82,10 @@ void sut__batcher_drain(sut_batcher_t *bt);
 void sut__batcher_kick(sut_batcher_t *bt);
 /* A batch came back from the workers (SUT_REC_BATCH_DONE): counts it and reuses it. */
 void sut__batcher_release(sut_batcher_t *bt, sut_nbatch_t *nb);
+/* Cancels the samples owned by |s| (NULL: every sample) in the open and the dispatched batches:
+ * the backend's cancel() is told (workers.h); each sample still completes. Returns how many were
+ * newly cancelled; 0 when the backend has no cancel(). */
+size_t sut__batcher_cancel(sut_batcher_t *bt, const sut_session_t *s);
 /* No batch is running and the open one is empty. */
 int sut__batcher_idle(const sut_batcher_t *bt);
 

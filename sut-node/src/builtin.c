@@ -168,6 +168,7 @@ static const sut_backend_ops_t null_ops = {SUT_BACKEND_ABI_VERSION,
                                            null_describe,
                                            null_infer,
                                            NULL,
+                                           NULL,
                                            NULL};
 
 const sut_backend_ops_t *sut_backend_null_ops(void)
@@ -243,6 +244,7 @@ static const sut_backend_ops_t digest_ops = {SUT_BACKEND_ABI_VERSION,
                                              null_destroy,
                                              digest_describe,
                                              digest_infer,
+                                             NULL,
                                              NULL,
                                              NULL};
 
@@ -415,6 +417,7 @@ static const sut_backend_ops_t sim_ops = {SUT_BACKEND_ABI_VERSION,
                                           null_destroy,
                                           sim_describe,
                                           sim_infer,
+                                          NULL,
                                           NULL,
                                           NULL};
 

@@ -63,7 +63,9 @@ static const opt_doc_t options[] = {
      "close a connection that sent no frame and has no work for this long (default 60000)"},
     {"write-timeout-ms", "MS",
      "close a connection that takes none of its queued results for this long (default 10000)"},
-    {"drain-timeout-ms", "MS", "on SIGTERM, wait this long for work in flight (default 30000)"},
+    {"drain-timeout-ms", "MS",
+     "on SIGTERM, wait this long for work in flight (default 30000); what still runs 1 s before "
+     "is cancelled (backends with cancel)"},
     {"heartbeat-ms", "MS",
      "send a Ping on a connection idle this long, so clients see the node alive "
      "while it is busy (default 1000; 0 disables; keep it under the QDL's ping timeout)"},

@@ -158,6 +158,28 @@ void sut__node_stop(sut_node_t *n)
     cmn_xq_close(&n->done_q, NULL);
 }
 
+/* Before the drain deadline, this long, samples still running are cancelled (ABI cancel), so that
+ * the node exits in time with its Goodbyes, whatever an engine does. */
+static uint64_t cancel_lead_ms(const sut_node_t *n)
+{
+    uint64_t lead = n->opt.drain_timeout_ms / 4;
+    return lead > 1000 ? 1000 : lead;
+}
+
+static void on_drain_timeout(uv_timer_t *t);
+
+static void on_drain_cancel(uv_timer_t *t)
+{
+    sut_node_t *n = t->data;
+    size_t k = sut__batcher_cancel(&n->batcher, NULL);
+
+    cmn_log_warn("shutdown: %u batches still running %llu ms before the %llu ms drain deadline; "
+                 "cancelled their %zu samples",
+                 n->batcher.inflight, (unsigned long long)cancel_lead_ms(n),
+                 (unsigned long long)n->opt.drain_timeout_ms, k);
+    uv_timer_start(&n->drain_timer, on_drain_timeout, cancel_lead_ms(n), 0);
+}
+
 static void on_drain_timeout(uv_timer_t *t)
 {
     sut_node_t *n = t->data;
@@ -181,7 +203,11 @@ void sut__node_drain(sut_node_t *n, const char *why)
     close_ucx_listeners(n);
     sut__sessions_drain(&n->sessions);
     sut__batcher_drain(&n->batcher);
-    uv_timer_start(&n->drain_timer, on_drain_timeout, n->opt.drain_timeout_ms, 0);
+    if (n->be.cancel)
+        uv_timer_start(&n->drain_timer, on_drain_cancel,
+                       n->opt.drain_timeout_ms - cancel_lead_ms(n), 0);
+    else
+        uv_timer_start(&n->drain_timer, on_drain_timeout, n->opt.drain_timeout_ms, 0);
     node_check_drained(n);
 }
 

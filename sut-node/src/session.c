@@ -570,7 +570,7 @@ static void handle_query(sut_session_t *s, const Nsut__Query *q, const uint8_t *
     for (i = 0; i < q->n_samples; i++) {
         const Nsut__Sample *sm = q->samples[i];
         const uint8_t *wire = p;
-        sut_owner_t ow = {s, sm->id, s->result_codec, arrival};
+        sut_owner_t ow = {s, sm->id, s->result_codec, arrival, 0};
 
         p += sm->wire_size;
         if (admit_sample(s, sm) < 0)
@@ -809,6 +809,7 @@ static void on_session_close(cmn_conn_t *c, int reason)
 {
     sut_session_t *s = c->data;
     sut_sessions_t *ss = s->ss;
+    const char *fate = "";
 
     s->dead = 1;
     if (s->sink) {
@@ -827,9 +828,13 @@ static void on_session_close(cmn_conn_t *c, int reason)
         ss->n_refused--;
     ss->closed = 1;
     unlink_session(ss, s);
+    /* Nobody takes its results any more: the backend stops running its samples (ABI cancel). */
+    if (s->inflight && sut__batcher_cancel(ss->env.bt, s))
+        fate = ", its samples in flight are cancelled";
+    else if (s->inflight)
+        fate = ", results still in flight are dropped";
     cmn_log_info("%s: connection closed (%s)%s", c->peer,
-                 reason == CMN_ECLOSED ? "peer closed" : cmn_strerror(reason),
-                 s->inflight ? ", results still in flight are dropped" : "");
+                 reason == CMN_ECLOSED ? "peer closed" : cmn_strerror(reason), fate);
     session_release(s);
 }
 

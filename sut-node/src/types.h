@@ -68,6 +68,8 @@ typedef struct {
     sut_backend_t *be;
     sut_backend_info_t info;
     void *dl;
+    /* ops->cancel when the plugin's table has it (ABI 1.1), else NULL */
+    void (*cancel)(sut_backend_t *b, sut_batch_t *batch, const size_t *indices, size_t n);
 } sut_be_t;
 
 typedef struct sut_session sut_session_t;
@@ -102,6 +104,7 @@ typedef struct {
     uint64_t wire_id;
     int result_codec;    /* the session's negotiated result codec */
     uint64_t arrival_ns; /* its Query frame was received (the node's latency metric) */
+    int cancelled;       /* its client is gone: the backend was (or will be) told (workers.h) */
 } sut_owner_t;
 
 /* The node's view of a batch (formed by batcher.c, run by workers.c): the backend sees only |b|. */
@@ -116,12 +119,14 @@ struct sut_nbatch {
     uint8_t *input;
     size_t input_cap;
     size_t used;
-    atomic_size_t remaining; /* samples not yet completed (any thread) */
+    atomic_size_t remaining; /* samples not yet completed, + 1 while infer() runs (any thread) */
+    int wstate;              /* SUT_NB_* (workers.c; guarded by the workers' mutex) */
     uint64_t first_ns;       /* arrival of the first sample */
     uint64_t dispatch_ns;    /* handed to the workers */
     uint64_t start_ns;       /* the backend started it (after any queue wait) */
     uint64_t done_ns;        /* its last sample completed */
     sut_nbatch_t *next;      /* work queue / free list */
+    sut_nbatch_t *rprev, *rnext; /* the batcher's list of dispatched batches (cancel) */
 };
 
 #endif

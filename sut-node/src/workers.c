@@ -12,6 +12,10 @@
 
 static _Thread_local cmpr_ctx_t *tls_cmpr;
 
+/* A batch's place between the loop and the backend (sut_nbatch_t.wstate): queued for a worker,
+ * inside infer(), or started (the backend knows its samples and can be told to cancel them). */
+enum { SUT_NB_QUEUED = 0, SUT_NB_STARTING = 1, SUT_NB_RUNNING = 2 };
+
 /* Copies the result into a pooled buffer, compressed when the session asked for LZ4 and it
  * pays. Returns 0, or UV_ENOMEM (the record then reports a backend error, without data). */
 static int record_data(cmn_pool_t *pool, sut_workers_t *w, sut_rec_t *rec, int codec,
@@ -145,6 +149,85 @@ static void batch_first_token(sut_batch_t *b, const sut_result_t *results, size_
     push_results(b, results, cnt, SUT_REC_FIRST_TOKEN);
 }
 
+/* The hold run_batch() keeps on a batch while infer() runs (sut_nbatch_t.remaining counts it), so
+ * that the batch cannot go back to the loop, and be reused, before run_batch() is done with it. */
+static void release_hold(sut_workers_t *w, sut_nbatch_t *nb)
+{
+    if (atomic_fetch_sub_explicit(&nb->remaining, 1, memory_order_acq_rel) != 1)
+        return;
+    nb->done_ns = cmn_now_ns();
+    nb->done.link.next = NULL;
+    if (w->inline_run)
+        cmn_xq_push_list_local(w->done_q, &nb->done.link, &nb->done.link);
+    else
+        cmn_xq_push_list(w->done_q, &nb->done.link, &nb->done.link);
+}
+
+/* Tells the backend about the samples cancelled before it started the batch (sut_owner_t), and
+ * marks the batch started: later cancels go to the backend directly (sut__workers_cancel). */
+static void cancel_marked(sut_workers_t *w, sut_nbatch_t *nb)
+{
+    size_t small[64], *idx = small, i, k = 0;
+    const size_t n = nb->b.n;
+
+    if (!w->inline_run)
+        uv_mutex_lock(&w->mu);
+    nb->wstate = SUT_NB_RUNNING;
+    for (i = 0; i < n; i++)
+        k += nb->owners[i].cancelled != 0;
+    if (k > 64)
+        idx = malloc(k * sizeof(*idx));
+    if (idx)
+        for (i = 0, k = 0; i < n; i++)
+            if (nb->owners[i].cancelled)
+                idx[k++] = i;
+    if (!w->inline_run)
+        uv_mutex_unlock(&w->mu);
+    /* Out of memory: the samples run to their end, as without cancel. */
+    if (idx && k)
+        w->be->cancel(w->be->be, &nb->b, idx, k);
+    if (idx != small)
+        free(idx);
+}
+
+/* Whether every sample of a batch not yet started was cancelled: then it is not started at all
+ * (nothing reaches the engine), and it is marked started so that later cancels go nowhere. */
+static int all_cancelled(sut_workers_t *w, sut_nbatch_t *nb)
+{
+    size_t i;
+    int all = 1;
+
+    if (!w->inline_run)
+        uv_mutex_lock(&w->mu);
+    for (i = 0; i < nb->b.n && all; i++)
+        all = nb->owners[i].cancelled != 0;
+    if (all)
+        nb->wstate = SUT_NB_RUNNING;
+    if (!w->inline_run)
+        uv_mutex_unlock(&w->mu);
+    return all;
+}
+
+void sut__workers_cancel(sut_workers_t *w, sut_nbatch_t *nb, const size_t *idx, size_t k)
+{
+    size_t i;
+    int started = 1;
+
+    if (!w->be->cancel || k == 0)
+        return;
+    if (!w->inline_run)
+        uv_mutex_lock(&w->mu);
+    for (i = 0; i < k; i++)
+        nb->owners[idx[i]].cancelled = 1;
+    if (!w->inline_run) {
+        started = nb->wstate == SUT_NB_RUNNING;
+        uv_mutex_unlock(&w->mu);
+    }
+    /* Not started yet: run_batch() passes the marks on once infer() has returned. */
+    if (started)
+        w->be->cancel(w->be->be, &nb->b, idx, k);
+}
+
 /* Fails every sample of a batch that the backend refused to start. */
 static void fail_batch(sut_nbatch_t *nb, int rc)
 {
@@ -166,13 +249,21 @@ static void run_batch(sut_workers_t *w, sut_nbatch_t *nb)
     int rc;
 
     nb->start_ns = cmn_now_ns();
+    if (w->be->cancel && all_cancelled(w, nb)) {
+        fail_batch(nb, SUT_BACKEND_ECANCELED);
+        release_hold(w, nb);
+        return;
+    }
     rc = w->be->ops->infer(w->be->be, &nb->b);
-    /* On failure the backend completed nothing, so the batch is still ours. */
+    /* On failure the backend completed nothing; either way the hold keeps the batch ours. */
     if (rc < 0) {
         cmn_log_error("backend %s failed a batch of %zu: %s", w->be->info.name, count,
                       cmn_strerror(rc));
         fail_batch(nb, rc);
+    } else if (w->be->cancel) {
+        cancel_marked(w, nb);
     }
+    release_hold(w, nb);
 }
 
 static void worker_main(void *arg)
@@ -191,6 +282,7 @@ static void worker_main(void *arg)
             w->head = nb->next;
             if (!w->head)
                 w->tail = NULL;
+            nb->wstate = SUT_NB_STARTING;
         }
         uv_mutex_unlock(&w->mu);
         if (!nb)
@@ -242,7 +334,8 @@ void sut__workers_submit(sut_workers_t *w, sut_nbatch_t *nb)
     nb->workers = w;
     nb->b.complete = batch_complete;
     nb->b.first_token = batch_first_token;
-    atomic_store_explicit(&nb->remaining, nb->b.n, memory_order_relaxed);
+    atomic_store_explicit(&nb->remaining, nb->b.n + 1, memory_order_relaxed); /* + the hold */
+    nb->wstate = w->inline_run ? SUT_NB_STARTING : SUT_NB_QUEUED;
     if (w->inline_run) {
         run_batch(w, nb);
         return;

@@ -41,6 +41,10 @@ int sut__workers_init(sut_workers_t *w, const sut_be_t *be, cmn_xq_t *done_q, cm
                       sut_budget_t *budget, uint32_t n_threads, cmn_errbuf_t *eb);
 /* Hands a formed batch to the backend. */
 void sut__workers_submit(sut_workers_t *w, sut_nbatch_t *nb);
+/* Marks samples idx[0..k) of a submitted batch cancelled and tells the backend (its cancel(),
+ * when it has one): at once when the backend has started the batch, else right after its infer()
+ * returns. Loop thread; the batch must not have been released yet. */
+void sut__workers_cancel(sut_workers_t *w, sut_nbatch_t *nb, const size_t *idx, size_t k);
 /* Stops and joins the threads; batches still queued are not run. */
 void sut__workers_shutdown(sut_workers_t *w);
 uint64_t sut__workers_encode_ns(sut_workers_t *w);

@@ -92,6 +92,7 @@ static const sut_backend_ops_t ops = {SUT_BACKEND_ABI_VERSION,
                                       ex_describe,
                                       ex_infer,
                                       NULL,
+                                      NULL,
                                       NULL};
 
 const sut_backend_ops_t *sut_backend_entry(void);

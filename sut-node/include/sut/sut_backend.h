@@ -24,8 +24,15 @@
  * The node keeps no query data or results after they are sent (rules 6.2.3): the batch and the
  * result copies are recycled buffers, overwritten by the next batch.
  *
+ * Cancel (ABI 1.1, optional): when the client that owns a sample is gone (its connection closed:
+ * disconnect, error or Goodbye), or when the node's drain deadline is near on SIGTERM, the node
+ * calls cancel() for those samples. See sut_backend_ops_t.cancel for the rules.
+ *
  * Versioning: abi_version must equal SUT_BACKEND_ABI_VERSION; struct_size lets later versions
- * append fields to sut_backend_ops_t. */
+ * append fields to sut_backend_ops_t. A minor version only appends optional (NULL-able) fields:
+ * the node calls one only when struct_size covers it, so a plugin built against an older header
+ * keeps loading, and a plugin built against this one loads into an older node (which never calls
+ * the fields it does not know). Minor versions: 1.0 the table up to free_input; 1.1 cancel. */
 #ifndef SUT_BACKEND_H
 #define SUT_BACKEND_H
 
@@ -37,6 +44,7 @@ extern "C" {
 #endif
 
 #define SUT_BACKEND_ABI_VERSION 1u
+#define SUT_BACKEND_ABI_MINOR 1u /* the fields appended since 1.0 (see Versioning above) */
 #define SUT_BACKEND_ENTRY_SYMBOL "sut_backend_entry"
 
 /* Flags in sut_backend_info_t.flags. INLINE: infer() is cheap and never blocks, so it may run on
@@ -120,7 +128,31 @@ typedef struct {
     /* Optional (NULL: the node uses malloc). Called from any node thread. */
     void *(*alloc_input)(sut_backend_t *b, size_t size);
     void (*free_input)(sut_backend_t *b, void *p, size_t size);
+
+    /* ABI 1.1, optional (NULL: the node never cancels; the samples run to their end).
+     *
+     * The samples batch->samples[indices[0..n)] are no longer wanted: their client is gone, or
+     * the node is shutting down. The backend should stop spending the engine on them: drop the
+     * ones not yet sent, abort the ones running (close the stream or request).
+     *
+     * Rule: cancel() never completes a sample by itself and never removes the backend's duty to
+     * complete it. Every sample of a batch is still completed exactly once through
+     * batch->complete(), as soon as the backend can, with status SUT_BACKEND_ECANCELED (or with
+     * its result or another error, when it finished first). The node drops those results.
+     *
+     * Threads: called from a node thread (the I/O thread, or a worker just after infer()
+     * returned), concurrently with the backend's own threads completing samples. It must not
+     * block on the engine and must not call complete()/first_token() itself (lock order).
+     * It may name samples the backend has already completed, even a batch whose last sample was
+     * completed (then it must not dereference |batch|: the pointer is an identity only): such
+     * names are ignored. |batch| is not reused before cancel() returns, but may be right after,
+     * so the backend must resolve which of its requests it means before returning (e.g. mark
+     * them under its lock), not later on another thread. A sample may be named more than once. */
+    void (*cancel)(sut_backend_t *b, sut_batch_t *batch, const size_t *indices, size_t n);
 } sut_backend_ops_t;
+
+/* The status a backend completes a cancelled sample with: -ECANCELED on Linux. */
+#define SUT_BACKEND_ECANCELED (-125)
 
 typedef const sut_backend_ops_t *(*sut_backend_entry_fn)(void);
 

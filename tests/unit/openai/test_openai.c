@@ -13,6 +13,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -415,7 +416,7 @@ static void run_request(const char *reply, long timeout_ms, result_t *res)
     server_t s;
     pthread_t th;
     oai_http_t *h;
-    oai_http_cfg_t cfg = {4, 2000, 0};
+    oai_http_cfg_t cfg = {4, 2000, 0, 0};
     oai_http_req_t req;
     char err[200], url[64];
     const char *hdrs[] = {"Content-Type: application/json", NULL};
@@ -501,7 +502,7 @@ START_TEST(http_queue)
     enum { N = 40 };
     static result_t res[N];
     oai_http_req_t *reqs[N];
-    oai_http_cfg_t cfg = {2, 2000, 0};
+    oai_http_cfg_t cfg = {2, 2000, 0, 0};
     serve_n_t sv;
     server_t silent;
     pthread_t th;
@@ -693,7 +694,7 @@ static uint64_t run_coalesced(int n, int cut, uint32_t coalesce_us, result_t *re
     co_server_t s = {0};
     pthread_t th;
     oai_http_t *h;
-    oai_http_cfg_t cfg = {1, 2000, coalesce_us};
+    oai_http_cfg_t cfg = {1, 2000, coalesce_us, 0};
     oai_http_req_t req[2];
     char err[200], url[64];
     const char *hdrs[] = {"Content-Type: application/json", NULL};
@@ -815,6 +816,118 @@ START_TEST(options)
 }
 END_TEST
 
+/* A server that answers each request with |head| (or nothing) and holds the connection until the
+ * client closes it; it stops after 1.5 s without a new connection. Counts connections and their
+ * closes by the client. */
+typedef struct {
+    int lfd;
+    const char *head;
+    int accepted, closed;
+} hold_t;
+
+static void *serve_hold(void *arg)
+{
+    hold_t *s = arg;
+    struct pollfd p = {s->lfd, POLLIN, 0};
+    char b[256];
+
+    while (poll(&p, 1, 1500) > 0) {
+        int fd = accept(s->lfd, NULL, NULL);
+        struct pollfd q;
+        if (fd < 0)
+            break;
+        __atomic_add_fetch(&s->accepted, 1, __ATOMIC_ACQ_REL);
+        if (read_request(fd) == 0 && s->head)
+            write_all(fd, s->head, strlen(s->head));
+        q.fd = fd;
+        q.events = POLLIN;
+        while (poll(&q, 1, 10000) > 0 && read(fd, b, sizeof(b)) > 0) {
+        }
+        __atomic_add_fetch(&s->closed, 1, __ATOMIC_ACQ_REL);
+        close(fd);
+    }
+    return NULL;
+}
+
+/* oai_http_cancel: a running request's transfer is aborted (the server sees its connection
+ * closed) and a queued one fails unsent; both with OAI_HTTP_ECANCEL, long before their 20 s
+ * deadline. */
+START_TEST(http_cancel)
+{
+    static result_t res[2];
+    oai_http_req_t *reqs[2];
+    oai_http_cfg_t cfg = {1, 2000, 0, 0};
+    hold_t sv = {0};
+    pthread_t th;
+    oai_http_t *h;
+    char err[200], url[64];
+    int i, port;
+
+    memset(res, 0, sizeof(res));
+    sv.lfd = listen_any(&port);
+    sv.head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+              "Transfer-Encoding: chunked\r\n\r\n";
+    ck_assert_int_eq(pthread_create(&th, NULL, serve_hold, &sv), 0);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1/completions", port);
+    ck_assert_int_eq(oai_http_create(&cfg, &h, err, sizeof(err)), 0);
+    for (i = 0; i < 2; i++) {
+        reqs[i] = new_req(url, 20000, &res[i]);
+        ck_assert_int_eq(oai_http_submit(h, reqs[i]), 0);
+    }
+    for (i = 0; i < 1000 && !__atomic_load_n(&sv.accepted, __ATOMIC_ACQUIRE); i++)
+        usleep(10000); /* the first request is running (bounded at 10 s) */
+    ck_assert_int_eq(sv.accepted, 1);
+    oai_http_cancel(h, reqs[1]); /* queued behind the only connection */
+    oai_http_cancel(h, reqs[0]); /* running */
+    ck_assert_int_eq(wait_all_done(res, 2, 10000), 2);
+    for (i = 0; i < 2; i++) {
+        ck_assert_int_eq(res[i].status, OAI_HTTP_ECANCEL);
+        ck_assert_msg(strstr(res[i].msg, "cancelled"), "%s", res[i].msg);
+    }
+    pthread_join(th, NULL);           /* after 1.5 s without a new connection */
+    ck_assert_int_eq(sv.accepted, 1); /* the queued request was never sent */
+    ck_assert_int_eq(sv.closed, 1);
+    oai_http_destroy(h);
+    close(sv.lfd);
+    free(reqs[0]);
+    free(reqs[1]);
+}
+END_TEST
+
+/* cfg.idle_ms: a response that starts and then sends nothing fails with OAI_HTTP_EIDLE, naming
+ * the URL and the deadline, long before its 20 s timeout. */
+START_TEST(http_idle)
+{
+    static result_t res[1];
+    oai_http_req_t *req;
+    oai_http_cfg_t cfg = {1, 2000, 0, 200};
+    hold_t sv = {0};
+    pthread_t th;
+    oai_http_t *h;
+    char err[200], url[64];
+    int port;
+
+    memset(res, 0, sizeof(res));
+    sv.lfd = listen_any(&port);
+    sv.head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+              "Transfer-Encoding: chunked\r\n\r\n";
+    ck_assert_int_eq(pthread_create(&th, NULL, serve_hold, &sv), 0);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1/completions", port);
+    ck_assert_int_eq(oai_http_create(&cfg, &h, err, sizeof(err)), 0);
+    req = new_req(url, 20000, &res[0]);
+    ck_assert_int_eq(oai_http_submit(h, req), 0);
+    ck_assert_int_eq(wait_all_done(res, 1, 10000), 1);
+    ck_assert_int_eq(res[0].status, OAI_HTTP_EIDLE);
+    ck_assert_msg(strstr(res[0].msg, url) && strstr(res[0].msg, "idle deadline of 200 ms"), "%s",
+                  res[0].msg);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(sv.closed, 1);
+    oai_http_destroy(h);
+    close(sv.lfd);
+    free(req);
+}
+END_TEST
+
 static TCase *tc(const char *name, const TTest *t)
 {
     TCase *c = tcase_create(name);
@@ -855,10 +968,19 @@ static TCase *tc_http_queue(void)
 {
     return tc("http_queue", http_queue);
 }
+static TCase *tc_http_cancel(void)
+{
+    return tc("http_cancel", http_cancel);
+}
+static TCase *tc_http_idle(void)
+{
+    return tc("http_idle", http_idle);
+}
 static TCase *tc_options(void)
 {
     return tc("options", options);
 }
 
 CHECK_MAIN("openai", tc_sse_bytewise, tc_sse_limits, tc_dialects, tc_event_scanner_hostile,
-           tc_kserve_v2, tc_http_pool, tc_http_coalesce, tc_http_queue, tc_options)
+           tc_kserve_v2, tc_http_pool, tc_http_coalesce, tc_http_queue, tc_http_cancel,
+           tc_http_idle, tc_options)

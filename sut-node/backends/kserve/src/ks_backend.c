@@ -1,9 +1,11 @@
 /* The kserve backend: each batch of tensor samples becomes one KServe v2 REST inference request
  * with the binary tensor extension (Triton, KServe, OpenVINO Model Server), sent over the shared
  * libcurl-on-libuv pool (../openai/src/oai_http.c); each sample's result is its slice of the
- * output tensor's bytes. The message format is ks_v2.c. */
+ * output tensor's bytes. The message format is ks_v2.c. cancel() (ABI 1.1) drops or aborts a
+ * batch's request once every sample of the batch is cancelled (oai_live.h). */
 #include "ks_v2.h"
 #include "oai_http.h"
+#include "oai_live.h"
 #include "oai_opts.h"
 #include "sut/sut_backend.h"
 
@@ -21,6 +23,7 @@
 
 struct sut_backend {
     oai_http_t *http;
+    oai_lives_t lives; /* the requests cancel() can find */
     ks_tensor_t t;
     char *url, *input, *output, *datatype;
     size_t sample_bytes;
@@ -33,6 +36,7 @@ struct sut_backend {
 
 typedef struct {
     oai_http_req_t req; /* first: the pool hands it back */
+    oai_live_t live;
     sut_backend_t *b;
     sut_batch_t *batch;
     size_t n;
@@ -158,8 +162,14 @@ static int ks_create(const sut_backend_config_t *cfg, sut_backend_t **out, char 
              b->url, b->input, b->datatype, b->sample_bytes);
     hc.max_conns = b->engines;
     hc.connect_timeout_ms = 5000;
-    if ((rc = oai_http_create(&hc, &b->http, err, errlen)) < 0)
+    if ((rc = oai_lives_init(&b->lives)) < 0) {
+        snprintf(err, errlen, "the request registry's mutex: %s", strerror(-rc));
         goto fail;
+    }
+    if ((rc = oai_http_create(&hc, &b->http, err, errlen)) < 0) {
+        oai_lives_destroy(&b->lives);
+        goto fail;
+    }
     oai_logf(b->log, SUT_LOG_INFO, "kserve backend: %s, max batch %u, %u engines", b->device,
              b->max_batch, b->engines);
     *out = b;
@@ -176,6 +186,7 @@ fail:
 static void ks_destroy(sut_backend_t *b)
 {
     oai_http_destroy(b->http);
+    oai_lives_destroy(&b->lives);
     free(b->url);
     free(b->input);
     free(b->output);
@@ -254,6 +265,12 @@ static void on_done(oai_http_req_t *r, int status, const char *msg)
     size_t data = 0, per = 0, i, n = c->n;
     sut_result_t *res;
 
+    oai_live_del(&b->lives, &c->live); /* before the batch may go back to the node */
+    if (status == OAI_HTTP_ECANCEL) {  /* every sample's client is gone: nothing to tell */
+        fail_all(c->batch, n, SUT_BACKEND_ECANCELED);
+        call_free(c);
+        return;
+    }
     if (status == 0 && !c->err[0])
         ks_response_parse(c->resp, c->resp_len, c->json_len, b->output, n, &data, &per, c->err,
                           sizeof(c->err));
@@ -331,11 +348,22 @@ static int ks_infer(sut_backend_t *b, sut_batch_t *batch)
     c->req.on_data = on_data;
     c->req.on_done = on_done;
     c->req.on_header = on_header;
+    c->live.req = &c->req;
+    c->live.batch = batch;
+    c->live.index = OAI_LIVE_ALL;
+    c->live.want = n;
+    oai_live_add(&b->lives, &c->live);
     if ((rc = oai_http_submit(b->http, &c->req)) < 0) {
+        oai_live_del(&b->lives, &c->live);
         call_free(c);
         return rc;
     }
     return 0;
+}
+
+static void ks_cancel(sut_backend_t *b, sut_batch_t *batch, const size_t *indices, size_t n)
+{
+    oai_live_cancel(&b->lives, b->http, batch, indices, n);
 }
 
 static const sut_backend_ops_t ops = {
@@ -348,6 +376,7 @@ static const sut_backend_ops_t ops = {
     ks_infer,
     NULL,
     NULL,
+    ks_cancel,
 };
 
 EXPORT const sut_backend_ops_t *sut_backend_entry(void);

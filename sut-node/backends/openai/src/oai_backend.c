@@ -7,9 +7,14 @@
  * loop thread decodes the streams (oai_sse.c, oai_dialect.c) and completes the samples later.
  * That is cheap and never blocks, so it is SUT_BACKEND_F_INLINE: infer() runs on the node's I/O
  * thread (no worker thread and no hand-off per batch); completions arrive from the loop thread,
- * which the ABI allows. */
+ * which the ABI allows.
+ *
+ * cancel() (ABI 1.1) marks the batch's streams in the pool (oai_http_cancel): a queued one is
+ * never sent, an open one is closed; both complete with SUT_BACKEND_ECANCELED. stream_idle_ms
+ * fails a stream that brings no token for that long (the first one included). */
 #include "oai_dialect.h"
 #include "oai_http.h"
+#include "oai_live.h"
 #include "oai_opts.h"
 #include "oai_sse.h"
 #include "sut/sut_backend.h"
@@ -27,6 +32,7 @@
 
 struct sut_backend {
     oai_http_t *http;
+    oai_lives_t lives; /* the streams cancel() can find */
     oai_gen_t gen;
     char *url;   /* base URL + the dialect's path */
     char *model; /* owned copy for gen.model */
@@ -35,12 +41,14 @@ struct sut_backend {
     char device[320];
     uint32_t max_concurrency;
     long timeout_ms;
+    long stream_idle_ms;
     size_t max_event;
     void (*log)(int level, const char *msg);
 };
 
 typedef struct {
     oai_http_req_t req; /* first: the pool hands it back */
+    oai_live_t live;
     sut_backend_t *b;
     sut_batch_t *batch;
     size_t index;
@@ -68,6 +76,7 @@ static const oai_optdef_t known[] = {
     {"incremental", "0"},
     {"max_concurrency", NULL}, /* default: the node's --max-batch */
     {"timeout_ms", "600000"},
+    {"stream_idle_ms", "60000"},
     {"connect_timeout_ms", "5000"},
     {"max_event", "65536"},
     {"api_key", NULL},
@@ -151,6 +160,10 @@ static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
     if (oai_opts_u("timeout_ms", opt(cfg, "timeout_ms"), 1, 86400000, &u, err, errlen) < 0)
         goto fail;
     b->timeout_ms = (long)u;
+    if (oai_opts_u("stream_idle_ms", opt(cfg, "stream_idle_ms"), 0, 86400000, &u, err, errlen) < 0)
+        goto fail;
+    b->stream_idle_ms = (long)u;
+    hc.idle_ms = b->stream_idle_ms;
     if (oai_opts_u("connect_timeout_ms", opt(cfg, "connect_timeout_ms"), 1, 600000, &u, err,
                    errlen) < 0)
         goto fail;
@@ -201,11 +214,19 @@ static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
     snprintf(b->device, sizeof(b->device), "%s engine at %s (max %u streams)",
              oai_dialect_name(b->gen.dialect), b->url, b->max_concurrency);
     hc.max_conns = b->max_concurrency;
-    if ((rc = oai_http_create(&hc, &b->http, err, errlen)) < 0)
+    if ((rc = oai_lives_init(&b->lives)) < 0) {
+        snprintf(err, errlen, "the stream registry's mutex: %s", strerror(-rc));
         goto fail;
+    }
+    if ((rc = oai_http_create(&hc, &b->http, err, errlen)) < 0) {
+        oai_lives_destroy(&b->lives);
+        goto fail;
+    }
     oai_logf(b->log, SUT_LOG_INFO,
-             "openai backend: %s, max_tokens=%u min_tokens=%u temperature=%g coalesce_us=%u",
-             b->device, b->gen.max_tokens, b->gen.min_tokens, b->gen.temperature, hc.coalesce_us);
+             "openai backend: %s, max_tokens=%u min_tokens=%u temperature=%g coalesce_us=%u "
+             "stream_idle_ms=%ld",
+             b->device, b->gen.max_tokens, b->gen.min_tokens, b->gen.temperature, hc.coalesce_us,
+             b->stream_idle_ms);
     *out = b;
     return 0;
 
@@ -220,6 +241,7 @@ fail:
 static void oai_destroy(sut_backend_t *b)
 {
     oai_http_destroy(b->http);
+    oai_lives_destroy(&b->lives);
     free(b->auth);
     free(b->model);
     free(b->url);
@@ -269,7 +291,7 @@ static int on_data(oai_http_req_t *r, const char *p, size_t n)
         p += used;
         n -= (size_t)used;
         if (have) {
-            size_t len;
+            size_t len, before = s->out.n;
             const char *ev = oai_sse_event(&s->sse, &len);
             if (s->out.done) /* trailing events (usage, [DONE]) after the end mark */
                 continue;
@@ -278,6 +300,8 @@ static int on_data(oai_http_req_t *r, const char *p, size_t n)
                 s->failed = 1;
                 return 1;
             }
+            if (s->out.n > before || s->out.done) /* a token: the idle deadline restarts */
+                oai_http_progress(&s->req);
             if (!s->first_sent && s->out.n > 0) {
                 sut_result_t res = {s->index, 0, s->out.toks, 4, 1};
                 s->first_sent = 1;
@@ -303,15 +327,18 @@ static void on_done(oai_http_req_t *r, int status, const char *msg)
                  s->out.n);
         s->failed = 1;
     }
-    if (s->failed || status != 0) {
-        oai_logf(b->log, SUT_LOG_WARN, "openai backend: sample %zu failed: %s", s->index,
-                 s->failed ? s->err : msg);
+    if (status == OAI_HTTP_ECANCEL) {
+        res.status = SUT_BACKEND_ECANCELED; /* its client is gone: nothing to tell anyone */
+    } else if (s->failed || status != 0) {
+        oai_logf(b->log, SUT_LOG_WARN, "openai backend: sample %zu failed: %s%s", s->index,
+                 s->failed ? s->err : msg, status == OAI_HTTP_EIDLE ? " (stream_idle_ms)" : "");
         res.status = s->failed ? -EPROTO : status;
     } else {
         res.data = s->out.toks;
         res.size = s->out.n * sizeof(int32_t);
         res.n_tokens = (int64_t)s->out.n;
     }
+    oai_live_del(&b->lives, &s->live); /* before the batch may go back to the node */
     s->batch->complete(s->batch, &res, 1);
     stream_free(s);
 }
@@ -370,14 +397,27 @@ static int oai_infer(sut_backend_t *b, sut_batch_t *batch)
         return rc;
     }
     for (i = 0; i < n; i++) {
+        ss[i]->live.req = &ss[i]->req;
+        ss[i]->live.batch = batch;
+        ss[i]->live.index = i;
+        oai_live_add(&b->lives, &ss[i]->live);
         if (oai_http_submit(b->http, &ss[i]->req) < 0) {
             sut_result_t res = {i, -ECANCELED, NULL, 0, 0};
+            oai_live_del(&b->lives, &ss[i]->live);
             stream_free(ss[i]);
             batch->complete(batch, &res, 1);
         }
     }
     free(ss);
     return 0;
+}
+
+static void oai_cancel(sut_backend_t *b, sut_batch_t *batch, const size_t *indices, size_t n)
+{
+    size_t k = oai_live_cancel(&b->lives, b->http, batch, indices, n);
+
+    oai_logf(b->log, SUT_LOG_DEBUG, "openai backend: %zu of %zu cancelled samples were running", k,
+             n);
 }
 
 static const sut_backend_ops_t ops = {
@@ -390,6 +430,7 @@ static const sut_backend_ops_t ops = {
     oai_infer,
     NULL,
     NULL,
+    oai_cancel,
 };
 
 EXPORT const sut_backend_ops_t *sut_backend_entry(void);

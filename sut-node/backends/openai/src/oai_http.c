@@ -47,9 +47,13 @@ struct oai_http {
     CURLM *multi;
     long connect_timeout_ms;
 
-    uv_mutex_t lock; /* guards queue and stopping */
+    uv_mutex_t lock; /* guards queue, stopping, cancel_pending and every req's cancel */
     oai_http_req_t *queue_head, *queue_tail;
     int stopping;
+    int cancel_pending; /* oai_http_cancel() marked some since the loop last looked */
+
+    long idle_ms; /* cfg.idle_ms */
+    uv_timer_t idle_timer;
 
     oai_http_req_t *active; /* transfers in libcurl (loop thread only) */
     size_t n_active, max_active;
@@ -263,6 +267,7 @@ static int start(oai_http_t *h, oai_http_req_t *r, long timeout_ms, char *msg, s
     r->psock = NULL;
     r->http = h;
     r->lport = 0;
+    r->progress_ns = now_ns();
     curl_easy_setopt(e, CURLOPT_URL, r->url);
     curl_easy_setopt(e, CURLOPT_POST, 1L);
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, r->body);
@@ -462,6 +467,67 @@ void oai_http_coalesce(oai_http_req_t *r)
     r->coalesce = 1;
 }
 
+void oai_http_progress(oai_http_req_t *r)
+{
+    r->progress_ns = now_ns();
+}
+
+/* ---- cancel and the idle deadline (loop thread) ---- */
+
+/* Fails the requests oai_http_cancel() picked: the waiting ones unsent, the running ones removed
+ * from libcurl (which closes their connections). */
+static void cancel_picked(oai_http_t *h)
+{
+    static const char why[] = "cancelled (the sample's client is gone, or the node is stopping)";
+    oai_http_req_t *r, *next, *prev = NULL;
+    int c;
+
+    for (r = h->wait_head; r; r = next) {
+        next = r->next;
+        uv_mutex_lock(&h->lock);
+        c = r->cancel;
+        uv_mutex_unlock(&h->lock);
+        if (!c) {
+            prev = r;
+            continue;
+        }
+        if (prev)
+            prev->next = next;
+        else
+            h->wait_head = next;
+        if (h->wait_tail == r)
+            h->wait_tail = prev;
+        r->next = NULL;
+        finish(h, r, OAI_HTTP_ECANCEL, why);
+    }
+    for (r = h->active; r; r = next) {
+        next = r->next;
+        uv_mutex_lock(&h->lock);
+        c = r->cancel;
+        uv_mutex_unlock(&h->lock);
+        if (c)
+            finish(h, r, OAI_HTTP_ECANCEL, why);
+    }
+}
+
+static void on_idle_timer(uv_timer_t *t)
+{
+    oai_http_t *h = t->data;
+    const uint64_t now = now_ns(), limit = (uint64_t)h->idle_ms * 1000000u;
+    oai_http_req_t *r, *next;
+    char msg[600];
+
+    for (r = h->active; r; r = next) {
+        next = r->next;
+        if (now - r->progress_ns < limit)
+            continue;
+        snprintf(msg, sizeof(msg), "%s: nothing new for %llu ms, over the idle deadline of %ld ms",
+                 r->url, (unsigned long long)((now - r->progress_ns) / 1000000u), h->idle_ms);
+        finish(h, r, OAI_HTTP_EIDLE, msg);
+    }
+    start_waiting(h); /* the failed ones freed connections */
+}
+
 uint64_t oai_http_parks(oai_http_t *h)
 {
     return (uint64_t)atomic_load_explicit(&h->parks, memory_order_relaxed);
@@ -606,12 +672,14 @@ static void on_async(uv_async_t *a)
 {
     oai_http_t *h = a->data;
     oai_http_req_t *q;
-    int stopping;
+    int stopping, cancel;
 
     uv_mutex_lock(&h->lock);
     q = h->queue_head;
     h->queue_head = h->queue_tail = NULL;
     stopping = h->stopping;
+    cancel = h->cancel_pending;
+    h->cancel_pending = 0;
     uv_mutex_unlock(&h->lock);
     if (stopping) {
         size_t i;
@@ -638,6 +706,8 @@ static void on_async(uv_async_t *a)
             h->wait_head = q;
         h->wait_tail = last;
     }
+    if (cancel)
+        cancel_picked(h);
     start_waiting(h);
 }
 
@@ -665,6 +735,7 @@ int oai_http_create(const oai_http_cfg_t *cfg, oai_http_t **out, char *err, size
     h->connect_timeout_ms = cfg->connect_timeout_ms;
     h->max_active = cfg->max_conns ? cfg->max_conns : 1;
     h->coalesce_us = cfg->coalesce_us;
+    h->idle_ms = cfg->idle_ms > 0 ? cfg->idle_ms : 0;
     h->tick_fd = -1;
     if ((rc = uv_loop_init(&h->loop)) != 0) {
         snprintf(err, errlen, "uv_loop_init: %s", uv_strerror(rc));
@@ -697,6 +768,13 @@ int oai_http_create(const oai_http_cfg_t *cfg, oai_http_t **out, char *err, size
     uv_mutex_init(&h->lock);
     uv_timer_init(&h->loop, &h->timer);
     h->timer.data = h;
+    uv_timer_init(&h->loop, &h->idle_timer);
+    h->idle_timer.data = h;
+    if (h->idle_ms) {
+        uint64_t every = (uint64_t)h->idle_ms / 4;
+        every = every < 10 ? 10 : every > 1000 ? 1000 : every;
+        uv_timer_start(&h->idle_timer, on_idle_timer, every, every);
+    }
     uv_async_init(&h->loop, &h->async, on_async);
     h->async.data = h;
     if ((rc = uv_thread_create(&h->thread, loop_main, h)) != 0) {
@@ -708,6 +786,7 @@ int oai_http_create(const oai_http_cfg_t *cfg, oai_http_t **out, char *err, size
 
 fail_handles:
     uv_close((uv_handle_t *)&h->timer, NULL);
+    uv_close((uv_handle_t *)&h->idle_timer, NULL);
     uv_close((uv_handle_t *)&h->async, NULL);
     if (h->tick_fd >= 0)
         uv_close((uv_handle_t *)&h->tick_poll, NULL);
@@ -739,6 +818,7 @@ int oai_http_submit(oai_http_t *h, oai_http_req_t *r)
     r->hdrs = NULL;
     r->errbody = NULL;
     r->errbody_len = 0;
+    r->cancel = 0;
     uv_mutex_lock(&h->lock);
     if (h->stopping) {
         uv_mutex_unlock(&h->lock);
@@ -752,6 +832,15 @@ int oai_http_submit(oai_http_t *h, oai_http_req_t *r)
     uv_mutex_unlock(&h->lock);
     uv_async_send(&h->async);
     return 0;
+}
+
+void oai_http_cancel(oai_http_t *h, oai_http_req_t *r)
+{
+    uv_mutex_lock(&h->lock);
+    r->cancel = 1;
+    h->cancel_pending = 1;
+    uv_mutex_unlock(&h->lock);
+    uv_async_send(&h->async);
 }
 
 void oai_http_destroy(oai_http_t *h)

@@ -14,6 +14,13 @@
  * response's body is kept up to 512 bytes for the message. Callbacks run on the loop thread and
  * must not block.
  *
+ * Cancel: oai_http_cancel() marks a request from any thread; the loop thread then fails it with
+ * OAI_HTTP_ECANCEL: a queued one is never sent, a running one is removed from libcurl on the loop
+ * thread (its connection is closed, so the server sees the client go). Idle deadline
+ * (cfg.idle_ms > 0): a running transfer fails with OAI_HTTP_EIDLE when idle_ms passes without
+ * progress: from its start, then from its reader's last oai_http_progress() (an LLM stream's
+ * last token), checked every idle_ms/4 (10 ms..1 s).
+ *
  * Read coalescing (cfg.coalesce_us > 0): once a transfer's urgent part is in (an LLM stream's
  * first token), its reader calls oai_http_coalesce() from on_data; from then on the loop stops
  * watching that transfer's socket and reads it on a common tick every coalesce_us instead (one
@@ -31,6 +38,8 @@
 #define OAI_HTTP_ETRANSFER (-5) /* -EIO: connect, send or receive failed, or the deadline */
 #define OAI_HTTP_ESTATUS (-71)  /* -EPROTO: the server answered with a non-2xx status */
 #define OAI_HTTP_EABORT (-103)  /* -ECONNABORTED: on_data asked to stop */
+#define OAI_HTTP_ECANCEL (-125) /* -ECANCELED: oai_http_cancel() picked it */
+#define OAI_HTTP_EIDLE (-62)    /* -ETIME: no progress for cfg.idle_ms */
 
 typedef struct oai_http oai_http_t;
 typedef struct oai_http_req oai_http_req_t;
@@ -56,11 +65,13 @@ struct oai_http_req {
     void *hdrs;
     oai_http_req_t *next, *prev;
     int aborted;
-    int coalesce;       /* oai_http_coalesce() was called */
-    void *http;         /* the pool */
-    void *psock;        /* the socket it is parked on, or NULL */
-    int lport;          /* its connection's local TCP port (coalescing only) */
-    uint64_t submit_ns; /* when oai_http_submit() took it (the deadline counts from here) */
+    int cancel;           /* marked by oai_http_cancel() (under the pool's lock) */
+    uint64_t progress_ns; /* its start, or its last oai_http_progress() */
+    int coalesce;         /* oai_http_coalesce() was called */
+    void *http;           /* the pool */
+    void *psock;          /* the socket it is parked on, or NULL */
+    int lport;            /* its connection's local TCP port (coalescing only) */
+    uint64_t submit_ns;   /* when oai_http_submit() took it (the deadline counts from here) */
     long http_code;
     char *errbody;
     size_t errbody_len;
@@ -73,6 +84,7 @@ typedef struct {
     uint32_t max_conns;
     long connect_timeout_ms;
     uint32_t coalesce_us; /* 0: off; else the read tick of coalescing transfers (above) */
+    long idle_ms;         /* 0: off; else the idle deadline of a running transfer (above) */
 } oai_http_cfg_t;
 
 /* 0, or a negative code with a reason in err. */
@@ -80,6 +92,11 @@ int oai_http_create(const oai_http_cfg_t *cfg, oai_http_t **out, char *err, size
 /* Thread-safe. 0, or OAI_HTTP_ESTOP once destroy has begun (on_done is then not called). */
 int oai_http_submit(oai_http_t *h, oai_http_req_t *r);
 void oai_http_destroy(oai_http_t *h);
+/* Thread-safe. |r| fails soon with OAI_HTTP_ECANCEL on the loop thread, unsent or aborted, unless
+ * it finishes first. The caller guarantees that r's on_done has not returned (oai_live.h). */
+void oai_http_cancel(oai_http_t *h, oai_http_req_t *r);
+/* From r's on_data only: r made progress (restarts its idle deadline). */
+void oai_http_progress(oai_http_req_t *r);
 /* From r's on_data only: the rest of r's response may be read on the coalescing tick (above).
  * No effect when the pool's coalesce_us is 0. */
 void oai_http_coalesce(oai_http_req_t *r);
