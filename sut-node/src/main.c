@@ -55,10 +55,11 @@ static const opt_doc_t options[] = {
      "many outstanding (default: 4 x engines x max batch, at least 64)"},
     {"handshake-timeout-ms", "MS", "close a connection without Hello after this (default 5000)"},
     {"frame-timeout-ms", "MS",
-     "a frame must arrive whole within this plus its size at 1 MiB/s, from its first byte "
-     "(default 10000)"},
+     "grace from a frame's first byte; after it the frame must gain 256 KiB (or its rest) in "
+     "every second, or the connection is closed (default 5000)"},
     {"idle-timeout-ms", "MS",
-     "close a connection that sent no frame and has no work for this long (default 60000)"},
+     "close a connection that sent no frame other than Pings and has no work for this long "
+     "(default 60000)"},
     {"write-timeout-ms", "MS",
      "close a connection that takes none of its queued results for this long (default 10000)"},
     {"drain-timeout-ms", "MS", "on SIGTERM, wait this long for work in flight (default 30000)"},

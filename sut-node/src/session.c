@@ -18,8 +18,12 @@ static const int supported_codecs[] = {CMPR_NONE, CMPR_LZ4};
 /* Frames below this payload size are cheaper to copy than to give a batch of their own. */
 #define SINK_MIN_PAYLOAD (64u * 1024u)
 
-/* A frame must arrive whole within --frame-timeout-ms plus its size at this rate. */
-#define FRAME_MIN_RATE (1u << 20) /* bytes per second */
+/* An arriving frame, after --frame-timeout-ms of grace from its first byte, must gain at least
+ * FRAME_MIN_RATE bytes in every window of FRAME_RATE_WINDOW_MS (or whatever was left of it at the
+ * window's start): a byte now and then cannot keep a frame, and the buffer its header reserved,
+ * alive. Windows while the node itself does not read the connection do not count. */
+#define FRAME_MIN_RATE (256u << 10) /* bytes per second */
+#define FRAME_RATE_WINDOW_MS 1000u
 
 /* The metadata of one Sample is under 48 bytes: the metadata limit follows the in-flight limit,
  * so a Query's metadata is refused by its header before protobuf-c unpacks it. */
@@ -722,6 +726,9 @@ static void on_frame(cmn_conn_t *c, const cmn_frame_t *f)
     s->sink_q = NULL;
     s->sink = NULL;
     s->last_frame_ns = cmn_now_ns();
+    /* The idle deadline counts useful traffic only: Pings and Pongs alone do not hold a slot. */
+    if (f->hdr.type != CMN_MSG_PING && f->hdr.type != CMN_MSG_PONG)
+        s->active_ns = s->last_frame_ns;
     ss->st.bytes_in += CMN_FRAME_HEADER_SIZE + f->hdr.meta_len + f->hdr.payload_len;
     if (!m) {
         rc = cmn_msg_unpack(f, &lim, &ss->arena.pb, &m, &eb);
@@ -945,7 +952,7 @@ void sut__sessions_accept(sut_sessions_t *ss, uv_stream_t *server, struct cmn_uc
     s->refs = 1;
     s->conn.data = s;
     cmn_idmap_init(&s->ids);
-    s->accepted_ns = s->last_frame_ns = cmn_now_ns();
+    s->accepted_ns = s->last_frame_ns = s->active_ns = cmn_now_ns();
     link_session(ss, s);
     rc = in ? cmn_conn_accept_ucx(&s->conn, in) : uv_accept(server, (uv_stream_t *)&s->conn.tcp);
     if (rc < 0) {
@@ -974,28 +981,47 @@ void sut__sessions_accept(sut_sessions_t *ss, uv_stream_t *server, struct cmn_uc
     cmn_log_debug("%s: connected (%u open)", s->conn.peer, ss->n);
 }
 
-/* A frame must be whole within frame_timeout_ms plus its size at FRAME_MIN_RATE, counted from the
- * tick that first saw it partial: progress does not reset it, so a byte now and then does not
- * keep a frame (and its buffer) alive. */
+/* The rate rule (FRAME_MIN_RATE above), checked on every tick: returns 1 with the reason when the
+ * frame being received has fallen under it. */
 static int frame_overdue(sut_session_t *s, uint64_t now, char *why, size_t cap)
 {
     const sut_opts_t *o = s->ss->env.opt;
-    uint64_t size, allowed_ms;
+    int partial = cmn_frame_decoder_partial(&s->conn.dec);
+    uint64_t size, left, need, got, win_ms;
 
-    if (!cmn_frame_decoder_partial(&s->conn.dec) || s->conn.frames_in != s->frame_frames ||
-        !s->frame_start_ns) {
-        s->frame_start_ns = cmn_frame_decoder_partial(&s->conn.dec) ? now : 0;
+    if (!partial || s->conn.frames_in != s->frame_frames || !s->frame_start_ns) {
+        s->frame_start_ns = partial ? now : 0;
         s->frame_frames = s->conn.frames_in;
-        s->frame_bytes_in = s->conn.bytes_in;
+        s->frame_bytes_in = s->win_bytes_in = s->conn.bytes_in;
+        s->win_ns = now;
         return 0;
     }
-    size = (uint64_t)s->conn.dec.hdr.meta_len + s->conn.dec.hdr.payload_len;
-    allowed_ms = o->frame_timeout_ms + size * 1000u / FRAME_MIN_RATE;
-    if (now - s->frame_start_ns <= allowed_ms * 1000000u)
+    if (s->conn.read_paused) { /* the node is not reading: not the peer's doing */
+        s->win_ns = now;
+        s->win_bytes_in = s->conn.bytes_in;
         return 0;
-    snprintf(why, cap, "a frame half received: %llu bytes not whole after %llu ms (%llu received)",
-             (unsigned long long)size, (unsigned long long)allowed_ms,
-             (unsigned long long)(s->conn.bytes_in - s->frame_bytes_in));
+    }
+    win_ms = (now - s->win_ns) / 1000000u;
+    if (win_ms < FRAME_RATE_WINDOW_MS)
+        return 0;
+    size = CMN_FRAME_HEADER_SIZE + (uint64_t)s->conn.dec.hdr.meta_len + s->conn.dec.hdr.payload_len;
+    got = s->conn.bytes_in - s->win_bytes_in;
+    left = size > s->win_bytes_in - s->frame_bytes_in ? size - (s->win_bytes_in - s->frame_bytes_in)
+                                                      : 0;
+    need = (uint64_t)FRAME_MIN_RATE * win_ms / 1000u;
+    if (need > left)
+        need = left;
+    s->win_ns = now;
+    s->win_bytes_in = s->conn.bytes_in;
+    if (now - s->frame_start_ns <= o->frame_timeout_ms * 1000000u || got >= need)
+        return 0;
+    snprintf(why, cap,
+             "a frame half received, arriving too slowly: %llu bytes in the last %llu ms, under %u "
+             "KiB/s (%llu of "
+             "%llu bytes after %llu ms)",
+             (unsigned long long)got, (unsigned long long)win_ms, FRAME_MIN_RATE >> 10,
+             (unsigned long long)(s->conn.bytes_in - s->frame_bytes_in), (unsigned long long)size,
+             (unsigned long long)((now - s->frame_start_ns) / 1000000u));
     return 1;
 }
 
@@ -1049,7 +1075,7 @@ static int write_overdue(sut_session_t *s, uint64_t now)
 static void tick_session(sut_sessions_t *ss, sut_session_t *s, uint64_t now)
 {
     const sut_opts_t *o = ss->env.opt;
-    char why[200];
+    char why[300];
 
     if (!s->ready && now - s->accepted_ns > o->handshake_timeout_ms * 1000000u) {
         snprintf(why, sizeof(why), "no Hello within %llu ms",
@@ -1066,8 +1092,8 @@ static void tick_session(sut_sessions_t *ss, sut_session_t *s, uint64_t now)
         return;
     }
     if (s->ready && s->inflight == 0 && !s->frame_start_ns &&
-        now - s->last_frame_ns > o->idle_timeout_ms * 1000000u) {
-        snprintf(why, sizeof(why), "no frame and no work for %llu ms",
+        now - s->active_ns > o->idle_timeout_ms * 1000000u) {
+        snprintf(why, sizeof(why), "no frame other than Pings and no work for %llu ms",
                  (unsigned long long)o->idle_timeout_ms);
         protocol_error(s, CMN_ETIMEOUT, NSUT__ERROR_CODE__ERROR_TIMEOUT, why);
     }

@@ -41,8 +41,8 @@ typedef struct {
     uint64_t memory_budget; /* bytes peers can make the node hold; 0: sized from the machine */
     uint32_t max_inflight;  /* samples per connection before reading pauses; 0: sized at init */
     uint64_t handshake_timeout_ms;
-    uint64_t frame_timeout_ms; /* a frame whole within this + its size at 1 MiB/s */
-    uint64_t idle_timeout_ms;  /* a handshaken connection with no frame and no work this long */
+    uint64_t frame_timeout_ms; /* grace before a frame's minimum arrival rate applies */
+    uint64_t idle_timeout_ms;  /* a handshaken connection with no frame (Pings aside), no work */
     uint64_t write_timeout_ms; /* a peer that takes none of its results this long */
     uint64_t drain_timeout_ms;
     uint64_t heartbeat_ms;     /* a Ping to a client that heard nothing from us this long */

@@ -404,12 +404,12 @@ static size_t query_head(uint8_t *out, size_t cap, uint32_t size)
 
 START_TEST(slow_frame)
 {
-    const char *args[] = {"--backend", "digest", "--frame-timeout-ms", "1000", "--memory-budget",
-                          "256M",      NULL};
+    /* The default grace (--frame-timeout-ms 5000) and rate rule (256 KiB/s after it). */
+    const char *args[] = {"--backend", "digest", "--memory-budget", "256M", NULL};
     enum { CONNS = 4 };
     tn_client_t *evil = calloc(CONNS, sizeof(*evil));
     uint8_t head[256];
-    size_t hl = query_head(head, sizeof(head), 1u << 20);
+    size_t hl = query_head(head, sizeof(head), 32u << 20);
     int c, timed_out = 0;
     long idle, peak = 0;
     uint64_t t0, end, elapsed_ms = 0;
@@ -420,22 +420,25 @@ START_TEST(slow_frame)
         ck_assert_int_eq(handshake(&evil[c], p.port), 0);
         ck_assert_int_eq(tn_send_raw(&evil[c], head, hl), 0);
     }
-    /* A byte every 100 ms on each: progress, but the 1 MiB frame may take 1 s + 1 s at most. */
+    /* A byte every 100 ms on each of four 32 MiB frames: progress, but far under the minimum
+     * rate. The whole-frame deadline this replaces allowed 10 s + 32 s; the rate rule drops them
+     * after the grace and one or two 1 s windows. */
     t0 = cmn_now_ns();
-    end = t0 + 10000000000ull;
+    end = t0 + 30000000000ull;
     while (!timed_out && cmn_now_ns() < end) {
         for (c = 0; c < CONNS; c++)
             (void)tn_send_raw(&evil[c], "x", 1);
         usleep(100000);
-        timed_out = tn_log_contains(&p, "not whole after 2000 ms");
+        timed_out = tn_log_contains(&p, "a frame half received, arriving too slowly");
         long r = rss_kb(p.pid);
         peak = r > peak ? r : peak;
     }
     elapsed_ms = (cmn_now_ns() - t0) / 1000000u;
     printf("slow_frame: dropped after %llu ms\n", (unsigned long long)elapsed_ms);
-    ck_assert_msg(timed_out, "a trickled frame outlived its whole-frame deadline");
+    ck_assert_msg(timed_out, "a trickled frame outlived the minimum arrival rate");
     ck_assert(tn_wait_log(&p, "(ERROR_TIMEOUT); closing the connection", 10000));
-    ck_assert_uint_lt(elapsed_ms, 6000);
+    ck_assert_msg(elapsed_ms < 15000, "a trickled frame was held %llu ms (5 s grace + 1-2 s)",
+                  (unsigned long long)elapsed_ms);
     for (c = 0; c < CONNS; c++)
         tn_close(&evil[c]);
     free(evil);
@@ -510,13 +513,70 @@ START_TEST(preauth_flood)
     /* A client that goes quiet after its Hello is closed at the idle deadline. */
     ck_assert_int_eq(handshake(quiet, p.port), 0);
     ck_assert_int_eq(tn_expect_error(quiet, 5000), NSUT__ERROR_CODE__ERROR_TIMEOUT);
-    ck_assert(tn_wait_log(&p, "no frame and no work for 1000 ms", 10000));
+    ck_assert(tn_wait_log(&p, "no frame other than Pings and no work for 1000 ms", 10000));
     tn_close(quiet);
     for (i = 0; i < FLOOD; i++)
         tn_close(&fl[i]);
     free(fl);
     free(quiet);
     finish(&p, "preauth_flood", idle, peak, 256 * 1024);
+}
+END_TEST
+
+/* ---- connections that only ping ------------------------------------------------------------- */
+
+static void send_ping(tn_client_t *c, uint64_t seq)
+{
+    Nsut__Ping ping = NSUT__PING__INIT;
+
+    ping.seq = seq;
+    (void)tn_send(c, CMN_MSG_PING, &ping.base, NULL, 0);
+}
+
+START_TEST(ping_idle)
+{
+    const char *args[] = {"--backend",
+                          "digest",
+                          "--max-connections",
+                          "8",
+                          "--max-conn-per-peer",
+                          "16",
+                          "--idle-timeout-ms",
+                          "1500",
+                          "--heartbeat-ms",
+                          "0",
+                          NULL};
+    enum { PINGERS = 8 };
+    tn_client_t *pg = calloc(PINGERS, sizeof(*pg));
+    int i, served = 0, n = 0;
+    long idle, peak;
+    uint64_t t0, end, seq = 1, waited_ms;
+    tn_proc_t p;
+
+    idle = start_node(&p, args);
+    /* Every slot taken by a peer that says Hello and then only pings, every 200 ms. */
+    for (i = 0; i < PINGERS; i++) {
+        ck_assert_int_eq(handshake(&pg[i], p.port), 0);
+        send_timeout(pg[i].fd, 1000);
+    }
+    t0 = cmn_now_ns();
+    end = t0 + 20000000000ull;
+    while (!served && cmn_now_ns() < end) {
+        for (i = 0; i < PINGERS; i++)
+            send_ping(&pg[i], seq++);
+        if (++n % 5 == 0) /* a good client tries once a second */
+            served = good_served(p.port);
+        usleep(200000);
+    }
+    waited_ms = (cmn_now_ns() - t0) / 1000000u;
+    peak = rss_kb(p.pid);
+    printf("ping_idle: a good client got in after %llu ms\n", (unsigned long long)waited_ms);
+    ck_assert_msg(served, "pinging connections held every slot for 20 s");
+    ck_assert(tn_log_contains(&p, "no frame other than Pings and no work for 1500 ms"));
+    for (i = 0; i < PINGERS; i++)
+        tn_close(&pg[i]);
+    free(pg);
+    finish(&p, "ping_idle", idle, peak, 256 * 1024);
 }
 END_TEST
 
@@ -548,5 +608,10 @@ static TCase *tc_preauth_flood(void)
 {
     return tc("preauth_flood", preauth_flood);
 }
+static TCase *tc_ping_idle(void)
+{
+    return tc("ping_idle", ping_idle);
+}
 
-CHECK_MAIN("sut_memory", tc_no_read, tc_lz4_bomb, tc_slow_frame, tc_big_meta, tc_preauth_flood)
+CHECK_MAIN("sut_memory", tc_no_read, tc_lz4_bomb, tc_slow_frame, tc_big_meta, tc_preauth_flood,
+           tc_ping_idle)
