@@ -49,7 +49,8 @@ static const opt_doc_t options[] = {
      "work (default: half of --max-connections)"},
     {"memory-budget", "SIZE",
      "bytes all peers together can make the node hold: batch inputs, frames being received, "
-     "queued results (default: half of the machine's or cgroup's memory, at least 256M)"},
+     "queued results; peers hold 3/4 of it, one peer at most half of that (default: half of the "
+     "machine's or cgroup's memory, at least 256M, at most 8/3 GiB: 1 GiB per peer)"},
     {"max-inflight", "N",
      "samples in flight per connection before reading pauses; clients keep at most this "
      "many outstanding (default: 4 x engines x max batch, at least 64)"},

@@ -88,17 +88,20 @@ static void session_send(sut_session_t *s, unsigned type, const ProtobufCMessage
 
 typedef struct {
     const sut_sessions_env_t *env;
+    sut_session_t *s; /* referenced until the frame is sent: its records are on its account */
     size_t cnt;
     sut_rec_t *recs[];
 } sent_frame_t;
 
-/* Records go back to the pool and their bytes to the budget. */
+/* Records go back to the pool and their bytes to the budget and their peer's account. */
 static void free_records(const sut_sessions_env_t *env, sut_rec_t **recs, size_t cnt)
 {
     size_t i;
     for (i = 0; i < cnt; i++) {
-        if (recs[i]->charge)
+        if (recs[i]->charge) {
             sut__budget_give(env->budget, recs[i]->charge);
+            sut__budget_unattribute(&recs[i]->s->peer, recs[i]->charge);
+        }
         cmn_pool_put(env->pool, recs[i]->data);
         cmn_pool_put(env->pool, recs[i]);
     }
@@ -129,6 +132,7 @@ static void on_frame_sent(void *arg, int status)
 
     (void)status;
     free_records(f->env, f->recs, f->cnt);
+    session_release(f->s);
     free(f);
 }
 
@@ -170,6 +174,7 @@ static int send_frame(sut_session_t *s, unsigned type, sut_rec_t **recs, size_t 
     if (!f || !res || !rp || !iov)
         goto fail;
     f->env = env;
+    f->s = s;
     f->cnt = k;
     for (i = 0; i < k; i++) {
         sut_rec_t *r = recs[i];
@@ -189,11 +194,14 @@ static int send_frame(sut_session_t *s, unsigned type, sut_rec_t **recs, size_t 
     }
     resp.n_results = tok.n_results = k;
     resp.results = tok.results = rp;
+    s->refs++; /* the frame's, given back by on_frame_sent */
     rc = cmn_conn_send(&s->conn, type,
                        type == CMN_MSG_RESPONSE ? &resp.base : (const ProtobufCMessage *)&tok.base,
                        iov, k, on_frame_sent, f);
-    if (rc < 0)
+    if (rc < 0) {
+        s->refs--;
         goto fail;
+    }
     free(res);
     free(rp);
     free(iov);
@@ -275,7 +283,9 @@ static void update_reading(sut_session_t *s)
     }
     if (s->conn.closing || s->refused)
         return;
-    if (congested || s->inflight >= s->ss->env.opt->max_inflight)
+    /* A peer holding more than its share of the budget gets no new work until it holds less. */
+    if (congested || s->inflight >= s->ss->env.opt->max_inflight ||
+        (s->joined && sut__budget_peer_used(&s->peer) > sut__budget_share(s->ss->env.budget)))
         cmn_conn_read_pause(&s->conn);
     else if (s->conn.read_paused)
         cmn_conn_read_resume(&s->conn);
@@ -294,6 +304,8 @@ void sut__sessions_take(sut_sessions_t *ss, sut_rec_t *rec)
 
     if (is_result) {
         /* The sample is done for the node whether or not its connection is still there. */
+        if (rec->in_charge)
+            sut__budget_unattribute(&s->peer, rec->in_charge);
         cmn_idmap_del(&s->ids, rec->wire_id);
         s->inflight--;
         if (rec->status == NSUT__STATUS__STATUS_BACKEND_ERROR)
@@ -423,6 +435,8 @@ static void handle_hello(sut_session_t *s, const Nsut__Hello *h)
         lim.max_meta = META_BASE + META_PER_SAMPLE * env->opt->max_inflight;
     cmn_conn_set_limits(&s->conn, &lim);
     s->ready = 1;
+    s->joined = 1;
+    sut__budget_join(env->budget);
     if (s->preauth) {
         s->preauth = 0;
         s->ss->n_preauth--;
@@ -469,19 +483,26 @@ static uint8_t *session_sink(void *arg, const cmn_frame_header_t *h, const uint8
         if (cmn_msg_unpack(&f, &lim, NULL, &m, NULL) == 0) {
             s->sink_q = m;
             if (sink_fits(&ss->env, (const Nsut__Query *)m))
-                s->sink = sut__batcher_sink_open(ss->env.bt, h->payload_len);
-            if (s->sink)
-                return s->sink->input; /* charged to the budget as the batch's input */
+                s->sink = sut__batcher_sink_open(ss->env.bt, h->payload_len, &s->peer);
+            if (s->sink) {
+                /* charged to the budget as the batch's input, on the peer's account until its
+                 * samples are (handle_query) */
+                (void)sut__budget_attribute(ss->env.budget, &s->peer, h->payload_len, 1);
+                s->sink_charge = h->payload_len;
+                return s->sink->input;
+            }
         }
     }
-    /* The payload goes into the connection's frame buffer: the budget holds it until the frame
-     * is handled or the connection closes. */
-    if (sut__budget_take(ss->env.budget, h->payload_len) < 0) {
+    /* The payload goes into the connection's frame buffer: the budget and the peer's account
+     * hold it until the frame is handled or the connection closes. */
+    if (sut__budget_take_for(ss->env.budget, &s->peer, h->payload_len, 1) < 0) {
         snprintf(why, sizeof(why),
                  "a frame of %u payload bytes does not fit the node's memory budget (%llu of %llu "
-                 "bytes in use)",
+                 "bytes in use; this peer holds %llu, its share is %llu)",
                  h->payload_len, (unsigned long long)sut__budget_used(ss->env.budget),
-                 (unsigned long long)ss->env.budget->limit);
+                 (unsigned long long)ss->env.budget->limit,
+                 (unsigned long long)sut__budget_peer_used(&s->peer),
+                 (unsigned long long)sut__budget_share(ss->env.budget));
         protocol_error(s, CMN_EOVERLOAD, NSUT__ERROR_CODE__ERROR_OVERLOAD, why);
         return NULL;
     }
@@ -493,7 +514,12 @@ static void release_frame_charge(sut_session_t *s)
 {
     if (s->frame_charge) {
         sut__budget_give(s->ss->env.budget, s->frame_charge);
+        sut__budget_unattribute(&s->peer, s->frame_charge);
         s->frame_charge = 0;
+    }
+    if (s->sink_charge) {
+        sut__budget_unattribute(&s->peer, s->sink_charge);
+        s->sink_charge = 0;
     }
 }
 
@@ -574,7 +600,7 @@ static void handle_query(sut_session_t *s, const Nsut__Query *q, const uint8_t *
     for (i = 0; i < q->n_samples; i++) {
         const Nsut__Sample *sm = q->samples[i];
         const uint8_t *wire = p;
-        sut_owner_t ow = {s, sm->id, s->result_codec, arrival};
+        sut_owner_t ow = {s, sm->id, s->result_codec, arrival, &s->peer, 0};
 
         p += sm->wire_size;
         if (admit_sample(s, sm) < 0)
@@ -590,7 +616,10 @@ static void handle_query(sut_session_t *s, const Nsut__Query *q, const uint8_t *
         s->refs++;
         s->inflight++;
         if (sink) {
-            sut__batcher_sink_add(sink, &ow, (size_t)sm->raw_size); /* already in place */
+            /* already in place, and admitted with its frame */
+            ow.charge = sm->raw_size;
+            (void)sut__budget_attribute(ss->env.budget, &s->peer, ow.charge, 1);
+            sut__batcher_sink_add(sink, &ow, (size_t)sm->raw_size);
             ss->st.samples++;
             continue;
         }
@@ -828,6 +857,9 @@ static void on_session_close(cmn_conn_t *c, int reason)
         s->sink_q = NULL;
     }
     release_frame_charge(s);
+    if (s->joined)
+        sut__budget_leave(ss->env.budget);
+    s->joined = 0;
     if (s->preauth)
         ss->n_preauth--;
     if (s->refused)

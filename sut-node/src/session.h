@@ -49,6 +49,9 @@ struct sut_session {
     uint64_t congested_ns;   /* its results backed up above the high-water mark since, or 0 */
     uint64_t congested_out;  /* conn.bytes_out then */
     uint64_t frame_charge;   /* budget held by the frame being received */
+    uint64_t sink_charge;    /* its sink batch's input on the peer's account, until handled */
+    sut_peer_t peer;         /* its account of the memory budget (budget.h), from its Hello */
+    int joined;              /* the account counts among the budget's peers */
     uint64_t hb_frames;      /* conn.frames_out when the heartbeat clock last restarted */
     uint64_t hb_ns;
     uint64_t hb_seq;

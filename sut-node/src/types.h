@@ -70,6 +70,7 @@ typedef struct {
 } sut_be_t;
 
 typedef struct sut_session sut_session_t;
+struct sut_peer; /* a peer's account of the memory budget (budget.h) */
 
 /* What travels on the completion queue: a sample's result or first token, or a released batch. */
 enum { SUT_REC_RESULT = 1, SUT_REC_FIRST_TOKEN = 2, SUT_REC_BATCH_DONE = 3 };
@@ -92,15 +93,18 @@ typedef struct {
     uint64_t queue_ns;   /* its Query's arrival to its batch's backend start (>= 1) */
     uint64_t backend_ns; /* its batch's backend start to this result (>= 1) */
     uint8_t *data;       /* pool buffer with wire_size bytes, or NULL */
-    uint64_t charge;     /* bytes of the memory budget it holds until sent */
+    uint64_t charge;     /* bytes of the memory budget (and its peer's account) until sent */
+    uint64_t in_charge;  /* its sample's decoded input on the peer's account (results only) */
 } sut_rec_t;
 
 /* Who a sample in a batch belongs to; opaque to the batcher and the workers. */
 typedef struct {
     sut_session_t *s;
     uint64_t wire_id;
-    int result_codec;    /* the session's negotiated result codec */
-    uint64_t arrival_ns; /* its Query frame was received (the node's latency metric) */
+    int result_codec;      /* the session's negotiated result codec */
+    uint64_t arrival_ns;   /* its Query frame was received (the node's latency metric) */
+    struct sut_peer *peer; /* the session's account of the memory budget */
+    uint64_t charge;       /* its decoded input on that account (set by the batcher) */
 } sut_owner_t;
 
 /* The node's view of a batch (formed by batcher.c, run by workers.c): the backend sees only |b|. */
