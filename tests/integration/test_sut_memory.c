@@ -273,7 +273,8 @@ static unsigned long long budget_used(const tn_proc_t *p)
  * account for the RSS the attack made it grow by: at most 1.5 x, plus 16 MiB for what is the
  * node's own (idle pooled buffers, allocator arenas, thread stacks), and UCX's pools over
  * ucx:// (ucx_pools_kb()). Not under a sanitizer, whose runtime is not the node's. */
-static void assert_charged(const tn_proc_t *p, const char *attack, long idle, long peak)
+static unsigned long long assert_charged(const tn_proc_t *p, const char *attack, long idle,
+                                         long peak)
 {
     unsigned long long held = budget_peak(p);
     long grown = peak - idle, held_kb = (long)(held >> 10);
@@ -284,6 +285,7 @@ static void assert_charged(const tn_proc_t *p, const char *attack, long idle, lo
                   "%s: RSS grew %ld KiB, the budget reported at most %ld KiB in use", attack, grown,
                   held_kb);
 #endif
+    return held;
 }
 
 /* ---- results that are never read ------------------------------------------------------------- */
@@ -306,6 +308,7 @@ START_TEST(no_read)
     tn_proc_t p;
     tn_client_t *evil = malloc(sizeof(*evil));
     long idle, peak = 0;
+    unsigned long long held;
     size_t queued;
     uint64_t end;
 
@@ -336,7 +339,7 @@ START_TEST(no_read)
         usleep(50000);
     }
     ck_assert_msg(tn_log_contains(&p, "took none of its"), "the non-reading peer was not dropped");
-    assert_charged(&p, "no_read", idle, peak);
+    held = assert_charged(&p, "no_read", idle, peak);
     tn_close(evil);
     free(evil);
     /* The attack was real: the node says how much it held for the peer when it dropped it. Those
@@ -347,11 +350,16 @@ START_TEST(no_read)
      * first (every unfetched rendezvous result is in the node's queue) and the node pauses the
      * peer at that threshold, so the queue at the drop may be just over it (256 KiB and 576 KiB
      * seen on a loaded host, 100 MB on an idle one): the check asks for the threshold itself.
-     * The RSS peak sampled above may miss that moment on a busy host. */
+     * The RSS peak sampled above may miss that moment on a busy host. On a busy host the queue
+     * at the drop may also be small while the node held more before (the peer paused with few
+     * samples in flight, 256 KiB seen): the budget's own high-water mark, which counts every
+     * result record the node held, then says whether they queued up. */
     queued = queued_at_drop(&p);
-    printf("no_read: %zu bytes of results queued when the peer was dropped\n", queued);
-    ck_assert_msg(queued >= (tn_is_ucx() ? 256u << 10 : 1u << 20),
-                  "the results did not queue up (%zu bytes at the drop)", queued);
+    printf("no_read: %zu bytes of results queued when the peer was dropped, %llu at most\n", queued,
+           held);
+    ck_assert_msg(queued >= (tn_is_ucx() ? 256u << 10 : 1u << 20) || held >= 1u << 20,
+                  "the results did not queue up (%zu bytes at the drop, budget peak %llu)", queued,
+                  held);
     finish(&p, "no_read", idle, peak, 128 * 1024);
 }
 END_TEST
