@@ -283,9 +283,12 @@ static void update_reading(sut_session_t *s)
     }
     if (s->conn.closing || s->refused)
         return;
-    /* A peer holding more than its share of the budget gets no new work until it holds less. */
+    /* A peer holding more than its share of the budget gets no new work until it holds less;
+     * a frame it has begun is let in whole (its memory is charged already, and a paused frame
+     * would hold it forever). */
     if (congested || s->inflight >= s->ss->env.opt->max_inflight ||
-        (s->joined && sut__budget_peer_used(&s->peer) > sut__budget_share(s->ss->env.budget)))
+        (s->joined && !cmn_frame_decoder_partial(&s->conn.dec) &&
+         sut__budget_peer_used(&s->peer) > sut__budget_share(s->ss->env.budget)))
         cmn_conn_read_pause(&s->conn);
     else if (s->conn.read_paused)
         cmn_conn_read_resume(&s->conn);
@@ -482,12 +485,15 @@ static uint8_t *session_sink(void *arg, const cmn_frame_header_t *h, const uint8
         f.payload = NULL;
         if (cmn_msg_unpack(&f, &lim, NULL, &m, NULL) == 0) {
             s->sink_q = m;
-            if (sink_fits(&ss->env, (const Nsut__Query *)m))
+            /* charged to the budget as the batch's input, and on the peer's account (under the
+             * fairness rules) until its samples are (handle_query) */
+            if (sink_fits(&ss->env, (const Nsut__Query *)m) &&
+                sut__budget_attribute(ss->env.budget, &s->peer, h->payload_len, 0) == 0) {
                 s->sink = sut__batcher_sink_open(ss->env.bt, h->payload_len, &s->peer);
+                if (!s->sink)
+                    sut__budget_unattribute(&s->peer, h->payload_len);
+            }
             if (s->sink) {
-                /* charged to the budget as the batch's input, on the peer's account until its
-                 * samples are (handle_query) */
-                (void)sut__budget_attribute(ss->env.budget, &s->peer, h->payload_len, 1);
                 s->sink_charge = h->payload_len;
                 return s->sink->input;
             }
