@@ -156,6 +156,14 @@ static void batch_recycle(sut_batcher_t *bt, sut_nbatch_t *nb)
 
 static void dispatch(sut_batcher_t *bt, sut_nbatch_t *nb)
 {
+    /* A plugin backend (kserve, openai, onnx) receives each batch's response into buffers of its
+     * own while the batch runs; the node charges them where it hands the batch over, at the
+     * backend's declared output size per sample, until the batch comes back. The built-in
+     * backends complete from memory they hold whatever the load. Charged whatever the budget's
+     * state: the samples were admitted, and refusing now would fail them. */
+    nb->resp_charge = bt->be->dl ? (uint64_t)nb->b.n * bt->be->info.output_size : 0;
+    if (nb->resp_charge)
+        sut__budget_charge(bt->budget, nb->resp_charge);
     nb->b.input_size = nb->used;
     nb->dispatch_ns = cmn_now_ns();
     bt->inflight++;
@@ -306,20 +314,15 @@ int sut__batcher_add(sut_batcher_t *bt, const sut_owner_t *ow, int codec, const 
         nb = batch_open(bt, (size_t)want, ow->peer);
         if (!nb && mine.charge)
             sut__budget_unattribute(ow->peer, mine.charge);
-        if (!nb && sut__budget_used(bt->budget) + want > bt->budget->limit)
-            return cmn_errf(eb, CMN_EOVERLOAD,
-                            "a batch of %llu bytes does not fit the memory budget (%llu of %llu "
-                            "bytes in use)",
-                            (unsigned long long)want,
-                            (unsigned long long)sut__budget_used(bt->budget),
-                            (unsigned long long)bt->budget->limit);
+        /* (the room left to a peer is never more than the limit leaves) */
         if (!nb && sut__budget_room(bt->budget, ow->peer) < want)
             return cmn_errf(eb, CMN_EOVERLOAD,
-                            "a batch of %llu bytes does not fit what the memory budget keeps for "
-                            "a peer over its share (%llu of %llu bytes in use)",
+                            "a batch of %llu bytes does not fit the memory budget (%llu of %llu "
+                            "bytes in use, %llu left to this sample's peer)",
                             (unsigned long long)want,
                             (unsigned long long)sut__budget_used(bt->budget),
-                            (unsigned long long)bt->budget->limit);
+                            (unsigned long long)bt->budget->limit,
+                            (unsigned long long)sut__budget_room(bt->budget, ow->peer));
         if (!nb)
             return cmn_errf(eb, UV_ENOMEM, "no memory for a batch of %llu bytes",
                             (unsigned long long)want);
@@ -355,6 +358,9 @@ void sut__batcher_release(sut_batcher_t *bt, sut_nbatch_t *nb)
     if (nb->start_ns > nb->dispatch_ns)
         bt->st.queue_ns += nb->start_ns - nb->dispatch_ns;
     bt->inflight--;
+    if (nb->resp_charge)
+        sut__budget_give(bt->budget, nb->resp_charge);
+    nb->resp_charge = 0;
     batch_recycle(bt, nb);
 }
 

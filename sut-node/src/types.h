@@ -124,6 +124,7 @@ struct sut_nbatch {
     uint64_t dispatch_ns;    /* handed to the workers */
     uint64_t start_ns;       /* the backend started it (after any queue wait) */
     uint64_t done_ns;        /* its last sample completed */
+    uint64_t resp_charge;    /* the budget held for a plugin backend's response while it runs */
     sut_nbatch_t *next;      /* work queue / free list */
 };
 

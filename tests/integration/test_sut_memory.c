@@ -288,6 +288,20 @@ static unsigned long long assert_charged(const tn_proc_t *p, const char *attack,
     return held;
 }
 
+/* The end of an attack by |n| connections: the budget's use against RSS, the attackers gone, and
+ * finish(). */
+static void finish_attack(tn_proc_t *p, const char *attack, tn_client_t *evil, int n, long idle,
+                          long peak, long budget_kb)
+{
+    int c;
+
+    assert_charged(p, attack, idle, peak);
+    for (c = 0; c < n; c++)
+        tn_close(&evil[c]);
+    free(evil);
+    finish(p, attack, idle, peak, budget_kb);
+}
+
 /* ---- results that are never read ------------------------------------------------------------- */
 
 START_TEST(no_read)
@@ -401,11 +415,7 @@ START_TEST(slow_readers)
         long r = rss_kb(p.pid);
         peak = r > peak ? r : peak;
     }
-    assert_charged(&p, "slow_readers", idle, peak);
-    for (c = 0; c < CONNS; c++)
-        tn_close(&evil[c]);
-    free(evil);
-    finish(&p, "slow_readers", idle, peak, 256 * 1024);
+    finish_attack(&p, "slow_readers", evil, CONNS, idle, peak, 256 * 1024);
 }
 END_TEST
 
@@ -546,11 +556,7 @@ START_TEST(slow_frame)
     ck_assert(tn_wait_log(&p, "(ERROR_TIMEOUT); closing the connection", 10000));
     ck_assert_msg(elapsed_ms < 15000, "a trickled frame was held %llu ms (5 s grace + 1-2 s)",
                   (unsigned long long)elapsed_ms);
-    assert_charged(&p, "slow_frame", idle, peak);
-    for (c = 0; c < CONNS; c++)
-        tn_close(&evil[c]);
-    free(evil);
-    finish(&p, "slow_frame", idle, peak, 256 * 1024);
+    finish_attack(&p, "slow_frame", evil, CONNS, idle, peak, 256 * 1024);
 }
 END_TEST
 
