@@ -27,11 +27,13 @@ void sut__batcher_close(sut_batcher_t *bt)
         uv_close((uv_handle_t *)&bt->timer, NULL);
 }
 
-static void *input_alloc(sut_batcher_t *bt, size_t size)
+/* A batch's input, charged to the budget under the fairness rules of the peer whose sample opens
+ * it (budget.h; NULL: none). */
+static void *input_alloc(sut_batcher_t *bt, size_t size, sut_peer_t *peer)
 {
     void *p;
 
-    if (sut__budget_take(bt->budget, size) < 0)
+    if (sut__budget_take_for(bt->budget, peer, size, 0) < 0)
         return NULL;
     if (bt->be->ops && bt->be->ops->alloc_input)
         p = bt->be->ops->alloc_input(bt->be->be, size);
@@ -107,7 +109,7 @@ fail_samples:
 }
 
 /* A batch with room for |bytes| of input. */
-static sut_nbatch_t *batch_open(sut_batcher_t *bt, size_t bytes)
+static sut_nbatch_t *batch_open(sut_batcher_t *bt, size_t bytes, sut_peer_t *peer)
 {
     sut_nbatch_t *nb = bt->free_list;
 
@@ -119,7 +121,7 @@ static sut_nbatch_t *batch_open(sut_batcher_t *bt, size_t bytes)
     if (nb->input_cap < bytes) {
         if (nb->input)
             input_free(bt, nb->input, nb->input_cap);
-        nb->input = input_alloc(bt, bytes);
+        nb->input = input_alloc(bt, bytes, peer);
         nb->input_cap = nb->input ? bytes : 0;
         if (!nb->input) {
             nb->next = bt->free_list;
@@ -157,6 +159,14 @@ static void batch_recycle(sut_batcher_t *bt, sut_nbatch_t *nb)
 
 static void dispatch(sut_batcher_t *bt, sut_nbatch_t *nb)
 {
+    /* A plugin backend (kserve, openai, onnx) receives each batch's response into buffers of its
+     * own while the batch runs; the node charges them where it hands the batch over, at the
+     * backend's declared output size per sample, until the batch comes back. The built-in
+     * backends complete from memory they hold whatever the load. Charged whatever the budget's
+     * state: the samples were admitted, and refusing now would fail them. */
+    nb->resp_charge = bt->be->dl ? (uint64_t)nb->b.n * bt->be->info.output_size : 0;
+    if (nb->resp_charge)
+        sut__budget_charge(bt->budget, nb->resp_charge);
     nb->b.input_size = nb->used;
     nb->dispatch_ns = cmn_now_ns();
     bt->inflight++;
@@ -207,9 +217,9 @@ static void place(sut_nbatch_t *nb, const sut_owner_t *ow, uint8_t *data, size_t
     nb->used += size;
 }
 
-sut_nbatch_t *sut__batcher_sink_open(sut_batcher_t *bt, size_t bytes)
+sut_nbatch_t *sut__batcher_sink_open(sut_batcher_t *bt, size_t bytes, sut_peer_t *peer)
 {
-    return batch_open(bt, bytes ? bytes : 1);
+    return batch_open(bt, bytes ? bytes : 1, peer);
 }
 
 void sut__batcher_sink_add(sut_nbatch_t *nb, const sut_owner_t *ow, size_t size)
@@ -264,18 +274,17 @@ void sut__batcher_kick(sut_batcher_t *bt)
 
 /* Room for a full batch of samples of this size within the batch byte limit; a single sample
  * larger than the limit gets a batch of its own (which the budget may still refuse). */
-static uint64_t open_size(const sut_batcher_t *bt, uint64_t raw_size)
+static uint64_t open_size(const sut_batcher_t *bt, uint64_t raw_size, const sut_peer_t *peer)
 {
     uint64_t want = raw_size * bt->cfg.max_batch;
-    uint64_t used = sut__budget_used(bt->budget), room = bt->budget->limit / 2;
+    uint64_t left = sut__budget_room(bt->budget, peer), room = bt->budget->limit / 2;
 
     if (want > bt->cfg.max_batch_bytes)
         want = bt->cfg.max_batch_bytes;
-    /* And within what the memory budget has left: at most half of it for one batch, so that other
-     * batches and results still fit. */
-    room = used < bt->budget->limit
-               ? (bt->budget->limit - used < room ? bt->budget->limit - used : room)
-               : 0;
+    /* And within what the memory budget has left for the peer whose sample opens it (budget.h):
+     * at most half of the limit for one batch, so that other batches and results still fit. */
+    if (left < room)
+        room = left;
     if (want > room)
         want = room;
     if (want < raw_size)
@@ -287,25 +296,41 @@ int sut__batcher_add(sut_batcher_t *bt, const sut_owner_t *ow, int codec, const 
                      uint64_t wire_size, uint64_t raw_size, cmn_errbuf_t *eb)
 {
     sut_nbatch_t *nb = bt->open;
+    sut_owner_t mine = *ow;
     uint64_t t0 = 0;
     uint8_t *dst;
     int timed;
     int rc;
 
+    /* The decoded size goes on the peer's account before a byte is decoded: a peer over its
+     * share (LZ4 bombs) is refused while the budget is wanted by others (budget.h). */
+    if (ow->peer && sut__budget_attribute(bt->budget, ow->peer, raw_size, 0) < 0)
+        return cmn_errf(eb, CMN_EOVERLOAD,
+                        "sample %llu: %llu decoded bytes would take its peer (%llu bytes held) "
+                        "past its share of the memory budget (%llu of %llu bytes in use)",
+                        (unsigned long long)ow->wire_id, (unsigned long long)raw_size,
+                        (unsigned long long)sut__budget_peer_used(ow->peer),
+                        (unsigned long long)sut__budget_used(bt->budget),
+                        (unsigned long long)bt->budget->limit);
+    mine.charge = ow->peer ? raw_size : 0;
     if (nb && (nb->b.n >= nb->cap || nb->input_cap - nb->used < raw_size)) {
         close_open_batch(bt);
         nb = NULL;
     }
     if (!nb) {
-        uint64_t want = open_size(bt, raw_size);
-        nb = batch_open(bt, (size_t)want);
-        if (!nb && sut__budget_used(bt->budget) + want > bt->budget->limit)
+        uint64_t want = open_size(bt, raw_size, ow->peer);
+        nb = batch_open(bt, (size_t)want, ow->peer);
+        if (!nb && mine.charge)
+            sut__budget_unattribute(ow->peer, mine.charge);
+        /* (the room left to a peer is never more than the limit leaves) */
+        if (!nb && sut__budget_room(bt->budget, ow->peer) < want)
             return cmn_errf(eb, CMN_EOVERLOAD,
                             "a batch of %llu bytes does not fit the memory budget (%llu of %llu "
-                            "bytes in use)",
+                            "bytes in use, %llu left to this sample's peer)",
                             (unsigned long long)want,
                             (unsigned long long)sut__budget_used(bt->budget),
-                            (unsigned long long)bt->budget->limit);
+                            (unsigned long long)bt->budget->limit,
+                            (unsigned long long)sut__budget_room(bt->budget, ow->peer));
         if (!nb)
             return cmn_errf(eb, UV_ENOMEM, "no memory for a batch of %llu bytes",
                             (unsigned long long)want);
@@ -320,12 +345,15 @@ int sut__batcher_add(sut_batcher_t *bt, const sut_owner_t *ow, int codec, const 
     rc = cmpr_decompress(codec, wire, (size_t)wire_size, dst, (size_t)raw_size);
     if (timed)
         bt->st.decode_ns += cmn_now_ns() - t0;
-    if (rc < 0)
+    if (rc < 0) {
+        if (mine.charge)
+            sut__budget_unattribute(ow->peer, mine.charge);
         return cmn_errf(eb, CMN_EDECOMPRESS,
                         "sample %llu (%s, %llu bytes) does not decode to its declared %llu bytes",
                         (unsigned long long)ow->wire_id, cmpr_codec_name(codec),
                         (unsigned long long)wire_size, (unsigned long long)raw_size);
-    place(nb, ow, dst, (size_t)raw_size);
+    }
+    place(nb, &mine, dst, (size_t)raw_size);
     if (nb->b.n >= bt->cfg.max_batch)
         close_open_batch(bt);
     return 0;
@@ -345,6 +373,9 @@ void sut__batcher_release(sut_batcher_t *bt, sut_nbatch_t *nb)
     if (nb->rnext)
         nb->rnext->rprev = nb->rprev;
     nb->rprev = nb->rnext = NULL;
+    if (nb->resp_charge)
+        sut__budget_give(bt->budget, nb->resp_charge);
+    nb->resp_charge = 0;
     batch_recycle(bt, nb);
 }
 

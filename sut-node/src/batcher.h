@@ -62,15 +62,17 @@ void sut__batcher_free(sut_batcher_t *bt);
 /* Gives the idle batches' memory back (when no peer is connected). */
 void sut__batcher_trim(sut_batcher_t *bt);
 
-/* Places one sample into the open batch, decoding it. Returns 0, UV_ENOMEM, CMN_EOVERLOAD (the
- * memory budget has no room for its batch) or CMN_EDECOMPRESS, with a reason in |eb|. */
+/* Places one sample into the open batch, decoding it; its decoded size goes on |ow|->peer's account
+ * first (when there is one), given back with its result. Returns 0, UV_ENOMEM, CMN_EOVERLOAD (the
+ * memory budget has no room for it or its batch under the fairness rules) or CMN_EDECOMPRESS,
+ * with a reason in |eb|. */
 int sut__batcher_add(sut_batcher_t *bt, const sut_owner_t *ow, int codec, const uint8_t *wire,
                      uint64_t wire_size, uint64_t raw_size, cmn_errbuf_t *eb);
 
 /* Zero-copy receive: a batch of its own whose input is |bytes| long, into which a Query frame's
  * uncompressed payload is read straight from the socket. Add the frame's samples in payload order
  * and commit; commit without samples gives the batch back. NULL: out of memory or budget. */
-sut_nbatch_t *sut__batcher_sink_open(sut_batcher_t *bt, size_t bytes);
+sut_nbatch_t *sut__batcher_sink_open(sut_batcher_t *bt, size_t bytes, sut_peer_t *peer);
 void sut__batcher_sink_add(sut_nbatch_t *nb, const sut_owner_t *ow, size_t size);
 void sut__batcher_sink_commit(sut_batcher_t *bt, sut_nbatch_t *nb);
 

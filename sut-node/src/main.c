@@ -51,16 +51,18 @@ static const opt_doc_t options[] = {
      "work (default: half of --max-connections)"},
     {"memory-budget", "SIZE",
      "bytes all peers together can make the node hold: batch inputs, frames being received, "
-     "queued results (default: half of the machine's or cgroup's memory, at least 256M)"},
+     "queued results; peers hold 3/4 of it, one peer at most half of that (default: half of the "
+     "machine's or cgroup's memory, at least 256M, at most 8/3 GiB: 1 GiB per peer)"},
     {"max-inflight", "N",
      "samples in flight per connection before reading pauses; clients keep at most this "
      "many outstanding (default: 4 x engines x max batch, at least 64)"},
     {"handshake-timeout-ms", "MS", "close a connection without Hello after this (default 5000)"},
     {"frame-timeout-ms", "MS",
-     "a frame must arrive whole within this plus its size at 1 MiB/s, from its first byte "
-     "(default 10000)"},
+     "grace from a frame's first byte; after it the frame must gain 256 KiB (or its rest) in "
+     "every second, or the connection is closed (default 5000)"},
     {"idle-timeout-ms", "MS",
-     "close a connection that sent no frame and has no work for this long (default 60000)"},
+     "close a connection that sent no frame other than Pings and has no work for this long "
+     "(default 60000)"},
     {"write-timeout-ms", "MS",
      "close a connection that takes none of its queued results for this long (default 10000)"},
     {"drain-timeout-ms", "MS",

@@ -19,7 +19,7 @@ void sut__opts_defaults(sut_opts_t *o)
     o->max_conn_per_peer = 64;
     o->max_inflight = 0; /* sized from the engines and batch in sut__node_init */
     o->handshake_timeout_ms = 5000;
-    o->frame_timeout_ms = 10000;
+    o->frame_timeout_ms = 5000;
     o->idle_timeout_ms = 60000;
     o->write_timeout_ms = 10000;
     o->drain_timeout_ms = 30000;

@@ -18,8 +18,12 @@ static const int supported_codecs[] = {CMPR_NONE, CMPR_LZ4};
 /* Frames below this payload size are cheaper to copy than to give a batch of their own. */
 #define SINK_MIN_PAYLOAD (64u * 1024u)
 
-/* A frame must arrive whole within --frame-timeout-ms plus its size at this rate. */
-#define FRAME_MIN_RATE (1u << 20) /* bytes per second */
+/* An arriving frame, after --frame-timeout-ms of grace from its first byte, must gain at least
+ * FRAME_MIN_RATE bytes in every window of FRAME_RATE_WINDOW_MS (or whatever was left of it at the
+ * window's start): a byte now and then cannot keep a frame, and the buffer its header reserved,
+ * alive. Windows while the node itself does not read the connection do not count. */
+#define FRAME_MIN_RATE (256u << 10) /* bytes per second */
+#define FRAME_RATE_WINDOW_MS 1000u
 
 /* The metadata of one Sample is under 48 bytes: the metadata limit follows the in-flight limit,
  * so a Query's metadata is refused by its header before protobuf-c unpacks it. */
@@ -84,17 +88,20 @@ static void session_send(sut_session_t *s, unsigned type, const ProtobufCMessage
 
 typedef struct {
     const sut_sessions_env_t *env;
+    sut_session_t *s; /* referenced until the frame is sent: its records are on its account */
     size_t cnt;
     sut_rec_t *recs[];
 } sent_frame_t;
 
-/* Records go back to the pool and their bytes to the budget. */
+/* Records go back to the pool and their bytes to the budget and their peer's account. */
 static void free_records(const sut_sessions_env_t *env, sut_rec_t **recs, size_t cnt)
 {
     size_t i;
     for (i = 0; i < cnt; i++) {
-        if (recs[i]->charge)
+        if (recs[i]->charge) {
             sut__budget_give(env->budget, recs[i]->charge);
+            sut__budget_unattribute(&recs[i]->s->peer, recs[i]->charge);
+        }
         cmn_pool_put(env->pool, recs[i]->data);
         cmn_pool_put(env->pool, recs[i]);
     }
@@ -125,6 +132,7 @@ static void on_frame_sent(void *arg, int status)
 
     (void)status;
     free_records(f->env, f->recs, f->cnt);
+    session_release(f->s);
     free(f);
 }
 
@@ -166,6 +174,7 @@ static int send_frame(sut_session_t *s, unsigned type, sut_rec_t **recs, size_t 
     if (!f || !res || !rp || !iov)
         goto fail;
     f->env = env;
+    f->s = s;
     f->cnt = k;
     for (i = 0; i < k; i++) {
         sut_rec_t *r = recs[i];
@@ -185,11 +194,14 @@ static int send_frame(sut_session_t *s, unsigned type, sut_rec_t **recs, size_t 
     }
     resp.n_results = tok.n_results = k;
     resp.results = tok.results = rp;
+    s->refs++; /* the frame's, given back by on_frame_sent */
     rc = cmn_conn_send(&s->conn, type,
                        type == CMN_MSG_RESPONSE ? &resp.base : (const ProtobufCMessage *)&tok.base,
                        iov, k, on_frame_sent, f);
-    if (rc < 0)
+    if (rc < 0) {
+        s->refs--;
         goto fail;
+    }
     free(res);
     free(rp);
     free(iov);
@@ -271,7 +283,12 @@ static void update_reading(sut_session_t *s)
     }
     if (s->conn.closing || s->refused)
         return;
-    if (congested || s->inflight >= s->ss->env.opt->max_inflight)
+    /* A peer holding more than its share of the budget gets no new work until it holds less;
+     * a frame it has begun is let in whole (its memory is charged already, and a paused frame
+     * would hold it forever). */
+    if (congested || s->inflight >= s->ss->env.opt->max_inflight ||
+        (s->joined && !cmn_frame_decoder_partial(&s->conn.dec) &&
+         sut__budget_peer_used(&s->peer) > sut__budget_share(s->ss->env.budget)))
         cmn_conn_read_pause(&s->conn);
     else if (s->conn.read_paused)
         cmn_conn_read_resume(&s->conn);
@@ -290,6 +307,8 @@ void sut__sessions_take(sut_sessions_t *ss, sut_rec_t *rec)
 
     if (is_result) {
         /* The sample is done for the node whether or not its connection is still there. */
+        if (rec->in_charge)
+            sut__budget_unattribute(&s->peer, rec->in_charge);
         cmn_idmap_del(&s->ids, rec->wire_id);
         s->inflight--;
         if (rec->status == NSUT__STATUS__STATUS_BACKEND_ERROR)
@@ -419,6 +438,8 @@ static void handle_hello(sut_session_t *s, const Nsut__Hello *h)
         lim.max_meta = META_BASE + META_PER_SAMPLE * env->opt->max_inflight;
     cmn_conn_set_limits(&s->conn, &lim);
     s->ready = 1;
+    s->joined = 1;
+    sut__budget_join(env->budget);
     if (s->preauth) {
         s->preauth = 0;
         s->ss->n_preauth--;
@@ -464,20 +485,30 @@ static uint8_t *session_sink(void *arg, const cmn_frame_header_t *h, const uint8
         f.payload = NULL;
         if (cmn_msg_unpack(&f, &lim, NULL, &m, NULL) == 0) {
             s->sink_q = m;
-            if (sink_fits(&ss->env, (const Nsut__Query *)m))
-                s->sink = sut__batcher_sink_open(ss->env.bt, h->payload_len);
-            if (s->sink)
-                return s->sink->input; /* charged to the budget as the batch's input */
+            /* charged to the budget as the batch's input, and on the peer's account (under the
+             * fairness rules) until its samples are (handle_query) */
+            if (sink_fits(&ss->env, (const Nsut__Query *)m) &&
+                sut__budget_attribute(ss->env.budget, &s->peer, h->payload_len, 0) == 0) {
+                s->sink = sut__batcher_sink_open(ss->env.bt, h->payload_len, &s->peer);
+                if (!s->sink)
+                    sut__budget_unattribute(&s->peer, h->payload_len);
+            }
+            if (s->sink) {
+                s->sink_charge = h->payload_len;
+                return s->sink->input;
+            }
         }
     }
-    /* The payload goes into the connection's frame buffer: the budget holds it until the frame
-     * is handled or the connection closes. */
-    if (sut__budget_take(ss->env.budget, h->payload_len) < 0) {
+    /* The payload goes into the connection's frame buffer: the budget and the peer's account
+     * hold it until the frame is handled or the connection closes. */
+    if (sut__budget_take_for(ss->env.budget, &s->peer, h->payload_len, 1) < 0) {
         snprintf(why, sizeof(why),
                  "a frame of %u payload bytes does not fit the node's memory budget (%llu of %llu "
-                 "bytes in use)",
+                 "bytes in use; this peer holds %llu, its share is %llu)",
                  h->payload_len, (unsigned long long)sut__budget_used(ss->env.budget),
-                 (unsigned long long)ss->env.budget->limit);
+                 (unsigned long long)ss->env.budget->limit,
+                 (unsigned long long)sut__budget_peer_used(&s->peer),
+                 (unsigned long long)sut__budget_share(ss->env.budget));
         protocol_error(s, CMN_EOVERLOAD, NSUT__ERROR_CODE__ERROR_OVERLOAD, why);
         return NULL;
     }
@@ -489,7 +520,12 @@ static void release_frame_charge(sut_session_t *s)
 {
     if (s->frame_charge) {
         sut__budget_give(s->ss->env.budget, s->frame_charge);
+        sut__budget_unattribute(&s->peer, s->frame_charge);
         s->frame_charge = 0;
+    }
+    if (s->sink_charge) {
+        sut__budget_unattribute(&s->peer, s->sink_charge);
+        s->sink_charge = 0;
     }
 }
 
@@ -570,7 +606,7 @@ static void handle_query(sut_session_t *s, const Nsut__Query *q, const uint8_t *
     for (i = 0; i < q->n_samples; i++) {
         const Nsut__Sample *sm = q->samples[i];
         const uint8_t *wire = p;
-        sut_owner_t ow = {s, sm->id, s->result_codec, arrival, 0};
+        sut_owner_t ow = {s, sm->id, s->result_codec, arrival, &s->peer, 0, 0};
 
         p += sm->wire_size;
         if (admit_sample(s, sm) < 0)
@@ -586,7 +622,10 @@ static void handle_query(sut_session_t *s, const Nsut__Query *q, const uint8_t *
         s->refs++;
         s->inflight++;
         if (sink) {
-            sut__batcher_sink_add(sink, &ow, (size_t)sm->raw_size); /* already in place */
+            /* already in place, and admitted with its frame */
+            ow.charge = sm->raw_size;
+            (void)sut__budget_attribute(ss->env.budget, &s->peer, ow.charge, 1);
+            sut__batcher_sink_add(sink, &ow, (size_t)sm->raw_size);
             ss->st.samples++;
             continue;
         }
@@ -722,6 +761,9 @@ static void on_frame(cmn_conn_t *c, const cmn_frame_t *f)
     s->sink_q = NULL;
     s->sink = NULL;
     s->last_frame_ns = cmn_now_ns();
+    /* The idle deadline counts useful traffic only: Pings and Pongs alone do not hold a slot. */
+    if (f->hdr.type != CMN_MSG_PING && f->hdr.type != CMN_MSG_PONG)
+        s->active_ns = s->last_frame_ns;
     ss->st.bytes_in += CMN_FRAME_HEADER_SIZE + f->hdr.meta_len + f->hdr.payload_len;
     if (!m) {
         rc = cmn_msg_unpack(f, &lim, &ss->arena.pb, &m, &eb);
@@ -822,6 +864,9 @@ static void on_session_close(cmn_conn_t *c, int reason)
         s->sink_q = NULL;
     }
     release_frame_charge(s);
+    if (s->joined)
+        sut__budget_leave(ss->env.budget);
+    s->joined = 0;
     if (s->preauth)
         ss->n_preauth--;
     if (s->refused)
@@ -950,7 +995,7 @@ void sut__sessions_accept(sut_sessions_t *ss, uv_stream_t *server, struct cmn_uc
     s->refs = 1;
     s->conn.data = s;
     cmn_idmap_init(&s->ids);
-    s->accepted_ns = s->last_frame_ns = cmn_now_ns();
+    s->accepted_ns = s->last_frame_ns = s->active_ns = cmn_now_ns();
     link_session(ss, s);
     rc = in ? cmn_conn_accept_ucx(&s->conn, in) : uv_accept(server, (uv_stream_t *)&s->conn.tcp);
     if (rc < 0) {
@@ -979,28 +1024,47 @@ void sut__sessions_accept(sut_sessions_t *ss, uv_stream_t *server, struct cmn_uc
     cmn_log_debug("%s: connected (%u open)", s->conn.peer, ss->n);
 }
 
-/* A frame must be whole within frame_timeout_ms plus its size at FRAME_MIN_RATE, counted from the
- * tick that first saw it partial: progress does not reset it, so a byte now and then does not
- * keep a frame (and its buffer) alive. */
+/* The rate rule (FRAME_MIN_RATE above), checked on every tick: returns 1 with the reason when the
+ * frame being received has fallen under it. */
 static int frame_overdue(sut_session_t *s, uint64_t now, char *why, size_t cap)
 {
     const sut_opts_t *o = s->ss->env.opt;
-    uint64_t size, allowed_ms;
+    int partial = cmn_frame_decoder_partial(&s->conn.dec);
+    uint64_t size, left, need, got, win_ms;
 
-    if (!cmn_frame_decoder_partial(&s->conn.dec) || s->conn.frames_in != s->frame_frames ||
-        !s->frame_start_ns) {
-        s->frame_start_ns = cmn_frame_decoder_partial(&s->conn.dec) ? now : 0;
+    if (!partial || s->conn.frames_in != s->frame_frames || !s->frame_start_ns) {
+        s->frame_start_ns = partial ? now : 0;
         s->frame_frames = s->conn.frames_in;
-        s->frame_bytes_in = s->conn.bytes_in;
+        s->frame_bytes_in = s->win_bytes_in = s->conn.bytes_in;
+        s->win_ns = now;
         return 0;
     }
-    size = (uint64_t)s->conn.dec.hdr.meta_len + s->conn.dec.hdr.payload_len;
-    allowed_ms = o->frame_timeout_ms + size * 1000u / FRAME_MIN_RATE;
-    if (now - s->frame_start_ns <= allowed_ms * 1000000u)
+    if (s->conn.read_paused) { /* the node is not reading: not the peer's doing */
+        s->win_ns = now;
+        s->win_bytes_in = s->conn.bytes_in;
         return 0;
-    snprintf(why, cap, "a frame half received: %llu bytes not whole after %llu ms (%llu received)",
-             (unsigned long long)size, (unsigned long long)allowed_ms,
-             (unsigned long long)(s->conn.bytes_in - s->frame_bytes_in));
+    }
+    win_ms = (now - s->win_ns) / 1000000u;
+    if (win_ms < FRAME_RATE_WINDOW_MS)
+        return 0;
+    size = CMN_FRAME_HEADER_SIZE + (uint64_t)s->conn.dec.hdr.meta_len + s->conn.dec.hdr.payload_len;
+    got = s->conn.bytes_in - s->win_bytes_in;
+    left = size > s->win_bytes_in - s->frame_bytes_in ? size - (s->win_bytes_in - s->frame_bytes_in)
+                                                      : 0;
+    need = (uint64_t)FRAME_MIN_RATE * win_ms / 1000u;
+    if (need > left)
+        need = left;
+    s->win_ns = now;
+    s->win_bytes_in = s->conn.bytes_in;
+    if (now - s->frame_start_ns <= o->frame_timeout_ms * 1000000u || got >= need)
+        return 0;
+    snprintf(why, cap,
+             "a frame half received, arriving too slowly: %llu bytes in the last %llu ms, under %u "
+             "KiB/s (%llu of "
+             "%llu bytes after %llu ms)",
+             (unsigned long long)got, (unsigned long long)win_ms, FRAME_MIN_RATE >> 10,
+             (unsigned long long)(s->conn.bytes_in - s->frame_bytes_in), (unsigned long long)size,
+             (unsigned long long)((now - s->frame_start_ns) / 1000000u));
     return 1;
 }
 
@@ -1054,7 +1118,7 @@ static int write_overdue(sut_session_t *s, uint64_t now)
 static void tick_session(sut_sessions_t *ss, sut_session_t *s, uint64_t now)
 {
     const sut_opts_t *o = ss->env.opt;
-    char why[200];
+    char why[300];
 
     if (!s->ready && now - s->accepted_ns > o->handshake_timeout_ms * 1000000u) {
         snprintf(why, sizeof(why), "no Hello within %llu ms",
@@ -1071,8 +1135,8 @@ static void tick_session(sut_sessions_t *ss, sut_session_t *s, uint64_t now)
         return;
     }
     if (s->ready && s->inflight == 0 && !s->frame_start_ns &&
-        now - s->last_frame_ns > o->idle_timeout_ms * 1000000u) {
-        snprintf(why, sizeof(why), "no frame and no work for %llu ms",
+        now - s->active_ns > o->idle_timeout_ms * 1000000u) {
+        snprintf(why, sizeof(why), "no frame other than Pings and no work for %llu ms",
                  (unsigned long long)o->idle_timeout_ms);
         protocol_error(s, CMN_ETIMEOUT, NSUT__ERROR_CODE__ERROR_TIMEOUT, why);
     }

@@ -39,13 +39,19 @@ struct sut_session {
     int refused; /* over an admission limit: only its Error frame and close are left */
     int preauth; /* counted in the pre-authentication budget (before its Hello) */
     uint64_t accepted_ns;
-    uint64_t last_frame_ns;  /* idle deadline */
-    uint64_t frame_start_ns; /* the first byte of the frame being received, or 0 */
-    uint64_t frame_bytes_in; /* conn.bytes_in when it was first seen */
+    uint64_t last_frame_ns;  /* the last frame's arrival */
+    uint64_t active_ns;      /* the last frame other than Ping/Pong: idle deadline */
+    uint64_t frame_start_ns; /* the tick that first saw the frame being received partial, or 0 */
+    uint64_t frame_bytes_in; /* conn.bytes_in then */
+    uint64_t win_ns;         /* the start of the frame's current rate window */
+    uint64_t win_bytes_in;   /* conn.bytes_in then */
     uint64_t frame_frames;   /* conn.frames_in then */
     uint64_t congested_ns;   /* its results backed up above the high-water mark since, or 0 */
     uint64_t congested_out;  /* conn.bytes_out then */
     uint64_t frame_charge;   /* budget held by the frame being received */
+    uint64_t sink_charge;    /* its sink batch's input on the peer's account, until handled */
+    sut_peer_t peer;         /* its account of the memory budget (budget.h), from its Hello */
+    int joined;              /* the account counts among the budget's peers */
     uint64_t hb_frames;      /* conn.frames_out when the heartbeat clock last restarted */
     uint64_t hb_ns;
     uint64_t hb_seq;

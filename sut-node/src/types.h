@@ -41,8 +41,8 @@ typedef struct {
     uint64_t memory_budget; /* bytes peers can make the node hold; 0: sized from the machine */
     uint32_t max_inflight;  /* samples per connection before reading pauses; 0: sized at init */
     uint64_t handshake_timeout_ms;
-    uint64_t frame_timeout_ms; /* a frame whole within this + its size at 1 MiB/s */
-    uint64_t idle_timeout_ms;  /* a handshaken connection with no frame and no work this long */
+    uint64_t frame_timeout_ms; /* grace before a frame's minimum arrival rate applies */
+    uint64_t idle_timeout_ms;  /* a handshaken connection with no frame (Pings aside), no work */
     uint64_t write_timeout_ms; /* a peer that takes none of its results this long */
     uint64_t drain_timeout_ms;
     uint64_t heartbeat_ms;     /* a Ping to a client that heard nothing from us this long */
@@ -73,6 +73,7 @@ typedef struct {
 } sut_be_t;
 
 typedef struct sut_session sut_session_t;
+struct sut_peer; /* a peer's account of the memory budget (budget.h) */
 
 /* What travels on the completion queue: a sample's result or first token, or a released batch. */
 enum { SUT_REC_RESULT = 1, SUT_REC_FIRST_TOKEN = 2, SUT_REC_BATCH_DONE = 3 };
@@ -95,16 +96,19 @@ typedef struct {
     uint64_t queue_ns;   /* its Query's arrival to its batch's backend start (>= 1) */
     uint64_t backend_ns; /* its batch's backend start to this result (>= 1) */
     uint8_t *data;       /* pool buffer with wire_size bytes, or NULL */
-    uint64_t charge;     /* bytes of the memory budget it holds until sent */
+    uint64_t charge;     /* bytes of the memory budget (and its peer's account) until sent */
+    uint64_t in_charge;  /* its sample's decoded input on the peer's account (results only) */
 } sut_rec_t;
 
 /* Who a sample in a batch belongs to; opaque to the batcher and the workers. */
 typedef struct {
     sut_session_t *s;
     uint64_t wire_id;
-    int result_codec;    /* the session's negotiated result codec */
-    uint64_t arrival_ns; /* its Query frame was received (the node's latency metric) */
-    int cancelled;       /* its client is gone: the backend was (or will be) told (workers.h) */
+    int result_codec;      /* the session's negotiated result codec */
+    uint64_t arrival_ns;   /* its Query frame was received (the node's latency metric) */
+    struct sut_peer *peer; /* the session's account of the memory budget */
+    uint64_t charge;       /* its decoded input on that account (set by the batcher) */
+    int cancelled;         /* its client is gone: the backend was (or will be) told (workers.h) */
 } sut_owner_t;
 
 /* The node's view of a batch (formed by batcher.c, run by workers.c): the backend sees only |b|. */
@@ -125,6 +129,7 @@ struct sut_nbatch {
     uint64_t dispatch_ns;    /* handed to the workers */
     uint64_t start_ns;       /* the backend started it (after any queue wait) */
     uint64_t done_ns;        /* its last sample completed */
+    uint64_t resp_charge;    /* the budget held for a plugin backend's response while it runs */
     sut_nbatch_t *next;      /* work queue / free list */
     sut_nbatch_t *rprev, *rnext; /* the batcher's list of dispatched batches (cancel) */
 };

@@ -16,6 +16,12 @@ static _Thread_local cmpr_ctx_t *tls_cmpr;
  * inside infer(), or started (the backend knows its samples and can be told to cancel them). */
 enum { SUT_NB_QUEUED = 0, SUT_NB_STARTING = 1, SUT_NB_RUNNING = 2 };
 
+/* Per pooled buffer: the pool's header (16 B) and malloc's chunk header and rounding. */
+#define POOL_OVERHEAD 32u
+/* Per result in the frame that carries it, until the peer takes it: its packed metadata (under
+ * 64 B), its iovec and its slot in the frame's record list. */
+#define RESULT_FRAME_OVERHEAD 96u
+
 /* Copies the result into a pooled buffer, compressed when the session asked for LZ4 and it
  * pays. Returns 0, or UV_ENOMEM (the record then reports a backend error, without data). */
 static int record_data(cmn_pool_t *pool, sut_workers_t *w, sut_rec_t *rec, int codec,
@@ -50,10 +56,22 @@ static int record_data(cmn_pool_t *pool, sut_workers_t *w, sut_rec_t *rec, int c
     return 0;
 }
 
+/* What the allocator holds for a pooled buffer of |size| bytes: its power-of-two class (64 B and
+ * up) or the size itself past the largest, plus the pool's header and malloc's own. */
+static uint64_t pooled_cost(uint64_t size)
+{
+    uint64_t c = 64;
+
+    while (c < size && c < (1ull << 30))
+        c <<= 1;
+    return (c < size ? size : c) + POOL_OVERHEAD;
+}
+
 static sut_rec_t *make_record(sut_workers_t *w, int kind, const sut_owner_t *ow,
                               const sut_result_t *r)
 {
     sut_rec_t *rec = cmn_pool_get(w->pool, sizeof(*rec));
+    uint64_t data_cost;
 
     if (!rec)
         return NULL;
@@ -63,6 +81,14 @@ static sut_rec_t *make_record(sut_workers_t *w, int kind, const sut_owner_t *ow,
     rec->wire_id = ow->wire_id;
     rec->n_tokens = r->n_tokens;
     rec->codec = CMPR_NONE;
+    if (kind == SUT_REC_RESULT)
+        rec->in_charge = ow->charge;
+    /* The record itself and its share of the frame that carries it exist whatever the budget
+     * says (the sample must be answered): charged as they are. */
+    rec->charge = pooled_cost(sizeof(*rec)) + RESULT_FRAME_OVERHEAD;
+    sut__budget_charge(w->budget, rec->charge);
+    if (ow->peer)
+        (void)sut__budget_attribute(w->budget, ow->peer, rec->charge, 1);
     if (r->status < 0) {
         rec->status = NSUT__STATUS__STATUS_BACKEND_ERROR;
         return rec;
@@ -71,17 +97,25 @@ static sut_rec_t *make_record(sut_workers_t *w, int kind, const sut_owner_t *ow,
     rec->raw_size = rec->wire_size = r->size;
     if (r->size == 0)
         return rec;
-    /* A peer that does not take its results must not make the node hold more than the budget:
-     * past it the sample is answered REJECTED (the QDL runs it elsewhere). */
-    if (sut__budget_take(w->budget, r->size) < 0) {
+    /* Its buffer is charged at the pool's size for it (an LZ4 copy at the compressor's bound)
+     * before it is taken. A peer that does not take its results must not make the node hold
+     * more than its share of the budget: past it the sample is answered REJECTED (the QDL runs
+     * it elsewhere). */
+    data_cost = ow->result_codec == CMPR_LZ4 && r->size >= CMPR_MIN_SIZE
+                    ? cmpr_bound(CMPR_LZ4, r->size)
+                    : 0;
+    data_cost = pooled_cost(data_cost > r->size ? data_cost : r->size);
+    if (sut__budget_take_for(w->budget, ow->peer, data_cost, 1) < 0) {
         rec->status = NSUT__STATUS__STATUS_REJECTED;
         rec->raw_size = rec->wire_size = 0;
         return rec;
     }
-    rec->charge = r->size;
+    rec->charge += data_cost;
     if (record_data(w->pool, w, rec, ow->result_codec, r) < 0) {
-        sut__budget_give(w->budget, rec->charge);
-        rec->charge = 0;
+        sut__budget_give(w->budget, data_cost);
+        if (ow->peer)
+            sut__budget_unattribute(ow->peer, data_cost);
+        rec->charge -= data_cost;
         rec->status = NSUT__STATUS__STATUS_BACKEND_ERROR;
         rec->raw_size = rec->wire_size = 0;
     }

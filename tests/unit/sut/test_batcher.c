@@ -134,7 +134,7 @@ static void teardown(void)
 static int add(uint64_t id, size_t size)
 {
     static uint8_t bytes[4096];
-    sut_owner_t ow = {NULL, id, CMPR_NONE, 0, 0};
+    sut_owner_t ow = {NULL, id, CMPR_NONE, 0, NULL, 0, 0};
     cmn_errbuf_t eb;
 
     return sut__batcher_add(&F.bt, &ow, CMPR_NONE, bytes, size, size, &eb);
@@ -158,6 +158,32 @@ static void run_until_batches(size_t n)
         loop_once();
     ck_assert_uint_eq(RB.n_seen, n);
 }
+
+/* A plugin backend's responses are charged to the budget from dispatch until the batch is back:
+ * its declared output size per sample. */
+START_TEST(batch_response_charge)
+{
+    static int plugin;
+    uint64_t dispatched, completed;
+    int i;
+
+    setup(4, 4, 1000000, 0);
+    RB.hold = 1;
+    F.be.dl = &plugin; /* as if dlopen'ed */
+    F.be.info.output_size = 1000;
+    for (i = 0; i < 4; i++)
+        ck_assert_int_eq(add((uint64_t)i, 16), 0);
+    ck_assert_uint_eq(RB.n_held, 1);
+    dispatched = sut__budget_used(&F.budget);
+    ck_assert_uint_ge(dispatched, 4 * 1000 + 4 * 16); /* the responses and the input */
+    complete_all(RB.held[0]);
+    completed = sut__budget_used(&F.budget); /* plus the result records */
+    while (cmn_xq_drain(&F.q))
+        ;
+    ck_assert_uint_eq(completed - sut__budget_used(&F.budget), 4 * 1000);
+    teardown();
+}
+END_TEST
 
 START_TEST(batch_max)
 {
@@ -262,7 +288,7 @@ END_TEST
 START_TEST(batch_alloc_fail)
 {
     cmn_errbuf_t eb;
-    sut_owner_t ow = {NULL, 7, CMPR_NONE, 0, 0};
+    sut_owner_t ow = {NULL, 7, CMPR_NONE, 0, NULL, 0, 0};
     uint8_t junk[64];
     long k;
 
@@ -297,3 +323,5 @@ CHECK_ONE_TEST_TCASE(batch_uniform)
 CHECK_ONE_TEST_TCASE(batch_busy)
 
 CHECK_ONE_TEST_TCASE(batch_alloc_fail)
+
+CHECK_ONE_TEST_TCASE(batch_response_charge)
