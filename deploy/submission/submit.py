@@ -68,7 +68,7 @@ def main():
     want = "submission" if a.submission else "dry-run"
     try:
         state = State(cfg.work, want, cfg.fs)
-    except (StateError, Outside) as e:
+    except (StateError, Outside, OSError) as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2
     runner = Runner(cfg, state, dry_run=not a.submission, redo=a.redo,
@@ -108,7 +108,7 @@ def main():
         state.set_mode(want)
         tree.mark_not_for_submission(cfg, not a.submission)
         verdict = runner.execute()
-    except (StepFailed, Outside) as e:
+    except (StepFailed, Outside, OSError) as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         print(f"{PROG}: finished steps are kept; fix the cause and run the same command again",
               file=sys.stderr)

@@ -283,6 +283,11 @@ def check_accuracy_fields(src, section, cmd):
             raise src.err(section, "accuracy", "{" + f + "} is not one of "
                           + ", ".join("{" + a + "}" for a in ACCURACY_FIELDS)
                           + " (write {{ and }} for a literal brace)")
+    try:  # what the runner will do with it (a field nested in a format spec, a bad spec)
+        cmd.format(**{a: "x" for a in ACCURACY_FIELDS})
+    except (KeyError, IndexError, ValueError, AttributeError) as e:
+        raise src.err(section, "accuracy", f"cannot fill in the fields: {e!r} (write {{{{ and "
+                      f"}}}} for a literal brace)") from None
 
 
 def check_addresses(src, value):

@@ -157,7 +157,7 @@ class Runner:
             self.command = None
             try:
                 verdict = fn(name, *args)
-            except (StepFailed, Outside) as e:
+            except (StepFailed, Outside, OSError) as e:  # OSError: a file it could not use
                 prog.end("FAILED")
                 raise StepFailed(f"step {name}: {e}") from None
             prog.end(verdict)
