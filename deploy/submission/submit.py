@@ -14,8 +14,10 @@ config names an inference checkout, and skipped otherwise).
 Finished steps are kept: run it again after an interruption and it goes on where it stopped;
 --redo STEP (a step name or a prefix such as resnet50/Server, or 'all') does steps again.
 Exit status: 0 when every step ran and the checker (when it ran) found no error, 1 when it found
-errors (printed), 2 for a bad config or arguments, 3 when a step failed or a log was refused. The config format is in netsub/config.py
-and README.md beside this file.
+errors (printed), 2 for a bad config (one line naming the file, line, section and key) or
+arguments, 3 when a step failed, a log was refused or a write would land outside the output and
+work folders (a symbolic link in the tree). The config format is in netsub/config.py and
+README.md beside this file.
 """
 import argparse
 import glob
@@ -25,8 +27,9 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from netsub import provenance, tree  # noqa: E402
 from netsub.config import Config, ConfigError  # noqa: E402
+from netsub.confine import Outside, symlinks_under  # noqa: E402
 from netsub.runner import Runner, StepFailed  # noqa: E402
-from netsub.state import State  # noqa: E402
+from netsub.state import State, StateError  # noqa: E402
 
 PROG = "submit.py"
 
@@ -63,7 +66,11 @@ def main():
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2
     want = "submission" if a.submission else "dry-run"
-    state = State(cfg.work, want)
+    try:
+        state = State(cfg.work, want, cfg.fs)
+    except (StateError, Outside, OSError) as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return 2
     runner = Runner(cfg, state, dry_run=not a.submission, redo=a.redo,
                     checker_flags=a.checker_flag)
     bad = runner.unknown_redo()
@@ -74,6 +81,12 @@ def main():
         for st in runner.plan():
             print(f"{'done ' if state.done(st[0]) else '     '} {st[0]}")
         return 0
+    links = symlinks_under(cfg.output)
+    if links:
+        print(f"{PROG}: {links[0]} is a symbolic link (to {os.readlink(links[0])}): refusing to "
+              "write into a tree that holds one (the runner writes only inside the output "
+              "folder; the submission repository refuses links); remove it", file=sys.stderr)
+        return 3
     if a.submission and "all" not in a.redo:
         problems = refuse_unofficial(cfg, state)
         if problems:
@@ -91,11 +104,11 @@ def main():
             print(f"{PROG}: {cfg.work} holds a {state.mode} run; add --redo all to start this "
                   f"{want} over", file=sys.stderr)
             return 2
-    state.set_mode(want)
-    tree.mark_not_for_submission(cfg, not a.submission)
     try:
+        state.set_mode(want)
+        tree.mark_not_for_submission(cfg, not a.submission)
         verdict = runner.execute()
-    except StepFailed as e:
+    except (StepFailed, Outside, OSError) as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         print(f"{PROG}: finished steps are kept; fix the cause and run the same command again",
               file=sys.stderr)

@@ -38,10 +38,24 @@
 
 Relative paths are taken from the config file's folder. In `accuracy`, {inference},
 {accuracy_log} (the run's mlperf_log_accuracy.json) and {scenario} are replaced.
+
+The format is strict: a section or key not listed above, a missing required key, a name outside
+the checker's character set (netsub/names.py), a file that is not there, an unbalanced quote in a
+flags key or an unknown {field} in accuracy is a ConfigError whose one line names the file, the
+line, the section and the key. Nothing is written before the whole config has passed.
 """
+import ast
 import configparser
+import difflib
+import json
 import os
+import re
 import shlex
+import shutil
+import string
+
+from .confine import Confine
+from .names import name_problem
 
 # The checker's model names (tools/submission/submission_checker/constants.py, model_mapping).
 TREE_NAME = {"resnet50": "resnet", "ssd-resnet34": "retinanet", "llama3_1-405b": "llama3.1-405b",
@@ -55,11 +69,22 @@ TEST04 = {"resnet", "stable-diffusion-xl", "pointpainting"}
 TEST06 = {"llama2-70b-99", "llama2-70b-99.9", "llama2-70b-interactive-99",
           "llama2-70b-interactive-99.9", "llama3.1-405b", "llama3.1-8b", "mixtral-8x7b",
           "deepseek-r1"}
+COMPLIANCE_TESTS = ("TEST01", "TEST04", "TEST06")
 
 MEASUREMENT_FIELDS = ["input_data_types", "retraining", "starting_weights_filename",
                       "weight_data_types", "weight_transformations"]
 
 SCENARIOS = ["SingleStream", "MultiStream", "Server", "Offline"]
+
+# The schema: every key each section may hold (anything else is refused, so that a misspelt key
+# is not silently ignored).
+SUBMISSION_KEYS = ("organization", "system", "division", "version", "inference", "output", "work",
+                   "loadgen_node", "mlperf_conf", "system_json", "deployment", "netmeta_flags")
+NODES_KEYS = ("addresses", "flags")
+BENCHMARK_KEYS = (("scenarios", "user_conf", "qsl", "flags", "accuracy", "compliance",
+                   "tree_name") + tuple("measurements." + k for k in MEASUREMENT_FIELDS)
+                  + tuple("verify_flags." + t for t in COMPLIANCE_TESTS))
+ACCURACY_FIELDS = ("inference", "accuracy_log", "scenario")
 
 
 class ConfigError(Exception):
@@ -77,82 +102,288 @@ def required_compliance(tree_name):
     return tests
 
 
+def key_lines(text):
+    """{(section, key): line number} of the file, as configparser reads it (keys lower case,
+    indented lines continue the value above)."""
+    lines, section = {}, None
+    for n, raw in enumerate(text.splitlines(), 1):
+        s = raw.strip()
+        if not s or s[0] in "#;" or raw[0] in " \t":
+            continue
+        m = re.match(r"\[(.+)\]", s)
+        if m:
+            section = m.group(1)
+            lines.setdefault((section, None), n)
+            continue
+        m = re.match(r"([^=:]+?)\s*[=:]", s)
+        if m:
+            lines.setdefault((section, m.group(1).strip().lower()), n)
+    return lines
+
+
+def parse_file(path):
+    """The file read and parsed, or ConfigError with the file and line of what went wrong."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read the config file: {e.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[e.start]:02x})") from None
+    cp = configparser.ConfigParser(inline_comment_prefixes=(";",), interpolation=None)
+    try:
+        cp.read_string(text, source=path)
+    except configparser.MissingSectionHeaderError as e:
+        raise ConfigError(f"{path}:{e.lineno}: {e.line.strip()!r} comes before any [section] "
+                          "header (the file begins with [submission])") from None
+    except configparser.DuplicateSectionError as e:
+        raise ConfigError(f"{path}:{e.lineno}: [{e.section}] appears twice") from None
+    except configparser.DuplicateOptionError as e:
+        raise ConfigError(f"{path}:{e.lineno}: [{e.section}] {e.option}: set twice in the "
+                          "section") from None
+    except configparser.ParsingError as e:
+        lineno, line = e.errors[0]  # the line as repr() writes it
+        try:
+            line = repr(ast.literal_eval(line).strip())
+        except (ValueError, SyntaxError):
+            pass
+        raise ConfigError(f"{path}:{lineno}: cannot parse {line} (expected key = value; a value "
+                          "continues on indented lines)") from None
+    except configparser.Error as e:
+        raise ConfigError(f"{path}: {' '.join(str(e).split())}") from None
+    return cp, key_lines(text)
+
+
+class Source:
+    """The parsed file and the checks every key goes through; each error names the file, the line,
+    the section and the key."""
+
+    def __init__(self, path):
+        self.path = os.path.abspath(path)
+        self.base = os.path.dirname(self.path)
+        self.cp, self.lines = parse_file(path)
+
+    def err(self, section, key, why):
+        line = self.lines.get((section, key and key.lower())) or self.lines.get((section, None))
+        where = f"{self.path}:{line}" if line else self.path
+        return ConfigError(f"{where}: [{section}]" + (f" {key}" if key else "") + f": {why}")
+
+    def show(self, value):
+        return repr(value if len(value) <= 80 else value[:77] + "...")
+
+    def check_keys(self, section, allowed):
+        allowed = [a.lower() for a in allowed]  # configparser reads keys in lower case
+        for k in self.cp[section]:
+            if k in allowed:
+                continue
+            near = difflib.get_close_matches(k, allowed, n=1)
+            raise self.err(section, k, f"not a key of [{section.split('.')[0]}"
+                           + ("" if "." not in section else ".MODEL") + "]"
+                           + (f" (did you mean {near[0]}?)" if near else "")
+                           + "; the keys are in deploy/submission/netsub/config.py")
+
+    def get(self, section, key, default=None, required=None):
+        """The value, stripped; |required| (why it is needed) makes a missing or empty one an
+        error."""
+        v = self.cp[section].get(key)
+        if v is None or v.strip() == "":
+            if required:
+                raise self.err(section, key, f"is required ({required})")
+            return default
+        return v.strip()
+
+    def name(self, section, key, value):
+        """A name that becomes a folder or file name (see names.py)."""
+        why = name_problem(value)
+        if why:
+            raise self.err(section, key, f"{self.show(value)} {why}")
+        return value
+
+    def words(self, section, key):
+        try:
+            return shlex.split(self.get(section, key, ""))
+        except ValueError as e:
+            raise self.err(section, key, f"cannot split into arguments: {e}") from None
+
+    def location(self, section, key, kind, required=None):
+        """A path (relative: from the config's folder) that must be a 'file', a 'dir' or 'out' (a
+        folder the runner makes); None when not given."""
+        v = self.get(section, key, required=required)
+        if v is None:
+            return None
+        if "\n" in v or "\0" in v:
+            raise self.err(section, key, f"{self.show(v)} is not one path (one line)")
+        p = os.path.normpath(os.path.join(self.base, os.path.expanduser(v)))
+        if kind == "file" and not os.path.isfile(p):
+            raise self.err(section, key, f"{p}: " + ("is not a file" if os.path.exists(p)
+                                                      else "no such file"))
+        if kind == "dir" and not os.path.isdir(p):
+            raise self.err(section, key, f"{p}: " + ("is not a folder" if os.path.exists(p)
+                                                      else "no such folder"))
+        if kind == "out" and os.path.exists(p) and not os.path.isdir(p):
+            raise self.err(section, key, f"{p} exists and is not a folder")
+        if kind == "file" and not os.access(p, os.R_OK):
+            raise self.err(section, key, f"{p}: cannot be read")
+        return p
+
+    def one_of(self, section, key, value, allowed):
+        items = [t.strip() for t in value.split(",") if t.strip()]
+        for t in items:
+            if t not in allowed:
+                raise self.err(section, key, f"{self.show(t)} is not one of {', '.join(allowed)}")
+            if items.count(t) > 1:
+                raise self.err(section, key, f"{t} is listed twice")
+        return items
+
+
 class Benchmark:
-    def __init__(self, model, sec, path):
-        self.model = model
-        self.tree_name = sec.get("tree_name", TREE_NAME.get(model, model))
-        self.scenarios = [s.strip() for s in sec.get("scenarios", "").split(",") if s.strip()]
-        if not self.scenarios:
-            raise ConfigError(f"[benchmark.{model}]: scenarios = is required (e.g. Offline, Server)")
-        for s in self.scenarios:
-            if s not in SCENARIOS:
-                raise ConfigError(f"[benchmark.{model}] scenarios: '{s}' is not one of "
-                                  f"{', '.join(SCENARIOS)}")
-        self.user_conf = path(sec.get("user_conf"))
-        if not self.user_conf:
-            raise ConfigError(f"[benchmark.{model}]: user_conf = is required (it is copied into "
-                              "the tree, and the official LoadGen reads it)")
-        self.qsl = shlex.split(sec.get("qsl", ""))
+    def __init__(self, src, section):
+        sec = src.cp[section]
+        src.check_keys(section, BENCHMARK_KEYS)
+        self.model = section[len("benchmark."):]
+        why = name_problem(self.model)
+        if why:  # the section name: its folder in the work tree, the runner's step names
+            raise src.err(section, None, f"the model name {src.show(self.model)} {why}")
+        tn = sec.get("tree_name")
+        self.tree_name = src.name(section, "tree_name", tn.strip() if tn is not None
+                                  else TREE_NAME.get(self.model, self.model))
+        self.scenarios = src.one_of(section, "scenarios", src.get(
+            section, "scenarios", required="e.g. Offline, Server"), SCENARIOS)
+        self.user_conf = src.location(section, "user_conf", "file", required="it is copied "
+                                      "into the tree, and the official LoadGen reads it")
+        self.qsl = src.words(section, "qsl")
         if not self.qsl:
-            raise ConfigError(f"[benchmark.{model}]: qsl = is required (loadgen-node QSL flags)")
-        self.flags = shlex.split(sec.get("flags", ""))
-        self.accuracy = " ".join(sec.get("accuracy", "").split())
-        if not self.accuracy:
-            raise ConfigError(f"[benchmark.{model}]: accuracy = is required (the command that "
-                              "prints the accuracy line the checker reads)")
+            raise src.err(section, "qsl", "is required (loadgen-node QSL flags)")
+        self.flags = src.words(section, "flags")
+        self.accuracy = " ".join(src.get(section, "accuracy", required="the command that prints "
+                                         "the accuracy line the checker reads").split())
+        check_accuracy_fields(src, section, self.accuracy)
         comp = sec.get("compliance")
-        self.compliance = ([t.strip() for t in comp.split(",") if t.strip()] if comp is not None
-                           else required_compliance(self.tree_name))
-        for t in self.compliance:
-            if t not in ("TEST01", "TEST04", "TEST06"):
-                raise ConfigError(f"[benchmark.{model}] compliance: '{t}' is not TEST01, TEST04 "
-                                  "or TEST06")
-        self.measurements = {k: sec.get("measurements." + k, "") for k in MEASUREMENT_FIELDS}
-        self.verify_flags = {t: shlex.split(sec.get("verify_flags." + t, ""))
-                             for t in ("TEST01", "TEST04", "TEST06")}
+        self.compliance = (src.one_of(section, "compliance", comp, COMPLIANCE_TESTS)
+                           if comp is not None else required_compliance(self.tree_name))
+        self.measurements = {k: src.get(section, "measurements." + k,
+                                        required="a measurements.json field the checker requires")
+                             for k in MEASUREMENT_FIELDS}
+        self.verify_flags = {t: src.words(section, "verify_flags." + t) for t in COMPLIANCE_TESTS}
+
+
+def check_accuracy_fields(src, section, cmd):
+    """accuracy = may hold {inference}, {accuracy_log} and {scenario}, nothing else in braces
+    ({{ and }} for a literal brace)."""
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(cmd) if f is not None]
+    except ValueError as e:
+        raise src.err(section, "accuracy",
+                      f"{e} (write {{{{ and }}}} for a literal brace)") from None
+    for f in fields:
+        if f not in ACCURACY_FIELDS:
+            raise src.err(section, "accuracy", "{" + f + "} is not one of "
+                          + ", ".join("{" + a + "}" for a in ACCURACY_FIELDS)
+                          + " (write {{ and }} for a literal brace)")
+    try:  # what the runner will do with it (a field nested in a format spec, a bad spec)
+        cmd.format(**{a: "x" for a in ACCURACY_FIELDS})
+    except (KeyError, IndexError, ValueError, AttributeError) as e:
+        raise src.err(section, "accuracy", f"cannot fill in the fields: {e!r} (write {{{{ and "
+                      f"}}}} for a literal brace)") from None
+
+
+def check_addresses(src, value):
+    """host:port,... with a port 1-65535 each ([v6 address]:port for IPv6)."""
+    out = []
+    for a in value.replace(" ", "").split(","):
+        host, sep, port = a.rpartition(":")
+        if not a or not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise src.err("nodes", "addresses", f"{src.show(a)} is not host:port (a port "
+                          "1-65535)")
+        out.append(a)
+    return ",".join(out)
+
+
+def check_system_json(src, path):
+    if path is None:
+        return None
+    try:
+        with open(path) as f:
+            d = json.load(f)
+    except (OSError, ValueError) as e:
+        raise src.err("submission", "system_json", f"{path}: not JSON: {e}") from None
+    if not isinstance(d, dict):
+        raise src.err("submission", "system_json", f"{path}: not a JSON object")
+    return path
 
 
 class Config:
     def __init__(self, path):
-        cp = configparser.ConfigParser(inline_comment_prefixes=(";",), interpolation=None)
-        if not cp.read(path):
-            raise ConfigError(f"{path}: cannot read the config file")
-        self.path = os.path.abspath(path)
-        base = os.path.dirname(self.path)
-
-        def p(v):
-            return os.path.normpath(os.path.join(base, os.path.expanduser(v))) if v else None
-
+        src = Source(path)
+        self.path = src.path
+        cp = src.cp
+        if cp.defaults():
+            k = next(iter(cp.defaults()))
+            raise src.err("DEFAULT", k, "keys in [DEFAULT] are not used by this config; move it "
+                          "into its section")
+        for name in cp.sections():
+            if name not in ("submission", "nodes") and not name.startswith("benchmark."):
+                raise src.err(name, None, "not a section of this config ([submission], [nodes], "
+                              "[benchmark.MODEL])")
         if "submission" not in cp:
-            raise ConfigError(f"{path}: no [submission] section")
-        s = cp["submission"]
-        for k in ("organization", "system"):
-            if not s.get(k):
-                raise ConfigError(f"{path} [submission]: {k} = is required")
-        self.org = s["organization"]
-        self.system = s["system"]
-        self.division = s.get("division", "network")
+            raise ConfigError(f"{self.path}: no [submission] section")
+        S = "submission"
+        src.check_keys(S, SUBMISSION_KEYS)
+        self.org = src.name(S, "organization", src.get(S, "organization", required="the "
+                                                       "submitter's folder name in the tree"))
+        self.system = src.name(S, "system", src.get(S, "system", required="the system's folder "
+                                                    "and file name in the tree"))
+        self.division = src.get(S, "division", "network")
         if self.division != "network":
-            raise ConfigError(f"{path} [submission] division = {self.division}: this harness makes "
-                              "Network-division submissions only (division = network)")
-        self.version = s.get("version", "v6.1")
-        self.inference = p(s.get("inference"))
-        self.output = p(s.get("output", "submission"))
-        self.work = p(s.get("work")) or self.output + "-work"
-        lg = s.get("loadgen_node", "loadgen-node")
-        self.loadgen_node = p(lg) if os.sep in lg else lg
-        self.mlperf_conf = p(s.get("mlperf_conf"))
-        self.system_json = p(s.get("system_json"))
-        self.deployment = p(s.get("deployment"))
-        self.netmeta_flags = shlex.split(s.get("netmeta_flags", ""))
-        if "nodes" not in cp or not cp["nodes"].get("addresses"):
-            raise ConfigError(f"{path}: [nodes] addresses = host:port,... is required")
-        self.nodes = cp["nodes"]["addresses"].replace(" ", "")
-        self.node_flags = shlex.split(cp["nodes"].get("flags", ""))
-        self.benchmarks = [Benchmark(name[len("benchmark."):], cp[name], p)
-                           for name in cp.sections() if name.startswith("benchmark.")]
+            raise src.err(S, "division", f"{src.show(self.division)}: this harness makes "
+                          "Network-division submissions only (division = network)")
+        self.version = src.get(S, "version", "v6.1")
+        if not re.match(r"v[0-9]+\.[0-9]+\Z", self.version):
+            raise src.err(S, "version", f"{src.show(self.version)} is not a round such as v6.1 "
+                          "(the checker's --version)")
+        self.inference = src.location(S, "inference", "dir")
+        if S in cp and cp[S].get("output") is not None and not cp[S]["output"].strip():
+            raise src.err(S, "output", "is empty (leave the line out for the default, "
+                          "submission)")
+        self.output = src.location(S, "output", "out") or os.path.join(src.base, "submission")
+        self.work = src.location(S, "work", "out") or self.output + "-work"
+        if self.work == self.output:
+            raise src.err(S, "work", "is the output folder; the tree must hold only what the "
+                          "checker reads")
+        lg = src.get(S, "loadgen_node", "loadgen-node")
+        if os.sep in lg:
+            self.loadgen_node = src.location(S, "loadgen_node", "file")
+        elif shutil.which(lg):
+            self.loadgen_node = lg
+        else:
+            raise src.err(S, "loadgen_node", f"{src.show(lg)} is not on PATH (give its path)")
+        if not os.access(self.loadgen_node, os.X_OK) and os.sep in self.loadgen_node:
+            raise src.err(S, "loadgen_node", f"{self.loadgen_node} is not executable")
+        self.mlperf_conf = src.location(S, "mlperf_conf", "file")
+        self.system_json = check_system_json(src, src.location(S, "system_json", "file"))
+        self.deployment = src.location(S, "deployment", "file")
+        self.netmeta_flags = src.words(S, "netmeta_flags")
+        if "nodes" not in cp:
+            raise ConfigError(f"{self.path}: no [nodes] section ([nodes] addresses = "
+                              "host:port,... is required)")
+        src.check_keys("nodes", NODES_KEYS)
+        self.nodes = check_addresses(src, src.get("nodes", "addresses",
+                                                  required="host:port,... of the sut-nodes"))
+        self.node_flags = src.words("nodes", "flags")
+        self.benchmarks = [Benchmark(src, name) for name in cp.sections()
+                           if name.startswith("benchmark.")]
         if not self.benchmarks:
-            raise ConfigError(f"{path}: no [benchmark.MODEL] section")
+            raise ConfigError(f"{self.path}: no [benchmark.MODEL] section")
+        seen = {}
+        for b in self.benchmarks:
+            other = seen.setdefault(b.tree_name, b.model)
+            if other != b.model:
+                raise src.err("benchmark." + b.model, "tree_name", f"{b.tree_name!r} is also "
+                              f"[benchmark.{other}]'s folder in the tree")
+        self.fs = Confine(self.output, self.work)
 
     def root(self):
         """network/<org>: the submitter's folder in the tree."""

@@ -15,6 +15,7 @@ import subprocess
 import sys
 
 from . import provenance, tree
+from .confine import Outside, symlinks_under
 from .progress import Progress
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -54,9 +55,10 @@ class Runner:
         return self.work("logs", step.replace("/", "_") + ".log")
 
     def run(self, step, argv, cwd, shell=False):
-        os.makedirs(os.path.dirname(self.log_path(step)), exist_ok=True)
-        os.makedirs(cwd, exist_ok=True)
-        with open(self.log_path(step), "w") as log:
+        fs = self.cfg.fs
+        fs.makedirs(os.path.dirname(self.log_path(step)))
+        fs.makedirs(cwd)
+        with fs.open(self.log_path(step)) as log:
             log.write(("$ " + (argv if shell else shlex.join(argv))) + f"\n(in {cwd})\n")
             log.flush()
             r = subprocess.run(argv, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, shell=shell,
@@ -87,18 +89,18 @@ class Runner:
         return argv + c.node_flags + bench.qsl + bench.flags
 
     def loadgen(self, step, bench, scenario, rundir, mode, audit=None):
-        if os.path.isdir(rundir):
-            shutil.rmtree(rundir)
-        os.makedirs(rundir)
+        fs = self.cfg.fs
+        fs.rmtree(rundir)
+        fs.makedirs(rundir)
         argv = self.loadgen_argv(bench, scenario, rundir, mode)
         placed = os.path.join(rundir, "audit.config")
         if audit:
-            shutil.copy2(audit, placed)
+            fs.copy(audit, placed)
         try:
             rc = self.run(step, argv, rundir)
         finally:
-            if audit and os.path.exists(placed):
-                os.remove(placed)
+            if audit and os.path.lexists(placed):
+                fs.remove(placed)
         self.command = (f"cd {rundir}\n" + (f"cp {audit} audit.config\n" if audit else "")
                         + shlex.join(argv) + ("\nrm audit.config" if audit else ""))
         if rc not in (0, 1) or not os.path.exists(os.path.join(rundir, "mlperf_log_detail.txt")):
@@ -155,7 +157,7 @@ class Runner:
             self.command = None
             try:
                 verdict = fn(name, *args)
-            except StepFailed as e:
+            except (StepFailed, Outside, OSError) as e:  # OSError: a file it could not use
                 prog.end("FAILED")
                 raise StepFailed(f"step {name}: {e}") from None
             prog.end(verdict)
@@ -183,7 +185,7 @@ class Runner:
             raise StepFailed(f"the accuracy command exited {rc}:\n{self.tail(name)}")
         with open(self.log_path(name)) as f:
             out = f.read().split("\n", 2)[2]  # drop the command and folder lines
-        with open(os.path.join(rundir, "accuracy.txt"), "w") as f:
+        with self.cfg.fs.open(os.path.join(rundir, "accuracy.txt")) as f:
             f.write(out)
         self.command = f"cd {rundir}\n{cmd} > accuracy.txt"
         last = [ln for ln in out.splitlines() if ln.strip()]
@@ -200,8 +202,8 @@ class Runner:
                     raise StepFailed(why + "; official results must come from the unaltered "
                                      "official LoadGen: redo the runs with --submission "
                                      f"(--redo {b.model}/{s})")
-        tree.place_performance(perf, sdir)
-        tree.place_accuracy(acc, os.path.join(acc, "accuracy.txt"), sdir)
+        tree.place_performance(self.cfg.fs, perf, sdir)
+        tree.place_accuracy(self.cfg.fs, acc, os.path.join(acc, "accuracy.txt"), sdir)
         tree.write_measurements(self.cfg, b, s, sdir, self.dry_run)
         return "placed"
 
@@ -224,8 +226,8 @@ class Runner:
         if audit is None:
             # No checkout (dry run only): the audit settings the official TEST01/TEST04 use.
             audit = self.work("audit", t, "audit.config")
-            os.makedirs(os.path.dirname(audit), exist_ok=True)
-            with open(audit, "w") as f:
+            self.cfg.fs.makedirs(os.path.dirname(audit))
+            with self.cfg.fs.open(audit) as f:
                 f.write(FALLBACK_AUDIT[t])
         return self.loadgen(name, b, s, rundir, None, audit=audit)
 
@@ -245,8 +247,8 @@ class Runner:
         argv = [sys.executable, script, "-c", rundir, "-o", sdir]
         self.command = None  # set below, once the flags are known
         argv += (["-s", s] if t == "TEST06" else ["-r", sdir]) + b.verify_flags.get(t, [])
-        if os.path.isdir(os.path.join(sdir, t)):
-            shutil.rmtree(os.path.join(sdir, t))
+        self.cfg.fs.rmtree(os.path.join(sdir, t))
+        self.cfg.fs.target(sdir)  # run_verification.py writes <sdir>/<t>/
         self.command = f"cd {self.work('verify', b.model, s, t)}\n{shlex.join(argv)}"
         rc = self.run(name, argv, self.work("verify", b.model, s, t))
         out = self.tail(name, 200)
@@ -262,7 +264,7 @@ class Runner:
     def accuracy_of(self, name, b, s, log, cwd, out):
         """Runs the benchmark's accuracy command on |log|; its output goes to |out|."""
         cmd = b.accuracy.format(inference=self.cfg.inference or "", accuracy_log=log, scenario=s)
-        with open(out, "w") as f:
+        with self.cfg.fs.open(out) as f:
             r = subprocess.run(cmd, shell=True, cwd=cwd, stdout=f, stderr=subprocess.STDOUT,
                                stdin=subprocess.DEVNULL)
         if r.returncode != 0:
@@ -287,23 +289,24 @@ class Runner:
         if r.returncode != 0 or not os.path.exists(base):
             raise StepFailed(f"{script} failed: {r.stdout}{r.stderr}")
         self.accuracy_of(name, b, s, base, cwd, os.path.join(acc, "baseline_accuracy.txt"))
-        shutil.copy2(os.path.join(acc, "accuracy.txt"), os.path.join(acc, "compliance_accuracy.txt"))
+        self.cfg.fs.copy(os.path.join(acc, "accuracy.txt"),
+                         os.path.join(acc, "compliance_accuracy.txt"))
 
     def place_unverified(self, rundir, sdir, t):
         """Dry run without an inference checkout: the compliance folder with the run's logs, and
         a verify file that says it was not verified (the checker would reject it, rightly)."""
         d = os.path.join(sdir, t)
-        if os.path.isdir(d):
-            shutil.rmtree(d)
-        tree.copy_files(rundir, os.path.join(d, "performance", "run_1"),
+        fs = self.cfg.fs
+        fs.rmtree(d)
+        tree.copy_files(fs, rundir, os.path.join(d, "performance", "run_1"),
                         ["mlperf_log_summary.txt", "mlperf_log_detail.txt"])
         if t in ("TEST01", "TEST06"):
-            tree.copy_files(rundir, os.path.join(d, "accuracy"), ["mlperf_log_accuracy.json"])
+            tree.copy_files(fs, rundir, os.path.join(d, "accuracy"), ["mlperf_log_accuracy.json"])
         names = ["verify_accuracy.txt"] if t == "TEST06" else (
             ["verify_accuracy.txt", "verify_performance.txt"] if t == "TEST01"
             else ["verify_performance.txt"])
         for n in names:
-            with open(os.path.join(d, n), "w") as f:
+            with fs.open(os.path.join(d, n)) as f:
                 f.write("NOT VERIFIED: dry run without an mlcommons/inference checkout "
                         f"(compliance/{t}/run_verification.py was not run)\n")
         return "placed, not verified (no inference checkout)"
@@ -329,13 +332,18 @@ class Runner:
     def step_system(self, name):
         c = self.cfg
         sysdir = os.path.join(c.root(), "systems")
-        os.makedirs(sysdir, exist_ok=True)
+        c.fs.makedirs(sysdir)
         base = {}
         if c.system_json:
-            with open(c.system_json) as f:
-                base = json.load(f)
+            try:
+                with open(c.system_json) as f:
+                    base = json.load(f)
+            except (OSError, ValueError) as e:
+                raise StepFailed(f"system_json = {c.system_json}: {e}") from None
+            if not isinstance(base, dict):
+                raise StepFailed(f"system_json = {c.system_json}: not a JSON object")
         merged = self.work("system-base.json")
-        with open(merged, "w") as f:
+        with c.fs.open(merged) as f:
             json.dump(tree.system_json_fields(c, base), f, indent=4)
         out = os.path.join(sysdir, c.system + ".json")
         if not c.deployment:
@@ -345,6 +353,9 @@ class Runner:
                 "--out", out, "--dot", os.path.join(sysdir, c.system + "_network.dot")]
         if shutil.which("dot"):
             argv += ["--svg", os.path.join(sysdir, c.system + "_network.svg")]
+        for flag, a in zip(argv, argv[1:]):  # netmeta.py writes these
+            if flag in ("--out", "--dot", "--svg"):
+                c.fs.target(a)
         rc = self.run(name, argv + c.netmeta_flags, self.work())
         if rc not in (0, 1):
             raise StepFailed(f"netmeta.py exited {rc}:\n{self.tail(name)}")
@@ -358,8 +369,8 @@ class Runner:
                 raise StepFailed("inference = is required for the accuracy-log truncation")
             return "skipped (no inference checkout; dry run)"
         backup = self.work("accuracy-log-backup")
-        if os.path.isdir(backup):
-            shutil.rmtree(backup)
+        self.cfg.fs.rmtree(backup)
+        self.refuse_symlinks()  # the official script rewrites the logs it finds in place
         script = self.inference("tools", "submission", "truncate_accuracy_log.py")
         rc = self.run(name, [sys.executable, script, "--input", self.cfg.output, "--submitter",
                              self.cfg.org, "--backup", backup], self.work())
@@ -367,11 +378,19 @@ class Runner:
             raise StepFailed(f"{script} exited {rc}:\n{self.tail(name)}")
         return f"done (full logs in {backup})"
 
+    def refuse_symlinks(self):
+        links = symlinks_under(self.cfg.output)
+        if links:
+            raise StepFailed(f"{links[0]} is a symbolic link (to {os.readlink(links[0])}); the "
+                             "tree must hold none (the submission repository refuses them, and "
+                             "the runner writes only inside the output folder)")
+
     def step_check(self, name):
         if not self.have_inference():
             if not self.dry_run:
                 raise StepFailed("inference = is required for the submission checker")
             return "skipped (no inference checkout; dry run)"
+        self.cfg.fs.target(self.work("summary.csv"))  # the checker writes it
         argv = [sys.executable, "-m", "submission_checker.main", "--input", self.cfg.output,
                 "--version", self.cfg.version, "--submitter", self.cfg.org,
                 "--csv", self.work("summary.csv")] + self.checker_flags

@@ -5,14 +5,26 @@ import os
 import time
 
 
+class StateError(Exception):
+    pass
+
+
 class State:
-    def __init__(self, work, mode):
+    def __init__(self, work, mode, fs):
         self.path = os.path.join(work, "state.json")
+        self.fs = fs
         self.data = {"mode": mode, "done": {}}
         if os.path.exists(self.path):
-            with open(self.path) as f:
-                self.data = json.load(f)
-        os.makedirs(work, exist_ok=True)
+            try:
+                with open(self.path) as f:
+                    self.data = json.load(f)
+            except (OSError, ValueError) as e:
+                raise StateError(f"{self.path}: cannot read the finished steps ({e}); remove it "
+                                 "to start over") from None
+            if not (isinstance(self.data, dict) and isinstance(self.data.get("done"), dict)):
+                raise StateError(f"{self.path}: not a state file of this runner (no 'done' "
+                                 "object); remove it to start over")
+        fs.makedirs(work)
 
     @property
     def mode(self):
@@ -44,8 +56,8 @@ class State:
 
     def _save(self):
         tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
+        with self.fs.open(tmp) as f:
             json.dump(self.data, f, indent=1, sort_keys=True)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        self.fs.replace(tmp, self.path)

@@ -7,10 +7,11 @@
         accuracy/mlperf_log_{summary,detail}.txt, mlperf_log_accuracy.json, accuracy.txt
         TEST01/, TEST04/, TEST06/        (written by the official run_verification.py)
         measurements.json, user.conf, README.md
+
+Every write goes through cfg.fs (confine.py): nothing lands outside the output folder.
 """
 import json
 import os
-import shutil
 
 NOT_FOR_SUBMISSION = "NOT_FOR_SUBMISSION.txt"
 
@@ -19,32 +20,30 @@ def scenario_dir(cfg, bench, scenario):
     return os.path.join(cfg.root(), "results", cfg.system, bench.tree_name, scenario)
 
 
-def copy_files(src_dir, dst_dir, names):
-    os.makedirs(dst_dir, exist_ok=True)
+def copy_files(fs, src_dir, dst_dir, names):
+    fs.makedirs(dst_dir)
     for n in names:
-        shutil.copy2(os.path.join(src_dir, n), os.path.join(dst_dir, n))
+        fs.copy(os.path.join(src_dir, n), os.path.join(dst_dir, n))
 
 
-def place_performance(run_dir, sdir):
+def place_performance(fs, run_dir, sdir):
     dst = os.path.join(sdir, "performance", "run_1")
-    if os.path.isdir(dst):
-        shutil.rmtree(dst)
-    copy_files(run_dir, dst, ["mlperf_log_summary.txt", "mlperf_log_detail.txt"])
+    fs.rmtree(dst)
+    copy_files(fs, run_dir, dst, ["mlperf_log_summary.txt", "mlperf_log_detail.txt"])
 
 
-def place_accuracy(run_dir, accuracy_txt, sdir):
+def place_accuracy(fs, run_dir, accuracy_txt, sdir):
     dst = os.path.join(sdir, "accuracy")
-    if os.path.isdir(dst):
-        shutil.rmtree(dst)
-    copy_files(run_dir, dst, ["mlperf_log_summary.txt", "mlperf_log_detail.txt",
-                              "mlperf_log_accuracy.json"])
-    shutil.copy2(accuracy_txt, os.path.join(dst, "accuracy.txt"))
+    fs.rmtree(dst)
+    copy_files(fs, run_dir, dst, ["mlperf_log_summary.txt", "mlperf_log_detail.txt",
+                                  "mlperf_log_accuracy.json"])
+    fs.copy(accuracy_txt, os.path.join(dst, "accuracy.txt"))
 
 
 def write_measurements(cfg, bench, scenario, sdir, dry_run):
-    os.makedirs(sdir, exist_ok=True)
-    shutil.copy2(bench.user_conf, os.path.join(sdir, "user.conf"))
-    with open(os.path.join(sdir, "measurements.json"), "w") as f:
+    cfg.fs.makedirs(sdir)
+    cfg.fs.copy(bench.user_conf, os.path.join(sdir, "user.conf"))
+    with cfg.fs.open(os.path.join(sdir, "measurements.json")) as f:
         json.dump(dict(bench.measurements), f, indent=2)
         f.write("\n")
     write_readme(cfg, bench, scenario, sdir, [], dry_run)
@@ -61,14 +60,14 @@ def write_readme(cfg, bench, scenario, sdir, commands, dry_run):
              "", "The commands, step by step:", ""]
     for step, cmd in commands:
         lines += [f"{step}:", "", "```", cmd, "```", ""]
-    with open(os.path.join(sdir, "README.md"), "w") as f:
+    with cfg.fs.open(os.path.join(sdir, "README.md")) as f:
         f.write("\n".join(lines))
 
 
 def write_src_readme(cfg, harness_rev):
     d = os.path.join(cfg.root(), "src")
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "README.md"), "w") as f:
+    cfg.fs.makedirs(d)
+    with cfg.fs.open(os.path.join(d, "README.md")) as f:
         f.write(f"# {cfg.org}: source of the Network-division harness\n\n"
                 "The QDL, loadgen-node and sut-node are the MLPerf Inference Network-division "
                 f"harness at revision {harness_rev}. The session-layer API (what is marshalled "
@@ -79,13 +78,13 @@ def write_src_readme(cfg, harness_rev):
 def mark_not_for_submission(cfg, on):
     path = os.path.join(cfg.output, NOT_FOR_SUBMISSION)
     if on:
-        os.makedirs(cfg.output, exist_ok=True)
-        with open(path, "w") as f:
+        cfg.fs.makedirs(cfg.output)
+        with cfg.fs.open(path) as f:
             f.write("This tree was made with --dry-run: loadgen-node's built-in scheduler wrote "
                     "the logs. The MLPerf rules accept only logs of the unaltered official "
                     "LoadGen; make the submission with submit.py --submission.\n")
-    elif os.path.exists(path):
-        os.remove(path)
+    elif os.path.lexists(path):
+        cfg.fs.remove(path)
 
 
 def system_json_fields(cfg, base):
