@@ -56,6 +56,7 @@ static int set_set(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *
 static int set_synth(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
 static int set_size(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
 static int set_write_thread(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
+static int set_node_budget(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
 static int set_null(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
 static int set_intervals(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
 static int set_quiet(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb);
@@ -122,6 +123,10 @@ static const opt_t options[] = {
     FN("max-dispatches", "N", set_qdl_limit,
        "a sample sent N times without a result fails (QDL, 1-1000,\n"
        "default 3)"),
+    FN("node-memory-budget", "BYTES", set_node_budget,
+       "what nodes may make the QDL hold (frames, decoded results),\n"
+       "shared by every connection; a node past its share is dropped\n"
+       "(QDL, K M G suffixes, at least 16K per connection, default 256M)"),
     STR("policy", "P", policy, "least-outstanding (default), round-robin or weighted (QDL)"),
     STR("result-codec", "CODEC", result_codec,
         "codec offered for responses: none (default) or lz4 (QDL)"),
@@ -282,6 +287,13 @@ static int set_write_thread(lg_args_t *o, const char *name, const char *v, cmn_e
     if (cmn_parse_size(v, &o->write_thread_min) < 0)
         return cmn_errf(eb, CMN_ECONFIG, "--%s: '%s' is not a byte count", name, v);
     o->have_write_thread_min = 1;
+    return 0;
+}
+
+static int set_node_budget(lg_args_t *o, const char *name, const char *v, cmn_errbuf_t *eb)
+{
+    if (cmn_parse_size(v, &o->node_memory_budget) < 0 || o->node_memory_budget == 0)
+        return cmn_errf(eb, CMN_ECONFIG, "--%s: '%s' is not a byte count above 0", name, v);
     return 0;
 }
 
