@@ -480,7 +480,8 @@ END_TEST
  * closes. Each connection the same, until the listening socket is shut down. */
 typedef struct {
     int lfd, port;
-    uint64_t window; /* advertised max_inflight_samples (0: none) */
+    uint64_t window;      /* advertised max_inflight_samples (0: none) */
+    uint32_t payload_len; /* non-zero: a Response of no results with this payload instead */
     uint8_t *meta;
     uv_thread_t thread;
     atomic_int connections;
@@ -540,11 +541,13 @@ static void bomb_serve(bomb_t *b, int fd)
     memset(&h, 0, sizeof(h));
     h.version = CMN_PROTOCOL_VERSION;
     h.type = CMN_MSG_RESPONSE;
-    h.meta_len = BOMB_META;
+    h.meta_len = b->payload_len ? 2 : BOMB_META;
+    h.payload_len = b->payload_len;
     cmn_frame_header_write(hb, &h);
     if (send_full(fd, hb, sizeof(hb)) < 0)
         return;
-    (void)send_full(fd, b->meta, BOMB_META); /* the QDL may close before it has it all */
+    /* The QDL may close before it has it all. */
+    (void)send_full(fd, b->meta, (size_t)h.meta_len + h.payload_len);
     while (read(fd, body, sizeof(body)) > 0) {
     }
 }
@@ -561,7 +564,7 @@ static void bomb_main(void *arg)
     }
 }
 
-static void bomb_start(bomb_t *b, uint64_t window)
+static void bomb_start(bomb_t *b, uint64_t window, uint32_t payload_len)
 {
     struct sockaddr_in a = tn_loopback(0);
     socklen_t al = sizeof(a);
@@ -569,6 +572,7 @@ static void bomb_start(bomb_t *b, uint64_t window)
 
     memset(b, 0, sizeof(*b));
     b->window = window;
+    b->payload_len = payload_len;
     b->meta = malloc(BOMB_META);
     ck_assert_ptr_nonnull(b->meta);
     for (i = 0; i < BOMB_META; i += 2) {
@@ -594,30 +598,31 @@ static void bomb_stop(bomb_t *b)
 
 /* |window| 0: the metadata is over the limit the window sets, refused by the frame header;
  * 1 Mi: the limit is the frame's 16 MiB, and the 8 Mi results are counted before unpacking. */
-static void big_meta(uint64_t window, const char *line)
+static void big_meta(const char *what, uint64_t window, uint32_t payload_len, uint64_t budget,
+                     const char *line)
 {
     const char *list[1];
     qdl_config_t cfg;
     qdl_t *q = NULL;
-    char name[64], err[256], *log;
+    char err[256], *log;
     bomb_t b;
     long base;
 
-    bomb_start(&b, window);
+    bomb_start(&b, window, payload_len);
     snprintf(addr_buf[0], sizeof(addr_buf[0]), "127.0.0.1:%d", b.port);
     list[0] = addr_buf[0];
     qdl_config_init(&cfg);
     cfg.nodes = list;
     cfg.n_nodes = 1;
     cfg.on_complete = on_complete;
+    if (budget)
+        cfg.node_memory_budget = budget;
     cap_begin();
     base = hwm_reset();
     ck_assert_msg(qdl_create(&cfg, &q, err, sizeof(err)) == 0, "%s", err);
     ck_assert_msg(cap_wait(line, 20000), "no line '%s'", line);
     qdl_destroy(q);
-    snprintf(name, sizeof(name), "16 MiB of empty results (window %llu)",
-             (unsigned long long)window);
-    expect_hwm_within(name, base);
+    expect_hwm_within(what, base);
     log = cap_end();
     free(log);
     bomb_stop(&b);
@@ -625,15 +630,50 @@ static void big_meta(uint64_t window, const char *line)
 
 START_TEST(big_metadata_refused_by_its_header)
 {
-    big_meta(0, "qdl: node bomb (connection 0): frame rejected by its header: Response metadata "
-                "of 16777216 bytes, over the limit of 5246976 (65536 results in flight at most)");
+    big_meta("16 MiB of empty results, window 64 Ki", 0, 0, 0,
+             "qdl: node bomb (connection 0): frame rejected by its header: Response metadata "
+             "of 16777216 bytes, over the limit of 5246976 (65536 results in flight at most)");
 }
 END_TEST
 
 START_TEST(big_metadata_counted_before_unpacking)
 {
-    big_meta(1u << 20, "qdl: node bomb (connection 0): bad Response frame: Response has 8388608 "
-                       "results, over the limit of 1048576");
+    big_meta("16 MiB of empty results, window 1 Mi", 1u << 20, 0, 0,
+             "qdl: node bomb (connection 0): bad Response frame: Response has 8388608 "
+             "results, over the limit of 1048576");
+}
+END_TEST
+
+/* ---- the node memory budget ------------------------------------------------------------------ */
+
+/* A budget of 1 MiB for one node: the QDL advertises and accepts frames of 1 MiB at most, and a
+ * Response of 2 MiB is refused by its header, naming the share. */
+START_TEST(a_frame_over_the_nodes_share_is_refused)
+{
+    big_meta("2 MiB frame, 1 MiB budget", 0, 2u << 20, 1u << 20,
+             "qdl: node bomb (connection 0): frame rejected by its header: Response of 2 metadata "
+             "+ 2097152 payload bytes, over the limit of 1048576 (the connection's share of the "
+             "node memory budget)");
+}
+END_TEST
+
+/* Under 16 KiB per connection is refused at once, naming the budget and the connections. */
+START_TEST(a_budget_too_small_is_refused)
+{
+    const char *list[2] = {"127.0.0.1:1", "127.0.0.1:2"};
+    qdl_config_t cfg;
+    qdl_t *q = NULL;
+    char err[256] = "";
+
+    qdl_config_init(&cfg);
+    cfg.nodes = list;
+    cfg.n_nodes = 2;
+    cfg.connections_per_node = 2;
+    cfg.on_complete = on_complete;
+    cfg.node_memory_budget = 60u << 10;
+    ck_assert_int_eq(qdl_create(&cfg, &q, err, sizeof(err)), CMN_ECONFIG);
+    ck_assert_str_eq(err, "node memory budget of 61440 bytes: under 16 KiB for each of 4 "
+                          "connections (2 nodes x 2)");
 }
 END_TEST
 
@@ -652,6 +692,8 @@ static TCase *tc_meta(void)
     TCase *t = tcase_create("memory_meta");
     tcase_add_test(t, big_metadata_refused_by_its_header);
     tcase_add_test(t, big_metadata_counted_before_unpacking);
+    tcase_add_test(t, a_frame_over_the_nodes_share_is_refused);
+    tcase_add_test(t, a_budget_too_small_is_refused);
     tcase_set_timeout(t, 60);
     return t;
 }
