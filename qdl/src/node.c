@@ -377,8 +377,10 @@ static void handle_ping(qdl_conn_t *qc, const Nsut__Ping *m)
         return;
     p.seq = m->seq;
     p.sent_ns = m->sent_ns;
-    if (cmn_conn_send(&qc->c, CMN_MSG_PONG, &p.base, NULL, 0, pong_sent, qc) == 0)
-        qc->pong_queued = 1;
+    /* Set first: the callback may run inside the send (ucx:// copies small frames at once). */
+    qc->pong_queued = 1;
+    if (cmn_conn_send(&qc->c, CMN_MSG_PONG, &p.base, NULL, 0, pong_sent, qc) < 0)
+        qc->pong_queued = 0;
 }
 
 static void handle_error(qdl_t *q, qdl_conn_t *qc, const Nsut__Error *e)
