@@ -126,7 +126,7 @@ static const opt_t options[] = {
     FN("node-memory-budget", "BYTES", set_node_budget,
        "what nodes may make the QDL hold (frames, decoded results),\n"
        "shared by every connection; a node past its share is dropped\n"
-       "(QDL, K M G suffixes, at least 16K per connection, default 256M)"),
+       "(QDL, K M G suffixes, at least 16K per connection, default 1G)"),
     STR("policy", "P", policy, "least-outstanding (default), round-robin or weighted (QDL)"),
     STR("result-codec", "CODEC", result_codec,
         "codec offered for responses: none (default) or lz4 (QDL)"),

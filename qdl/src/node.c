@@ -468,6 +468,11 @@ static void on_frame(cmn_conn_t *c, const cmn_frame_t *f)
      * refused before protobuf-c unpacks it. */
     if (qc->state == QC_READY && nd->window < lim.max_samples)
         lim.max_samples = (uint32_t)nd->window;
+    /* And no more than the rest of the connection's share holds unpacked. */
+    if (qc->state == QC_READY && qc->rx_frame_bytes < q->conn_share &&
+        (q->conn_share - qc->rx_frame_bytes) / QDL_RESULT_UNPACKED_BYTES < lim.max_samples)
+        lim.max_samples =
+            (uint32_t)((q->conn_share - qc->rx_frame_bytes) / QDL_RESULT_UNPACKED_BYTES);
     rc = cmn_msg_unpack(f, &lim, &q->arena.pb, &m, &eb);
     if (rc < 0) {
         snprintf(why, sizeof(why), "bad %s frame: %s", cmn_msg_type_name(f->hdr.type), eb.msg);

@@ -177,6 +177,9 @@ struct qdl {
     /* What one connection may make the QDL hold at once (its frame, the results decoded from it):
      * node_memory_budget over every connection, at most max_frame_size (qdl.c). */
     uint64_t conn_share;
+/* What one result of a frame costs unpacked (its Nsut__Result and pointer, in the arena), charged
+ * to the share with the frame. */
+#define QDL_RESULT_UNPACKED_BYTES 128u
 
     uint64_t next_wire_id;
     uint64_t next_query_id;

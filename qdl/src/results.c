@@ -37,11 +37,13 @@ static int scratch_need(qdl_t *q, qdl_conn_t *qc, Nsut__Result *const *res, size
         return cmn_errf(eb, CMN_ETOOBIG,
                         "results of one frame decode to %llu bytes, over the %llu-byte limit",
                         (unsigned long long)total, (unsigned long long)q->cfg.max_frame_size);
+    /* The frame, its results unpacked, and what they decode to. */
+    frame_bytes += (uint64_t)nr * QDL_RESULT_UNPACKED_BYTES;
     if (q->conn_share && total + frame_bytes > q->conn_share)
         return cmn_errf(eb, CMN_EOVERLOAD,
-                        "a frame of %llu bytes whose results decode to %llu more is over the "
-                        "connection's share of the node memory budget, %llu bytes (%llu over "
-                        "%zu connections): node dropped",
+                        "a frame holding %llu bytes (unpacked) whose results decode to %llu more "
+                        "is over the connection's share of the node memory budget, %llu bytes "
+                        "(%llu over %zu connections): node dropped",
                         (unsigned long long)frame_bytes, (unsigned long long)total,
                         (unsigned long long)q->conn_share,
                         (unsigned long long)q->cfg.node_memory_budget, q->n_conns);

@@ -81,7 +81,7 @@ typedef struct {
 typedef void (*qdl_complete_cb)(void *user, const qdl_response_t *r, size_t n);
 
 /* qdl_config_t.node_memory_budget's default. */
-#define QDL_NODE_MEMORY_BUDGET_DEFAULT (256ull * 1024 * 1024)
+#define QDL_NODE_MEMORY_BUDGET_DEFAULT (1024ull * 1024 * 1024)
 
 typedef struct {
     const char *const *nodes; /* "host:port" of each sut-node */
@@ -132,7 +132,8 @@ typedef struct {
      * it), shared equally by every connection (n_nodes x connections_per_node); each
      * connection's share, at most max_frame_size, is the frame size the QDL advertises and
      * accepts. A node past its share is dropped with a line naming it and the limit, and its
-     * samples go to other nodes. Default 256 MiB; at least 16 KiB per connection. */
+     * samples go to other nodes. Default 1 GiB (with up to 4 connections, each keeps the 256 MiB
+     * max_frame_size; a hostile node holds no more than that); at least 16 KiB per connection. */
     uint64_t node_memory_budget;
 } qdl_config_t;
 

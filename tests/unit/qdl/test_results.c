@@ -78,6 +78,19 @@ START_TEST(lz4_results_are_decoded_and_bounded)
     result(&r, a[1].wire_id, CMPR_LZ4, sizeof(raw), (uint64_t)n);
     ck_assert_int_eq(qdl__results_handle(q, qc, 0, &rp, 1, wire, &eb), CMN_ETOOBIG);
     ck_assert_uint_eq(fx_seen.n_done, 1);
+    /* Within max_frame_size, but the frame, its unpacked result and the decoded bytes together
+     * are over the connection's share of node_memory_budget: refused, naming the share. */
+    q->cfg.max_frame_size = 1u << 20;
+    q->conn_share = 5000;
+    qc->rx_frame_bytes = 1000;
+    ck_assert_int_eq(qdl__results_handle(q, qc, 0, &rp, 1, wire, &eb), CMN_EOVERLOAD);
+    ck_assert_ptr_nonnull(strstr(eb.msg, "a frame holding 1128 bytes (unpacked) whose results "
+                                         "decode to 4096 more is over the connection's share of "
+                                         "the node memory budget, 5000 bytes"));
+    ck_assert_uint_eq(fx_seen.n_done, 1);
+    q->conn_share = 6000;
+    ck_assert_int_eq(qdl__results_handle(q, qc, 0, &rp, 1, wire, &eb), 0);
+    ck_assert_uint_eq(fx_seen.n_done, 2);
     cmpr_ctx_free(ctx);
     fx_free(q);
 }
