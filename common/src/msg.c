@@ -241,6 +241,81 @@ int cmn_msg_validate(unsigned type, const ProtobufCMessage *m, uint64_t payload_
     }
 }
 
+/* Skips one varint at *p (below |end|); 0, or -1 when it runs past |end| or over 10 bytes. */
+static int wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    unsigned shift = 0;
+
+    *v = 0;
+    while (*p < end && shift < 70) {
+        uint8_t b = *(*p)++;
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return 0;
+        shift += 7;
+    }
+    return -1;
+}
+
+/* How many top-level occurrences of field |field| the protobuf bytes [p, p + n) hold, read off the
+ * wire without allocating; -1 when the bytes are not well-formed protobuf. */
+static int64_t wire_count_field(const uint8_t *p, size_t n, uint64_t field)
+{
+    const uint8_t *end = p + n;
+    int64_t count = 0;
+    uint64_t tag, len;
+
+    while (p < end) {
+        if (wire_varint(&p, end, &tag) < 0)
+            return -1;
+        if ((tag >> 3) == field)
+            count++;
+        switch (tag & 7) {
+        case 0:
+            if (wire_varint(&p, end, &len) < 0)
+                return -1;
+            break;
+        case 1:
+        case 5:
+            len = (tag & 7) == 1 ? 8 : 4;
+            if ((uint64_t)(end - p) < len)
+                return -1;
+            p += len;
+            break;
+        case 2:
+            if (wire_varint(&p, end, &len) < 0 || (uint64_t)(end - p) < len)
+                return -1;
+            p += len;
+            break;
+        default: /* groups (not in this protocol) and reserved wire types */
+            return -1;
+        }
+    }
+    return count;
+}
+
+/* The repeated field of a Query (samples) or Response/FirstToken (results), counted on the wire
+ * against its limit before protobuf-c unpacks it: an entry can be two bytes of metadata (0a 00)
+ * and unpacks to a few hundred, so 16 MiB of them would cost a gigabyte before the count is
+ * checked on the message. */
+static int precount(const cmn_frame_t *f, const cmn_msg_limits_t *lim, cmn_errbuf_t *eb)
+{
+    const char *what = cmn_msg_type_name(f->hdr.type);
+    int64_t n;
+
+    if (f->hdr.type != CMN_MSG_QUERY && f->hdr.type != CMN_MSG_RESPONSE &&
+        f->hdr.type != CMN_MSG_FIRST_TOKEN)
+        return 0;
+    n = wire_count_field(f->meta, f->hdr.meta_len, f->hdr.type == CMN_MSG_QUERY ? 2 : 1);
+    if (n < 0)
+        return cmn_errf(eb, CMN_EBADMSG, "%u bytes of metadata do not unpack as %s",
+                        f->hdr.meta_len, what);
+    if (n > (int64_t)lim->max_samples)
+        return cmn_errf(eb, CMN_ETOOBIG, "%s has %lld %s, over the limit of %u", what, (long long)n,
+                        f->hdr.type == CMN_MSG_QUERY ? "samples" : "results", lim->max_samples);
+    return 0;
+}
+
 int cmn_msg_unpack(const cmn_frame_t *f, const cmn_msg_limits_t *lim, ProtobufCAllocator *alloc,
                    ProtobufCMessage **out, cmn_errbuf_t *eb)
 {
@@ -250,6 +325,9 @@ int cmn_msg_unpack(const cmn_frame_t *f, const cmn_msg_limits_t *lim, ProtobufCA
 
     if (!desc)
         return cmn_errf(eb, CMN_ETYPE, "message type %u", f->hdr.type);
+    rc = precount(f, lim, eb);
+    if (rc < 0)
+        return rc;
     m = protobuf_c_message_unpack(desc, alloc, f->hdr.meta_len, f->meta);
     if (!m)
         return cmn_errf(eb, CMN_EBADMSG, "%u bytes of metadata do not unpack as %s",

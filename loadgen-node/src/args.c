@@ -71,6 +71,8 @@ static int set_synth(lg_args_t *o, const char *name, const char *v, uint64_t u, 
 static int set_size(lg_args_t *o, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
 static int set_write_thread(lg_args_t *o, const char *name, const char *v, uint64_t u,
                             cmn_errbuf_t *eb);
+static int set_node_budget(lg_args_t *o, const char *name, const char *v, uint64_t u,
+                           cmn_errbuf_t *eb);
 static int set_null(lg_args_t *o, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
 static int set_intervals(lg_args_t *o, const char *name, const char *v, uint64_t u,
                          cmn_errbuf_t *eb);
@@ -96,6 +98,8 @@ static int set_exit(lg_args_t *o, const char *name, const char *v, uint64_t u, c
 #define LG_ARGS_MAX_SAMPLES 0x7fffffffu
 #define LG_ARGS_MAX_SAMPLE_SIZE 0xffffffffu
 #define LG_ARGS_MAX_MS 86400000u
+/* What nodes may make the QDL hold: up to 1 TiB (the QDL checks at least 16 KiB a connection). */
+#define LG_ARGS_MAX_NODE_BUDGET (1ull << 40)
 
 static const opt_t options[] = {
     SECTION("Test"),
@@ -153,6 +157,11 @@ static const opt_t options[] = {
     FNNUM("max-dispatches", "N", set_qdl_limit, N_INT, 1, 1000, "",
           "a sample sent N times without a result fails (QDL, 1-1000,\n"
           "default 3)"),
+    FNNUM("node-memory-budget", "BYTES", set_node_budget, N_SIZE, 16384, LG_ARGS_MAX_NODE_BUDGET,
+          " bytes",
+          "what nodes may make the QDL hold (frames, decoded results),\n"
+          "shared by every connection; a node past its share is dropped\n"
+          "(QDL, K M G suffixes, at least 16K per connection, default 1G)"),
     STR("policy", "P", policy, "least-outstanding (default), round-robin or weighted (QDL)"),
     STR("result-codec", "CODEC", result_codec,
         "codec offered for responses: none (default) or lz4 (QDL)"),
@@ -335,6 +344,14 @@ static int set_write_thread(lg_args_t *o, const char *name, const char *v, uint6
     (void)name, (void)v, (void)eb;
     o->write_thread_min = u;
     o->have_write_thread_min = 1;
+    return 0;
+}
+
+static int set_node_budget(lg_args_t *o, const char *name, const char *v, uint64_t u,
+                           cmn_errbuf_t *eb)
+{
+    (void)name, (void)v, (void)eb;
+    o->node_memory_budget = u;
     return 0;
 }
 

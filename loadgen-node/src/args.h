@@ -33,6 +33,7 @@ typedef struct {
     int have_write_thread_min;
     uint64_t progress_timeout_ms; /* 0: the QDL's default */
     uint32_t max_dispatches;      /* 0: the QDL's default */
+    uint64_t node_memory_budget;  /* --node-memory-budget; 0: the QDL's default */
     lg_null_config_t null;
     lg_log_settings_t log;
     const char *config_file; /* the --config file being read, for its messages */

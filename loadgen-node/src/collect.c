@@ -73,7 +73,7 @@ static void ivl_add(ivl_t *iv, int64_t sched, int64_t lat, int lost)
 
 /* Moves the slots into |pr| (freeing each chunk once read), feeding the two CSV writers. */
 /* A breakdown column stored as ns + 1: the duration, or -1 when not reported. */
-static int64_t col_ns(const uint32_t *col, size_t k)
+static int64_t col_ns(const uint64_t *col, size_t k)
 {
     return col && col[k] ? (int64_t)col[k] - 1 : -1;
 }

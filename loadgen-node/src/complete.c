@@ -112,10 +112,18 @@ static void record_tokens(lg_run_t *run, lg__chunk_t *c, size_t k, int64_t *n_to
     c->ntok[k] = *n_tokens;
 }
 
-/* A duration for a uint32 column that keeps 0 for "not reported": ns + 1, saturated. */
-static uint32_t ns_plus1(uint64_t ns)
+/* A duration as a signed count, saturated at INT64_MAX (a SUT's report of 2^63 or more would
+ * otherwise turn negative). */
+static int64_t ns_i64(uint64_t ns)
 {
-    return ns >= UINT32_MAX ? UINT32_MAX : (uint32_t)ns + 1u;
+    return ns >= (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)ns;
+}
+
+/* A duration for a 64-bit column that keeps 0 for "not reported": ns + 1, saturated so that the
+ * column's value less one is at most INT64_MAX - 1 (never negative in the CSV). */
+static uint64_t ns_plus1(uint64_t ns)
+{
+    return ns >= (uint64_t)INT64_MAX - 1 ? (uint64_t)INT64_MAX : ns + 1u;
 }
 
 void lg_complete(lg_run_t *run, const lg_response_t *r, size_t n)
@@ -200,20 +208,21 @@ void lg_complete(lg_run_t *run, const lg_response_t *r, size_t n)
         if (r[i].sent_ns && r[i].sent_ns >= r[i].issued_ns && !run->accuracy) {
             uint64_t qq = r[i].sent_ns - r[i].issued_ns;
 
-            lg__hist_add(&run->qq_hist, (int64_t)qq);
+            lg__hist_add(&run->qq_hist, ns_i64(qq));
             if (c->qq)
                 c->qq[k] = ns_plus1(qq);
         }
         /* The node's own times, where it reports them, and what remains of the time from the
          * wire to this completion: the network and the framing both ways. */
         if (r[i].sent_ns && r[i].node_backend_ns && !run->accuracy) {
-            uint64_t node = r[i].node_queue_ns + r[i].node_backend_ns;
+            uint64_t nq = r[i].node_queue_ns, nb = r[i].node_backend_ns;
+            uint64_t node = nq > UINT64_MAX - nb ? UINT64_MAX : nq + nb;
             uint64_t trip = now > r[i].sent_ns ? now - r[i].sent_ns : 0;
             uint64_t wr = trip > node ? trip - node : 0;
 
-            lg__hist_add(&run->nq_hist, (int64_t)r[i].node_queue_ns);
-            lg__hist_add(&run->nb_hist, (int64_t)r[i].node_backend_ns);
-            lg__hist_add(&run->wr_hist, (int64_t)wr);
+            lg__hist_add(&run->nq_hist, ns_i64(nq));
+            lg__hist_add(&run->nb_hist, ns_i64(nb));
+            lg__hist_add(&run->wr_hist, ns_i64(wr));
             if (c->nq) {
                 c->nq[k] = ns_plus1(r[i].node_queue_ns);
                 c->nb[k] = ns_plus1(r[i].node_backend_ns);

@@ -149,6 +149,8 @@ static int open_qdl(const lg_args_t *o, official_call_t *off, lg_sut_t **sut, cm
     cfg.progress_timeout_ms = o->progress_timeout_ms;
     if (o->max_dispatches)
         cfg.max_dispatches = o->max_dispatches;
+    if (o->node_memory_budget)
+        cfg.node_memory_budget = o->node_memory_budget;
     if (o->policy) {
         if (strcmp(o->policy, "least-outstanding") == 0)
             cfg.policy = QDL_POLICY_LEAST_OUTSTANDING;

@@ -59,10 +59,11 @@ typedef struct {
     int64_t *sched; /* with sample_latencies or latency intervals: each scheduled time */
     uint32_t *late; /* with sample_latencies: issue lateness (ns, Server) */
     uint32_t *call; /* with sample_latencies: wake to issue() returned (ns) */
-    uint32_t *qq;   /* with sample_latencies: QDL queueing (ns) + 1; 0 when not reported */
-    uint32_t *nq;   /* with sample_latencies: node queue (ns) + 1; 0 when not reported */
-    uint32_t *nb;   /* with sample_latencies: node backend (ns) + 1; 0 when not reported */
-    uint32_t *wr;   /* with sample_latencies: wire and return (ns) + 1; 0 when not reported */
+    /* With sample_latencies, durations that can pass 4.29 s (an LLM request), so 64-bit: */
+    uint64_t *qq;   /* QDL queueing (ns) + 1; 0 when not reported */
+    uint64_t *nq;   /* node queue (ns) + 1; 0 when not reported */
+    uint64_t *nb;   /* node backend (ns) + 1; 0 when not reported */
+    uint64_t *wr;   /* wire and return (ns) + 1; 0 when not reported */
     uint8_t *cause; /* with sample_latencies: lg__late_cause_t + 1 (Server); 0 when none */
 } lg__chunk_t;
 

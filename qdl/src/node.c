@@ -21,6 +21,13 @@
 #define PROGRESS_MIN_MS 10000u
 #define PROGRESS_MIN_STREAMING_MS 60000u
 #define PROGRESS_LATENCY_FACTOR 4u
+/* A node Pings once per heartbeat interval (sut-node: a second by default); more than this many
+ * in one second is a flood, a protocol violation that drops it. */
+#define PINGS_PER_S_MAX 100u
+/* The metadata of one Result is under 80 bytes: a Response's metadata limit follows the
+ * connection's in-flight window, so a larger one is refused by its header. */
+#define META_PER_RESULT 80u
+#define META_BASE 4096u
 
 static void conn_connect(qdl_conn_t *qc);
 
@@ -224,7 +231,7 @@ static void conn_send_hello(qdl_conn_t *qc)
     h.n_result_codecs = q->cfg.result_codec == CMPR_LZ4 ? 2 : 1;
     h.result_codecs = result;
     h.client_name = q->client_name;
-    h.max_frame_size = q->cfg.max_frame_size;
+    h.max_frame_size = q->conn_share; /* what the node may send: its share of the budget */
     (void)cmn_conn_send(&qc->c, CMN_MSG_HELLO, &h.base, NULL, 0, NULL, NULL);
 }
 
@@ -304,7 +311,9 @@ static void handle_hello_ack(qdl_t *q, qdl_conn_t *qc, const Nsut__HelloAck *a)
         return;
     }
     record_node(q, nd, a, name);
-    lim.max_frame = q->cfg.max_frame_size;
+    lim.max_frame = q->conn_share;
+    if ((uint64_t)META_BASE + (uint64_t)META_PER_RESULT * nd->window < lim.max_meta)
+        lim.max_meta = (uint32_t)(META_BASE + META_PER_RESULT * nd->window);
     cmn_conn_set_limits(&qc->c, &lim);
     qc->state = QC_READY;
     qc->state_ns = qc->last_rx_ns = cmn_now_ns();
@@ -335,6 +344,45 @@ static void handle_pong(qdl_conn_t *qc, const Nsut__Pong *p)
     qc->ping_sent_ns = 0;
 }
 
+static void pong_sent(void *arg, int status)
+{
+    qdl_conn_t *qc = arg;
+    (void)status;
+    qc->pong_queued = 0;
+}
+
+/* A node's Ping is answered with one Pong, unless one already waits in the write queue (a node
+ * that pings and never reads would otherwise make the QDL queue Pongs without end); more than
+ * PINGS_PER_S_MAX in a second drop the node. */
+static void handle_ping(qdl_conn_t *qc, const Nsut__Ping *m)
+{
+    uint64_t now = cmn_now_ns();
+    Nsut__Pong p = NSUT__PONG__INIT;
+    char why[300];
+
+    if (now - qc->pings_window_ns >= 1000000000ull) {
+        qc->pings_window_ns = now;
+        qc->pings_in_window = 0;
+    }
+    if (++qc->pings_in_window > PINGS_PER_S_MAX) {
+        snprintf(why, sizeof(why),
+                 "sent more than %u Pings within one second, over the limit of %u (a node pings "
+                 "once per heartbeat): a flood, node dropped",
+                 PINGS_PER_S_MAX, PINGS_PER_S_MAX);
+        qc->node->st.errors++;
+        qdl__conn_close(qc, CMN_EOVERLOAD, why);
+        return;
+    }
+    if (qc->pong_queued)
+        return;
+    p.seq = m->seq;
+    p.sent_ns = m->sent_ns;
+    /* Set first: the callback may run inside the send (ucx:// copies small frames at once). */
+    qc->pong_queued = 1;
+    if (cmn_conn_send(&qc->c, CMN_MSG_PONG, &p.base, NULL, 0, pong_sent, qc) < 0)
+        qc->pong_queued = 0;
+}
+
 static void handle_error(qdl_t *q, qdl_conn_t *qc, const Nsut__Error *e)
 {
     qdl_node_t *nd = qc->node;
@@ -350,9 +398,9 @@ static void handle_error(qdl_t *q, qdl_conn_t *qc, const Nsut__Error *e)
     qdl__conn_close(qc, CMN_EPEER, why);
 }
 
-static void handle_msg(qdl_t *q, qdl_conn_t *qc, unsigned type, const ProtobufCMessage *m,
-                       const uint8_t *payload)
+static void handle_msg(qdl_t *q, qdl_conn_t *qc, const cmn_frame_t *f, const ProtobufCMessage *m)
 {
+    unsigned type = f->hdr.type;
     qdl_node_t *nd = qc->node;
     cmn_errbuf_t eb;
     char why[700];
@@ -371,7 +419,7 @@ static void handle_msg(qdl_t *q, qdl_conn_t *qc, unsigned type, const ProtobufCM
         const Nsut__Response *r = (const Nsut__Response *)m;
         const Nsut__FirstToken *t = (const Nsut__FirstToken *)m;
         rc = qdl__results_handle(q, qc, ft, ft ? t->results : r->results,
-                                 ft ? t->n_results : r->n_results, payload, &eb);
+                                 ft ? t->n_results : r->n_results, f->payload, &eb);
         if (rc < 0) {
             nd->st.errors++;
             qdl__conn_close(qc, rc, eb.msg);
@@ -381,13 +429,9 @@ static void handle_msg(qdl_t *q, qdl_conn_t *qc, unsigned type, const ProtobufCM
     case CMN_MSG_PONG:
         handle_pong(qc, (const Nsut__Pong *)m);
         break;
-    case CMN_MSG_PING: {
-        Nsut__Pong p = NSUT__PONG__INIT;
-        p.seq = ((const Nsut__Ping *)m)->seq;
-        p.sent_ns = ((const Nsut__Ping *)m)->sent_ns;
-        (void)cmn_conn_send(&qc->c, CMN_MSG_PONG, &p.base, NULL, 0, NULL, NULL);
+    case CMN_MSG_PING:
+        handle_ping(qc, (const Nsut__Ping *)m);
         break;
-    }
     case CMN_MSG_STATS:
         break;
     case CMN_MSG_GOODBYE:
@@ -418,7 +462,17 @@ static void on_frame(cmn_conn_t *c, const cmn_frame_t *f)
 
     nd->st.bytes_in += CMN_FRAME_HEADER_SIZE + f->hdr.meta_len + f->hdr.payload_len;
     qc->last_rx_ns = cmn_now_ns();
+    qc->rx_frame_bytes = (uint64_t)f->hdr.meta_len + f->hdr.payload_len;
     lim.max_sample_size = q->cfg.max_frame_size;
+    /* A frame has at most a result per sample the connection may hold: a larger count is
+     * refused before protobuf-c unpacks it. */
+    if (qc->state == QC_READY && nd->window < lim.max_samples)
+        lim.max_samples = (uint32_t)nd->window;
+    /* And no more than the rest of the connection's share holds unpacked. */
+    if (qc->state == QC_READY && qc->rx_frame_bytes < q->conn_share &&
+        (q->conn_share - qc->rx_frame_bytes) / QDL_RESULT_UNPACKED_BYTES < lim.max_samples)
+        lim.max_samples =
+            (uint32_t)((q->conn_share - qc->rx_frame_bytes) / QDL_RESULT_UNPACKED_BYTES);
     rc = cmn_msg_unpack(f, &lim, &q->arena.pb, &m, &eb);
     if (rc < 0) {
         snprintf(why, sizeof(why), "bad %s frame: %s", cmn_msg_type_name(f->hdr.type), eb.msg);
@@ -429,7 +483,7 @@ static void on_frame(cmn_conn_t *c, const cmn_frame_t *f)
         snprintf(why, sizeof(why), "%s before HelloAck", cmn_msg_type_name(f->hdr.type));
         qdl__conn_close(qc, CMN_ESTATE, why);
     } else {
-        handle_msg(q, qc, f->hdr.type, m, f->payload);
+        handle_msg(q, qc, f, m);
     }
     if (m)
         cmn_msg_free(m, &q->arena.pb);
@@ -442,7 +496,22 @@ static void on_decode_error(cmn_conn_t *c, int err)
     char why[400];
 
     qc->node->st.errors++;
-    snprintf(why, sizeof(why), "frame from the node rejected: %s", cmn_strerror(err));
+    if (err == CMN_ETOOBIG && c->dec.hdr.meta_len > c->dec.limits.max_meta)
+        snprintf(why, sizeof(why),
+                 "frame rejected by its header: %s metadata of %u bytes, over the limit of %u "
+                 "(%llu results in flight at most)",
+                 cmn_msg_type_name(c->dec.hdr.type), c->dec.hdr.meta_len, c->dec.limits.max_meta,
+                 (unsigned long long)qc->node->window);
+    else if (err == CMN_ETOOBIG)
+        snprintf(why, sizeof(why),
+                 "frame rejected by its header: %s of %u metadata + %u payload bytes, over the "
+                 "limit of %llu (%s)",
+                 cmn_msg_type_name(c->dec.hdr.type), c->dec.hdr.meta_len, c->dec.hdr.payload_len,
+                 (unsigned long long)c->dec.limits.max_frame,
+                 qc->state == QC_READY ? "the connection's share of the node memory budget"
+                                       : "before the handshake");
+    else
+        snprintf(why, sizeof(why), "frame from the node rejected: %s", cmn_strerror(err));
     if (qc->state == QC_HANDSHAKE && !qc->node->q->tls)
         snprintf(why + strlen(why), sizeof(why) - strlen(why),
                  "; the node does not speak this protocol in plaintext (a TLS node? give the QDL "
@@ -504,6 +573,8 @@ static void conn_connect(qdl_conn_t *qc)
     qc->state = QC_CONNECTING;
     qc->state_ns = cmn_now_ns();
     qc->ping_sent_ns = 0;
+    qc->pong_queued = 0;
+    qc->pings_in_window = 0;
     qc->draining = 0;
     if (nd->transport == CMN_TRANSPORT_UCX)
         rc = cmn_conn_connect_ucx(&qc->c, q->ucx, (struct sockaddr *)&nd->addr, on_connected);

@@ -47,6 +47,7 @@ void qdl_config_init(qdl_config_t *cfg)
     cfg->max_frame_size = CMN_FRAME_DEFAULT_MAX;
     cfg->max_part_samples = 1024;
     cfg->max_dispatches = 3;
+    cfg->node_memory_budget = QDL_NODE_MEMORY_BUDGET_DEFAULT;
 }
 
 /* ---- the loop thread ------------------------------------------------------------------------- */
@@ -265,6 +266,11 @@ static int copy_config(qdl_t *q, const qdl_config_t *cfg)
     q->cfg.tls_server_name = dup_str(&cur, cfg->tls_server_name);
     if (!q->cfg.max_dispatches)
         q->cfg.max_dispatches = 3;
+    if (!q->cfg.node_memory_budget)
+        q->cfg.node_memory_budget = QDL_NODE_MEMORY_BUDGET_DEFAULT;
+    q->conn_share = q->cfg.node_memory_budget / (cfg->n_nodes * cfg->connections_per_node);
+    if (q->conn_share > q->cfg.max_frame_size)
+        q->conn_share = q->cfg.max_frame_size;
     return 0;
 }
 
@@ -285,6 +291,15 @@ static int check_config(const qdl_config_t *c, cmn_errbuf_t *eb)
     if (c->max_frame_size < CMN_FRAME_PREAUTH_MAX || c->max_frame_size > CMN_FRAME_ABS_MAX)
         return cmn_errf(eb, CMN_ECONFIG, "max frame size %llu: expected 16 KiB .. 4 GiB - 1",
                         (unsigned long long)c->max_frame_size);
+    if (c->node_memory_budget &&
+        c->node_memory_budget / ((uint64_t)c->n_nodes * c->connections_per_node) <
+            CMN_FRAME_PREAUTH_MAX)
+        return cmn_errf(eb, CMN_ECONFIG,
+                        "node memory budget of %llu bytes: under 16 KiB for each of %llu "
+                        "connections (%zu nodes x %u)",
+                        (unsigned long long)c->node_memory_budget,
+                        (unsigned long long)c->n_nodes * c->connections_per_node, c->n_nodes,
+                        c->connections_per_node);
     if (c->max_part_samples < 1)
         return cmn_errf(eb, CMN_ECONFIG, "max part samples must be at least 1");
     if (c->ping_interval_ms && c->ping_timeout_ms < c->ping_interval_ms)

@@ -85,13 +85,18 @@ struct qdl_conn {
     cmn_idmap_t inflight;
     uint32_t n_inflight;
     uint64_t ping_seq;
-    uint64_t ping_sent_ns; /* 0: no Ping outstanding */
-    uint64_t last_rx_ns;   /* the last frame from the node: proof it is alive */
-    uint64_t progress_ns;  /* the last completion, or when samples began to wait on it */
-    uint64_t state_ns;     /* when the current state began */
-    int was_ready;         /* the closing connection had completed its handshake */
-    char why[400];         /* why we closed it */
-    uv_timer_t retry;      /* reconnect backoff */
+    uint64_t ping_sent_ns;    /* 0: no Ping outstanding */
+    int pong_queued;          /* a Pong to the node waits in the write queue: Pings meanwhile are
+                                 not answered again (one Pong owed at most) */
+    uint64_t pings_window_ns; /* the node's Pings: when the current one-second window began */
+    unsigned pings_in_window; /* and how many came in it */
+    uint64_t last_rx_ns;      /* the last frame from the node: proof it is alive */
+    uint64_t rx_frame_bytes;  /* the size of the frame being handled (metadata and payload) */
+    uint64_t progress_ns;     /* the last completion, or when samples began to wait on it */
+    uint64_t state_ns;        /* when the current state began */
+    int was_ready;            /* the closing connection had completed its handshake */
+    char why[400];            /* why we closed it */
+    uv_timer_t retry;         /* reconnect backoff */
     int retry_open;
 };
 
@@ -115,6 +120,7 @@ struct qdl_node {
     int streaming;       /* its backend streams (an LLM): a longer default progress deadline */
     uint64_t lat_max_ns; /* the slowest completion seen (send to result), for the deadline */
     uint64_t connects;   /* connection attempts so far */
+    int warned_times;    /* said once that it reports more time than the round trip took */
     qdl_conn_t *conns;   /* its connections_per_node entries of qdl_t.conns */
     uint32_t inflight;   /* over all its connections */
     qdl_node_stats_t st;
@@ -168,6 +174,13 @@ struct qdl {
     size_t n_conns;
     char client_name[128];
 
+    /* What one connection may make the QDL hold at once (its frame, the results decoded from it):
+     * node_memory_budget over every connection, at most max_frame_size (qdl.c). */
+    uint64_t conn_share;
+/* What one result of a frame costs unpacked (its Nsut__Result and pointer, in the arena), charged
+ * to the share with the frame. */
+#define QDL_RESULT_UNPACKED_BYTES 128u
+
     uint64_t next_wire_id;
     uint64_t next_query_id;
     uint64_t rr; /* round-robin cursor */
@@ -184,6 +197,7 @@ struct qdl {
     qdl_ratelog_t log_stray;  /* results for ids not outstanding */
     qdl_ratelog_t log_decode; /* results that do not decode */
     qdl_ratelog_t log_big;    /* samples larger than any node accepts */
+    qdl_ratelog_t log_reject; /* samples failed after rejections used up their dispatches */
 
     qdl_req_t *start_req;  /* qdl_create waiting for every node */
     qdl_req_t *name_req;   /* the Name() in progress */

@@ -14,9 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Decoded bytes the frame's compressed results need in scratch, checked against the limit. */
+/* Decoded bytes the frame's compressed results need in scratch, checked against the limit: the
+ * frame and what it decodes to are held at once, and together stay within the connection's share
+ * of the node memory budget. */
 static int scratch_need(qdl_t *q, qdl_conn_t *qc, Nsut__Result *const *res, size_t nr,
-                        uint64_t *need, cmn_errbuf_t *eb)
+                        uint64_t frame_bytes, uint64_t *need, cmn_errbuf_t *eb)
 {
     const qdl_node_t *nd = qc->node;
     uint64_t total = 0;
@@ -35,6 +37,16 @@ static int scratch_need(qdl_t *q, qdl_conn_t *qc, Nsut__Result *const *res, size
         return cmn_errf(eb, CMN_ETOOBIG,
                         "results of one frame decode to %llu bytes, over the %llu-byte limit",
                         (unsigned long long)total, (unsigned long long)q->cfg.max_frame_size);
+    /* The frame, its results unpacked, and what they decode to. */
+    frame_bytes += (uint64_t)nr * QDL_RESULT_UNPACKED_BYTES;
+    if (q->conn_share && total + frame_bytes > q->conn_share)
+        return cmn_errf(eb, CMN_EOVERLOAD,
+                        "a frame holding %llu bytes (unpacked) whose results decode to %llu more "
+                        "is over the connection's share of the node memory budget, %llu bytes "
+                        "(%llu over %zu connections): node dropped",
+                        (unsigned long long)frame_bytes, (unsigned long long)total,
+                        (unsigned long long)q->conn_share,
+                        (unsigned long long)q->cfg.node_memory_budget, q->n_conns);
     *need = total;
     return 0;
 }
@@ -103,12 +115,53 @@ static void log_stray(qdl_t *q, const qdl_node_t *nd, int first_token, uint64_t 
                      (unsigned long long)id, qdl__more_like_this(dropped));
 }
 
-/* A sample the node rejected (it is stopping): back to the front of the queue for another. */
-static void reject_one(qdl_t *q, qdl_conn_t *qc, qdl_srec_t *s)
+/* A sample the node rejected (it is stopping): back to the front of the queue for another, unless
+ * it has been sent max_dispatches times; then it joins *spent, to fail once the frame's results
+ * are passed on (a node that rejects and reconnects would otherwise get it for ever). */
+static void reject_one(qdl_t *q, qdl_conn_t *qc, qdl_srec_t *s, qdl_srec_t **spent)
 {
+    qdl_node_t *nd = qc->node;
+    uint64_t dropped = 0;
+
     qc->draining = 1;
-    qc->node->st.redispatched++;
+    if (s->dispatches >= q->cfg.max_dispatches) {
+        nd->st.samples_failed++;
+        if (qdl__ratelog(&q->log_reject, cmn_now_ns(), &dropped))
+            cmn_log_error("qdl: node %s rejected a sample (response id %llu) that was sent %u "
+                          "times, the limit (max_dispatches): sample failed%s",
+                          qdl__node_label(nd), (unsigned long long)s->s.response_id, s->dispatches,
+                          qdl__more_like_this(dropped));
+        s->next = *spent;
+        *spent = s;
+        return;
+    }
+    nd->st.redispatched++;
     qdl__pending_requeue(q, &s, 1);
+}
+
+/* The node's own times, clamped so that together they fit in the round trip the QDL measured
+ * (|trip|): a node cannot have spent longer than that, and a value past it (up to 2^64 - 1)
+ * would distort every breakdown downstream. Said once per node. */
+static void clamp_node_times(qdl_node_t *nd, const Nsut__Result *r, uint64_t trip,
+                             qdl_response_t *out)
+{
+    uint64_t nq = r->node_queue_ns, nb = r->node_backend_ns;
+
+    if (nq <= trip && nb <= trip - nq) {
+        out->node_queue_ns = nq;
+        out->node_backend_ns = nb;
+        return;
+    }
+    out->node_queue_ns = nq < trip ? nq : trip;
+    out->node_backend_ns = nb < trip - out->node_queue_ns ? nb : trip - out->node_queue_ns;
+    if (!nd->warned_times) {
+        nd->warned_times = 1;
+        cmn_log_warn("qdl: node %s reports %llu ns queued + %llu ns in its backend for id %llu, "
+                     "whose round trip took %llu ns: its times are clamped to the round trip "
+                     "(said once for this node)",
+                     qdl__node_label(nd), (unsigned long long)nq, (unsigned long long)nb,
+                     (unsigned long long)r->id, (unsigned long long)trip);
+    }
 }
 
 /* The sample record a result is for, or NULL (stray; counted and logged). A result takes the
@@ -143,13 +196,13 @@ int qdl__results_handle(qdl_t *q, qdl_conn_t *qc, int first_token, Nsut__Result 
                         size_t nr, const uint8_t *payload, cmn_errbuf_t *eb)
 {
     qdl_node_t *nd = qc->node;
-    qdl_srec_t *done = NULL, **tail = &done;
+    qdl_srec_t *done = NULL, **tail = &done, *spent = NULL;
     const uint8_t *p = payload;
     uint64_t need = 0, now = cmn_now_ns();
     size_t i, n = 0, off = 0;
     int rc;
 
-    rc = scratch_need(q, qc, res, nr, &need, eb);
+    rc = scratch_need(q, qc, res, nr, qc->rx_frame_bytes, &need, eb);
     if (rc < 0)
         return rc;
     if (scratch_reserve(q, need) < 0 || qdl__resp_reserve(q, nr) < 0)
@@ -165,7 +218,7 @@ int qdl__results_handle(qdl_t *q, qdl_conn_t *qc, int first_token, Nsut__Result 
         if (!s)
             continue;
         if (!first_token && r->status == NSUT__STATUS__STATUS_REJECTED) {
-            reject_one(q, qc, s);
+            reject_one(q, qc, s, &spent);
             continue;
         }
         out = &q->resp[n++];
@@ -175,8 +228,7 @@ int qdl__results_handle(qdl_t *q, qdl_conn_t *qc, int first_token, Nsut__Result 
         if (!first_token) {
             out->issued_ns = s->issued_ns;
             out->sent_ns = s->sent_ns;
-            out->node_queue_ns = r->node_queue_ns;
-            out->node_backend_ns = r->node_backend_ns;
+            clamp_node_times(nd, r, now > s->sent_ns ? now - s->sent_ns : 0, out);
         }
         decode_one(q, nd, r, wire, &off, out);
         if (!first_token) {
@@ -207,5 +259,7 @@ int qdl__results_handle(qdl_t *q, qdl_conn_t *qc, int first_token, Nsut__Result 
         qdl__srec_done(done);
         done = next;
     }
+    /* After the frame's results: the failure reuses the response array they were passed in. */
+    qdl__fail_chain(q, spent, CMN_ENONODE);
     return 0;
 }

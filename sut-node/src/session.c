@@ -803,7 +803,13 @@ static void on_decode_error(cmn_conn_t *c, int err)
     char why[256];
     int wire = NSUT__ERROR_CODE__ERROR_PROTOCOL;
 
-    if (err == CMN_ETOOBIG) {
+    if (err == CMN_ETOOBIG && c->dec.hdr.meta_len > c->dec.limits.max_meta) {
+        /* The metadata limit (it follows --max-inflight), not the frame limit, refused it. */
+        wire = NSUT__ERROR_CODE__ERROR_TOO_LARGE;
+        snprintf(why, sizeof(why), "frame of %u metadata bytes over the metadata limit of %u%s",
+                 c->dec.hdr.meta_len, c->dec.limits.max_meta,
+                 s->ready ? "" : " before the handshake");
+    } else if (err == CMN_ETOOBIG) {
         wire = NSUT__ERROR_CODE__ERROR_TOO_LARGE;
         snprintf(
             why, sizeof(why), "frame of %u metadata + %u payload bytes over the limit of %llu%s",

@@ -405,6 +405,10 @@ START_TEST(bad_frames)
             "over the limit of 1048576");
     header(b, 1, CMN_MSG_HELLO, 0, 20000, 0);
     bad_raw(0, b, CMN_FRAME_HEADER_SIZE, NSUT__ERROR_CODE__ERROR_TOO_LARGE, "before the handshake");
+    /* Metadata past its own limit is named by that limit, not by the frame's (issue 34). */
+    header(b, 1, CMN_MSG_QUERY, 0, (16u << 20) + 1, 0);
+    bad_raw(1, b, CMN_FRAME_HEADER_SIZE, NSUT__ERROR_CODE__ERROR_TOO_LARGE,
+            "frame of 16777217 metadata bytes over the metadata limit of ");
     /* Metadata that is not protobuf. */
     header(b, 1, CMN_MSG_QUERY, 0, sizeof(badpb), 0);
     memcpy(b + CMN_FRAME_HEADER_SIZE, badpb, sizeof(badpb));

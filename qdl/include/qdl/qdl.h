@@ -71,12 +71,17 @@ typedef struct {
     uint64_t issued_ns, sent_ns;
     /* Where it went inside the node, as the node measured it (durations on the node's clock):
      * from its Query's arrival to its batch's backend start, and from that start to its result.
-     * 0 when the node does not report them (an older node), and for first tokens. */
+     * 0 when the node does not report them (an older node), and for first tokens. Clamped so
+     * that together they are no longer than the round trip the QDL measured (sent_ns to the
+     * result's arrival): a node reporting more is warned about once, naming it. */
     uint64_t node_queue_ns, node_backend_ns;
 } qdl_response_t;
 
 /* Called on the QDL loop thread with one or more completions (all responses of one frame). */
 typedef void (*qdl_complete_cb)(void *user, const qdl_response_t *r, size_t n);
+
+/* qdl_config_t.node_memory_budget's default. */
+#define QDL_NODE_MEMORY_BUDGET_DEFAULT (1024ull * 1024 * 1024)
 
 typedef struct {
     const char *const *nodes; /* "host:port" of each sut-node */
@@ -129,6 +134,14 @@ typedef struct {
      * 100 % while cores are idle. On a host whose cores are all busy it costs a thread hop per
      * large write and gains nothing (bench/README.md, "Offline: spreading the copies"). */
     uint64_t write_thread_min;
+
+    /* What nodes may make the QDL hold at once (a frame being received, the results decoded from
+     * it), shared equally by every connection (n_nodes x connections_per_node); each
+     * connection's share, at most max_frame_size, is the frame size the QDL advertises and
+     * accepts. A node past its share is dropped with a line naming it and the limit, and its
+     * samples go to other nodes. Default 1 GiB (with up to 4 connections, each keeps the 256 MiB
+     * max_frame_size; a hostile node holds no more than that); at least 16 KiB per connection. */
+    uint64_t node_memory_budget;
 } qdl_config_t;
 
 /* Fills |cfg| with the defaults above (no nodes, no callback). */

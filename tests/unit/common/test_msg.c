@@ -234,6 +234,72 @@ START_TEST(limits_apply)
 }
 END_TEST
 
+/* An allocator that counts: a count over its limit is refused before protobuf-c allocates. */
+static size_t counted_allocs;
+
+static void *counting_alloc(void *data, size_t size)
+{
+    (void)data;
+    counted_allocs++;
+    return malloc(size);
+}
+
+static void counting_free(void *data, void *p)
+{
+    (void)data;
+    free(p);
+}
+
+START_TEST(counted_before_unpack)
+{
+    ProtobufCAllocator alloc = {counting_alloc, counting_free, NULL};
+    cmn_msg_limits_t lim = cmn_msg_limits_default();
+    size_t n = 1u << 20, i;
+    uint8_t *meta = malloc(2 * n);
+    ProtobufCMessage *m = NULL;
+    cmn_errbuf_t eb = {{0}};
+    cmn_frame_t f;
+
+    /* 2 MiB of empty Result entries (field 1, length 0): a million results in two bytes each. */
+    for (i = 0; i < n; i++) {
+        meta[2 * i] = 0x0a;
+        meta[2 * i + 1] = 0x00;
+    }
+    memset(&f, 0, sizeof(f));
+    f.hdr.version = 1;
+    f.hdr.type = CMN_MSG_RESPONSE;
+    f.hdr.meta_len = (uint32_t)(2 * n);
+    f.meta = meta;
+    f.payload = meta + 2 * n;
+    lim.max_samples = 1000;
+    counted_allocs = 0;
+    ck_assert_int_eq(cmn_msg_unpack(&f, &lim, &alloc, &m, &eb), CMN_ETOOBIG);
+    ck_assert_str_eq(eb.msg, "Response has 1048576 results, over the limit of 1000");
+    ck_assert_uint_eq(counted_allocs, 0);
+    ck_assert_ptr_null(m);
+    /* The same count of Query samples (field 2), and a truncated varint: refused unallocated. */
+    for (i = 0; i < n; i++)
+        meta[2 * i] = 0x12;
+    f.hdr.type = CMN_MSG_QUERY;
+    ck_assert_int_eq(cmn_msg_unpack(&f, &lim, &alloc, &m, &eb), CMN_ETOOBIG);
+    ck_assert_str_eq(eb.msg, "Query has 1048576 samples, over the limit of 1000");
+    meta[0] = 0x80;
+    f.hdr.meta_len = 1;
+    ck_assert_int_eq(cmn_msg_unpack(&f, &lim, &alloc, &m, &eb), CMN_EBADMSG);
+    ck_assert_uint_eq(counted_allocs, 0);
+    /* Under the limit, the count does not stand in the way. */
+    f.hdr.type = CMN_MSG_RESPONSE;
+    meta[0] = 0x0a;
+    f.hdr.meta_len = 2 * 1000;
+    for (i = 0; i < 1000; i++)
+        meta[2 * i] = 0x0a;
+    ck_assert_int_eq(cmn_msg_unpack(&f, &lim, &alloc, &m, &eb), 0);
+    ck_assert_uint_eq(((Nsut__Response *)m)->n_results, 1000);
+    cmn_msg_free(m, &alloc);
+    free(meta);
+}
+END_TEST
+
 START_TEST(arena_unpack)
 {
     static uint8_t buf[4096];
@@ -285,6 +351,7 @@ TCase *tcase_msg_validate(void)
     tcase_add_test(tc, bad_protobuf_rejected);
     tcase_add_test(tc, inconsistent_fields_rejected);
     tcase_add_test(tc, limits_apply);
+    tcase_add_test(tc, counted_before_unpack);
     tcase_add_test(tc, sanitize);
     return tc;
 }

@@ -381,6 +381,7 @@ typedef struct {
     uint64_t cost_ns;
     size_t max_batch, calls;
     uint64_t sleep_ns;
+    uint64_t first_backend_ns; /* non-zero: the first sample's node_backend_ns instead */
 } slow_t;
 
 /* The node times the slow SUT reports for every sample. */
@@ -428,6 +429,8 @@ static int slow_issue(lg_sut_t *sut, const lg_sample_t *s, size_t n)
         /* As a node reports its own share: durations on its clock. */
         r[i % 64].node_queue_ns = SLOW_NODE_QUEUE_NS;
         r[i % 64].node_backend_ns = SLOW_NODE_BACKEND_NS;
+        if (st->first_backend_ns && st->calls == 1 && i == 0)
+            r[i % 64].node_backend_ns = st->first_backend_ns;
         if (i % 64 == 63 || i == n - 1)
             lg_complete(sut->run, r, i % 64 + 1);
     }
@@ -436,7 +439,7 @@ static int slow_issue(lg_sut_t *sut, const lg_sample_t *s, size_t n)
 
 START_TEST(find_peak_server)
 {
-    slow_t st = {20000, 0, 0, 0}; /* about 50k samples per second at most */
+    slow_t st = {20000, 0, 0, 0, 0}; /* about 50k samples per second at most */
     lg_sut_t sut = {.name = slow_name, .issue = slow_issue, .data = &st};
     char *s;
 
@@ -496,7 +499,7 @@ static void count_unregister(lg_sut_t *sut, void *ptr)
 
 START_TEST(mem_register_balanced)
 {
-    slow_t st = {0, 0, 0, 0};
+    slow_t st = {0, 0, 0, 0, 0};
     lg_sut_t sut = {.name = slow_name,
                     .issue = slow_issue,
                     .data = &st,
@@ -514,7 +517,7 @@ END_TEST
 
 START_TEST(coalescing_and_max_async)
 {
-    slow_t st = {0, 0, 0, 2000000}; /* each IssueQuery blocks 2 ms */
+    slow_t st = {0, 0, 0, 2000000, 0}; /* each IssueQuery blocks 2 ms */
     lg_sut_t sut = {.name = slow_name, .issue = slow_issue, .data = &st};
     char buf[256];
 
@@ -676,7 +679,7 @@ static int failing_issue(lg_sut_t *sut, const lg_sample_t *s, size_t n)
 
 START_TEST(issue_failure_completes_as_failed)
 {
-    slow_t st = {0, 0, 0, 0};
+    slow_t st = {0, 0, 0, 0, 0};
     lg_sut_t sut = {.name = slow_name, .issue = failing_issue, .data = &st};
 
     rt.ts.min_duration_ms = 0;
@@ -815,7 +818,7 @@ END_TEST
  * used more than a tenth of the latency bound. */
 START_TEST(harness_block_and_late_warning)
 {
-    slow_t st = {2000000, 0, 0, 0};
+    slow_t st = {2000000, 0, 0, 0, 0};
     lg_sut_t sut = {.name = slow_name, .issue = slow_issue, .data = &st};
     char path[600], *s, *csv;
 
@@ -891,6 +894,51 @@ START_TEST(harness_block_and_late_warning)
 }
 END_TEST
 
+/* The breakdown columns hold durations past 4.29 s (an LLM request) and never turn negative: the
+ * first sample's node backend time of 5 s is written as it came, a later SUT report of 2^64 - 1
+ * saturates (issue 34). */
+START_TEST(sample_latency_columns_are_64_bit)
+{
+    slow_t st = {0, 0, 0, 0, 5000000000ull + SLOW_NODE_BACKEND_NS};
+    lg_sut_t sut = {.name = slow_name, .issue = slow_issue, .data = &st};
+    long long seq, sched, lat, late, call, qq, ttft, ntok, nq, nb, wr;
+    char path[600], *csv, *line, cause[16];
+
+    rt.ts.scenario = LG_SERVER;
+    rt.ts.server_target_qps = 1000;
+    rt.ts.server_target_latency_ns = 1000000000ull;
+    rt.ts.min_duration_ms = 100;
+    rt.ts.min_query_count = 1;
+    rt.ls.sample_latencies = true;
+    ck_assert_int_eq(rt_run_sut(&sut), 0);
+    snprintf(path, sizeof(path), "%s/mlperf_log_sample_latencies.csv", rt.dir);
+    csv = tl_read(path, NULL);
+    ck_assert_ptr_nonnull(csv);
+    line = strchr(csv, '\n') + 1;
+    ck_assert_int_eq(sscanf(line, "%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%15[a-z]",
+                            &seq, &sched, &lat, &late, &call, &qq, &ttft, &ntok, &nq, &nb, &wr,
+                            cause),
+                     12);
+    ck_assert_int_eq(nq, SLOW_NODE_QUEUE_NS);
+    ck_assert_int_eq(nb, 5000000000ll + SLOW_NODE_BACKEND_NS);
+    ck_assert_int_eq(wr, 0); /* the node's times exceed the trip: nothing left for the wire */
+    free(csv);
+    /* A report of 2^64 - 1 ns: saturated, not negative. */
+    st.calls = 0;
+    st.first_backend_ns = UINT64_MAX;
+    ck_assert_int_eq(rt_run_sut(&sut), 0);
+    csv = tl_read(path, NULL);
+    ck_assert_ptr_nonnull(csv);
+    line = strchr(csv, '\n') + 1;
+    ck_assert_int_eq(sscanf(line, "%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%15[a-z]",
+                            &seq, &sched, &lat, &late, &call, &qq, &ttft, &ntok, &nq, &nb, &wr,
+                            cause),
+                     12);
+    ck_assert_int_eq(nb, INT64_MAX - 1);
+    free(csv);
+}
+END_TEST
+
 /* The issue thread stopped 200 us of every millisecond, as a host stops a virtual machine: a
  * signal whose handler holds it in a loop on the clock (asynchronous, so it lands wherever the
  * thread is; the thread mostly spins here). The issues at the tail are late for it, the spin sees
@@ -933,7 +981,7 @@ static int stall_issue(lg_sut_t *sut, const lg_sample_t *s, size_t n)
 
 START_TEST(late_issues_off_cpu)
 {
-    slow_t st = {0, 0, 0, 0};
+    slow_t st = {0, 0, 0, 0, 0};
     lg_sut_t sut = {.name = slow_name, .issue = stall_issue, .data = &st};
     struct sigaction sa, old;
     char *s;
@@ -996,6 +1044,7 @@ TCase *tcase_sched_faults(void)
     tcase_add_test(tc, late_completion_after_the_test);
     tcase_add_test(tc, interrupt_ends_the_run);
     tcase_add_test(tc, harness_block_and_late_warning);
+    tcase_add_test(tc, sample_latency_columns_are_64_bit);
     tcase_add_test(tc, late_issues_off_cpu);
     tcase_add_test(tc, spin_budget_forces_sleeps);
     tcase_set_timeout(tc, 60);

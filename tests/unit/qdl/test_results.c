@@ -2,6 +2,7 @@
  * size bound, one first token per sample, rejected samples re-queued. */
 #include "test_qdl_unit.h"
 
+#include "cmn/clock.h"
 #include "cmpr/cmpr.h"
 
 #include <stdlib.h>
@@ -77,6 +78,19 @@ START_TEST(lz4_results_are_decoded_and_bounded)
     result(&r, a[1].wire_id, CMPR_LZ4, sizeof(raw), (uint64_t)n);
     ck_assert_int_eq(qdl__results_handle(q, qc, 0, &rp, 1, wire, &eb), CMN_ETOOBIG);
     ck_assert_uint_eq(fx_seen.n_done, 1);
+    /* Within max_frame_size, but the frame, its unpacked result and the decoded bytes together
+     * are over the connection's share of node_memory_budget: refused, naming the share. */
+    q->cfg.max_frame_size = 1u << 20;
+    q->conn_share = 5000;
+    qc->rx_frame_bytes = 1000;
+    ck_assert_int_eq(qdl__results_handle(q, qc, 0, &rp, 1, wire, &eb), CMN_EOVERLOAD);
+    ck_assert_ptr_nonnull(strstr(eb.msg, "a frame holding 1128 bytes (unpacked) whose results "
+                                         "decode to 4096 more is over the connection's share of "
+                                         "the node memory budget, 5000 bytes"));
+    ck_assert_uint_eq(fx_seen.n_done, 1);
+    q->conn_share = 6000;
+    ck_assert_int_eq(qdl__results_handle(q, qc, 0, &rp, 1, wire, &eb), 0);
+    ck_assert_uint_eq(fx_seen.n_done, 2);
     cmpr_ctx_free(ctx);
     fx_free(q);
 }
@@ -159,6 +173,73 @@ START_TEST(rejected_samples_are_requeued_and_the_connection_drains)
 }
 END_TEST
 
+START_TEST(a_rejected_sample_fails_after_max_dispatches)
+{
+    qdl_t *q = fx_new(1, 1, 100);
+    qdl_srec_t *a = fx_issue(q, 1, 10);
+    Nsut__Result r, *rp = &r;
+    uint8_t payload[1] = {0};
+    cmn_errbuf_t eb;
+    uint32_t i;
+
+    q->cfg.max_dispatches = 3;
+    /* Rejected, re-queued and sent again: a node that rejects and reconnects. */
+    for (i = 1; i <= 3; i++) {
+        fx_send(q, &q->conns[0], 1);
+        ck_assert_uint_eq(a[0].dispatches, i);
+        result(&r, a[0].wire_id, 0, 0, 0);
+        r.status = NSUT__STATUS__STATUS_REJECTED;
+        ck_assert_int_eq(qdl__results_handle(q, &q->conns[0], 0, &rp, 1, payload, &eb), 0);
+        q->conns[0].draining = 0;
+        if (i < 3) {
+            ck_assert_uint_eq(fx_seen.n_done, 0);
+            ck_assert_ptr_eq(qdl__pending_head(q)->head, &a[0]);
+        }
+    }
+    /* The third rejection used up its dispatches: it fails, and is not queued again. */
+    ck_assert_uint_eq(fx_seen.n_done, 1);
+    ck_assert_int_eq(fx_seen.done[0].status, CMN_ENONODE);
+    ck_assert_ptr_null(qdl__pending_head(q));
+    ck_assert_uint_eq(q->nodes[0].st.samples_failed, 1);
+    ck_assert_uint_eq(q->nodes[0].st.redispatched, 2);
+    fx_free(q);
+}
+END_TEST
+
+START_TEST(node_times_are_clamped_to_the_round_trip)
+{
+    qdl_t *q = fx_new(1, 1, 100);
+    qdl_srec_t *a = fx_issue(q, 2, 10);
+    Nsut__Result r, *rp = &r;
+    uint8_t payload[1] = {0};
+    cmn_errbuf_t eb;
+    uint64_t before = cmn_now_ns();
+
+    fx_send(q, &q->conns[0], 2);
+    a[0].sent_ns = a[1].sent_ns = before - 1000000; /* sent a millisecond ago */
+    /* Plausible times pass unchanged. */
+    result(&r, a[0].wire_id, 0, 0, 0);
+    r.node_queue_ns = 1000;
+    r.node_backend_ns = 2000;
+    ck_assert_int_eq(qdl__results_handle(q, &q->conns[0], 0, &rp, 1, payload, &eb), 0);
+    ck_assert_uint_eq(fx_seen.done[0].node_queue_ns, 1000);
+    ck_assert_uint_eq(fx_seen.done[0].node_backend_ns, 2000);
+    ck_assert_int_eq(q->nodes[0].warned_times, 0);
+    /* Times past the round trip (2^64 - 1 would be negative as a signed column): clamped so
+     * that together they fit in it, and the node is warned about. */
+    result(&r, a[1].wire_id, 0, 0, 0);
+    r.node_queue_ns = 500000;
+    r.node_backend_ns = UINT64_MAX;
+    ck_assert_int_eq(qdl__results_handle(q, &q->conns[0], 0, &rp, 1, payload, &eb), 0);
+    ck_assert_uint_eq(fx_seen.done[1].node_queue_ns, 500000);
+    ck_assert_uint_ge(fx_seen.done[1].node_backend_ns, 1000000 - 500000);
+    ck_assert_uint_le(fx_seen.done[1].node_queue_ns + fx_seen.done[1].node_backend_ns,
+                      cmn_now_ns() - (before - 1000000));
+    ck_assert_int_eq(q->nodes[0].warned_times, 1);
+    fx_free(q);
+}
+END_TEST
+
 TCase *tcase_results(void)
 {
     TCase *c = tcase_create("unit_results");
@@ -167,5 +248,7 @@ TCase *tcase_results(void)
     tcase_add_test(c, stray_and_duplicate_results_are_dropped);
     tcase_add_test(c, one_first_token_per_sample_across_redispatch);
     tcase_add_test(c, rejected_samples_are_requeued_and_the_connection_drains);
+    tcase_add_test(c, a_rejected_sample_fails_after_max_dispatches);
+    tcase_add_test(c, node_times_are_clamped_to_the_round_trip);
     return c;
 }
