@@ -18,11 +18,13 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
+
+#include <linux/tcp.h> /* struct tcp_info with tcpi_bytes_received */
 
 enum {
     /* libmicrohttpd's own limit sits this far above CMN_METRICS_HTTP_MAX_CONN: a connection
@@ -36,6 +38,12 @@ enum {
     /* At most one warning per this many seconds about closed connections; the rest are counted
      * into the next one, so an attack does not flood the log. */
     HTTP_LOG_EVERY_S = 10,
+    /* What slot_worth looks at of a connection's unread bytes: a scraper's whole request head
+     * (Prometheus: ~300 bytes) fits. */
+    HTTP_PEEK_BYTES = 2048,
+    /* A connection this young with nothing sent yet is not taken for a stalled one: a scraper's
+     * request follows its connect at once, but its thread may be descheduled in between. */
+    HTTP_FRESH_MS = 100,
 };
 
 typedef enum {
@@ -165,28 +173,61 @@ static const char *slot_doing(const slot_t *s, uint64_t now, char *buf, size_t l
     return buf;
 }
 
+/* How much |s| is worth keeping, from what waits unread in its socket (MSG_PEEK takes nothing)
+ * and what it has sent at all (TCP_INFO): 2 a request being answered (BUSY) or a whole request
+ * head not read yet (a scrape accepted a moment ago); 1 a connection younger than HTTP_FRESH_MS
+ * that has sent nothing yet (a scraper between its connect and its write); 0 the rest: part of a
+ * head (a client writes its head at once, so it stalled or trickles), nothing sent for
+ * HTTP_FRESH_MS, an idle keep-alive. */
+static int slot_worth(const slot_t *s, uint64_t now)
+{
+    char buf[HTTP_PEEK_BYTES];
+    struct tcp_info ti;
+    socklen_t tl = sizeof(ti);
+    ssize_t n;
+
+    if (s->state == SLOT_BUSY)
+        return 2;
+    n = recv(s->fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) {
+        for (ssize_t i = 0; i + 3 < n; i++)
+            if (buf[i] == '\r' && buf[i + 1] == '\n' && buf[i + 2] == '\r' && buf[i + 3] == '\n')
+                return 2;
+        return 0;
+    }
+    if (s->state != SLOT_HEAD || now - s->since >= (uint64_t)HTTP_FRESH_MS * 1000000u)
+        return 0;
+    /* Nothing unread: has libmicrohttpd read part of a head already (a stalled one)? Kernels
+     * before 4.1 do not say; the connection is then taken for one that has sent nothing. */
+    memset(&ti, 0, sizeof(ti));
+    if (getsockopt(s->fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) == 0 &&
+        tl >= offsetof(struct tcp_info, tcpi_bytes_received) + sizeof(ti.tcpi_bytes_received) &&
+        ti.tcpi_bytes_received > 0)
+        return 0;
+    return 1;
+}
+
 /* The connection to close to make room, among the open ones other than |except| (and from |ip|'s
- * address when not NULL): one not serving a request before one that is, one with nothing unread
- * before one with bytes waiting (a scrape accepted but not read yet), then the oldest. */
+ * address when not NULL): the least worth keeping (slot_worth), then the oldest. So a flood that
+ * keeps reconnecting from a scraper's own address closes its own connections, not the scrape
+ * that waits to be read. */
 static slot_t *pick_victim(cmn_metrics_http_t *h, const slot_t *except,
                            const struct sockaddr_storage *ip)
 {
     slot_t *best = NULL;
-    int best_rank = 0;
+    int best_worth = 0;
+    uint64_t now = cmn_now_ns();
 
     for (size_t i = 0; i < HTTP_SLOTS; i++) {
         slot_t *s = &h->slots[i];
-        int rank, unread = 0;
+        int worth;
 
         if (s->state == SLOT_FREE || s->closing || s == except || (ip && !same_ip(&s->peer, ip)))
             continue;
-        if (s->state == SLOT_BUSY)
-            rank = 2;
-        else
-            rank = ioctl(s->fd, FIONREAD, &unread) == 0 && unread > 0;
-        if (!best || rank < best_rank || (rank == best_rank && s->since < best->since)) {
+        worth = slot_worth(s, now);
+        if (!best || worth < best_worth || (worth == best_worth && s->since < best->since)) {
             best = s;
-            best_rank = rank;
+            best_worth = worth;
         }
     }
     return best;
