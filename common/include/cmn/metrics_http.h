@@ -5,15 +5,14 @@
  * renders the registry (cmn_metrics_render). Other paths answer 404, other methods 405.
  *
  * The port may be reachable by anyone, so connections are bounded in number, time and size, and
- * a scrape always gets in (common/README.md, "The metrics endpoint under attack"): a connection
- * that is not serving a request (no complete request head yet, or idle between keep-alive
- * requests) is closed to make room for a new one once there are CMN_METRICS_HTTP_MAX_CONN of
- * them, or CMN_METRICS_HTTP_MAX_CONN_PER_IP from the new one's address (the oldest goes first, one
- * with unread bytes last); a request head must arrive whole within
+ * a scrape always gets in (common/README.md, "The metrics endpoint under attack"): a new
+ * connection beyond CMN_METRICS_HTTP_MAX_CONN, or CMN_METRICS_HTTP_MAX_CONN_PER_IP from its
+ * address, closes another: the oldest holding part of a request head, silent or idle first, one
+ * being answered or with a whole head waiting unread last; a request head must arrive whole within
  * CMN_METRICS_HTTP_HEADER_TIMEOUT_S of connecting however slowly it trickles; a keep-alive
  * connection is closed CMN_METRICS_HTTP_IDLE_TIMEOUT_S after its last reply, and any connection
  * after that long without a byte moving either way; a request head larger than
- * CMN_METRICS_HTTP_CONN_MEMORY is refused (431).
+ * CMN_METRICS_HTTP_CONN_MEMORY is refused (414 for the request line, 431 for the headers).
  *
  * Lifecycle: cmn_metrics_http_start, then cmn_metrics_http_stop before the registry is freed.
  * Both are called from one thread (the program's main thread); the registry is read from the
