@@ -39,9 +39,9 @@ enum {
      * interval (15 s), so its idle connections are reopened rather than held. */
     CMN_METRICS_HTTP_IDLE_TIMEOUT_S = 10,
     /* libmicrohttpd's memory per connection, which the request head (line and headers) must fit
-     * in: Prometheus sends ~300 bytes. With at most 64 connections (CMN_METRICS_HTTP_MAX_CONN
-     * and the room to accept one more, metrics_http.c) the endpoint's buffers stay near 2 MiB
-     * however many connect. */
+     * in: Prometheus sends ~300 bytes. With at most 96 connections (CMN_METRICS_HTTP_MAX_CONN
+     * and the room to accept more while closing some, metrics_http.c) the endpoint's buffers
+     * stay under 3 MiB however many connect. */
     CMN_METRICS_HTTP_CONN_MEMORY = 32 * 1024,
 };
 
