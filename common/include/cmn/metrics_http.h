@@ -9,9 +9,9 @@
  * connection beyond CMN_METRICS_HTTP_MAX_CONN, or CMN_METRICS_HTTP_MAX_CONN_PER_IP from its
  * address, closes another: the oldest holding part of a request head, silent or idle first, one
  * being answered or with a whole head waiting unread last; a request head must arrive whole within
- * CMN_METRICS_HTTP_HEADER_TIMEOUT_S of connecting however slowly it trickles; a keep-alive
- * connection is closed CMN_METRICS_HTTP_IDLE_TIMEOUT_S after its last reply, and any connection
- * after that long without a byte moving either way; a request head larger than
+ * CMN_METRICS_HTTP_HEADER_TIMEOUT_S of connecting however slowly it trickles; any connection is
+ * closed after CMN_METRICS_HTTP_IDLE_TIMEOUT_S without a byte moving either way (each reply ends
+ * its connection anyway: Connection: close); a request head larger than
  * CMN_METRICS_HTTP_CONN_MEMORY is refused (414 for the request line, 431 for the headers).
  *
  * Lifecycle: cmn_metrics_http_start, then cmn_metrics_http_stop before the registry is freed.
@@ -34,9 +34,9 @@ enum {
     /* The whole request head, from connect: a scraper sends its ~300 bytes in one write, so 2 s
      * is a loaded host's worst case many times over. */
     CMN_METRICS_HTTP_HEADER_TIMEOUT_S = 2,
-    /* A keep-alive connection's wait for its next request, and any connection's silence while a
-     * reply is written (a scraper that stopped reading). Below Prometheus's shortest usual
-     * interval (15 s), so its idle connections are reopened rather than held. */
+    /* Any connection's silence, a reply's included (a scraper that stopped reading); and a
+     * keep-alive connection's wait for its next request, should replies ever keep connections
+     * open (they end them now). Below Prometheus's usual interval (15 s). */
     CMN_METRICS_HTTP_IDLE_TIMEOUT_S = 10,
     /* libmicrohttpd's memory per connection, which the request head (line and headers) must fit
      * in: Prometheus sends ~300 bytes. With at most 96 connections (CMN_METRICS_HTTP_MAX_CONN

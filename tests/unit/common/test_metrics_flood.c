@@ -299,6 +299,107 @@ START_TEST(http_scrapes_under_flood)
 }
 END_TEST
 
+/* Reads from |fd| into |buf| until |want| appears or |limit_s| pass; the bytes read, or a negated
+ * errno (-ETIMEDOUT, or what read said; 0 on EOF before |want|). */
+static ssize_t read_until(int fd, char *buf, size_t cap, const char *want, int limit_s)
+{
+    uint64_t end = cmn_now_ns() + (uint64_t)limit_s * 1000000000ull;
+    size_t got = 0;
+
+    buf[0] = '\0';
+    while (!strstr(buf, want)) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        uint64_t now = cmn_now_ns();
+        ssize_t n;
+
+        if (now >= end)
+            return -ETIMEDOUT;
+        if (poll(&p, 1, (int)((end - now) / 1000000u) + 1) <= 0)
+            continue;
+        n = read(fd, buf + got, cap - 1 - got);
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            return 0;
+        got += (size_t)n;
+        buf[got] = '\0';
+    }
+    return (ssize_t)got;
+}
+
+/* The request's size, one client each: a request line or headers past
+ * CMN_METRICS_HTTP_CONN_MEMORY get 414 and 431; and a served request ends its connection. */
+START_TEST(http_limits)
+{
+    static char buf[1 << 16], big[40000 + 64];
+    static const char get[] = "GET /metrics HTTP/1.1\r\nHost: sut\r\n\r\n";
+    cmn_metrics_t *m;
+    cmn_metric_t *c;
+    cmn_series_t *s;
+    cmn_metrics_http_t *h;
+    cmn_errbuf_t eb;
+    const cmn_metric_desc_t d = {
+        .name = "x_limits_total", .help = "Test.", .type = CMN_METRIC_COUNTER};
+    ssize_t n;
+    int fd, port;
+
+    ck_assert_int_eq(cmn_metrics_new(&m), 0);
+    ck_assert_int_eq(cmn_metrics_add(m, &d, &c, NULL), 0);
+    ck_assert_int_eq(cmn_metric_series(c, NULL, &s), 0);
+    cmn_series_add(s, 3);
+    ck_assert_int_eq(cmn_metrics_http_start(m, "127.0.0.1:0", &h, &eb), 0);
+    port = cmn_metrics_http_port(h);
+    _Static_assert(sizeof(big) > CMN_METRICS_HTTP_CONN_MEMORY, "past the per-connection memory");
+
+    /* A request line, then headers, larger than a connection's memory. */
+    for (int k = 0; k < 2; k++) {
+        const char *code = k == 0 ? "HTTP/1.1 414" : "HTTP/1.1 431";
+        size_t len;
+
+        if (k == 0) {
+            memcpy(big, "GET /", 5);
+            memset(big + 5, 'a', 40000);
+            len = 5 + 40000;
+            len += (size_t)snprintf(big + len, sizeof(big) - len, " HTTP/1.1\r\n\r\n");
+        } else {
+            len = (size_t)snprintf(big, sizeof(big), "GET /metrics HTTP/1.1\r\nX: ");
+            memset(big + len, 'b', 40000);
+            len += 40000;
+            len += (size_t)snprintf(big + len, sizeof(big) - len, "\r\n\r\n");
+        }
+        fd = connect_from("127.0.0.1", port, false);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(write(fd, big, len), (ssize_t)len);
+        n = read_until(fd, buf, sizeof(buf), "\r\n", 10);
+        ck_assert_msg(n > 0 && strncmp(buf, code, strlen(code)) == 0,
+                      "oversized request %d: %zd, reply %.60s", k, n, buf);
+        close(fd);
+    }
+
+    /* Every reply ends its connection (libmicrohttpd: the reply is queued before it knows the
+     * request has no body), so no keep-alive connection lingers. */
+    fd = connect_from("127.0.0.1", port, false);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, get, sizeof(get) - 1), (ssize_t)sizeof(get) - 1);
+    n = read_until(fd, buf, sizeof(buf), "x_limits_total 3\n", 10);
+    ck_assert_msg(n > 0 && strncmp(buf, "HTTP/1.1 200", 12) == 0, "reply %.60s", buf);
+    ck_assert_ptr_nonnull(strstr(buf, "\r\nConnection: close\r\n"));
+    n = read_until(fd, buf, sizeof(buf), "never", 10);
+    ck_assert_msg(n == 0 || n == -ECONNRESET, "after the reply: %zd", n);
+    close(fd);
+    cmn_metrics_http_stop(h);
+    cmn_metrics_free(m);
+}
+END_TEST
+
+TCase *tcase_metrics_http_limits(void)
+{
+    TCase *tc = tcase_create("metrics_http_limits");
+    tcase_add_test(tc, http_limits);
+    tcase_set_timeout(tc, 60);
+    return tc;
+}
+
 TCase *tcase_metrics_http_flood(void)
 {
     TCase *tc = tcase_create("metrics_http_flood");
