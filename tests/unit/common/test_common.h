@@ -20,5 +20,7 @@ TCase *tcase_digest(void);
 TCase *tcase_idmap(void);
 TCase *tcase_metrics(void);
 TCase *tcase_metrics_http(void);
+TCase *tcase_metrics_http_flood(void);
+TCase *tcase_metrics_http_limits(void);
 
 #endif
