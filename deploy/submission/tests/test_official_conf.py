@@ -14,7 +14,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nodes import Node  # noqa: E402
+from nodes import Node, official_missing  # noqa: E402
 
 KEY = "resnet50.*.performance_sample_count_override"
 
@@ -27,11 +27,9 @@ def main():
         print("SKIP: set MLPERF_INFERENCE_DIR to the mlcommons/inference checkout the official "
               "LoadGen was built from")
         return 77
-    probe = subprocess.run([lg, "--loadgen", "official", "--scenario", "Offline", "--sut", "null",
-                            "--qsl-synthetic", "1", "--sample-size", "1"],
-                           capture_output=True, text=True, timeout=30)
-    if "this build has no official LoadGen" in probe.stderr:
-        print("SKIP: loadgen-node was built without an official LoadGen (-DMLPERF_LOADGEN_ROOT)")
+    missing = official_missing(lg)
+    if missing:
+        print(missing)
         return 77
     text = open(conf).read().splitlines()
     assert any(ln.startswith(KEY + " = 1024") for ln in text), f"{conf} has no '{KEY} = 1024'"
@@ -48,44 +46,38 @@ def main():
         "removed": ("\n".join(ln for ln in text if not ln.startswith(KEY)) + "\n",
                     f"key {KEY} (= 1024 in the compiled-in copy) is missing"),
     }
-    failures = 0
-    with tempfile.TemporaryDirectory(prefix="lg_official_conf_") as tmp:
-        node = Node(sut, "conf-a", logdir=tmp)
-        try:
-            for name, (body, want) in variants.items():
-                path = os.path.join(tmp, f"{name}.conf")
-                with open(path, "w") as f:
-                    f.write(body)
-                out = os.path.join(tmp, name)
-                r = subprocess.run([lg, "--loadgen", "official", "--scenario", "Offline",
-                                    "--model", "resnet50", "--mlperf-conf", path,
-                                    "--qsl-synthetic", "2048", "--sample-size", "64",
-                                    "--nodes", node.address, "--output-dir", out, "--quiet",
-                                    "--progress", "off", "--set", "min_duration_ms=200",
-                                    "--set", "offline_expected_qps=2000"],
-                                   cwd=tmp, capture_output=True, text=True, timeout=120)
-                detail = os.path.join(out, "mlperf_log_detail.txt")
-                err = [ln for ln in r.stderr.splitlines() if ln.startswith("loadgen-node:")]
-                if want is None:
-                    ok = r.returncode in (0, 1) and os.path.exists(detail) and \
-                        not any("differs" in ln for ln in err)
-                    why = f"exit {r.returncode}, detail log {os.path.exists(detail)}"
-                else:
-                    line = err[0] if len(err) == 1 else ""
-                    ok = (r.returncode == 2 and not os.path.exists(detail) and
-                          f"--mlperf-conf {path} differs from the mlperf.conf compiled into " in line
-                          and "libmlperf_loadgen.a" in line and want in line)
-                    why = f"exit {r.returncode}, detail log {os.path.exists(detail)}, {len(err)} " \
-                          "loadgen-node lines"
-                print(f"{'ok' if ok else 'FAILED'}: {name}: {why}")
-                if not ok:
-                    print(r.stderr[-2000:])
-                    failures += 1
-        finally:
-            node.stop()
+    with tempfile.TemporaryDirectory(prefix="lg_official_conf_") as tmp, \
+            Node(sut, "conf-a", logdir=tmp) as node:
+        failures = sum(not case(lg, node, tmp, name, body, want)
+                       for name, (body, want) in variants.items())
     print(f"{'FAILED' if failures else 'passed'}: {failures} of {len(variants)} cases")
     return 1 if failures else 0
 
+
+def case(lg, node, tmp, name, body, want):
+    """One --mlperf-conf file: |want| None for a run, else the text its refusal must hold."""
+    path = os.path.join(tmp, f"{name}.conf")
+    with open(path, "w") as f:
+        f.write(body)
+    out = os.path.join(tmp, name)
+    r = subprocess.run([lg, "--loadgen", "official", "--scenario", "Offline", "--model", "resnet50",
+                        "--mlperf-conf", path, "--qsl-synthetic", "2048", "--sample-size", "64",
+                        "--nodes", node.address, "--output-dir", out, "--quiet", "--progress",
+                        "off", "--set", "min_duration_ms=200", "--set", "offline_expected_qps=2000"],
+                       cwd=tmp, capture_output=True, text=True, timeout=120)
+    detail = os.path.exists(os.path.join(out, "mlperf_log_detail.txt"))
+    err = [ln for ln in r.stderr.splitlines() if ln.startswith("loadgen-node:")]
+    if want is None:
+        ok = r.returncode in (0, 1) and detail and not any("differs" in ln for ln in err)
+    else:
+        line = err[0] if len(err) == 1 else ""
+        ok = (r.returncode == 2 and not detail and want in line and "libmlperf_loadgen.a" in line
+              and f"--mlperf-conf {path} differs from the mlperf.conf compiled into " in line)
+    print(f"{'ok' if ok else 'FAILED'}: {name}: exit {r.returncode}, detail log {detail}, "
+          f"{len(err)} loadgen-node lines")
+    if not ok:
+        print(r.stderr[-2000:])
+    return ok
 
 if __name__ == "__main__":
     sys.exit(main())
