@@ -60,6 +60,9 @@ def main():
                     help="pass FLAG to the submission checker (e.g. --skip-dataset-size-check "
                          "for a rehearsal; never for the real submission)")
     a = ap.parse_args()
+    # The official scripts and the checker run from the user's inference checkout: their
+    # imports must not leave __pycache__ folders in it.
+    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     try:
         cfg = Config(a.config)
     except ConfigError as e:

@@ -112,7 +112,9 @@ static const opt_t options[] = {
         "...); selects the conf keys and the compression rules"),
     STR("mlperf-conf", "PATH", mlperf_conf,
         "the official mlperf.conf, read unchanged (seeds, per-model\n"
-        "minimums); without it the TestSettings defaults apply (seeds 0)"),
+        "minimums); without it the TestSettings defaults apply (seeds 0).\n"
+        "--loadgen official reads its compiled-in copy: a PATH whose keys\n"
+        "differ from it is refused (exit 2)"),
     FN("user-conf", "PATH", set_user_conf,
        "user.conf (target QPS, latencies...); a second one is logged as\n"
        "the official \"Multiple conf files are used\" error"),

@@ -3,6 +3,7 @@
 // queries to the QDL through qdl_mlperf::NetworkQDL, and maps the flags main.c parsed onto the
 // official TestSettings and LogSettings.
 #include "official.h"
+#include "official_conf.h"
 
 #include <atomic>
 #include <cerrno>
@@ -322,13 +323,9 @@ extern "C" int lg_official_run(const lg_official_args_t *a, lg_qsl_t *qsl,
     mlperf::TestSettings ts;
     mlperf::LogSettings ls;
 
-    if (settings(a, &ts, eb) < 0 || check_audit(a, eb) < 0 || check_extras(log, eb) < 0)
+    if ((a->mlperf_conf && lg_official_check_mlperf_conf(a->mlperf_conf, eb) < 0) ||
+        settings(a, &ts, eb) < 0 || check_audit(a, eb) < 0 || check_extras(log, eb) < 0)
         return 2;
-    if (a->mlperf_conf)
-        std::fprintf(stderr,
-                     "loadgen-node: --loadgen official uses the mlperf.conf compiled into "
-                     "the official LoadGen; %s is not read\n",
-                     a->mlperf_conf);
     ls.log_output.outdir = log->outdir ? log->outdir : ".";
     if (log->prefix)
         ls.log_output.prefix = log->prefix;

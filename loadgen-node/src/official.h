@@ -24,7 +24,7 @@ typedef struct {
     const char *model;            /* conf key prefix (NULL: "*") */
     const char *scenario;         /* SingleStream, MultiStream, Server, Offline */
     const char *mode;             /* NULL: as the conf files say (PerformanceOnly default) */
-    const char *mlperf_conf;      /* noted only: the official LoadGen uses its compiled-in one */
+    const char *mlperf_conf;      /* must equal the compiled-in one (official_conf.h) */
     const char *const *user_conf; /* read with FromConfig in order */
     int n_user_conf;
     const char *const *sets; /* --set FIELD=VALUE, applied after the conf files */

@@ -54,10 +54,13 @@ class Runner:
     def log_path(self, step):
         return self.work("logs", step.replace("/", "_") + ".log")
 
-    def run(self, step, argv, cwd, shell=False):
+    def run(self, step, argv, cwd, shell=False, make_cwd=True):
+        """Runs |argv| in |cwd| (made, inside the confined folders, unless |make_cwd| is False:
+        the checker runs in the user's checkout, which the runner never writes)."""
         fs = self.cfg.fs
         fs.makedirs(os.path.dirname(self.log_path(step)))
-        fs.makedirs(cwd)
+        if make_cwd:
+            fs.makedirs(cwd)
         with fs.open(self.log_path(step)) as log:
             log.write(("$ " + (argv if shell else shlex.join(argv))) + f"\n(in {cwd})\n")
             log.flush()
@@ -394,7 +397,7 @@ class Runner:
         argv = [sys.executable, "-m", "submission_checker.main", "--input", self.cfg.output,
                 "--version", self.cfg.version, "--submitter", self.cfg.org,
                 "--csv", self.work("summary.csv")] + self.checker_flags
-        rc = self.run(name, argv, self.inference("tools", "submission"))
+        rc = self.run(name, argv, self.inference("tools", "submission"), make_cwd=False)
         with open(self.log_path(name), errors="replace") as f:
             lines = f.read().splitlines()
         errors = [ln for ln in lines if re.search(r"\bERROR\b", ln)]

@@ -27,6 +27,12 @@ class Node:
         self.stop()
         raise RuntimeError(f"sut-node {name} did not start: see {self.log_path}")
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
     def stop(self):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -36,6 +42,16 @@ class Node:
                 self.proc.kill()
                 self.proc.wait()
         self.log.close()
+
+
+def official_missing(loadgen_node):
+    """The SKIP line when |loadgen_node| was built without an official LoadGen, else None."""
+    probe = subprocess.run([loadgen_node, "--loadgen", "official", "--scenario", "Offline", "--sut",
+                            "null", "--qsl-synthetic", "1", "--sample-size", "1"],
+                           capture_output=True, text=True, timeout=30)
+    if "this build has no official LoadGen" in probe.stderr:
+        return "SKIP: loadgen-node was built without an official LoadGen (-DMLPERF_LOADGEN_ROOT)"
+    return None
 
 
 def detail_entries(path, keys):

@@ -33,7 +33,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import fixture  # noqa: E402
-from nodes import Node  # noqa: E402
+from nodes import Node, official_missing  # noqa: E402
 
 SUBMIT = os.path.join(HERE, "..", "submit.py")
 ALLOWED = [
@@ -57,11 +57,9 @@ def main():
         print("SKIP: set MLPERF_INFERENCE_DIR (or the CMake cache path) to a checkout of "
               "mlcommons/inference")
         return 77
-    probe = subprocess.run([lg, "--loadgen", "official", "--scenario", "Offline", "--sut", "null",
-                            "--qsl-synthetic", "1", "--sample-size", "1"],
-                           capture_output=True, text=True, timeout=30)
-    if "this build has no official LoadGen" in probe.stderr:
-        print("SKIP: loadgen-node was built without an official LoadGen (-DMLPERF_LOADGEN_ROOT)")
+    missing = official_missing(lg)
+    if missing:
+        print(missing)
         return 77
     failures = []
     with tempfile.TemporaryDirectory(prefix="submit_official_") as tmp:

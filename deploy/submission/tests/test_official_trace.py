@@ -11,7 +11,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nodes import Node, detail_entries  # noqa: E402
+from nodes import Node, detail_entries, official_missing  # noqa: E402
 
 KEYS = ["loaded_qsl_set", "generated_query_count", "generated_samples_per_query",
         "generated_query_duration"]
@@ -26,11 +26,9 @@ CASES = {
 
 def main():
     lg, sut = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-    probe = subprocess.run([lg, "--loadgen", "official", "--scenario", "Offline", "--sut", "null",
-                            "--qsl-synthetic", "1", "--sample-size", "1"],
-                           capture_output=True, text=True, timeout=30)
-    if "this build has no official LoadGen" in probe.stderr:
-        print("SKIP: loadgen-node was built without an official LoadGen (-DMLPERF_LOADGEN_ROOT)")
+    missing = official_missing(lg)
+    if missing:
+        print(missing)
         return 77
     failures = 0
     with tempfile.TemporaryDirectory(prefix="lg_official_") as tmp:
