@@ -15,6 +15,9 @@ its next tick (250 ms) or the next unrelated frame:
 
 The margin is wide for a loaded shared machine, and far below the node's 250 ms tick.
 
+Then the same engine streaming text only (no token_ids, as vLLM without return_token_ids): every
+sample fails, and the node's log says why, naming the dialect and the fields it reads.
+
     test_llm_wake.py SUT_NODE LOADGEN_NODE OPENAI_PLUGIN"""
 import csv
 import glob
@@ -43,7 +46,7 @@ MARGIN_MS = 30
 class Engine:
     """Streams TOKENS tokens per request in the vLLM shape; records its own send times."""
 
-    def __init__(self):
+    def __init__(self, text_only=False):
         self.mu = threading.Lock()
         self.done = []  # (first token's time from arrival, end's time from first token), s
         eng = self
@@ -62,9 +65,11 @@ class Engine:
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
 
             def event(self, tok, fin):
+                ch = {"index": 0, "text": f"<{tok}>", "finish_reason": fin}
+                if not text_only:
+                    ch["token_ids"] = [tok]
                 ev = {"id": "cmpl-1", "object": "text_completion", "model": "model",
-                      "choices": [{"index": 0, "text": f"<{tok}>", "token_ids": [tok],
-                                   "finish_reason": fin}]}
+                      "choices": [ch]}
                 return b"data: " + json.dumps(ev).encode() + b"\n\n"
 
             def do_POST(self):
@@ -95,6 +100,31 @@ class Engine:
     def close(self):
         self.srv.shutdown()
         self.srv.server_close()
+
+
+def text_only(procs, sut, lg, plugin, tmp):
+    eng = Engine(text_only=True)
+    try:
+        node, addr, nlog = et.start_node(procs, sut, tmp, "llm-text", plugin,
+                                         {"url": f"http://127.0.0.1:{eng.port}",
+                                          "max_tokens": TOKENS, "dialect": "vllm"})
+        out = os.path.join(tmp, "text")
+        argv = [lg, "--scenario", "Offline", "--mode", "AccuracyOnly", "--model", "llama2-70b",
+                "--qsl-synthetic", "4", "--sample-size", "16", "--nodes", addr,
+                "--output-dir", out, "--quiet", "--progress", "off", "--log-level", "warn",
+                "--drain-timeout-ms", "30000"]
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        want = ("the stream ended with no token IDs although its events carried text: "
+                "dialect=vllm reads them from choices[0].token_ids")
+        lines = [ln for ln in open(nlog).read().splitlines() if want in ln]
+        if r.returncode != 1 or "4 samples failed" not in r.stdout + r.stderr or len(lines) != 4:
+            sys.exit(f"FAIL text only: loadgen-node exit {r.returncode}, {len(lines)} of 4 "
+                     f"samples failed naming the dialect:\n{(r.stdout + r.stderr)[-1500:]}\n"
+                     f"node log:\n{open(nlog).read()[-1500:]}")
+        procs.stop(node)
+        print("ok text only: every sample failed; " + lines[0][-200:])
+    finally:
+        eng.close()
 
 
 def main():
@@ -162,6 +192,7 @@ def main():
             sys.exit(f"FAIL ({len(bad)} problems): {summary}\n  " + "\n  ".join(bad[:20]))
         procs.stop(node)
         print("ok " + summary)
+        text_only(procs, sut, lg, plugin, tmp)
     finally:
         procs.stop_all()
         eng.close()
