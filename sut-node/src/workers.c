@@ -154,6 +154,13 @@ static void push_results(sut_batch_t *b, const sut_result_t *results, size_t cnt
             continue;
         }
         ow = &nb->owners[results[i].index];
+        /* The backend's own log names the sample by its index in the batch; the wire id is
+         * what the client's log (the QDL's) names it by. */
+        if (results[i].status < 0 && results[i].status != SUT_BACKEND_ECANCELED)
+            cmn_log_warn("backend %s failed sample %zu of its batch of %zu (status %d): its wire "
+                         "id is %llu",
+                         w->be->info.name, results[i].index, b->n, results[i].status,
+                         (unsigned long long)ow->wire_id);
         rec = make_record(w, kind, ow, &results[i]);
         if (!rec) {
             /* The sample cannot be answered; its client times it out rather than the node

@@ -16,7 +16,9 @@ its next tick (250 ms) or the next unrelated frame:
 The margin is wide for a loaded shared machine, and far below the node's 250 ms tick.
 
 Then the same engine streaming text only (no token_ids, as vLLM without return_token_ids): every
-sample fails, and the node's log says why, naming the dialect and the fields it reads.
+sample fails, the node's log says why, naming the dialect and the fields it reads, and names each
+failed sample by the wire id that loadgen-node's log (the QDL's) names it by, with LoadGen's
+response id.
 
     test_llm_wake.py SUT_NODE LOADGEN_NODE OPENAI_PLUGIN"""
 import csv
@@ -24,6 +26,7 @@ import glob
 import http.server
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -121,8 +124,17 @@ def text_only(procs, sut, lg, plugin, tmp):
             sys.exit(f"FAIL text only: loadgen-node exit {r.returncode}, {len(lines)} of 4 "
                      f"samples failed naming the dialect:\n{(r.stdout + r.stderr)[-1500:]}\n"
                      f"node log:\n{open(nlog).read()[-1500:]}")
+        lg_ids = set(re.findall(r"qdl: node \S+ failed id (\d+) \(LoadGen response id \d+\): "
+                                r"STATUS_BACKEND_ERROR", r.stdout + r.stderr))
+        node_ids = set(re.findall(r"backend openai failed sample \d+ of its batch of \d+ "
+                                  r"\([^)]*\): its wire id is (\d+)", open(nlog).read()))
+        if len(lg_ids) != 4 or lg_ids != node_ids:
+            sys.exit(f"FAIL text only: failed wire ids in loadgen-node's log {sorted(lg_ids)}, "
+                     f"in the node's {sorted(node_ids)}:\n{(r.stdout + r.stderr)[-1500:]}\n"
+                     f"node log:\n{open(nlog).read()[-1500:]}")
         procs.stop(node)
-        print("ok text only: every sample failed; " + lines[0][-200:])
+        print("ok text only: every sample failed, the same 4 wire ids in both logs; "
+              + lines[0][-200:])
     finally:
         eng.close()
 
