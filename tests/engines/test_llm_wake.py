@@ -7,13 +7,17 @@ openai, writing per-sample latencies (--sample-latencies). The openai backend co
 own libcurl thread; the node must hand every first token and end to the client at once, not on
 its next tick (250 ms) or the next unrelated frame:
 
-  - every sample's TTFT through the harness (less the issue lateness, which is the issuer's)
-    is within MARGIN_MS of the slowest first token the engine itself sent, counted from the
+  - each sample's TTFT through the harness (less the issue lateness, which is the issuer's) is
+    within MARGIN_MS of the slowest first token the engine itself sent, counted from the
     request's arrival;
-  - every sample's time from first token to end through the harness is within MARGIN_MS of the
-    engine's own span (no sample has TPOT ~ 0: first token and end delivered together).
+  - each sample's time from first token to end through the harness is within MARGIN_MS of the
+    engine's own span (no TPOT ~ 0: first token and end delivered together).
 
-The margin is wide for a loaded shared machine, and far below the node's 250 ms tick.
+The margin is wide for a loaded shared machine, and far below the node's 250 ms tick. On a
+machine shared by many builds a process can stall for 100 ms and more (seen under ASan: one
+sample's TTFT 186 ms and a span of 0 in a run whose others were right), so up to a tenth of the
+samples may miss each bound; a node that waits for its tick misses them with most samples
+(TTFT p50 119 ms and spans of 0 in the old code).
 
 Then the same engine streaming text only (no token_ids, as vLLM without return_token_ids): every
 sample fails, the node's log says why, naming the dialect and the fields it reads, and names each
@@ -177,7 +181,7 @@ def main():
         eng_ttft = max(d[0] for d in done) * 1000
         span_lo = min(d[1] for d in done) * 1000
         span_hi = max(d[1] for d in done) * 1000
-        bad = []
+        bad_ttft, bad_span, other = [], [], []
         ttfts, spans = [], []
         for row in rows:
             late = int(row["issue_late_ns"]) / 1e6
@@ -185,14 +189,16 @@ def main():
             span = (int(row["latency_ns"]) - int(row["ttft_ns"])) / 1e6
             ttfts.append(ttft)
             spans.append(span)
-            if int(row["n_tokens"]) != TOKENS:
-                bad.append(f"sample {row['sample_seq']}: {row['n_tokens']} tokens, not {TOKENS}")
-            if int(row["ttft_ns"]) < 0 or ttft > eng_ttft + MARGIN_MS:
-                bad.append(f"sample {row['sample_seq']}: TTFT {ttft:.1f} ms through the harness,"
-                           f" the engine's at most {eng_ttft:.1f} ms")
+            if int(row["n_tokens"]) != TOKENS or int(row["ttft_ns"]) < 0:
+                other.append(f"sample {row['sample_seq']}: {row['n_tokens']} tokens (not "
+                             f"{TOKENS}), ttft_ns {row['ttft_ns']}")
+            if ttft > eng_ttft + MARGIN_MS:
+                bad_ttft.append(f"sample {row['sample_seq']}: TTFT {ttft:.1f} ms through the "
+                                f"harness, the engine's at most {eng_ttft:.1f} ms")
             if not span_lo - MARGIN_MS <= span <= span_hi + MARGIN_MS:
-                bad.append(f"sample {row['sample_seq']}: first token to end {span:.1f} ms "
-                           f"through the harness, the engine's {span_lo:.1f}..{span_hi:.1f} ms")
+                bad_span.append(f"sample {row['sample_seq']}: first token to end {span:.1f} ms "
+                                f"through the harness, the engine's {span_lo:.1f}..{span_hi:.1f}"
+                                f" ms")
         ttfts.sort()
         spans.sort()
         summary = (f"{len(rows)} samples at {QPS} QPS; TTFT through the harness p50 "
@@ -200,10 +206,14 @@ def main():
                    f"first token at most {eng_ttft:.1f} ms after arrival); first token to end "
                    f"min {spans[0]:.1f} p50 {spans[len(spans) // 2]:.1f} ms (the engine's "
                    f"{span_lo:.1f}..{span_hi:.1f} ms)")
-        if bad:
-            sys.exit(f"FAIL ({len(bad)} problems): {summary}\n  " + "\n  ".join(bad[:20]))
+        allowed = len(rows) // 10
+        bad = other + bad_ttft + bad_span
+        if other or len(bad_ttft) > allowed or len(bad_span) > allowed:
+            sys.exit(f"FAIL ({len(bad_ttft)} TTFT and {len(bad_span)} spans out of bounds, "
+                     f"{allowed} allowed): {summary}\n  " + "\n  ".join(bad[:20]))
         procs.stop(node)
-        print("ok " + summary)
+        print(f"ok {summary}; out of bounds: {len(bad_ttft)} TTFT, {len(bad_span)} spans "
+              f"({allowed} allowed)")
         text_only(procs, sut, lg, plugin, tmp)
     finally:
         procs.stop_all()
