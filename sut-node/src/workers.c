@@ -137,6 +137,44 @@ static void hand_over(sut_workers_t *w, cmn_xq_node_t *first, cmn_xq_node_t *las
         cmn_xq_push_list(w->done_q, first, last);
 }
 
+/* At most this many failed samples logged a second; the rest are counted in the next line. */
+#define FAIL_LOG_PER_S 10u
+
+/* The backend's own log names a failed sample by its index in the batch; the wire id is what the
+ * client's log (the QDL's) names it by. Any completing thread; rate-limited. */
+static void log_failure(sut_workers_t *w, const sut_batch_t *b, const sut_result_t *r,
+                        const sut_owner_t *ow, uint64_t now)
+{
+    uint64_t dropped = 0;
+    int say;
+
+    uv_mutex_lock(&w->mu);
+    if (now - w->flog_window_ns >= 1000000000ull) {
+        w->flog_window_ns = now;
+        w->flog_n = 0;
+    }
+    say = w->flog_n < FAIL_LOG_PER_S;
+    if (say) {
+        w->flog_n++;
+        dropped = w->flog_dropped;
+        w->flog_dropped = 0;
+    } else {
+        w->flog_dropped++;
+    }
+    uv_mutex_unlock(&w->mu);
+    if (!say)
+        return;
+    if (dropped)
+        cmn_log_warn("backend %s failed sample %zu of its batch of %zu (status %d): its wire id "
+                     "is %llu (and %llu more failed samples not logged before it)",
+                     w->be->info.name, r->index, b->n, r->status, (unsigned long long)ow->wire_id,
+                     (unsigned long long)dropped);
+    else
+        cmn_log_warn("backend %s failed sample %zu of its batch of %zu (status %d): its wire id "
+                     "is %llu",
+                     w->be->info.name, r->index, b->n, r->status, (unsigned long long)ow->wire_id);
+}
+
 static void push_results(sut_batch_t *b, const sut_result_t *results, size_t cnt, int kind)
 {
     sut_nbatch_t *nb = (sut_nbatch_t *)b;
@@ -154,13 +192,8 @@ static void push_results(sut_batch_t *b, const sut_result_t *results, size_t cnt
             continue;
         }
         ow = &nb->owners[results[i].index];
-        /* The backend's own log names the sample by its index in the batch; the wire id is
-         * what the client's log (the QDL's) names it by. */
         if (results[i].status < 0 && results[i].status != SUT_BACKEND_ECANCELED)
-            cmn_log_warn("backend %s failed sample %zu of its batch of %zu (status %d): its wire "
-                         "id is %llu",
-                         w->be->info.name, results[i].index, b->n, results[i].status,
-                         (unsigned long long)ow->wire_id);
+            log_failure(w, b, &results[i], ow, now);
         rec = make_record(w, kind, ow, &results[i]);
         if (!rec) {
             /* The sample cannot be answered; its client times it out rather than the node

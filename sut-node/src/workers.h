@@ -27,10 +27,12 @@ typedef struct {
     sut_budget_t *budget;    /* charged with every result's buffer until it is sent */
     int inline_run;          /* the backend runs on the loop thread */
     uv_thread_t loop_thread; /* pushes from it need no wake-up (workers.c, hand_over) */
-    uv_mutex_t mu;           /* guards head, tail, stop */
+    uv_mutex_t mu;           /* guards head, tail, stop and the failure log's counts */
     uv_cond_t cv;
     sut_nbatch_t *head, *tail;
     int stop;
+    uint64_t flog_window_ns, flog_dropped; /* failed samples logged (workers.c, log_failure) */
+    unsigned flog_n;
     int ready; /* mu and cv exist */
     uv_thread_t *threads;
     uint32_t n_threads;

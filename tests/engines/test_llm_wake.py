@@ -22,7 +22,7 @@ samples may miss each bound; a node that waits for its tick misses them with mos
 Then the same engine streaming text only (no token_ids, as vLLM without return_token_ids): every
 sample fails, the node's log says why, naming the dialect and the fields it reads, and names each
 failed sample by the wire id that loadgen-node's log (the QDL's) names it by, with LoadGen's
-response id.
+response id; a burst of failures is rate-limited in both logs.
 
     test_llm_wake.py SUT_NODE LOADGEN_NODE OPENAI_PLUGIN"""
 import csv
@@ -48,6 +48,7 @@ TOKENS = 5
 QPS = 4
 DURATION_MS = 5000
 MARGIN_MS = 30
+BURST = 48  # failures at once, over the logs' rate limits (10/s in the node, 5/s in the QDL)
 
 
 class Engine:
@@ -143,9 +144,22 @@ def text_only(procs, sut, lg, plugin, tmp):
             sys.exit(f"FAIL text only: failed wire ids in loadgen-node's log {sorted(lg_ids)}, "
                      f"in the node's {sorted(node_ids)}:\n{(r.stdout + r.stderr)[-1500:]}\n"
                      f"node log:\n{open(nlog).read()[-1500:]}")
-        stopped(procs, node, nlog, "text only")
         print("ok text only: every sample failed, the same 4 wire ids in both logs; "
               + lines[0][-200:])
+        # A burst of failures: both logs name a few, not all (rate-limited).
+        argv[argv.index("--qsl-synthetic") + 1] = str(BURST)
+        argv[argv.index("--output-dir") + 1] = os.path.join(tmp, "burst")
+        before = len(re.findall(r"backend openai failed sample", open(nlog).read()))
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        n_node = len(re.findall(r"backend openai failed sample", open(nlog).read())) - before
+        n_lg = len(re.findall(r"qdl: node \S+ failed id", r.stdout + r.stderr))
+        if f"{BURST} samples failed" not in r.stdout + r.stderr or not (
+                10 <= n_node < BURST and 5 <= n_lg < BURST):
+            sys.exit(f"FAIL text only, a burst of {BURST} failures: {n_node} lines in the node's "
+                     f"log, {n_lg} in loadgen-node's:\n{(r.stdout + r.stderr)[-1500:]}")
+        stopped(procs, node, nlog, "text only")
+        print(f"ok a burst of {BURST} failures: {n_node} lines in the node's log, {n_lg} in "
+              f"loadgen-node's")
     finally:
         eng.close()
 
