@@ -196,6 +196,7 @@ struct qdl {
 
     qdl_ratelog_t log_stray;  /* results for ids not outstanding */
     qdl_ratelog_t log_decode; /* results that do not decode */
+    qdl_ratelog_t log_failed; /* results the node failed (its log has the reason by wire id) */
     qdl_ratelog_t log_big;    /* samples larger than any node accepts */
     qdl_ratelog_t log_reject; /* samples failed after rejections used up their dispatches */
 

@@ -76,8 +76,19 @@ static void decode_one(qdl_t *q, qdl_node_t *nd, const Nsut__Result *r, const ui
     int rc;
 
     if (r->status != NSUT__STATUS__STATUS_OK) {
+        const ProtobufCEnumValue *v =
+            protobuf_c_enum_descriptor_get_value(&nsut__status__descriptor, (int)r->status);
+        uint64_t dropped = 0;
+
         out->status = CMN_EBACKEND;
         nd->st.samples_failed++;
+        /* The node logs why under the same wire id (sut-node: "... its wire id is N"). */
+        if (qdl__ratelog(&q->log_failed, cmn_now_ns(), &dropped))
+            cmn_log_warn("qdl: node %s failed id %llu (LoadGen response id %llu): %s; the "
+                         "node's log names this id with the reason%s",
+                         qdl__node_label(nd), (unsigned long long)r->id,
+                         (unsigned long long)out->response_id, v ? v->name : "unknown status",
+                         qdl__more_like_this(dropped));
         return;
     }
     if (r->codec == NSUT__CODEC__CODEC_NONE && r->raw_size == r->wire_size) {

@@ -122,6 +122,59 @@ static sut_rec_t *make_record(sut_workers_t *w, int kind, const sut_owner_t *ow,
     return rec;
 }
 
+/* Queues records for the loop. Whether the loop must be woken depends on the calling thread, not
+ * on the backend's flags: an inline backend's infer() runs on the loop thread, which drains the
+ * queue at the end of this turn (node.c, on_turn), but even an inline backend may complete later
+ * from a thread of its own (openai: its libcurl thread), and then only a wake-up gets the record
+ * out before the node's next tick. The wake-up stays coalesced (xq.h: one per batch of pushes). */
+static void hand_over(sut_workers_t *w, cmn_xq_node_t *first, cmn_xq_node_t *last)
+{
+    const uv_thread_t self = uv_thread_self();
+
+    if (uv_thread_equal(&self, &w->loop_thread))
+        cmn_xq_push_list_local(w->done_q, first, last);
+    else
+        cmn_xq_push_list(w->done_q, first, last);
+}
+
+/* At most this many failed samples logged a second; the rest are counted in the next line. */
+#define FAIL_LOG_PER_S 10u
+
+/* The backend's own log names a failed sample by its index in the batch; the wire id is what the
+ * client's log (the QDL's) names it by. Any completing thread; rate-limited. */
+static void log_failure(sut_workers_t *w, const sut_batch_t *b, const sut_result_t *r,
+                        const sut_owner_t *ow, uint64_t now)
+{
+    uint64_t dropped = 0;
+    int say;
+
+    uv_mutex_lock(&w->mu);
+    if (now - w->flog_window_ns >= 1000000000ull) {
+        w->flog_window_ns = now;
+        w->flog_n = 0;
+    }
+    say = w->flog_n < FAIL_LOG_PER_S;
+    if (say) {
+        w->flog_n++;
+        dropped = w->flog_dropped;
+        w->flog_dropped = 0;
+    } else {
+        w->flog_dropped++;
+    }
+    uv_mutex_unlock(&w->mu);
+    if (!say)
+        return;
+    if (dropped)
+        cmn_log_warn("backend %s failed sample %zu of its batch of %zu (status %d): its wire id "
+                     "is %llu (and %llu more failed samples not logged before it)",
+                     w->be->info.name, r->index, b->n, r->status, (unsigned long long)ow->wire_id,
+                     (unsigned long long)dropped);
+    else
+        cmn_log_warn("backend %s failed sample %zu of its batch of %zu (status %d): its wire id "
+                     "is %llu",
+                     w->be->info.name, r->index, b->n, r->status, (unsigned long long)ow->wire_id);
+}
+
 static void push_results(sut_batch_t *b, const sut_result_t *results, size_t cnt, int kind)
 {
     sut_nbatch_t *nb = (sut_nbatch_t *)b;
@@ -139,6 +192,8 @@ static void push_results(sut_batch_t *b, const sut_result_t *results, size_t cnt
             continue;
         }
         ow = &nb->owners[results[i].index];
+        if (results[i].status < 0 && results[i].status != SUT_BACKEND_ECANCELED)
+            log_failure(w, b, &results[i], ow, now);
         rec = make_record(w, kind, ow, &results[i]);
         if (!rec) {
             /* The sample cannot be answered; its client times it out rather than the node
@@ -165,12 +220,8 @@ static void push_results(sut_batch_t *b, const sut_result_t *results, size_t cnt
             first = &nb->done.link;
         last = &nb->done.link;
     }
-    /* An inline backend runs on the loop thread: no wake-up, the loop drains the queue at the
-     * end of this turn (node.c, on_turn). */
-    if (first && w->inline_run)
-        cmn_xq_push_list_local(w->done_q, first, last);
-    else if (first)
-        cmn_xq_push_list(w->done_q, first, last);
+    if (first)
+        hand_over(w, first, last);
 }
 
 static void batch_complete(sut_batch_t *b, const sut_result_t *results, size_t cnt)
@@ -191,10 +242,7 @@ static void release_hold(sut_workers_t *w, sut_nbatch_t *nb)
         return;
     nb->done_ns = cmn_now_ns();
     nb->done.link.next = NULL;
-    if (w->inline_run)
-        cmn_xq_push_list_local(w->done_q, &nb->done.link, &nb->done.link);
-    else
-        cmn_xq_push_list(w->done_q, &nb->done.link, &nb->done.link);
+    hand_over(w, &nb->done.link, &nb->done.link);
 }
 
 /* Tells the backend about the samples cancelled before it started the batch (sut_owner_t), and
@@ -338,6 +386,7 @@ int sut__workers_init(sut_workers_t *w, const sut_be_t *be, cmn_xq_t *done_q, cm
     w->done_q = done_q;
     w->pool = pool;
     w->budget = budget;
+    w->loop_thread = uv_thread_self();
     atomic_init(&w->encode_ns, 0);
     rc = uv_mutex_init(&w->mu);
     if (rc < 0)

@@ -1,6 +1,7 @@
 /* The worker threads: they run the backend on dispatched batches and turn its completions into
  * records (types.h) on the completion queue. An inline backend (SUT_BACKEND_F_INLINE) runs on the
- * loop thread inside sut__workers_submit() instead; its records take the same queue.
+ * loop thread inside sut__workers_submit() instead; its records take the same queue. Records
+ * pushed from any thread but the loop's wake the loop (one coalesced wake-up per burst).
  *
  * Results are copied, and LZ4-compressed when the sample's session negotiated it, into pooled
  * buffers on the completing thread, so the loop thread only frames them. The last completion of a
@@ -23,12 +24,15 @@ typedef struct {
     const sut_be_t *be;
     cmn_xq_t *done_q;
     cmn_pool_t *pool;
-    sut_budget_t *budget; /* charged with every result's buffer until it is sent */
-    int inline_run;       /* the backend runs on the loop thread */
-    uv_mutex_t mu;        /* guards head, tail, stop */
+    sut_budget_t *budget;    /* charged with every result's buffer until it is sent */
+    int inline_run;          /* the backend runs on the loop thread */
+    uv_thread_t loop_thread; /* pushes from it need no wake-up (workers.c, hand_over) */
+    uv_mutex_t mu;           /* guards head, tail, stop and the failure log's counts */
     uv_cond_t cv;
     sut_nbatch_t *head, *tail;
     int stop;
+    uint64_t flog_window_ns, flog_dropped; /* failed samples logged (workers.c, log_failure) */
+    unsigned flog_n;
     int ready; /* mu and cv exist */
     uv_thread_t *threads;
     uint32_t n_threads;

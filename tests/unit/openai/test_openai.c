@@ -204,6 +204,55 @@ START_TEST(dialects)
     event_ok(&g, "{\"content\":\"\",\"tokens\":[],\"stop\":true}", &o);
     ck_assert_uint_eq(o.n, 1);
     ck_assert_int_eq(o.done, 1);
+    ck_assert_int_eq(oai_dialect_end(&g, &o), 0);
+    oai_out_free(&o);
+}
+END_TEST
+
+/* A stream that ends without a token ID while its events carried text (an engine that returns
+ * text only, or the wrong dialect) fails, naming the dialect and the fields it reads; one with
+ * token IDs, or with no text either, does not. */
+START_TEST(text_without_ids)
+{
+    oai_gen_t g = {OAI_VLLM, "m", 8, 0, 0.0, 0, 0};
+    oai_out_t o = {0};
+
+    o.max = 8;
+    event_ok(&g, "{\"choices\":[{\"text\":\"Hel\",\"finish_reason\":null}]}", &o);
+    event_ok(&g, "{\"choices\":[{\"text\":\"lo\",\"finish_reason\":\"length\"}]}", &o);
+    ck_assert_int_eq(o.done, 1);
+    ck_assert_uint_eq(o.n, 0);
+    ck_assert_int_lt(oai_dialect_end(&g, &o), 0);
+    ck_assert_ptr_nonnull(strstr(o.err, "no token IDs although its events carried text"));
+    ck_assert_ptr_nonnull(strstr(o.err, "dialect=vllm reads them from choices[0].token_ids"));
+    oai_out_free(&o);
+
+    /* Text with token IDs, and an end with neither: fine. */
+    memset(&o, 0, sizeof(o));
+    o.max = 8;
+    event_ok(&g, "{\"choices\":[{\"text\":\"a\",\"token_ids\":[4],\"finish_reason\":null}]}", &o);
+    ck_assert_int_eq(oai_dialect_end(&g, &o), 0);
+    oai_out_free(&o);
+    memset(&o, 0, sizeof(o));
+    o.max = 8;
+    event_ok(&g, "{\"choices\":[{\"text\":\"\",\"finish_reason\":\"stop\"}]}", &o);
+    ck_assert_int_eq(oai_dialect_end(&g, &o), 0);
+    oai_out_free(&o);
+
+    /* SGLang's text and llama.cpp's content, each naming its own field. */
+    memset(&o, 0, sizeof(o));
+    o.max = 8;
+    g.dialect = OAI_SGLANG;
+    event_ok(&g, "{\"text\":\"x\",\"meta_info\":{\"finish_reason\":{\"type\":\"stop\"}}}", &o);
+    ck_assert_int_lt(oai_dialect_end(&g, &o), 0);
+    ck_assert_ptr_nonnull(strstr(o.err, "dialect=sglang reads them from output_ids"));
+    oai_out_free(&o);
+    memset(&o, 0, sizeof(o));
+    o.max = 8;
+    g.dialect = OAI_LLAMACPP;
+    event_ok(&g, "{\"content\":\"x\",\"stop\":true}", &o);
+    ck_assert_int_lt(oai_dialect_end(&g, &o), 0);
+    ck_assert_ptr_nonnull(strstr(o.err, "dialect=llamacpp reads them from tokens"));
     oai_out_free(&o);
 }
 END_TEST
@@ -948,6 +997,10 @@ static TCase *tc_dialects(void)
 {
     return tc("dialects", dialects);
 }
+static TCase *tc_text_without_ids(void)
+{
+    return tc("text_without_ids", text_without_ids);
+}
 static TCase *tc_event_scanner_hostile(void)
 {
     return tc("event_scanner_hostile", event_scanner_hostile);
@@ -981,6 +1034,6 @@ static TCase *tc_options(void)
     return tc("options", options);
 }
 
-CHECK_MAIN("openai", tc_sse_bytewise, tc_sse_limits, tc_dialects, tc_event_scanner_hostile,
-           tc_kserve_v2, tc_http_pool, tc_http_coalesce, tc_http_queue, tc_http_cancel,
-           tc_http_idle, tc_options)
+CHECK_MAIN("openai", tc_sse_bytewise, tc_sse_limits, tc_dialects, tc_text_without_ids,
+           tc_event_scanner_hostile, tc_kserve_v2, tc_http_pool, tc_http_coalesce, tc_http_queue,
+           tc_http_cancel, tc_http_idle, tc_options)

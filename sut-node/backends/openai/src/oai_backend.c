@@ -327,6 +327,10 @@ static void on_done(oai_http_req_t *r, int status, const char *msg)
                  s->out.n);
         s->failed = 1;
     }
+    if (!s->failed && status == 0 && oai_dialect_end(&s->b->gen, &s->out) < 0) {
+        snprintf(s->err, sizeof(s->err), "%s", s->out.err);
+        s->failed = 1;
+    }
     if (status == OAI_HTTP_ECANCEL) {
         res.status = SUT_BACKEND_ECANCELED; /* its client is gone: nothing to tell anyone */
     } else if (s->failed || status != 0) {

@@ -139,6 +139,23 @@ int oai_dialect_body(const oai_gen_t *g, const void *prompt, size_t n, char **ou
     return 0;
 }
 
+int oai_dialect_end(const oai_gen_t *g, oai_out_t *o)
+{
+    static const char *const fields[] = {
+        "choices[0].token_ids or choices[0].logprobs.tokens (\"token_id:N\")",
+        "choices[0].token_ids or choices[0].logprobs.tokens (\"token_id:N\")", "output_ids",
+        "tokens"};
+
+    if (o->n > 0 || !o->had_text)
+        return 0;
+    snprintf(o->err, sizeof(o->err),
+             "the stream ended with no token IDs although its events carried text: "
+             "dialect=%s reads them from %s; is dialect= right, and does the engine return "
+             "token IDs?",
+             oai_dialect_name(g->dialect), fields[g->dialect]);
+    return -EPROTO;
+}
+
 void oai_out_free(oai_out_t *o)
 {
     free(o->toks);

@@ -37,6 +37,7 @@ typedef struct {
     int32_t *toks;
     size_t n, cap, max;
     int done;      /* the engine said the stream is finished */
+    int had_text;  /* some event carried non-empty text (choices[0].text, text, content) */
     char err[256]; /* why oai_dialect_event failed */
 } oai_out_t;
 
@@ -53,6 +54,12 @@ int oai_dialect_body(const oai_gen_t *g, const void *prompt, size_t n, char **ou
 /* One event's data: appends the new tokens to |o| and sets o->done at the end. 0, or a negative
  * code with o->err set (the engine's error message, malformed JSON, too many tokens). */
 int oai_dialect_event(const oai_gen_t *g, const char *data, size_t len, oai_out_t *o);
+
+/* At the end of a stream the engine marked done: 0, or -71 (EPROTO) with o->err set when the
+ * stream brought no token ID although its events carried text: the engine returns text only
+ * (vLLM without return_token_ids, or the wrong dialect), and the message names the dialect and
+ * the fields it reads token IDs from. */
+int oai_dialect_end(const oai_gen_t *g, oai_out_t *o);
 
 void oai_out_free(oai_out_t *o);
 

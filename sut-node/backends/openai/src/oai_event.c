@@ -6,7 +6,8 @@
  * What is read (see oai_dialect.h): "error" (any value: a string, or an object's "message"),
  * "object":"error" with "message"; vllm/trtllm: choices[0].token_ids, else
  * choices[0].logprobs.tokens ("token_id:N"), choices[0].finish_reason; sglang: output_ids,
- * meta_info.finish_reason; llamacpp: tokens, stop. An engine error wins over everything else. */
+ * meta_info.finish_reason; llamacpp: tokens, stop; and whether the text (choices[0].text, text,
+ * content) was non-empty (oai_dialect_end). An engine error wins over everything else. */
 #include "oai_dialect.h"
 
 #include <errno.h>
@@ -34,6 +35,7 @@ typedef enum {
     S_META,     /* root.meta_info */
     S_FINISH,   /* choices[0].finish_reason, meta_info.finish_reason */
     S_STOP,     /* root.stop */
+    S_TEXT,     /* choices[0].text, root.text (sglang), root.content (llamacpp) */
 } slot_t;
 
 /* Containers whose slots are tracked; deeper ones are S_OTHER (their content is skipped). */
@@ -49,7 +51,7 @@ typedef struct {
     slot_t key;              /* the slot of the value after the last map key */
     int rc;                  /* the first token error (reported unless an engine error) */
     char tok_err[160];
-    int root_map, has_error, object_error, done, choices_array, have_ids;
+    int root_map, has_error, object_error, done, choices_array, have_ids, had_text;
     char msg[208]; /* the engine's message */
     int32_t *lp;   /* logprobs token strings, used only without token_ids */
     size_t lp_n, lp_cap;
@@ -221,6 +223,9 @@ static int cb_string(void *ctx, const unsigned char *str, size_t len)
         if (len == 5 && memcmp(str, "error", 5) == 0)
             s->object_error = 1;
         break;
+    case S_TEXT:
+        s->had_text |= len > 0;
+        break;
     case S_LPSTR: {
         char buf[32], *end;
         long t;
@@ -300,6 +305,10 @@ static int cb_map_key(void *ctx, const unsigned char *k, size_t len)
             s->key = S_IDS;
         else if (d == OAI_SGLANG && IS("meta_info"))
             s->key = S_META;
+        else if (d == OAI_SGLANG && IS("text"))
+            s->key = S_TEXT;
+        else if (d == OAI_LLAMACPP && IS("content"))
+            s->key = S_TEXT;
         else if (d == OAI_LLAMACPP && IS("tokens"))
             s->key = S_IDS;
         else if (d == OAI_LLAMACPP && IS("stop"))
@@ -314,6 +323,8 @@ static int cb_map_key(void *ctx, const unsigned char *k, size_t len)
             s->key = S_LOGPROBS;
         else if (IS("finish_reason"))
             s->key = S_FINISH;
+        else if (IS("text"))
+            s->key = S_TEXT;
     } else if (p == S_LOGPROBS) {
         if (IS("tokens"))
             s->key = S_LPTOK;
@@ -519,5 +530,7 @@ int oai_dialect_event(const oai_gen_t *g, const char *data, size_t len, oai_out_
     }
     if (s.done)
         o->done = 1;
+    if (s.had_text)
+        o->had_text = 1;
     return 0;
 }
