@@ -669,6 +669,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     else
         (void)feed_plain(c, (const uint8_t *)buf->base, (size_t)nread);
     c->in_read = 0;
+    if (!c->closing && c->on_partial && cmn_frame_decoder_partial(&c->dec))
+        c->on_partial(c);
 }
 
 int cmn_conn_use_tls(cmn_conn_t *c, struct cmn_tls_ctx *ctx, const char *peer_name)

@@ -18,6 +18,11 @@ static const int supported_codecs[] = {CMPR_NONE, CMPR_LZ4};
 /* Frames below this payload size are cheaper to copy than to give a batch of their own. */
 #define SINK_MIN_PAYLOAD (64u * 1024u)
 
+/* A frame's payload buffer is charged to the budget FRAME_CHUNK bytes ahead of what has arrived,
+ * not whole at its header (its pages cost memory only once written): a slow-but-legal frame holds
+ * what it has sent, not what it announced. */
+#define FRAME_CHUNK (4u << 20)
+
 /* An arriving frame, after --frame-timeout-ms of grace from its first byte, must gain at least
  * FRAME_MIN_RATE bytes in every window of FRAME_RATE_WINDOW_MS (or whatever was left of it at the
  * window's start): a byte now and then cannot keep a frame, and the buffer its header reserved,
@@ -271,6 +276,8 @@ static int pend_push(sut_rec_t ***arr, size_t *cnt, size_t *cap, sut_rec_t *r)
 /* Reading follows the two limits a peer can hit: samples in flight, and results it does not take
  * (the write backlog above its high-water mark). While it reads nothing new, nothing new is queued
  * for it; write_timeout_ms later it is dropped if it still took nothing. */
+static int frame_top_up(sut_session_t *s);
+
 static void update_reading(sut_session_t *s)
 {
     int congested = cmn_conn_congested(&s->conn);
@@ -284,9 +291,8 @@ static void update_reading(sut_session_t *s)
     if (s->conn.closing || s->refused)
         return;
     /* A peer holding more than its share of the budget gets no new work until it holds less;
-     * a frame it has begun is let in whole (its memory is charged already, and a paused frame
-     * would hold it forever). */
-    if (congested || s->inflight >= s->ss->env.opt->max_inflight ||
+     * a frame it has begun goes on while the budget can charge its next chunk (frame_top_up). */
+    if (congested || s->inflight >= s->ss->env.opt->max_inflight || frame_top_up(s) < 0 ||
         (s->joined && !cmn_frame_decoder_partial(&s->conn.dec) &&
          sut__budget_peer_used(&s->peer) > sut__budget_share(s->ss->env.budget)))
         cmn_conn_read_pause(&s->conn);
@@ -486,8 +492,11 @@ static uint8_t *session_sink(void *arg, const cmn_frame_header_t *h, const uint8
         if (cmn_msg_unpack(&f, &lim, NULL, &m, NULL) == 0) {
             s->sink_q = m;
             /* charged to the budget as the batch's input, and on the peer's account (under the
-             * fairness rules) until its samples are (handle_query) */
+             * fairness rules) until its samples are (handle_query): whole at the header, so such
+             * frames still arriving hold a quarter of the limit at most (slow peers cannot lock
+             * the rest); others go to the frame buffer, charged as it fills */
             if (sink_fits(&ss->env, (const Nsut__Query *)m) &&
+                ss->sink_arriving + h->payload_len <= ss->env.budget->limit / 4 &&
                 sut__budget_attribute(ss->env.budget, &s->peer, h->payload_len, 0) == 0) {
                 s->sink = sut__batcher_sink_open(ss->env.bt, h->payload_len, &s->peer);
                 if (!s->sink)
@@ -495,25 +504,67 @@ static uint8_t *session_sink(void *arg, const cmn_frame_header_t *h, const uint8
             }
             if (s->sink) {
                 s->sink_charge = h->payload_len;
+                ss->sink_arriving += h->payload_len;
                 return s->sink->input;
             }
         }
     }
     /* The payload goes into the connection's frame buffer: the budget and the peer's account
-     * hold it until the frame is handled or the connection closes. */
-    if (sut__budget_take_for(ss->env.budget, &s->peer, h->payload_len, 1) < 0) {
+     * hold it, charged as it fills, until the frame is handled or the connection closes. What
+     * can never fit one peer is refused now. */
+    if (h->payload_len > ss->env.budget->peer_max) {
         snprintf(why, sizeof(why),
-                 "a frame of %u payload bytes does not fit the node's memory budget (%llu of %llu "
-                 "bytes in use; this peer holds %llu, its share is %llu)",
-                 h->payload_len, (unsigned long long)sut__budget_used(ss->env.budget),
-                 (unsigned long long)ss->env.budget->limit,
-                 (unsigned long long)sut__budget_peer_used(&s->peer),
-                 (unsigned long long)sut__budget_share(ss->env.budget));
+                 "a frame of %u payload bytes can never fit the node's memory budget (one peer "
+                 "may hold %llu bytes)",
+                 h->payload_len, (unsigned long long)ss->env.budget->peer_max);
         protocol_error(s, CMN_EOVERLOAD, NSUT__ERROR_CODE__ERROR_OVERLOAD, why);
         return NULL;
     }
-    s->frame_charge = h->payload_len;
+    s->frame_total = h->payload_len;
+    (void)frame_top_up(s);
     return NULL;
+}
+
+/* Charges the frame being received up to FRAME_CHUNK bytes ahead of what has arrived. Returns 0,
+ * or CMN_EOVERLOAD when the budget refuses the next chunk under the fairness rules: reading then
+ * pauses (the peer waits, its rate windows do not count) and the tick tries again. What has
+ * arrived is charged whatever the rules (the memory is taken already). */
+static int frame_top_up(sut_session_t *s)
+{
+    sut_budget_t *b = s->ss->env.budget;
+    const cmn_frame_decoder_t *d = &s->conn.dec;
+    uint64_t got = 0, want;
+
+    if (!s->frame_total || !cmn_frame_decoder_partial(d))
+        return 0;
+    if (d->body_have > d->hdr.meta_len)
+        got = d->body_have - d->hdr.meta_len;
+    want = got + FRAME_CHUNK < s->frame_total ? got + FRAME_CHUNK : s->frame_total;
+    if (want <= s->frame_charge) {
+        s->budget_wait_ns = 0;
+        return 0;
+    }
+    if (sut__budget_take_for(b, &s->peer, want - s->frame_charge, 1) == 0) {
+        s->frame_charge = want;
+        s->budget_wait_ns = 0;
+        return 0;
+    }
+    if (got > s->frame_charge) {
+        sut__budget_charge(b, got - s->frame_charge);
+        (void)sut__budget_attribute(b, &s->peer, got - s->frame_charge, 1);
+        s->frame_charge = got;
+    }
+    if (!s->budget_wait_ns)
+        s->budget_wait_ns = cmn_now_ns();
+    return CMN_EOVERLOAD;
+}
+
+static void on_partial(cmn_conn_t *c)
+{
+    sut_session_t *s = c->data;
+
+    if (s->frame_total && frame_top_up(s) < 0)
+        cmn_conn_read_pause(&s->conn);
 }
 
 static void release_frame_charge(sut_session_t *s)
@@ -523,7 +574,10 @@ static void release_frame_charge(sut_session_t *s)
         sut__budget_unattribute(&s->peer, s->frame_charge);
         s->frame_charge = 0;
     }
+    s->frame_total = 0;
+    s->budget_wait_ns = 0;
     if (s->sink_charge) {
+        s->ss->sink_arriving -= s->sink_charge;
         sut__budget_unattribute(&s->peer, s->sink_charge);
         s->sink_charge = 0;
     }
@@ -1026,6 +1080,7 @@ void sut__sessions_accept(sut_sessions_t *ss, uv_stream_t *server, struct cmn_uc
         return;
     }
     cmn_frame_decoder_set_sink(&s->conn.dec, session_sink, s, SINK_MIN_PAYLOAD);
+    s->conn.on_partial = on_partial;
     ss->st.connections_total++;
     cmn_log_debug("%s: connected (%u open)", s->conn.peer, ss->n);
 }
@@ -1071,6 +1126,27 @@ static int frame_overdue(sut_session_t *s, uint64_t now, char *why, size_t cap)
              (unsigned long long)got, (unsigned long long)win_ms, FRAME_MIN_RATE >> 10,
              (unsigned long long)(s->conn.bytes_in - s->frame_bytes_in), (unsigned long long)size,
              (unsigned long long)((now - s->frame_start_ns) / 1000000u));
+    return 1;
+}
+
+/* A frame paused for memory (frame_top_up) while its peer holds more than its share: after
+ * --frame-timeout-ms the greedy peer is dropped, so its half-frame cannot hold the budget from
+ * peers within their share. Returns 1 with the reason. */
+static int budget_overdue(sut_session_t *s, uint64_t now, char *why, size_t cap)
+{
+    const sut_budget_t *b = s->ss->env.budget;
+    uint64_t held = sut__budget_peer_used(&s->peer);
+
+    if (!s->budget_wait_ns || held <= sut__budget_share(b) ||
+        now - s->budget_wait_ns <= s->ss->env.opt->frame_timeout_ms * 1000000u)
+        return 0;
+    snprintf(why, cap,
+             "a frame of %llu payload bytes waited %llu ms for memory while this peer holds %llu "
+             "bytes, over its share of %llu (%llu of %llu bytes in use)",
+             (unsigned long long)s->frame_total,
+             (unsigned long long)((now - s->budget_wait_ns) / 1000000u), (unsigned long long)held,
+             (unsigned long long)sut__budget_share(b), (unsigned long long)sut__budget_used(b),
+             (unsigned long long)b->limit);
     return 1;
 }
 
@@ -1138,6 +1214,10 @@ static void tick_session(sut_sessions_t *ss, sut_session_t *s, uint64_t now)
         heartbeat(s, now);
     if (frame_overdue(s, now, why, sizeof(why))) {
         protocol_error(s, CMN_ETIMEOUT, NSUT__ERROR_CODE__ERROR_TIMEOUT, why);
+        return;
+    }
+    if (budget_overdue(s, now, why, sizeof(why))) {
+        protocol_error(s, CMN_EOVERLOAD, NSUT__ERROR_CODE__ERROR_OVERLOAD, why);
         return;
     }
     if (s->ready && s->inflight == 0 && !s->frame_start_ns &&

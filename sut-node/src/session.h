@@ -48,7 +48,9 @@ struct sut_session {
     uint64_t frame_frames;   /* conn.frames_in then */
     uint64_t congested_ns;   /* its results backed up above the high-water mark since, or 0 */
     uint64_t congested_out;  /* conn.bytes_out then */
-    uint64_t frame_charge;   /* budget held by the frame being received */
+    uint64_t frame_charge;   /* budget held by the frame being received: charged as it fills */
+    uint64_t frame_total;    /* the payload that frame buffer will hold when complete */
+    uint64_t budget_wait_ns; /* reading paused since: the budget could not charge its next chunk */
     uint64_t sink_charge;    /* its sink batch's input on the peer's account, until handled */
     sut_peer_t peer;         /* its account of the memory budget (budget.h), from its Hello */
     int joined;              /* the account counts among the budget's peers */
@@ -94,7 +96,8 @@ struct sut_sessions {
     cmn_arena_t arena; /* unpacking of received metadata */
     sut_session_t *head;
     uint32_t n;
-    uint32_t n_preauth; /* sessions before their Hello, refused ones excluded */
+    uint32_t n_preauth;     /* sessions before their Hello, refused ones excluded */
+    uint64_t sink_arriving; /* payload bytes of sink batches charged whole, their frames arriving */
     uint32_t n_refused;
     int closed;             /* a session closed since sut__sessions_closed() was last asked */
     sut_session_t *touched; /* sessions with records queued this pass */

@@ -737,6 +737,81 @@ START_TEST(greedy_share)
 }
 END_TEST
 
+/* ---- big frames trickled just above the arrival-rate floor ----------------------------------- */
+
+/* Five connections each announce a 64 MiB Query (each within its share, together 320 of the
+ * 384 MiB limit) and send it at about 400 KiB/s, above the 256 KiB/s floor: legal, so not dropped.
+ * Reserved whole at their headers they left too little for a good client's 72 MiB sample (refused
+ * on every try); charged as they fill, it is served within 5 s. */
+START_TEST(trickle_big)
+{
+    const char *args[] = {"--backend", "digest", "--memory-budget", "512M", NULL};
+    enum { CONNS = 5, STEP = 40 << 10, BIG = 72 << 20 };
+    static const char bytes[STEP];
+    tn_client_t *evil = calloc(CONNS, sizeof(*evil)), *good = malloc(sizeof(*good));
+    uint8_t head[256], *big = calloc(1, BIG);
+    const void *bptr = big;
+    size_t bsize = BIG, hl = query_head(head, sizeof(head), 64u << 20);
+    int c, none = CMPR_NONE, ok = 0, sent = 0;
+    long idle, peak = 0;
+    uint64_t t0, end, served_ms = 0;
+    tn_proc_t p;
+
+    ck_assert_ptr_nonnull(big);
+    idle = start_node(&p, args);
+    for (c = 0; c < CONNS; c++) {
+        ck_assert_int_eq(handshake(&evil[c], p.port), 0);
+        ck_assert_int_eq(tn_send_raw(&evil[c], head, hl), 0);
+    }
+    ck_assert_int_eq(handshake(good, p.port), 0);
+    /* 40 KiB every 100 ms on each, past the 5 s grace; the good sample goes at 6 s. */
+    t0 = cmn_now_ns();
+    end = t0 + 12000000000ull;
+    while (cmn_now_ns() < end) {
+        for (c = 0; c < CONNS; c++)
+            ck_assert_int_eq(tn_send_raw(&evil[c], bytes, sizeof(bytes)), 0);
+        if (!sent && cmn_now_ns() - t0 > 6000000000ull) {
+            ck_assert_int_eq(tn_send_query(good, 1, 1, 1, &bptr, &bsize, &bsize, &none), 0);
+            served_ms = cmn_now_ns();
+            sent = 1;
+        }
+        if (sent && !ok) {
+            unsigned type;
+            ProtobufCMessage *m;
+            uint8_t *payload;
+            size_t plen;
+
+            if (tn_recv(good, 100, &type, &m, &payload, &plen) == 0) {
+                ck_assert_msg(type != CMN_MSG_ERROR, "the good client's frame was refused");
+                if (type == CMN_MSG_RESPONSE) {
+                    ck_assert_int_eq(((Nsut__Response *)m)->results[0]->status,
+                                     NSUT__STATUS__STATUS_OK);
+                    ok = 1;
+                    served_ms = (cmn_now_ns() - served_ms) / 1000000u;
+                }
+                cmn_msg_free(m, NULL);
+                free(payload);
+            }
+        } else {
+            usleep(100000);
+        }
+        long r = rss_kb(p.pid);
+        peak = r > peak ? r : peak;
+    }
+    printf("trickle_big: the good client's 72 MiB sample answered after %llu ms\n",
+           (unsigned long long)served_ms);
+    ck_assert_msg(ok, "the good client's 72 MiB sample was not answered");
+    ck_assert_msg(served_ms < 5000, "the good client's sample took %llu ms",
+                  (unsigned long long)served_ms);
+    ck_assert_msg(!tn_log_contains(&p, "arriving too slowly"),
+                  "a frame above the minimum rate was dropped");
+    tn_close(good);
+    free(good);
+    free(big);
+    finish_attack(&p, "trickle_big", evil, CONNS, idle, peak, 512 * 1024);
+}
+END_TEST
+
 /* ---- connections that only ping ------------------------------------------------------------- */
 
 static void send_ping(tn_client_t *c, uint64_t seq)
@@ -831,10 +906,14 @@ static TCase *tc_greedy_share(void)
 {
     return tc("greedy_share", greedy_share);
 }
+static TCase *tc_trickle_big(void)
+{
+    return tc("trickle_big", trickle_big);
+}
 static TCase *tc_ping_idle(void)
 {
     return tc("ping_idle", ping_idle);
 }
 
 CHECK_MAIN("sut_memory", tc_no_read, tc_lz4_bomb, tc_slow_frame, tc_big_meta, tc_preauth_flood,
-           tc_ping_idle, tc_slow_readers, tc_greedy_share)
+           tc_ping_idle, tc_slow_readers, tc_greedy_share, tc_trickle_big)

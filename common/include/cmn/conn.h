@@ -124,7 +124,10 @@ struct cmn_conn {
     int reading;
     int read_paused;
     int in_read;
-    int large_frames;           /* the last frame was large: read headers alone (see on_alloc) */
+    int large_frames; /* the last frame was large: read headers alone (see on_alloc) */
+    /* Optional: a read ended with a frame still partial (its bytes are in the decoder), so the
+     * owner can charge its buffer as it fills, or pause reading. TCP and TLS. */
+    void (*on_partial)(cmn_conn_t *c);
     struct cmn__tls *tls;       /* NULL: plaintext */
     struct cmn__ucx_ep *ucx;    /* NULL: TCP */
     struct cmn__writer *writer; /* NULL: every write from the loop thread (write_thread_min) */
