@@ -520,6 +520,22 @@ static uint8_t *session_sink(void *arg, const cmn_frame_header_t *h, const uint8
         protocol_error(s, CMN_EOVERLOAD, NSUT__ERROR_CODE__ERROR_OVERLOAD, why);
         return NULL;
     }
+    if (s->conn.ucx) {
+        /* Over UCX the node fetches the payload whole, at once: charged whole. */
+        if (sut__budget_take_for(ss->env.budget, &s->peer, h->payload_len, 1) < 0) {
+            snprintf(why, sizeof(why),
+                     "a frame of %u payload bytes does not fit the node's memory budget (%llu of "
+                     "%llu bytes in use; this peer holds %llu, its share is %llu)",
+                     h->payload_len, (unsigned long long)sut__budget_used(ss->env.budget),
+                     (unsigned long long)ss->env.budget->limit,
+                     (unsigned long long)sut__budget_peer_used(&s->peer),
+                     (unsigned long long)sut__budget_share(ss->env.budget));
+            protocol_error(s, CMN_EOVERLOAD, NSUT__ERROR_CODE__ERROR_OVERLOAD, why);
+            return NULL;
+        }
+        s->frame_charge = h->payload_len;
+        return NULL;
+    }
     s->frame_total = h->payload_len;
     (void)frame_top_up(s);
     return NULL;
@@ -1129,20 +1145,21 @@ static int frame_overdue(sut_session_t *s, uint64_t now, char *why, size_t cap)
     return 1;
 }
 
-/* A frame paused for memory (frame_top_up) while its peer holds more than its share: after
- * --frame-timeout-ms the greedy peer is dropped, so its half-frame cannot hold the budget from
- * peers within their share. Returns 1 with the reason. */
+/* A frame paused for memory (frame_top_up) whose next chunk would take its peer over its share:
+ * after --frame-timeout-ms the greedy peer is dropped, so its half-frame cannot hold the budget
+ * from peers within their share (and half-frames cannot wait on each other for ever). Returns 1
+ * with the reason. */
 static int budget_overdue(sut_session_t *s, uint64_t now, char *why, size_t cap)
 {
     const sut_budget_t *b = s->ss->env.budget;
     uint64_t held = sut__budget_peer_used(&s->peer);
 
-    if (!s->budget_wait_ns || held <= sut__budget_share(b) ||
+    if (!s->budget_wait_ns || held + FRAME_CHUNK <= sut__budget_share(b) ||
         now - s->budget_wait_ns <= s->ss->env.opt->frame_timeout_ms * 1000000u)
         return 0;
     snprintf(why, cap,
              "a frame of %llu payload bytes waited %llu ms for memory while this peer holds %llu "
-             "bytes, over its share of %llu (%llu of %llu bytes in use)",
+             "bytes, its next 4 MiB over its share of %llu (%llu of %llu bytes in use)",
              (unsigned long long)s->frame_total,
              (unsigned long long)((now - s->budget_wait_ns) / 1000000u), (unsigned long long)held,
              (unsigned long long)sut__budget_share(b), (unsigned long long)sut__budget_used(b),
