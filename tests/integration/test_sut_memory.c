@@ -812,6 +812,48 @@ START_TEST(trickle_big)
 }
 END_TEST
 
+/* Three connections each send 30 MiB of a 40 MiB frame at once (together over the 96 MiB limit),
+ * then trickle above the rate floor: the budget cannot charge all of them, so reading pauses on
+ * those whose next chunk passes their share, which are dropped after --frame-timeout-ms; the node
+ * is not locked: a good client is served, and RSS stays within the budget. */
+START_TEST(budget_wait)
+{
+    const char *args[] = {"--backend", "digest", "--memory-budget", "128M", NULL};
+    enum { CONNS = 3, BURST = 30 << 20, STEP = 32 << 10 };
+    tn_client_t *evil = calloc(CONNS, sizeof(*evil));
+    uint8_t head[256], *burst = calloc(1, BURST);
+    size_t hl = query_head(head, sizeof(head), 40u << 20);
+    int c, dropped;
+    long idle, peak = 0;
+    uint64_t end;
+    tn_proc_t p;
+
+    ck_assert_ptr_nonnull(burst);
+    idle = start_node(&p, args);
+    for (c = 0; c < CONNS; c++) {
+        ck_assert_int_eq(handshake(&evil[c], p.port), 0);
+        send_timeout(evil[c].fd, 200);
+        ck_assert_int_eq(tn_send_raw(&evil[c], head, hl), 0);
+        (void)tn_send_raw(&evil[c], burst, BURST); /* may stop short: the node paused reading */
+    }
+    end = cmn_now_ns() + 30000000000ull;
+    do {
+        for (c = 0; c < CONNS; c++)
+            (void)tn_send_raw(&evil[c], burst, STEP);
+        usleep(100000);
+        long r = rss_kb(p.pid);
+        peak = r > peak ? r : peak;
+        dropped = tn_log_contains(&p, "for memory while this peer holds");
+    } while (!dropped && cmn_now_ns() < end);
+    ck_assert_msg(dropped, "no half-frame waiting for memory was dropped");
+    ck_assert(tn_wait_log(&p, "(ERROR_OVERLOAD); closing the connection", 10000));
+    ck_assert_msg(!tn_log_contains(&p, "arriving too slowly"),
+                  "a frame paused by the node was judged by its arrival rate");
+    free(burst);
+    finish_attack(&p, "budget_wait", evil, CONNS, idle, peak, 128 * 1024);
+}
+END_TEST
+
 /* ---- connections that only ping ------------------------------------------------------------- */
 
 static void send_ping(tn_client_t *c, uint64_t seq)
@@ -910,10 +952,14 @@ static TCase *tc_trickle_big(void)
 {
     return tc("trickle_big", trickle_big);
 }
+static TCase *tc_budget_wait(void)
+{
+    return tc("budget_wait", budget_wait);
+}
 static TCase *tc_ping_idle(void)
 {
     return tc("ping_idle", ping_idle);
 }
 
 CHECK_MAIN("sut_memory", tc_no_read, tc_lz4_bomb, tc_slow_frame, tc_big_meta, tc_preauth_flood,
-           tc_ping_idle, tc_slow_readers, tc_greedy_share, tc_trickle_big)
+           tc_ping_idle, tc_slow_readers, tc_greedy_share, tc_trickle_big, tc_budget_wait)
