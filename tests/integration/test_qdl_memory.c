@@ -144,6 +144,7 @@ enum {
 };
 
 #define MAX_FLOOD 8
+#define REJECT_CLOSE_MS 100
 
 typedef struct {
     uv_loop_t loop;
@@ -153,6 +154,8 @@ typedef struct {
     tn_listener_t *server;
     int port, mode;
     cmn_conn_t *flood[MAX_FLOOD]; /* M_PING_FLOOD: the connections it floods */
+    cmn_conn_t *rejected_on;       /* M_REJECT: the connection to close (on_tick) */
+    uint64_t rejected_ns;          /* when it first rejected */
     atomic_ullong pings_sent, samples_seen, handshakes;
 } fake_t;
 
@@ -237,8 +240,12 @@ static void fake_on_frame(cmn_conn_t *c, const cmn_frame_t *f)
         const Nsut__Query *q = (const Nsut__Query *)m;
         atomic_fetch_add(&F.samples_seen, q->n_samples);
         answer(c, q);
-        if (F.mode == M_REJECT)
-            cmn_conn_shutdown(c, CMN_ECLOSED);
+        /* The rejecter closes REJECT_CLOSE_MS after its first rejection, not at once: over
+         * ucx:// shared memory a close just after the send can overtake the Response. */
+        if (F.mode == M_REJECT && !F.rejected_on) {
+            F.rejected_on = c;
+            F.rejected_ns = cmn_now_ns();
+        }
     } else if (f->hdr.type == CMN_MSG_PING) {
         Nsut__Pong p = NSUT__PONG__INIT;
         p.seq = ((Nsut__Ping *)m)->seq;
@@ -253,12 +260,14 @@ static void fake_on_close(cmn_conn_t *c, int reason)
     size_t i;
     (void)reason;
 
+    if (F.rejected_on == c)
+        F.rejected_on = NULL;
     for (i = 0; i < MAX_FLOOD; i++)
         if (F.flood[i] == c)
             F.flood[i] = NULL;
 }
 
-/* Every 2 ms, up to 64 Pings on each flooded connection while its own queue is short (the fake
+/* Every 2 ms: the rejecter's close when due; up to 64 Pings on each flooded connection while its own queue is short (the fake
  * lives in the test process: its memory must stay small too). */
 static void on_tick(uv_timer_t *t)
 {
@@ -266,6 +275,10 @@ static void on_tick(uv_timer_t *t)
     size_t i, k;
     (void)t;
 
+    if (F.rejected_on && cmn_now_ns() - F.rejected_ns > REJECT_CLOSE_MS * 1000000ull) {
+        cmn_conn_shutdown(F.rejected_on, CMN_ECLOSED);
+        F.rejected_on = NULL;
+    }
     for (i = 0; i < MAX_FLOOD; i++) {
         for (k = 0; F.flood[i] && k < 64 && cmn_conn_backlog(F.flood[i]) < 65536; k++) {
             p.seq = atomic_fetch_add(&F.pings_sent, 1) + 1;
