@@ -157,26 +157,66 @@ static void batch_recycle(sut_batcher_t *bt, sut_nbatch_t *nb)
     bt->n_free++;
 }
 
-static void dispatch(sut_batcher_t *bt, sut_nbatch_t *nb)
+static void submit(sut_batcher_t *bt, sut_nbatch_t *nb)
 {
-    /* A plugin backend (kserve, openai, onnx) receives each batch's response into buffers of its
-     * own while the batch runs; the node charges them where it hands the batch over, at the
-     * backend's declared output size per sample, until the batch comes back. The built-in
-     * backends complete from memory they hold whatever the load. Charged whatever the budget's
-     * state: the samples were admitted, and refusing now would fail them. */
-    nb->resp_charge = bt->be->dl ? (uint64_t)nb->b.n * bt->be->info.output_size : 0;
-    if (nb->resp_charge)
-        sut__budget_charge(bt->budget, nb->resp_charge);
-    nb->b.input_size = nb->used;
-    nb->dispatch_ns = cmn_now_ns();
-    bt->inflight++;
-    bt->st.batches++;
     nb->rprev = NULL;
     nb->rnext = bt->running;
     if (bt->running)
         bt->running->rprev = nb;
     bt->running = nb;
     sut__workers_submit(bt->workers, nb);
+}
+
+static void dispatch(sut_batcher_t *bt, sut_nbatch_t *nb)
+{
+    sut_nbatch_t **tail;
+
+    /* A plugin backend (kserve, openai, onnx) receives each batch's response into buffers of its
+     * own while the batch runs, at most its declared output size per sample (the backend
+     * enforces it); the node charges that before it hands the batch over, until the batch comes
+     * back. The built-in backends complete from memory they hold whatever the load. A batch the
+     * budget cannot cover waits, in order, for running batches to give theirs back (release);
+     * with nothing running it goes anyway, charged: its samples were admitted, and only it can
+     * make progress. */
+    nb->resp_charge = bt->be->dl ? (uint64_t)nb->b.n * bt->be->info.output_size : 0;
+    nb->b.input_size = nb->used;
+    nb->dispatch_ns = cmn_now_ns();
+    bt->inflight++;
+    bt->st.batches++;
+    if (nb->resp_charge) {
+        if (!bt->held && sut__budget_take(bt->budget, nb->resp_charge) == 0) {
+            /* charged */
+        } else if (bt->inflight > bt->n_held + 1) {
+            nb->next = NULL;
+            for (tail = &bt->held; *tail; tail = &(*tail)->next)
+                ;
+            *tail = nb;
+            bt->n_held++;
+            return;
+        } else {
+            sut__budget_charge(bt->budget, nb->resp_charge);
+        }
+    }
+    submit(bt, nb);
+}
+
+/* Submits the held batches the budget now covers (the first one whatever it says once nothing
+ * runs), in order. */
+static void submit_held(sut_batcher_t *bt)
+{
+    sut_nbatch_t *nb;
+
+    while ((nb = bt->held) != NULL) {
+        if (sut__budget_take(bt->budget, nb->resp_charge) < 0) {
+            if (bt->inflight > bt->n_held)
+                return;
+            sut__budget_charge(bt->budget, nb->resp_charge);
+        }
+        bt->held = nb->next;
+        nb->next = NULL;
+        bt->n_held--;
+        submit(bt, nb);
+    }
 }
 
 static void close_open_batch(sut_batcher_t *bt)
@@ -377,6 +417,7 @@ void sut__batcher_release(sut_batcher_t *bt, sut_nbatch_t *nb)
         sut__budget_give(bt->budget, nb->resp_charge);
     nb->resp_charge = 0;
     batch_recycle(bt, nb);
+    submit_held(bt);
 }
 
 /* The samples of |nb| owned by |s| (NULL: every one) not cancelled yet, into bt->cancel_idx. */
@@ -397,20 +438,32 @@ static size_t cancel_pick(sut_batcher_t *bt, const sut_nbatch_t *nb, const sut_s
     return k;
 }
 
+/* Marks the samples of a batch not started yet owned by |s| (NULL: every one); returns how many. */
+static size_t cancel_mark(sut_nbatch_t *nb, const sut_session_t *s)
+{
+    size_t i, total = 0;
+
+    for (i = 0; i < nb->b.n; i++)
+        if (!nb->owners[i].cancelled && (!s || nb->owners[i].s == s)) {
+            nb->owners[i].cancelled = 1;
+            total++;
+        }
+    return total;
+}
+
 size_t sut__batcher_cancel(sut_batcher_t *bt, const sut_session_t *s)
 {
     sut_nbatch_t *nb;
-    size_t total = 0, i, k;
+    size_t total = 0, k;
 
     if (!bt->be->cancel)
         return 0;
-    /* The open batch: marked now, told to the backend once it has started the batch. */
+    /* The open batch and the held ones: marked now, told to the backend once it has started
+     * the batch. */
     if (bt->open)
-        for (i = 0; i < bt->open->b.n; i++)
-            if (!bt->open->owners[i].cancelled && (!s || bt->open->owners[i].s == s)) {
-                bt->open->owners[i].cancelled = 1;
-                total++;
-            }
+        total += cancel_mark(bt->open, s);
+    for (nb = bt->held; nb; nb = nb->next)
+        total += cancel_mark(nb, s);
     for (nb = bt->running; nb; nb = nb->rnext) {
         k = cancel_pick(bt, nb, s);
         sut__workers_cancel(bt->workers, nb, bt->cancel_idx, k);

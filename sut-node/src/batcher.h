@@ -47,6 +47,8 @@ typedef struct {
     uint32_t n_free;
     uint32_t inflight;     /* batches dispatched and not yet released */
     sut_nbatch_t *running; /* those batches (rnext) */
+    sut_nbatch_t *held;    /* dispatched ones waiting for budget for their responses (next) */
+    uint32_t n_held;       /* counted in inflight too */
     size_t *cancel_idx;    /* scratch for sut__batcher_cancel */
     size_t cancel_cap;
     int draining;

@@ -65,7 +65,8 @@ static const snap_desc_t snap_descs[N_SNAP] = {
     [C_SAMPLES] = {"sut_node_samples_total", "Samples received and placed into a batch.",
                    CMN_METRIC_COUNTER, 0},
     [C_REJECTED] = {"sut_node_samples_rejected_total",
-                    "Samples answered STATUS_REJECTED (draining, or over the in-flight limit).",
+                    "Samples answered STATUS_REJECTED (draining, over the in-flight limit, or "
+                    "a result over the memory budget).",
                     CMN_METRIC_COUNTER, 0},
     [C_FAILED] = {"sut_node_samples_failed_total", "Samples the backend failed.",
                   CMN_METRIC_COUNTER, 0},

@@ -319,6 +319,8 @@ void sut__sessions_take(sut_sessions_t *ss, sut_rec_t *rec)
         s->inflight--;
         if (rec->status == NSUT__STATUS__STATUS_BACKEND_ERROR)
             ss->st.samples_failed++;
+        else if (rec->status == NSUT__STATUS__STATUS_REJECTED)
+            ss->st.samples_rejected++; /* its result over the budget (workers.c) */
     }
     if (s->dead) {
         free_records(&ss->env, &rec, 1);

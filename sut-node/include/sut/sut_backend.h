@@ -74,7 +74,7 @@ typedef struct {
     const char *device;       /* accelerator description: name, memory, driver */
     uint32_t preferred_batch; /* batch size the backend runs best at (>= 1) */
     uint32_t max_batch;       /* largest batch it accepts (>= preferred_batch) */
-    uint64_t output_size;     /* typical result bytes per sample (0: variable) */
+    uint64_t output_size;     /* bytes per sample a plugin may hold while a batch runs (charged) */
     uint64_t input_size;      /* expected sample bytes (0: any size) */
     uint32_t engines;         /* batches it can run at the same time (>= 1) */
     double weight;            /* relative throughput, for weighted dispatch (> 0) */

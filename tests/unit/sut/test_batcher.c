@@ -185,6 +185,42 @@ START_TEST(batch_response_charge)
 }
 END_TEST
 
+/* A batch whose response charge the budget cannot cover waits, in order, until a running one
+ * gives its charge back: the budget is never overshot while something runs. */
+START_TEST(batch_response_wait)
+{
+    static int plugin;
+    int i;
+
+    setup(1, 1, 0, 0);
+    RB.hold = 1;
+    F.be.dl = &plugin;
+    F.be.info.output_size = 20u << 20; /* the limit (48 MiB) covers two */
+    for (i = 0; i < 4; i++)
+        ck_assert_int_eq(add((uint64_t)i, 16), 0);
+    ck_assert_uint_eq(RB.n_seen, 2);
+    ck_assert_uint_eq(F.bt.n_held, 2);
+    ck_assert_uint_eq(F.bt.inflight, 4);
+    ck_assert_uint_le(sut__budget_used(&F.budget), F.budget.limit);
+    complete_all(RB.held[0]);
+    while (cmn_xq_drain(&F.q))
+        ;
+    ck_assert_uint_eq(RB.n_seen, 3); /* the first held one went, the second still waits */
+    ck_assert_uint_eq(F.bt.n_held, 1);
+    ck_assert_uint_le(sut__budget_used(&F.budget), F.budget.limit);
+    for (i = 1; i < 4; i++) {
+        complete_all(RB.held[i]);
+        while (cmn_xq_drain(&F.q))
+            ;
+    }
+    ck_assert_uint_eq(RB.n_seen, 4);
+    ck_assert_uint_eq(F.bt.n_held, 0);
+    ck_assert(sut__batcher_idle(&F.bt));
+    ck_assert_uint_lt(sut__budget_used(&F.budget), 1u << 20); /* every response charge is back */
+    teardown();
+}
+END_TEST
+
 START_TEST(batch_max)
 {
     int i;
@@ -325,3 +361,5 @@ CHECK_ONE_TEST_TCASE(batch_busy)
 CHECK_ONE_TEST_TCASE(batch_alloc_fail)
 
 CHECK_ONE_TEST_TCASE(batch_response_charge)
+
+CHECK_ONE_TEST_TCASE(batch_response_wait)

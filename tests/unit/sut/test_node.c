@@ -74,6 +74,8 @@ static void node_start(inproc_t *p, const char *const *kv)
             p->opt.backend = kv[i + 1];
         else if (strcmp(kv[i], "max_batch") == 0)
             p->opt.max_batch = (uint32_t)atoi(kv[i + 1]);
+        else if (strcmp(kv[i], "memory_budget") == 0)
+            p->opt.memory_budget = strtoull(kv[i + 1], NULL, 10);
         else if (strcmp(kv[i], "tls_cert") == 0)
             p->opt.tls_cert = kv[i + 1];
         else if (strcmp(kv[i], "tls_key") == 0)
@@ -203,6 +205,58 @@ START_TEST(session_results)
     ck_assert_uint_eq(big.frames, 1);
     ck_assert_uint_eq(p->node.sessions.st.samples, 32);
     ck_assert_uint_eq(p->node.batcher.st.batches, 2);
+    node_finish(p);
+    free(p);
+}
+END_TEST
+
+/* ---- a result over the memory budget: answered REJECTED, and counted ------------------------ */
+
+static void reject_client(void *arg, int port)
+{
+    int *status = arg;
+    static const uint8_t bytes[64];
+    const void *ptr = bytes;
+    size_t size = sizeof(bytes);
+    int none = CMPR_NONE;
+    tn_client_t *c = malloc(sizeof(*c));
+    Nsut__HelloAck *ack;
+    unsigned type;
+    ProtobufCMessage *m;
+    uint8_t *payload;
+    size_t plen;
+
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(tn_connect(c, port), 0);
+    ack = tn_handshake(c, &none, 1);
+    ck_assert_ptr_nonnull(ack);
+    cmn_msg_free(&ack->base, NULL);
+    ck_assert_int_eq(tn_send_query(c, 1, 7, 1, &ptr, &size, &size, &none), 0);
+    ck_assert_int_eq(tn_recv(c, 10000, &type, &m, &payload, &plen), 0);
+    ck_assert_uint_eq(type, CMN_MSG_RESPONSE);
+    ck_assert_uint_eq(((const Nsut__Response *)m)->n_results, 1);
+    *status = (int)((const Nsut__Response *)m)->results[0]->status;
+    cmn_msg_free(m, NULL);
+    free(payload);
+    tn_close(c);
+    free(c);
+}
+
+START_TEST(result_over_budget_counted)
+{
+    /* Every result is 32 MiB against a 16 MiB budget: the sample is answered REJECTED at the
+     * result stage (workers.c), and Stats and the metric count it. */
+    static const char *const kv[] = {"backend",       "null",     "output_size", "33554432",
+                                     "memory_budget", "16777216", NULL};
+    inproc_t *p = malloc(sizeof(*p));
+    int status = -1;
+
+    ck_assert_ptr_nonnull(p);
+    node_start(p, kv);
+    run_client(p, reject_client, &status);
+    ck_assert_int_eq(status, NSUT__STATUS__STATUS_REJECTED);
+    ck_assert_uint_eq(p->node.sessions.st.samples_rejected, 1);
+    ck_assert_uint_eq(p->node.sessions.st.samples_failed, 0);
     node_finish(p);
     free(p);
 }
@@ -343,5 +397,7 @@ END_TEST
 CHECK_ONE_TEST_TCASE(session_results)
 
 CHECK_ONE_TEST_TCASE(session_alloc_fail)
+
+CHECK_ONE_TEST_TCASE(result_over_budget_counted)
 
 CHECK_ONE_TEST_TCASE(accept_tls_fail)

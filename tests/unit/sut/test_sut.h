@@ -10,8 +10,10 @@ TCase *tc_batch_uniform(void);
 TCase *tc_batch_busy(void);
 TCase *tc_batch_alloc_fail(void);
 TCase *tc_batch_response_charge(void);
+TCase *tc_batch_response_wait(void);
 TCase *tc_session_results(void);
 TCase *tc_session_alloc_fail(void);
+TCase *tc_result_over_budget_counted(void);
 TCase *tc_accept_tls_fail(void);
 TCase *tc_budget(void);
 

@@ -29,7 +29,8 @@ struct sut_backend {
     size_t sample_bytes;
     uint32_t max_batch, engines;
     long timeout_ms;
-    size_t max_response;
+    size_t max_response; /* a full batch's response (max_response_mb) */
+    size_t per_sample;   /* its share per sample: a batch of n gets n of them */
     char device[400];
     void (*log)(int level, const char *msg);
 };
@@ -60,7 +61,7 @@ static const oai_optdef_t known[] = {
     {"max_batch", "64"},
     {"engines", "2"},
     {"timeout_ms", "60000"},
-    {"max_response_mb", "256"},
+    {"max_response_mb", "64"},
 };
 
 #define N_KNOWN (sizeof(known) / sizeof(known[0]))
@@ -143,6 +144,9 @@ static int ks_create(const sut_backend_config_t *cfg, sut_backend_t **out, char 
     if (oai_opts_u("max_response_mb", opt(cfg, "max_response_mb"), 1, 65536, &u, err, errlen) < 0)
         goto fail;
     b->max_response = (size_t)u << 20;
+    /* The node charges each running batch's response against its memory budget at n x the
+     * describe()d output_size before it is sent (batcher.c): a batch of n may get exactly that. */
+    b->per_sample = (b->max_response + b->max_batch - 1) / b->max_batch;
     if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0) {
         snprintf(err, errlen, "option url=%s: expected http://HOST:PORT", url);
         goto fail;
@@ -203,6 +207,7 @@ static int ks_describe(sut_backend_t *b, sut_backend_info_t *info)
     info->max_batch = b->max_batch;
     info->engines = b->engines;
     info->input_size = b->sample_bytes;
+    info->output_size = b->per_sample; /* a response's worst case per sample (on_data) */
     info->weight = 1.0;
     return 0;
 }
@@ -219,9 +224,13 @@ static void on_header(oai_http_req_t *r, const char *line, size_t n)
 static int on_data(oai_http_req_t *r, const char *p, size_t n)
 {
     call_t *c = (call_t *)r;
-    if (c->resp_len + n > c->b->max_response) {
-        snprintf(c->err, sizeof(c->err), "response over max_response_mb (%zu bytes)",
-                 c->b->max_response);
+    const size_t cap = c->n * c->b->per_sample; /* what the node charged for it */
+
+    if (n > cap - c->resp_len) {
+        snprintf(c->err, sizeof(c->err),
+                 "the response from %s is over %zu bytes (max_response_mb=%zu for a batch of "
+                 "%u, this batch %zu)",
+                 c->b->url, cap, c->b->max_response >> 20, c->b->max_batch, c->n);
         return 1;
     }
     if (c->resp_len + n > c->resp_cap) {
@@ -229,6 +238,8 @@ static int on_data(oai_http_req_t *r, const char *p, size_t n)
         char *nr;
         while (ncap < c->resp_len + n)
             ncap *= 2;
+        if (ncap > cap)
+            ncap = cap; /* never more than was charged */
         nr = realloc(c->resp, ncap);
         if (!nr) {
             snprintf(c->err, sizeof(c->err), "out of memory for a %zu-byte response", ncap);

@@ -258,7 +258,11 @@ static int oai_describe(sut_backend_t *b, sut_backend_info_t *info)
     info->preferred_batch = 1;
     info->max_batch = b->max_concurrency;
     info->engines = b->max_concurrency;
-    info->output_size = 0;
+    /* What one stream may make the backend hold, charged by the node against its memory budget
+     * while the sample runs: the SSE decoder's line and event buffers (max_event each), the JSON
+     * parser's blocks (bounded by the event), and the token and logprob-token arrays
+     * (max_tokens each); every one of them refuses to grow past its limit. */
+    info->output_size = 3 * (b->max_event + 1) + 2 * sizeof(int32_t) * (size_t)b->gen.max_tokens;
     info->input_size = 0;
     info->weight = 1.0;
     info->flags = SUT_BACKEND_F_STREAMING | SUT_BACKEND_F_INLINE;
