@@ -154,8 +154,8 @@ typedef struct {
     tn_listener_t *server;
     int port, mode;
     cmn_conn_t *flood[MAX_FLOOD]; /* M_PING_FLOOD: the connections it floods */
-    cmn_conn_t *rejected_on;       /* M_REJECT: the connection to close (on_tick) */
-    uint64_t rejected_ns;          /* when it first rejected */
+    cmn_conn_t *rejected_on;      /* M_REJECT: the connection to close (on_tick) */
+    uint64_t rejected_ns;         /* when it first rejected */
     atomic_ullong pings_sent, samples_seen, handshakes;
 } fake_t;
 
@@ -267,8 +267,8 @@ static void fake_on_close(cmn_conn_t *c, int reason)
             F.flood[i] = NULL;
 }
 
-/* Every 2 ms: the rejecter's close when due; up to 64 Pings on each flooded connection while its own queue is short (the fake
- * lives in the test process: its memory must stay small too). */
+/* Every 2 ms: the rejecter's close when due; up to 64 Pings on each flooded connection while its
+ * own queue is short (the fake lives in the test process: its memory must stay small too). */
 static void on_tick(uv_timer_t *t)
 {
     Nsut__Ping p = NSUT__PING__INIT;
