@@ -44,7 +44,9 @@ static const opt_doc_t options[] = {
     {"threads", "N", "CPU threads the backend may use (default: its own choice)"},
     {"result-codec", "none|lz4", "compress results when the client accepts it (default none)"},
     {"max-frame", "SIZE", "largest frame accepted after the handshake (default 256M)"},
-    {"max-connections", "N", "connections accepted at once (default 256)"},
+    {"max-connections", "N",
+     "connections accepted at once (default 256); when full, a newcomer evicts the one idle "
+     "longest (no Query for 2 s, none in flight)"},
     {"max-conn-per-peer", "N", "connections from one peer address (default 64)"},
     {"max-preauth", "N",
      "connections still before their Hello, all peers together; more are refused before any TLS "

@@ -836,6 +836,8 @@ static void on_frame(cmn_conn_t *c, const cmn_frame_t *f)
     /* The idle deadline counts useful traffic only: Pings and Pongs alone do not hold a slot. */
     if (f->hdr.type != CMN_MSG_PING && f->hdr.type != CMN_MSG_PONG)
         s->active_ns = s->last_frame_ns;
+    if (f->hdr.type == CMN_MSG_QUERY)
+        s->work_ns = s->last_frame_ns;
     ss->st.bytes_in += CMN_FRAME_HEADER_SIZE + f->hdr.meta_len + f->hdr.payload_len;
     if (!m) {
         rc = cmn_msg_unpack(f, &lim, &ss->arena.pb, &m, &eb);
@@ -989,6 +991,41 @@ static void on_spare_closed(uv_handle_t *h)
         refuse(ss, server);
 }
 
+/* At --max-connections (or --max-preauth), a newcomer takes the slot of the connection that has
+ * sent no Query for the longest time, at least EVICT_GRACE_MS since its last Query (or its
+ * accept), with no sample in flight and no frame half received: a peer that holds a slot with
+ * Pings alone would otherwise keep good clients out until its --idle-timeout-ms. */
+#define EVICT_GRACE_MS 2000u
+
+static void evict_idle(sut_sessions_t *ss, sut_session_t *s, int preauth_only, const char *limit)
+{
+    uint64_t now = cmn_now_ns();
+    sut_session_t *it, *v = NULL;
+    char why[200];
+
+    for (it = ss->head; it; it = it->next) {
+        if (it == s || it->refused || it->dead || it->conn.closing || it->inflight || it->sink ||
+            (preauth_only && !it->preauth) || cmn_frame_decoder_partial(&it->conn.dec) ||
+            now - it->work_ns < EVICT_GRACE_MS * 1000000ull)
+            continue;
+        if (!v || it->work_ns < v->work_ns)
+            v = it;
+    }
+    if (!v)
+        return;
+    snprintf(why, sizeof(why),
+             "evicted: no Query for %llu ms and nothing in flight while the node is at %s and "
+             "%s is connecting",
+             (unsigned long long)((now - v->work_ns) / 1000000u), limit, s->peer_ip);
+    v->refused = 1; /* its slot is free from now on; only its Error frame and close are left */
+    ss->n_refused++;
+    if (v->preauth) {
+        v->preauth = 0;
+        ss->n_preauth--;
+    }
+    protocol_error(v, CMN_EOVERLOAD, NSUT__ERROR_CODE__ERROR_OVERLOAD, why);
+}
+
 /* Admission: the limits on connections, checked before any TLS work. Returns NULL or why the
  * connection is refused. */
 static const char *admission(sut_sessions_t *ss, sut_session_t *s, char *why, size_t cap)
@@ -999,6 +1036,10 @@ static const char *admission(sut_sessions_t *ss, sut_session_t *s, char *why, si
 
     for (it = ss->head; it; it = it->next)
         same_peer += it != s && !it->refused && strcmp(it->peer_ip, s->peer_ip) == 0;
+    if (same_peer < o->max_conn_per_peer && ss->n - ss->n_refused > o->max_connections)
+        evict_idle(ss, s, 0, "--max-connections");
+    if (same_peer < o->max_conn_per_peer && ss->n_preauth >= o->max_preauth)
+        evict_idle(ss, s, 1, "--max-preauth");
     if (ss->n - ss->n_refused > o->max_connections)
         snprintf(why, cap, "over the limit of %u connections", o->max_connections);
     else if (ss->n_preauth >= o->max_preauth)
@@ -1073,7 +1114,7 @@ void sut__sessions_accept(sut_sessions_t *ss, uv_stream_t *server, struct cmn_uc
     s->refs = 1;
     s->conn.data = s;
     cmn_idmap_init(&s->ids);
-    s->accepted_ns = s->last_frame_ns = s->active_ns = cmn_now_ns();
+    s->accepted_ns = s->last_frame_ns = s->active_ns = s->work_ns = cmn_now_ns();
     link_session(ss, s);
     rc = in ? cmn_conn_accept_ucx(&s->conn, in) : uv_accept(server, (uv_stream_t *)&s->conn.tcp);
     if (rc < 0) {

@@ -41,6 +41,7 @@ struct sut_session {
     uint64_t accepted_ns;
     uint64_t last_frame_ns;  /* the last frame's arrival */
     uint64_t active_ns;      /* the last frame other than Ping/Pong: idle deadline */
+    uint64_t work_ns;        /* the last Query (or the accept): eviction at the limits */
     uint64_t frame_start_ns; /* the tick that first saw the frame being received partial, or 0 */
     uint64_t frame_bytes_in; /* conn.bytes_in then */
     uint64_t win_ns;         /* the start of the frame's current rate window */

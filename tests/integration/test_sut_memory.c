@@ -34,13 +34,33 @@ static long rss_kb(pid_t pid)
     return kb;
 }
 
-/* One good client: a 64-byte sample answered OK (a REJECTED answer is retried, as the QDL
- * would send it elsewhere and back), within 10 s. */
-static int good_served(int port)
+/* One 64-byte sample on a handshaken connection: 1 answered OK within 10 s, 0 answered
+ * otherwise, -1 no answer. */
+static int query_ok(tn_client_t *c, uint64_t id)
 {
     static const uint8_t bytes[64] = {1, 2, 3};
     const void *ptr = bytes;
     size_t size = sizeof(bytes);
+    int none = CMPR_NONE, ok = 0;
+    unsigned type;
+    ProtobufCMessage *m;
+    uint8_t *payload;
+    size_t plen;
+
+    if (tn_send_query(c, id, id, 1, &ptr, &size, &size, &none) < 0 ||
+        tn_recv(c, 10000, &type, &m, &payload, &plen) < 0)
+        return -1;
+    if (type == CMN_MSG_RESPONSE)
+        ok = ((Nsut__Response *)m)->results[0]->status == NSUT__STATUS__STATUS_OK;
+    cmn_msg_free(m, NULL);
+    free(payload);
+    return ok;
+}
+
+/* One good client: a 64-byte sample answered OK (a REJECTED answer is retried, as the QDL
+ * would send it elsewhere and back), within 10 s. */
+static int good_served(int port)
+{
     int none = CMPR_NONE, ok = 0;
     uint64_t end = cmn_now_ns() + 10000000000ull, id = 1;
     tn_client_t *c = malloc(sizeof(*c));
@@ -53,24 +73,11 @@ static int good_served(int port)
     ack = tn_handshake(c, &none, 1);
     if (ack)
         cmn_msg_free(&ack->base, NULL);
-    while (ack && !ok && cmn_now_ns() < end) {
-        unsigned type;
-        ProtobufCMessage *m;
-        uint8_t *payload;
-        size_t plen;
-
-        if (tn_send_query(c, id, id, 1, &ptr, &size, &size, &none) < 0 ||
-            tn_recv(c, 10000, &type, &m, &payload, &plen) < 0)
-            break;
-        id++;
-        if (type == CMN_MSG_RESPONSE)
-            ok = ((Nsut__Response *)m)->results[0]->status == NSUT__STATUS__STATUS_OK;
-        cmn_msg_free(m, NULL);
-        free(payload);
-    }
+    while (ack && ok == 0 && cmn_now_ns() < end)
+        ok = query_ok(c, id++);
     tn_close(c);
     free(c);
-    return ok;
+    return ok == 1;
 }
 
 /* RSS once it has settled (two readings 250 ms apart within 1 %), or after 10 s. */
@@ -864,7 +871,35 @@ static void send_ping(tn_client_t *c, uint64_t seq)
     (void)tn_send(c, CMN_MSG_PING, &ping.base, NULL, 0);
 }
 
-START_TEST(ping_idle)
+/* |n| connections, each handshaken: they hold |n| of the node's slots. */
+static tn_client_t *hold_slots(int port, int n)
+{
+    tn_client_t *pg = calloc(n, sizeof(*pg));
+    int i;
+
+    ck_assert_ptr_nonnull(pg);
+    for (i = 0; i < n; i++) {
+        ck_assert_int_eq(handshake(&pg[i], port), 0);
+        send_timeout(pg[i].fd, 1000);
+    }
+    return pg;
+}
+
+static void release_slots(tn_client_t *pg, int n)
+{
+    int i;
+
+    for (i = 0; i < n; i++)
+        tn_close(&pg[i]);
+    free(pg);
+}
+
+/* Eight peers hold every slot of a node with --max-connections 8; pg[|workers|..] say Hello and
+ * then only ping, every 200 ms; pg[0..|workers|-1] send a Query each round, which must be
+ * answered. A good client tries twice a second and must get in within |limit_ms|.
+ * |idle_ms|: --idle-timeout-ms, or NULL for the default (60 s). */
+static void slots_attack(const char *name, const char *idle_ms, int workers, uint64_t limit_ms,
+                         const char *log_needle)
 {
     const char *args[] = {"--backend",
                           "digest",
@@ -872,43 +907,59 @@ START_TEST(ping_idle)
                           "8",
                           "--max-conn-per-peer",
                           "16",
-                          "--idle-timeout-ms",
-                          "1500",
                           "--heartbeat-ms",
                           "0",
+                          "--idle-timeout-ms",
+                          idle_ms,
                           NULL};
-    enum { PINGERS = 8 };
-    tn_client_t *pg = calloc(PINGERS, sizeof(*pg));
-    int i, served = 0, n = 0;
+    enum { HOLDERS = 8 };
+    tn_client_t *pg;
+    int i, served = 0, worked = 1, n = 0;
     long idle, peak;
-    uint64_t t0, end, seq = 1, waited_ms;
+    uint64_t t0, seq = 1, waited_ms;
     tn_proc_t p;
 
+    if (!idle_ms)
+        args[8] = NULL;
     idle = start_node(&p, args);
-    /* Every slot taken by a peer that says Hello and then only pings, every 200 ms. */
-    for (i = 0; i < PINGERS; i++) {
-        ck_assert_int_eq(handshake(&pg[i], p.port), 0);
-        send_timeout(pg[i].fd, 1000);
-    }
+    pg = hold_slots(p.port, HOLDERS);
     t0 = cmn_now_ns();
-    end = t0 + 20000000000ull;
-    while (!served && cmn_now_ns() < end) {
-        for (i = 0; i < PINGERS; i++)
+    while (!served && worked && cmn_now_ns() < t0 + limit_ms * 1000000u) {
+        for (i = workers; i < HOLDERS; i++)
             send_ping(&pg[i], seq++);
-        if (++n % 5 == 0) /* a good client tries once a second */
+        for (i = 0; i < workers && worked; i++)
+            worked = query_ok(&pg[i], seq++) == 1;
+        if (++n % 2 == 0)
             served = good_served(p.port);
         usleep(200000);
     }
     waited_ms = (cmn_now_ns() - t0) / 1000000u;
     peak = rss_kb(p.pid);
-    printf("ping_idle: a good client got in after %llu ms\n", (unsigned long long)waited_ms);
-    ck_assert_msg(served, "pinging connections held every slot for 20 s");
-    ck_assert(tn_log_contains(&p, "no frame other than Pings and no work for 1500 ms"));
-    assert_charged(&p, "ping_idle", idle, peak);
-    for (i = 0; i < PINGERS; i++)
-        tn_close(&pg[i]);
-    free(pg);
-    finish(&p, "ping_idle", idle, peak, 256 * 1024);
+    printf("%s: a good client got in after %llu ms\n", name, (unsigned long long)waited_ms);
+    ck_assert_msg(worked, "%s: the peer sending Queries was not served (evicted?)", name);
+    ck_assert_msg(served, "%s: pinging connections kept a good client out for %llu ms", name,
+                  (unsigned long long)limit_ms);
+    for (i = 0; i < workers; i++)
+        ck_assert_int_eq(query_ok(&pg[i], seq++), 1);
+    ck_assert_msg(tn_log_contains(&p, log_needle), "%s: no log line '%s'", name, log_needle);
+    assert_charged(&p, name, idle, peak);
+    release_slots(pg, HOLDERS);
+    finish(&p, name, idle, peak, 256 * 1024);
+}
+
+/* A short --idle-timeout-ms (1.5 s, under EVICT_GRACE_MS): the idle deadline frees the slots. */
+START_TEST(ping_idle)
+{
+    slots_attack("ping_idle", "1500", 0, 20000,
+                 "no frame other than Pings and no work for 1500 ms");
+}
+END_TEST
+
+/* The DEFAULT --idle-timeout-ms (60 s): a good client gets in within 5 s by taking a pinger's
+ * slot (EVICT_GRACE_MS); the peer sending Queries is never the one evicted. */
+START_TEST(ping_slots)
+{
+    slots_attack("ping_slots", NULL, 1, 5000, "evicted: no Query for");
 }
 END_TEST
 
@@ -960,6 +1011,11 @@ static TCase *tc_ping_idle(void)
 {
     return tc("ping_idle", ping_idle);
 }
+static TCase *tc_ping_slots(void)
+{
+    return tc("ping_slots", ping_slots);
+}
 
 CHECK_MAIN("sut_memory", tc_no_read, tc_lz4_bomb, tc_slow_frame, tc_big_meta, tc_preauth_flood,
-           tc_ping_idle, tc_slow_readers, tc_greedy_share, tc_trickle_big, tc_budget_wait)
+           tc_ping_idle, tc_ping_slots, tc_slow_readers, tc_greedy_share, tc_trickle_big,
+           tc_budget_wait)
