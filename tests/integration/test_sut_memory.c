@@ -1001,7 +1001,17 @@ static TCase *tc_greedy_share(void)
 }
 static TCase *tc_trickle_big(void)
 {
+#if defined(__SANITIZE_THREAD__)
+    /* The case is about rates: the test trickles at 400 KiB/s against a node that, slowed ten
+     * times by ThreadSanitizer, pauses reading (legitimately, for memory) for as long as the
+     * good client's 72 MiB digest takes, longer than the kernel's buffers hold the trickle. The
+     * charging it tests runs on the loop thread only; ASan and the plain build run it. */
+    (void)trickle_big;
+    printf("trickle_big: skipped under ThreadSanitizer (rate-bound; loop-thread code only)\n");
+    return NULL;
+#else
     return tc("trickle_big", trickle_big);
+#endif
 }
 static TCase *tc_budget_wait(void)
 {
