@@ -150,6 +150,7 @@ void sut__node_stop(sut_node_t *n)
     close_handle((uv_handle_t *)&n->tick);
     close_handle((uv_handle_t *)&n->turn);
     close_handle((uv_handle_t *)&n->drain_timer);
+    sut__sessions_close_timer(&n->sessions);
     close_handle((uv_handle_t *)&n->sig_term);
     close_handle((uv_handle_t *)&n->sig_int);
     close_handle((uv_handle_t *)&n->sig_hup);
@@ -330,6 +331,7 @@ int sut__node_init(sut_node_t *n, uv_loop_t *loop, const sut_opts_t *opt, cmn_er
     if (rc < 0)
         return rc;
     init_parts(n);
+    sut__sessions_init_timer(&n->sessions, loop); /* after sut__sessions_init() */
     rc = sut__workers_init(&n->workers, &n->be, &n->done_q, n->pool, &n->budget, n->engines, eb);
     if (rc < 0)
         return rc;

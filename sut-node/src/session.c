@@ -30,6 +30,18 @@ static const int supported_codecs[] = {CMPR_NONE, CMPR_LZ4};
 #define FRAME_MIN_RATE (256u << 10) /* bytes per second */
 #define FRAME_RATE_WINDOW_MS 1000u
 
+/* Decoding (LZ4) runs on the I/O loop: a Query of big samples holds the loop for as long as its
+ * decode takes, and peers sending such Queries back to back (LZ4 bombs) can keep it decoding
+ * nearly all the time, every other peer waiting seconds for a turn. Per-event fairness: a Query
+ * whose decode took T >= DECODE_BIG_NS while n >= 2 sessions (itself included) did such decodes
+ * within the last DECODE_WINDOW_NS pauses its session's reading for T x n (from the end of its
+ * frame; a timer resumes it), so each decoder gets at most about 1/(n+1) of the loop and
+ * the rest is left to everyone else. A session whose decodes stay under DECODE_BIG_NS, or the one
+ * session decoding big samples, is never paused by this; nor is a frame ever paused half read,
+ * and the pause does not count against the peer in the frame-rate rule. */
+#define DECODE_BIG_NS 20000000u        /* 20 ms */
+#define DECODE_WINDOW_NS 1000000000ull /* 1 s */
+
 /* The metadata of one Sample is under 48 bytes: the metadata limit follows the in-flight limit,
  * so a Query's metadata is refused by its header before protobuf-c unpacks it. */
 #define META_PER_SAMPLE 64u
@@ -277,6 +289,7 @@ static int pend_push(sut_rec_t ***arr, size_t *cnt, size_t *cap, sut_rec_t *r)
  * (the write backlog above its high-water mark). While it reads nothing new, nothing new is queued
  * for it; write_timeout_ms later it is dropped if it still took nothing. */
 static int frame_top_up(sut_session_t *s);
+static void on_decode_timer(uv_timer_t *t);
 
 static void update_reading(sut_session_t *s)
 {
@@ -294,7 +307,9 @@ static void update_reading(sut_session_t *s)
      * a frame it has begun goes on while the budget can charge its next chunk (frame_top_up). */
     if (congested || s->inflight >= s->ss->env.opt->max_inflight || frame_top_up(s) < 0 ||
         (s->joined && !cmn_frame_decoder_partial(&s->conn.dec) &&
-         sut__budget_peer_used(&s->peer) > sut__budget_share(s->ss->env.budget)))
+         sut__budget_peer_used(&s->peer) > sut__budget_share(s->ss->env.budget)) ||
+        (s->decode_till_ns && !cmn_frame_decoder_partial(&s->conn.dec) &&
+         cmn_now_ns() < s->decode_till_ns))
         cmn_conn_read_pause(&s->conn);
     else if (s->conn.read_paused)
         cmn_conn_read_resume(&s->conn);
@@ -662,12 +677,77 @@ static int decoded_too_large(sut_session_t *s, const Nsut__Query *q)
     return 1;
 }
 
+static void arm_decode_timer(sut_sessions_t *ss, uint64_t due, uint64_t now)
+{
+    if (!ss->decode_timer_ready || (ss->decode_due_ns && ss->decode_due_ns <= due))
+        return;
+    ss->decode_due_ns = due;
+    uv_timer_start(&ss->decode_timer, on_decode_timer, (due - now + 999999u) / 1000000u, 0);
+}
+
+/* Resumes the sessions whose decode pause is over, and sets the timer for the next one. */
+static void on_decode_timer(uv_timer_t *t)
+{
+    sut_sessions_t *ss = t->data;
+    uint64_t now = cmn_now_ns(), next = 0;
+    sut_session_t *s;
+
+    ss->decode_due_ns = 0;
+    for (s = ss->head; s; s = s->next) {
+        if (!s->decode_till_ns || s->conn.closing)
+            continue;
+        if (s->decode_till_ns <= now) {
+            s->decode_till_ns = 0;
+            update_reading(s);
+        } else if (!next || s->decode_till_ns < next) {
+            next = s->decode_till_ns;
+        }
+    }
+    if (next)
+        arm_decode_timer(ss, next, now);
+}
+
+void sut__sessions_init_timer(sut_sessions_t *ss, uv_loop_t *loop)
+{
+    uv_timer_init(loop, &ss->decode_timer);
+    ss->decode_timer.data = ss;
+    ss->decode_timer_ready = 1;
+}
+
+void sut__sessions_close_timer(sut_sessions_t *ss)
+{
+    if (ss->decode_timer_ready && !uv_is_closing((uv_handle_t *)&ss->decode_timer))
+        uv_close((uv_handle_t *)&ss->decode_timer, NULL);
+    ss->decode_timer_ready = 0;
+}
+
+/* After a Query whose decode took decode_ns: the DECODE_* rule above. */
+static void charge_decode(sut_session_t *s, uint64_t decode_ns)
+{
+    uint64_t now;
+    uint32_t n = 0;
+    sut_session_t *it;
+
+    if (decode_ns < DECODE_BIG_NS)
+        return;
+    now = cmn_now_ns();
+    s->decode_big_ns = now;
+    for (it = s->ss->head; it; it = it->next)
+        if (it->decode_big_ns && now - it->decode_big_ns < DECODE_WINDOW_NS)
+            n++;
+    if (n >= 2) {
+        s->decode_till_ns = now + decode_ns * n;
+        arm_decode_timer(s->ss, s->decode_till_ns, now);
+    }
+}
+
 static void handle_query(sut_session_t *s, const Nsut__Query *q, const uint8_t *payload,
                          sut_nbatch_t *sink)
 {
     sut_sessions_t *ss = s->ss;
     const uint8_t *p = payload;
     uint64_t arrival = s->last_frame_ns;
+    uint64_t decode0 = ss->env.bt->st.decode_ns;
     cmn_errbuf_t eb;
     size_t i;
     int rc;
@@ -724,6 +804,7 @@ static void handle_query(sut_session_t *s, const Nsut__Query *q, const uint8_t *
         }
         ss->st.samples++;
     }
+    charge_decode(s, ss->env.bt->st.decode_ns - decode0);
     if (s->n_res)
         flush_results(s); /* rejected samples */
     update_reading(s);

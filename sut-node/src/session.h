@@ -53,6 +53,8 @@ struct sut_session {
     uint64_t frame_total;    /* the payload that frame buffer will hold when complete */
     uint64_t budget_wait_ns; /* reading paused since: the budget could not charge its next chunk */
     uint64_t sink_charge;    /* its sink batch's input on the peer's account, until handled */
+    uint64_t decode_big_ns;  /* its last Query whose decode took DECODE_BIG_NS (session.c) */
+    uint64_t decode_till_ns; /* reading paused until then for the decode time it took */
     sut_peer_t peer;         /* its account of the memory budget (budget.h), from its Hello */
     int joined;              /* the account counts among the budget's peers */
     uint64_t hb_frames;      /* conn.frames_out when the heartbeat clock last restarted */
@@ -109,10 +111,16 @@ struct sut_sessions {
     int spare_busy;
     uv_stream_t *refuse_pending;
     sut_sessions_stats_t st;
+    uv_timer_t decode_timer; /* resumes reading paused for decode time (decode_till_ns) */
+    int decode_timer_ready;
+    uint64_t decode_due_ns; /* when it fires, or 0 when not started */
 };
 
 void sut__sessions_init(sut_sessions_t *ss, uv_loop_t *loop, const sut_sessions_env_t *env);
 void sut__sessions_free(sut_sessions_t *ss);
+/* The timer that resumes sessions paused for their decode time: with the node's other handles. */
+void sut__sessions_init_timer(sut_sessions_t *ss, uv_loop_t *loop);
+void sut__sessions_close_timer(sut_sessions_t *ss);
 /* Accepts one connection from the tcp:// |server|, or the ucx:// connection request |in| (then
  * |server| is NULL); whatever fails, the listener keeps accepting. */
 void sut__sessions_accept(sut_sessions_t *ss, uv_stream_t *server, struct cmn_ucx_incoming *in);

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static long rss_kb(pid_t pid)
@@ -493,6 +494,164 @@ START_TEST(lz4_bomb)
     free(raw);
     free(wire);
     finish(&p, "lz4_bomb", idle, peak, 128 * 1024);
+}
+END_TEST
+
+/* ---- LZ4 bombs sent back to back: the I/O loop's time --------------------------------------- */
+
+enum { DB_CONNS = 3, DB_PER = 16, DB_RAW = 16 << 20, DB_QUERIES = 8 };
+
+typedef struct {
+    int port;
+    const void *const *ptrs;
+    const size_t *wsz, *rsz;
+    const int *codecs;
+} decode_bomber_t;
+
+static volatile sig_atomic_t bomber_stop;
+
+static void on_bomber_term(int sig)
+{
+    (void)sig;
+    bomber_stop = 1;
+}
+
+/* A child process (threads that exit crash ThreadSanitizer's runtime beside UCX's memory hooks):
+ * connects, and sends bombs as fast as the node takes them, draining whatever comes back; a
+ * dropped connection is made again. On SIGTERM it writes how many bomb Queries it sent whole to
+ * |out| and exits. */
+static void decode_bomber(const decode_bomber_t *b, int out)
+{
+    tn_client_t *c = calloc(1, sizeof(*c));
+    unsigned long frames = 0;
+    uint64_t id = 1;
+    static char sink[65536];
+
+    signal(SIGTERM, on_bomber_term);
+    while (c && !bomber_stop) {
+        if (handshake(c, b->port) < 0) {
+            tn_close(c);
+            usleep(50000);
+            continue;
+        }
+        send_timeout(c->fd, 1000);
+        while (!bomber_stop) {
+            if (tn_send_query(c, id, id, DB_PER, b->ptrs, b->wsz, b->rsz, b->codecs) < 0)
+                break;
+            id += DB_PER;
+            frames++;
+            while (recv(c->fd, sink, sizeof(sink), MSG_DONTWAIT) > 0)
+                ;
+        }
+        tn_close(c);
+    }
+    if (write(out, &frames, sizeof(frames)) != (ssize_t)sizeof(frames))
+        _exit(1);
+    _exit(0);
+}
+
+/* A good client: connect, Hello, then DB_QUERIES small samples one after the other, each answered
+ * OK (one answered REJECTED, the budget spent on the bombs for a moment, is sent again, as the
+ * QDL would, until |deadline|). Returns 1 when all were. */
+static int decode_good_client(int port, uint64_t deadline)
+{
+    int none = CMPR_NONE, ok = 1, q, r;
+    tn_client_t *c = calloc(1, sizeof(*c));
+    Nsut__HelloAck *ack = NULL;
+    uint64_t id = 1;
+
+    if (c && tn_connect(c, port) == 0)
+        ack = tn_handshake(c, &none, 1);
+    if (!ack)
+        ok = 0;
+    else
+        cmn_msg_free(&ack->base, NULL);
+    for (q = 0; ok && q < DB_QUERIES; q++) {
+        while ((r = query_ok(c, id++)) == 0 && cmn_now_ns() < deadline)
+            ;
+        ok = r == 1;
+    }
+    if (c)
+        tn_close(c);
+    free(c);
+    return ok;
+}
+
+START_TEST(decode_share)
+{
+    const char *args[] = {"--backend", "null", "--memory-budget", "2G", NULL};
+    const char *mul = getenv("CK_TIMEOUT_MULTIPLIER");
+    uint8_t *raw = calloc(1, DB_RAW), *wire = malloc(DB_RAW);
+    cmpr_ctx_t *ctx = cmpr_ctx_new();
+    const void *ptrs[DB_PER];
+    size_t wsz[DB_PER], rsz[DB_PER];
+    int codecs[DB_PER], c, k;
+    long cw, idle;
+    uint64_t t0, worst = 0,
+                 bound = 5000000000ull * (uint64_t)(mul && atoi(mul) > 0 ? atoi(mul) : 1);
+    unsigned long frames = 0;
+    decode_bomber_t bomb;
+    pid_t kid[DB_CONNS];
+    int fds[2];
+    tn_proc_t p;
+
+    ck_assert_ptr_nonnull(raw);
+    ck_assert_ptr_nonnull(wire);
+    ck_assert_ptr_nonnull(ctx);
+    cw = cmpr_compress(ctx, CMPR_LZ4, raw, DB_RAW, wire, DB_RAW); /* zeros: ~64 KiB */
+    ck_assert_int_gt(cw, 0);
+    for (k = 0; k < DB_PER; k++) {
+        ptrs[k] = wire;
+        wsz[k] = (size_t)cw;
+        rsz[k] = DB_RAW;
+        codecs[k] = CMPR_LZ4;
+    }
+    idle = start_node(&p, args);
+    /* 3 connections, each sending Queries of 16 x 16 MiB of zeros (~1 MiB on the wire) back to
+     * back: decoding them alone could keep the I/O loop busy all the time. */
+    bomb = (decode_bomber_t){p.port, ptrs, wsz, rsz, codecs};
+    ck_assert_int_eq(pipe(fds), 0);
+    for (c = 0; c < DB_CONNS; c++) {
+        kid[c] = fork();
+        ck_assert_int_ge(kid[c], 0);
+        if (kid[c] == 0) {
+            close(fds[0]);
+            decode_bomber(&bomb, fds[1]);
+        }
+    }
+    close(fds[1]);
+    sleep(2);
+    /* Good clients meanwhile, one after the other: connect, Hello, small samples answered. */
+    for (k = 0; k < 3; k++) {
+        int ok;
+        t0 = cmn_now_ns();
+        ok = decode_good_client(p.port, t0 + 2 * bound);
+        t0 = cmn_now_ns() - t0;
+        printf("decode_share: good client %d %s in %.2f s\n", k, ok ? "served" : "NOT served",
+               t0 / 1e9);
+        ck_assert_msg(ok, "good client %d was not served while the bombs ran", k);
+        worst = t0 > worst ? t0 : worst;
+        usleep(300000);
+    }
+    for (c = 0; c < DB_CONNS; c++) {
+        unsigned long n = 0;
+        int st;
+        kill(kid[c], SIGTERM);
+        if (read(fds[0], &n, sizeof(n)) == (ssize_t)sizeof(n))
+            frames += n;
+        waitpid(kid[c], &st, 0);
+    }
+    close(fds[0]);
+    printf("decode_share: %lu bomb Queries (%lu MiB decoded each) sent by %d connections; the "
+           "slowest good client took %.2f s (bound %.0f s)\n",
+           frames, (unsigned long)DB_PER * (DB_RAW >> 20), DB_CONNS, worst / 1e9, bound / 1e9);
+    ck_assert_msg(frames >= 2 * DB_CONNS, "the bombs were not sent (%lu Queries)", frames);
+    ck_assert_msg(worst <= bound, "a good client took %.2f s, over %.0f s, while bombs decoded",
+                  worst / 1e9, bound / 1e9);
+    cmpr_ctx_free(ctx);
+    free(raw);
+    free(wire);
+    finish(&p, "decode_share", idle, idle, 2048 * 1024);
 }
 END_TEST
 
@@ -979,6 +1138,10 @@ static TCase *tc_lz4_bomb(void)
 {
     return tc("lz4_bomb", lz4_bomb);
 }
+static TCase *tc_decode_share(void)
+{
+    return tc("decode_share", decode_share);
+}
 static TCase *tc_slow_frame(void)
 {
     return tc("slow_frame", slow_frame);
@@ -1028,4 +1191,4 @@ static TCase *tc_ping_slots(void)
 
 CHECK_MAIN("sut_memory", tc_no_read, tc_lz4_bomb, tc_slow_frame, tc_big_meta, tc_preauth_flood,
            tc_ping_idle, tc_ping_slots, tc_slow_readers, tc_greedy_share, tc_trickle_big,
-           tc_budget_wait)
+           tc_budget_wait, tc_decode_share)
