@@ -2,6 +2,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,5 +192,20 @@ int cmn_parse_size(const char *s, uint64_t *out)
     if (shift && v > (UINT64_MAX >> shift))
         return CMN_ECONFIG;
     *out = v << shift;
+    return 0;
+}
+
+int cmn_parse_option_num(const char *name, const char *v, int size, uint64_t min, uint64_t max,
+                         const char *unit, const char *why, uint64_t *out, cmn_errbuf_t *eb)
+{
+    uint64_t u;
+    int rc = size ? cmn_parse_size(v, &u) : cmn_parse_u64(v, &u);
+
+    if (rc < 0 || u < min || u > max)
+        return cmn_errf(eb, CMN_ECONFIG,
+                        "--%s: '%s' is not %s from %" PRIu64 " to %" PRIu64 "%s%s%s%s", name, v,
+                        size ? "a byte count (K, M, G suffixes)" : "an integer", min, max, unit,
+                        why ? " (" : "", why ? why : "", why ? ")" : "");
+    *out = u;
     return 0;
 }

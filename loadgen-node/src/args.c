@@ -294,16 +294,8 @@ static void usage(FILE *f)
  * of range alike, so that every refusal names the option, the value and what is allowed. */
 static int parse_num(const opt_t *d, const char *v, uint64_t *out, cmn_errbuf_t *eb)
 {
-    uint64_t u;
-    int rc = d->num == N_SIZE ? cmn_parse_size(v, &u) : cmn_parse_u64(v, &u);
-
-    if (rc < 0 || u < d->min || u > d->max)
-        return cmn_errf(eb, CMN_ECONFIG, "--%s: '%s' is not %s from %" PRIu64 " to %" PRIu64 "%s",
-                        d->name, v,
-                        d->num == N_SIZE ? "a byte count (K, M, G suffixes)" : "an integer", d->min,
-                        d->max, d->unit);
-    *out = u;
-    return 0;
+    return cmn_parse_option_num(d->name, v, d->num == N_SIZE, d->min, d->max, d->unit, NULL, out,
+                                eb);
 }
 
 static int set_user_conf(lg_args_t *o, const char *name, const char *v, uint64_t u,

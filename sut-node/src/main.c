@@ -164,13 +164,11 @@ static int set_num(sut_opts_t *o, const num_opt_t *n, const char *v, cmn_errbuf_
 {
     uint64_t u;
     uint32_t u32;
-    int rc = n->size_suffix ? cmn_parse_size(v, &u) : cmn_parse_u64(v, &u);
+    int rc =
+        cmn_parse_option_num(n->name, v, n->size_suffix, n->min, n->max, n->unit, n->why, &u, eb);
 
-    if (rc < 0 || u < n->min || u > n->max)
-        return cmn_errf(
-            eb, CMN_ECONFIG, "--%s: '%s' is not %s from %" PRIu64 " to %" PRIu64 "%s%s%s%s",
-            n->name, v, n->size_suffix ? "a byte count (K, M, G suffixes)" : "an integer", n->min,
-            n->max, n->unit, n->why ? " (" : "", n->why ? n->why : "", n->why ? ")" : "");
+    if (rc < 0)
+        return rc;
     if (n->width == sizeof(u32)) {
         u32 = (uint32_t)u; /* every 4-byte field's max fits */
         memcpy((char *)o + n->off, &u32, sizeof(u32));

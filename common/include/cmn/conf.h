@@ -43,4 +43,11 @@ int cmn_parse_bool(const char *s, int *out);
 /* A byte count with an optional K, M or G suffix (powers of 1024): "64K", "256M". */
 int cmn_parse_size(const char *s, uint64_t *out);
 
+/* A numeric option's value |v| (a byte count when |size|, else an integer) checked against
+ * [min, max]: junk, a sign, trailing characters, an overflow and a value out of range all give
+ * CMN_ECONFIG with "--NAME: 'V' is not an integer from MIN to MAXUNIT", plus " (WHY)" when |why|
+ * is not NULL, so every refusal names the option, the value and what is allowed. */
+int cmn_parse_option_num(const char *name, const char *v, int size, uint64_t min, uint64_t max,
+                         const char *unit, const char *why, uint64_t *out, cmn_errbuf_t *eb);
+
 #endif
