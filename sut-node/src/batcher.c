@@ -167,39 +167,6 @@ static void submit(sut_batcher_t *bt, sut_nbatch_t *nb)
     sut__workers_submit(bt->workers, nb);
 }
 
-static void dispatch(sut_batcher_t *bt, sut_nbatch_t *nb)
-{
-    sut_nbatch_t **tail;
-
-    /* A plugin backend (kserve, openai, onnx) receives each batch's response into buffers of its
-     * own while the batch runs, at most its declared output size per sample (the backend
-     * enforces it); the node charges that before it hands the batch over, until the batch comes
-     * back. The built-in backends complete from memory they hold whatever the load. A batch the
-     * budget cannot cover waits, in order, for running batches to give theirs back (release);
-     * with nothing running it goes anyway, charged: its samples were admitted, and only it can
-     * make progress. */
-    nb->resp_charge = bt->be->dl ? (uint64_t)nb->b.n * bt->be->info.output_size : 0;
-    nb->b.input_size = nb->used;
-    nb->dispatch_ns = cmn_now_ns();
-    bt->inflight++;
-    bt->st.batches++;
-    if (nb->resp_charge) {
-        if (!bt->held && sut__budget_take(bt->budget, nb->resp_charge) == 0) {
-            /* charged */
-        } else if (bt->inflight > bt->n_held + 1) {
-            nb->next = NULL;
-            for (tail = &bt->held; *tail; tail = &(*tail)->next)
-                ;
-            *tail = nb;
-            bt->n_held++;
-            return;
-        } else {
-            sut__budget_charge(bt->budget, nb->resp_charge);
-        }
-    }
-    submit(bt, nb);
-}
-
 /* Submits the held batches the budget now covers (the first one whatever it says once nothing
  * runs), in order. */
 static void submit_held(sut_batcher_t *bt)
@@ -217,6 +184,35 @@ static void submit_held(sut_batcher_t *bt)
         bt->n_held--;
         submit(bt, nb);
     }
+}
+
+static void dispatch(sut_batcher_t *bt, sut_nbatch_t *nb)
+{
+    sut_nbatch_t **tail;
+
+    /* A plugin backend (kserve, openai, onnx) receives each batch's response into buffers of its
+     * own while the batch runs, at most its declared output size per sample (the backend
+     * enforces it); the node charges that before it hands the batch over, until the batch comes
+     * back. The built-in backends complete from memory they hold whatever the load. A batch the
+     * budget cannot cover waits, in order, for running batches to give theirs back (release);
+     * with nothing running it goes anyway, charged: its samples were admitted, and only it can
+     * make progress. */
+    nb->resp_charge = bt->be->dl ? (uint64_t)nb->b.n * bt->be->info.output_size : 0;
+    nb->b.input_size = nb->used;
+    nb->dispatch_ns = cmn_now_ns();
+    bt->inflight++;
+    bt->st.batches++;
+    if (!nb->resp_charge) {
+        submit(bt, nb);
+        return;
+    }
+    /* Behind the batches already waiting, then through the same rule as they. */
+    nb->next = NULL;
+    for (tail = &bt->held; *tail; tail = &(*tail)->next)
+        ;
+    *tail = nb;
+    bt->n_held++;
+    submit_held(bt);
 }
 
 static void close_open_batch(sut_batcher_t *bt)
