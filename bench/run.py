@@ -46,6 +46,7 @@ class Env:
         self.official_root = ""
         self.tmp = tempfile.mkdtemp(prefix="mlperf-bench.")
         self.procs = []
+        self.errors = []  # runs that failed (not a missed target): the bench exits 1 when any did
         for p in (self.sut, self.lg, self.rawrr, self.qdlbench, self.spingaps):
             if not os.access(p, os.X_OK):
                 sys.exit(f"bench: {p} is missing; build first (bench/run.sh does)")
@@ -145,6 +146,7 @@ def loadgen(env, scenario, nodes, sets, extra=(), size=64, samples=1024, kind="r
     r["outdir"] = outdir
     if code not in (0, 1):
         r["error"] = err.strip().splitlines()[-1] if err.strip() else f"exit {code}"
+        env.errors.append(f"loadgen-node {scenario} ({' '.join(cmd[1:5])}...): {r['error']}")
     return r
 
 
@@ -355,6 +357,7 @@ def official_null(env, qps, sets):
     r = parse_summary(summary)
     if code != 0:
         r["error"] = err.strip().splitlines()[-1] if err.strip() else f"exit {code}"
+        env.errors.append(f"official LoadGen at {qps} QPS: {r['error']}")
     return r
 
 
@@ -501,6 +504,8 @@ def b4_name(env, t):
         for _ in range(env.runs):
             code, out, err = run_cmd([env.qdlbench, "--nodes", ",".join(n.addr for n in nodes), "--name-calls",
                                       "500" if env.quick else "2000"])
+            if code != 0:
+                env.errors.append(f"qdlbench over {count} node(s): exit {code}: {err.strip()[-300:]}")
             vals.append(json.loads(out)["name_p50_us"] if code == 0 else None)
         t.add(f"B4{'ab'[count > 1]}", f"Name() round trip p50, {count} node{'s' if count > 1 else ''}", "us", vals,
               target=lambda m, r: m < 200, note="< 200 us")
@@ -576,7 +581,8 @@ def b7_netns(env, t):
     out = os.path.join(env.tmp, "bench-lz4.json")
     code, _, err = run_cmd([script, "--build", env.build, "--runs", str(env.runs), "--out", out], timeout=900)
     if code != 0 or not os.path.exists(out):
-        print(f"B7n: skipped (bench-lz4.sh failed: {err.strip().splitlines()[-1] if err.strip() else code})")
+        why = err.strip().splitlines()[-1] if err.strip() else f"exit {code}"
+        env.errors.append(f"B7n: deploy/netns/bench-lz4.sh failed as root: {why}")
         return
     d = json.load(open(out))
     none = d["codecs"]["none"]["samples_per_second_runs"]
@@ -688,7 +694,7 @@ ROWS = {"ref": None, "B1": b1_server, "B2": b2_offline, "B3": b3_singlestream, "
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build-bench"))
-    ap.add_argument("--quick", action="store_true", help="short runs (the whole suite in under a minute)")
+    ap.add_argument("--quick", action="store_true", help="short runs (the whole suite in about two minutes)")
     ap.add_argument("--runs", type=int, default=3, help="runs per row (default 3)")
     ap.add_argument("--only", default="", help="comma-separated rows to run (B1,B2,...), references always")
     ap.add_argument("--json", default="", help="write the table here (default: bench-results.json in the build)")
@@ -741,6 +747,13 @@ def main():
             missed.append(r["row"] or f"{last} ({r['figure'].strip()})")
     if missed:
         print(f"bench: targets missed: {', '.join(missed)} (see bench/README.md for where the time goes)")
+    # A missed target or a step with no VALID run is a figure, not a failure (the machine is
+    # shared); a run that failed (a crash, a refused option, a timeout) is: the exit status then
+    # says the bench itself is broken, which is what CI's bench step checks.
+    if env.errors:
+        for e in env.errors:
+            print(f"bench: ERROR: {e}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

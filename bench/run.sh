@@ -3,7 +3,7 @@
 # every figure, its reference measured in the same run, and the ratio; also written as JSON.
 #
 #   bench/run.sh            the full suite (about 11 minutes; medians of 3 runs per row)
-#   bench/run.sh --quick    a short version (under a minute)
+#   bench/run.sh --quick    a short version (about two minutes on 2 cores)
 #   bench/run.sh --only B1,B3   some rows (the references always run)
 #   bench/run.sh --official-loadgen-root PATH   B1 adds the official LoadGen's reference row
 # More options: bench/run.py --help. bench/README.md holds the latest table and its analysis.
