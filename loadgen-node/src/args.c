@@ -207,7 +207,10 @@ static const opt_t options[] = {
          "put the date and time in the log file names"),
     FN("quiet", NULL, set_quiet, "do not print the summary at the end"),
     FN("progress", "WHEN", set_progress,
-       "auto (default: a live line when stderr is a terminal), on, off"),
+       "auto (default: a live line when stderr is a terminal, else\n"
+       "plain lines), on (the live line), lines, off"),
+    U64("progress-interval-ms", "N", log.progress_interval_ms, 100, LG_ARGS_MAX_MS, " ms",
+        "one plain progress line every N ms (default 10000)"),
     FLAG("sample-latencies", log.sample_latencies,
          "also write <prefix>sample_latencies.csv: sample_seq,scheduled_ns,\n"
          "latency_ns,...,ttft_ns,n_tokens,node_queue_ns,node_backend_ns,\n"
@@ -389,10 +392,12 @@ static int set_progress(lg_args_t *o, const char *name, const char *v, uint64_t 
         o->log.progress = LG_PROGRESS_AUTO;
     else if (strcmp(v, "on") == 0)
         o->log.progress = LG_PROGRESS_ON;
+    else if (strcmp(v, "lines") == 0)
+        o->log.progress = LG_PROGRESS_LINES;
     else if (strcmp(v, "off") == 0)
         o->log.progress = LG_PROGRESS_OFF;
     else
-        return cmn_errf(eb, CMN_ECONFIG, "--%s: '%s' is not auto, on or off", name, v);
+        return cmn_errf(eb, CMN_ECONFIG, "--%s: '%s' is not auto, on, lines or off", name, v);
     return 0;
 }
 

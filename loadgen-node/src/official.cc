@@ -257,7 +257,9 @@ int check_extras(const lg_log_settings_t *log, cmn_errbuf_t *eb)
 class Progress
 {
   public:
-    Progress(const char *phase, Qsl *qsl, qdl_t *qdl) : phase_(phase), qsl_(qsl), qdl_(qdl)
+    Progress(const char *phase, Qsl *qsl, qdl_t *qdl, bool plain, uint64_t interval_ms)
+        : phase_(phase), qsl_(qsl), qdl_(qdl), plain_(plain),
+          every_(plain ? static_cast<int64_t>(interval_ms ? interval_ms : 10000) : 250)
     {
         start_ = std::chrono::steady_clock::now();
         thread_ = std::thread([this] { Loop(); });
@@ -277,7 +279,7 @@ class Progress
     void Loop()
     {
         std::unique_lock<std::mutex> g(mu_);
-        while (!cv_.wait_for(g, std::chrono::milliseconds(250), [this] { return stop_; }))
+        while (!cv_.wait_for(g, std::chrono::milliseconds(every_), [this] { return stop_; }))
             Draw(false);
     }
     void Draw(bool final)
@@ -290,15 +292,27 @@ class Progress
         double el =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
         double rate = el > 0 ? static_cast<double>(done) / el : 0;
-        std::fprintf(stderr, "\r[official %s] %6.1fs  issued %llu  done %llu  %.0f/s\033[K%s",
-                     phase_, el, static_cast<unsigned long long>(qsl_->issued()),
-                     static_cast<unsigned long long>(done), rate, final ? "\n" : "");
+        char line[160];
+        std::snprintf(line, sizeof(line), "[official %s] %6.1fs  issued %llu  done %llu  %.0f/s",
+                      phase_, el, static_cast<unsigned long long>(qsl_->issued()),
+                      static_cast<unsigned long long>(done), rate);
+        if (plain_) {
+            // Plain lines for logs: none at all for a run shorter than one interval.
+            if (final && !drawn_)
+                return;
+            std::fprintf(stderr, "%s\n", line);
+        } else
+            std::fprintf(stderr, "\r%s\033[K%s", line, final ? "\n" : "");
+        drawn_++;
         std::fflush(stderr);
     }
 
     const char *phase_;
     Qsl *qsl_;
     qdl_t *qdl_;
+    bool plain_;
+    int64_t every_; // ms between two draws
+    uint64_t drawn_ = 0;
     std::chrono::steady_clock::time_point start_;
     std::mutex mu_;
     std::condition_variable cv_;
@@ -338,11 +352,13 @@ extern "C" int lg_official_run(const lg_official_args_t *a, lg_qsl_t *qsl,
     Qsl q(qsl);
     try {
         qdl_mlperf::NetworkQDL sut(*qdl_cfg, &q);
-        bool show = log->progress == LG_PROGRESS_ON ||
-                    (log->progress == LG_PROGRESS_AUTO && isatty(STDERR_FILENO));
+        lg_progress_t show = lg_progress_mode(log->progress);
         {
-            std::unique_ptr<Progress> p(show ? new Progress(a->scenario, &q, sut.handle())
-                                             : nullptr);
+            std::unique_ptr<Progress> p(show != LG_PROGRESS_OFF
+                                            ? new Progress(a->scenario, &q, sut.handle(),
+                                                           show == LG_PROGRESS_LINES,
+                                                           log->progress_interval_ms)
+                                            : nullptr);
             mlperf::StartTest(&sut, &q, ts, ls);
         }
         qdl_stats_print(sut.handle(), stderr);

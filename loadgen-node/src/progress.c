@@ -1,10 +1,13 @@
 #include "progress.h"
 
+#include "lg/lg.h"
+
 #include "cmn/clock.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 void lg__hist_reset(lg__hist_t *h)
 {
@@ -88,6 +91,16 @@ uint64_t lg__hist_count_from(lg__hist_t *h, uint64_t ns)
     return n;
 }
 
+lg_progress_t lg_progress_mode(lg_progress_t p)
+{
+    if (p == LG_PROGRESS_AUTO)
+        return isatty(STDERR_FILENO) ? LG_PROGRESS_ON : LG_PROGRESS_LINES;
+    return p;
+}
+
+/* A live line is redrawn this often; plain lines come every |interval_ns|. */
+#define LIVE_REDRAW_NS 250000000ull
+
 struct lg__progress {
     FILE *out;
     lg__progress_fn fn;
@@ -96,6 +109,9 @@ struct lg__progress {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int stop;
+    int plain;            /* lines ending in "\n", no "\r" or terminal codes */
+    uint64_t interval_ns; /* between two draws */
+    uint64_t drawn;       /* lines drawn so far (plain: a last line only after one) */
     uint64_t last_completed, last_ns;
     double rate;
 };
@@ -173,7 +189,14 @@ static void draw(lg__progress_t *p, int final)
     p->last_ns = now;
     p->last_completed = s.completed;
     lg__progress_format(line, sizeof(line), &s, p->rate);
-    fprintf(p->out, "\r%s\033[K%s", line, final ? "\n" : "");
+    if (p->plain) {
+        /* A run shorter than one interval prints nothing: its summary says it all. */
+        if (final && !p->drawn)
+            return;
+        fprintf(p->out, "%s\n", line);
+    } else
+        fprintf(p->out, "\r%s\033[K%s", line, final ? "\n" : "");
+    p->drawn++;
     fflush(p->out);
 }
 
@@ -185,7 +208,8 @@ static void *progress_main(void *arg)
     pthread_mutex_lock(&p->mu);
     while (!p->stop) {
         clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += 250000000L;
+        ts.tv_sec += (time_t)(p->interval_ns / 1000000000ull);
+        ts.tv_nsec += (long)(p->interval_ns % 1000000000ull);
         if (ts.tv_nsec >= 1000000000L) {
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000L;
@@ -202,7 +226,8 @@ static void *progress_main(void *arg)
     return NULL;
 }
 
-lg__progress_t *lg__progress_start(FILE *out, lg__progress_fn fn, void *arg)
+lg__progress_t *lg__progress_start(FILE *out, lg__progress_fn fn, void *arg, int plain,
+                                   uint64_t interval_ms)
 {
     lg__progress_t *p;
     pthread_condattr_t ca;
@@ -212,6 +237,8 @@ lg__progress_t *lg__progress_start(FILE *out, lg__progress_fn fn, void *arg)
     p = calloc(1, sizeof(*p));
     if (!p)
         return NULL;
+    p->plain = plain;
+    p->interval_ns = plain ? (interval_ms ? interval_ms : 10000) * 1000000ull : LIVE_REDRAW_NS;
     p->out = out;
     p->fn = fn;
     p->arg = arg;

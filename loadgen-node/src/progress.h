@@ -1,9 +1,11 @@
-/* The live one-line progress display, and the cheap latency histogram it reads.
+/* The progress display, and the cheap latency histogram it reads.
  *
  * A thread wakes a few times per second, asks its callback for a snapshot, and redraws one line
- * on the terminal ("\r...\033[K"): elapsed time, samples issued and completed, completions per
- * second, the latency (and, in a token run, TTFT and TPOT) at the judged percentile so far next to
- * the bound it is judged against, and an ETA. The hot path only adds to relaxed atomic counters. */
+ * on the terminal ("\r...\033[K"), or, for a log (stderr not a terminal, --progress lines),
+ * writes a plain line of its own every --progress-interval-ms: elapsed time, samples issued and
+ * completed, completions per second, the latency (and, in a token run, TTFT and TPOT) at the judged
+ * percentile so far next to the bound it is judged against, and an ETA. The hot path only adds to
+ * relaxed atomic counters. */
 #ifndef LG_PROGRESS_H
 #define LG_PROGRESS_H
 
@@ -50,9 +52,12 @@ typedef void (*lg__progress_fn)(void *arg, lg__progress_snap_t *snap);
 
 typedef struct lg__progress lg__progress_t;
 
-/* Starts the display on |out| (NULL is allowed: returns NULL and shows nothing). */
-lg__progress_t *lg__progress_start(FILE *out, lg__progress_fn fn, void *arg);
-/* Draws a last line, ends it with a newline and joins the thread. */
+/* Starts the display on |out| (NULL is allowed: returns NULL and shows nothing): a live line
+ * redrawn in place, or with |plain| a line of its own every |interval_ms| (0: 10 s). */
+lg__progress_t *lg__progress_start(FILE *out, lg__progress_fn fn, void *arg, int plain,
+                                   uint64_t interval_ms);
+/* Draws a last line (plain: only after an earlier one), ends it with a newline and joins the
+ * thread. */
 void lg__progress_stop(lg__progress_t *p);
 
 #endif

@@ -202,7 +202,8 @@ struct lg_run {
     /* harness.c: the SUT's counters when the series began. */
     lg_sut_health_t health0;
 
-    /* series.c: the live progress line. */
+    /* series.c: the progress display, an lg_progress_t: LG_PROGRESS_OFF, _ON (the live line)
+     * or _LINES (plain lines); the histograms are kept whenever it is not off. */
     int progress_on;
     lg__hist_t hist;
     lg__hist_t ttft_hist, tpot_hist; /* token runs */

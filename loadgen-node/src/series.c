@@ -150,7 +150,8 @@ int lg__series_run(lg_run_t *run, const lg_effective_settings_t *s, int accuracy
     start_real = cmn_realtime_ns();
     run->t0 = cmn_now_ns();
     if (run->progress_on)
-        prog = lg__progress_start(stderr, progress_snap, run);
+        prog = lg__progress_start(stderr, progress_snap, run, run->progress_on == LG_PROGRESS_LINES,
+                                  run->ls->progress_interval_ms);
 
     if (run->ls->issue_cpu >= 0 && (rc = lg__cpu_claim(&run->cpu, run->ls->issue_cpu)) < 0)
         cmn_log_warn("--issue-cpu %d: cannot give the issue thread that CPU alone (%s); it "

@@ -24,6 +24,7 @@ void lg_log_settings_init(lg_log_settings_t *ls)
     ls->suffix = "";
     ls->audit_config = "audit.config";
     ls->progress = LG_PROGRESS_AUTO;
+    ls->progress_interval_ms = 10000;
     ls->spin_ns = 30000;
     ls->spin_budget_pct = 100;
     ls->wait_spin_ns = 150000;
@@ -247,8 +248,7 @@ int lg_start_test(lg_sut_t *sut, lg_qsl_t *qsl, const lg_test_settings_t *settin
     rc = open_logs(run, log, eb);
     if (rc < 0)
         goto fail_logs;
-    run->progress_on = log->progress == LG_PROGRESS_ON ||
-                       (log->progress == LG_PROGRESS_AUTO && isatty(STDERR_FILENO));
+    run->progress_on = (int)lg_progress_mode(log->progress);
     run->verify_digest = log->verify_digest;
     if (run->verify_digest)
         lg_qsl_keep_digests(qsl, 1);

@@ -115,10 +115,14 @@ void lg_complete(lg_run_t *run, const lg_response_t *r, size_t n);
 void lg_first_token(lg_run_t *run, const lg_response_t *r, size_t n);
 
 typedef enum {
-    LG_PROGRESS_AUTO = -1, /* a live line on stderr when stderr is a terminal */
+    LG_PROGRESS_AUTO = -1, /* a live line when stderr is a terminal, else plain lines */
     LG_PROGRESS_OFF = 0,
-    LG_PROGRESS_ON = 1,
+    LG_PROGRESS_ON = 1,    /* a live line ("\r" and a terminal code) whatever stderr is */
+    LG_PROGRESS_LINES = 2, /* a plain line every progress_interval_ms (logs, CI, nohup) */
 } lg_progress_t;
+
+/* What |p| means for this process: LG_PROGRESS_OFF, _ON (live) or _LINES. */
+lg_progress_t lg_progress_mode(lg_progress_t p);
 
 /* LogSettings plus what this implementation adds. */
 typedef struct {
@@ -132,6 +136,8 @@ typedef struct {
      * "audit.config" in the working directory (the default). NULL: never. */
     const char *audit_config;
     lg_progress_t progress;
+    /* Plain progress lines: one every this many ms (default 10000). */
+    uint64_t progress_interval_ms;
     /* 0: wait for every response forever, as officially. Otherwise samples still outstanding
      * this long after the last issue are counted as lost (errors) and the run is INVALID. */
     uint64_t drain_timeout_ms;
