@@ -2,7 +2,8 @@
 # cmake/Packaging.cmake):
 #   daemon   sut-node, the onnx backend as a plugin (and the CUDA engine where it is built), the
 #            systemd unit and its config (/etc/mlperf/sut-node.conf)
-#   loadgen  loadgen-node, the shared QDL (libqdl.so.0), the deploy and data tools
+#   loadgen  loadgen-node, the deploy, data and submission tools
+#   lib      the shared QDL (libqdl.so.0)
 #   dev      qdl/qdl.h, sut/sut_backend.h, libqdl.so and libqdl.a, pkg-config files (qdl,
 #            sut-backend) and a CMake package (find_package(MLPerfNetwork))
 # Included by the top-level CMakeLists.txt after every module; the daemon's own install rules
@@ -57,7 +58,7 @@ set_target_properties(qdl_shared PROPERTIES OUTPUT_NAME qdl VERSION ${PROJECT_VE
                                             SOVERSION ${PROJECT_VERSION_MAJOR}
     LINK_DEPENDS ${PROJECT_SOURCE_DIR}/cmake/install/qdl.map)
 install(TARGETS qdl_shared
-        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT loadgen NAMELINK_SKIP)
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT lib NAMELINK_SKIP)
 install(TARGETS qdl_shared
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev NAMELINK_ONLY)
 
@@ -71,7 +72,80 @@ install(DIRECTORY deploy/k8s/ DESTINATION ${MLPN_DATADIR}/k8s COMPONENT loadgen
         FILES_MATCHING PATTERN "*.yaml")
 install(PROGRAMS deploy/k8s/check-manifests.py DESTINATION ${MLPN_DATADIR}/k8s COMPONENT loadgen)
 install(PROGRAMS loadgen-node/tools/accuracy_classification.py loadgen-node/tools/fmnist_to_npy.py
+                 loadgen-node/tools/llm_pickle_to_qsl.py loadgen-node/tools/make_llm_tokens.py
         DESTINATION ${MLPN_DATADIR}/tools COMPONENT loadgen)
+# The submission runner (submit.py and its netsub package; it finds netmeta.py at ../metadata).
+install(PROGRAMS deploy/submission/submit.py DESTINATION ${MLPN_DATADIR}/submission
+        COMPONENT loadgen)
+install(DIRECTORY deploy/submission/netsub DESTINATION ${MLPN_DATADIR}/submission
+        COMPONENT loadgen FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE)
+# The emulated fabric (network namespaces); its delay relay is a program, so in libexec.
+install(PROGRAMS deploy/netns/fabric.sh DESTINATION ${MLPN_DATADIR}/netns COMPONENT loadgen)
+if(TARGET delay-relay)
+    install(TARGETS delay-relay RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/mlperf-network
+            COMPONENT loadgen)
+endif()
+
+# ---- what every package carries: copyright, changelog, man pages ---------------------------------
+# /usr/share/doc/<package>/{copyright,changelog.gz} as Debian policy asks (a native package's
+# changelog is changelog.gz), from deploy/package/debian; the man pages from each program's --help.
+set(MLPN_CHANGELOG_DATE "")
+execute_process(COMMAND git -C ${PROJECT_SOURCE_DIR} log -1 --format=%H%n%aD
+                OUTPUT_VARIABLE _head OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET
+                RESULT_VARIABLE _git_rc)
+if(_git_rc EQUAL 0 AND _head MATCHES "^([0-9a-f]+)\n(.+)$")
+    set(MLPN_COMMIT ${CMAKE_MATCH_1})
+    set(MLPN_CHANGELOG_DATE "${CMAKE_MATCH_2}")
+else()
+    set(MLPN_COMMIT "unknown (not built from a git checkout)")
+    string(TIMESTAMP MLPN_CHANGELOG_DATE "%a, %d %b %Y %H:%M:%S +0000" UTC)
+endif()
+if(NOT DEFINED MLPN_PACKAGE_MAINTAINER)
+    set(MLPN_PACKAGE_MAINTAINER "MLPerf Network-division harness maintainers <mlperf-network@example.org>")
+endif()
+configure_file(deploy/package/debian/changelog.in ${PROJECT_BINARY_DIR}/install/changelog @ONLY)
+find_program(GZIP_PROGRAM gzip)
+find_program(HELP2MAN_PROGRAM help2man)
+set(_doc_files ${PROJECT_SOURCE_DIR}/deploy/package/debian/copyright)
+if(GZIP_PROGRAM)
+    # -n: no name or time stamp in the header, so the same input gives the same bytes.
+    execute_process(COMMAND ${GZIP_PROGRAM} -n -9 -f -k ${PROJECT_BINARY_DIR}/install/changelog)
+    list(APPEND _doc_files ${PROJECT_BINARY_DIR}/install/changelog.gz)
+endif()
+foreach(_c daemon loadgen lib dev)
+    set(_pkg_daemon mlperf-network-sut-node)
+    set(_pkg_loadgen mlperf-network-loadgen)
+    set(_pkg_lib libqdl0)
+    set(_pkg_dev mlperf-network-dev)
+    install(FILES ${_doc_files} DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/${_pkg_${_c}} COMPONENT ${_c})
+endforeach()
+# Man pages: help2man runs the built program's --help and --version (the target `manpages`;
+# deploy/package/build-debs.sh builds it and needs help2man). Without help2man, none is installed.
+if(HELP2MAN_PROGRAM AND GZIP_PROGRAM)
+    set(_man_outputs)
+    foreach(_prog_comp "sut-node|daemon|SUT daemon of the MLPerf Inference Network-division harness"
+                       "loadgen-node|loadgen|LoadGen node of the MLPerf Inference Network-division harness")
+        string(REPLACE "|" ";" _pc "${_prog_comp}")
+        list(GET _pc 0 _prog)
+        list(GET _pc 1 _comp)
+        list(GET _pc 2 _what)
+        if(NOT TARGET ${_prog})
+            continue()
+        endif()
+        set(_man ${PROJECT_BINARY_DIR}/install/man/${_prog}.1)
+        add_custom_command(OUTPUT ${_man}.gz
+            COMMAND ${CMAKE_COMMAND} -E make_directory ${PROJECT_BINARY_DIR}/install/man
+            COMMAND ${HELP2MAN_PROGRAM} --no-info --no-discard-stderr --name=${_what}
+                    --output=${_man} $<TARGET_FILE:${_prog}>
+            COMMAND ${GZIP_PROGRAM} -n -9 -f ${_man}
+            DEPENDS ${_prog}
+            COMMENT "man page of ${_prog} from its --help"
+            VERBATIM)
+        list(APPEND _man_outputs ${_man}.gz)
+        install(FILES ${_man}.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT ${_comp} OPTIONAL)
+    endforeach()
+    add_custom_target(manpages DEPENDS ${_man_outputs})
+endif()
 
 # ---- dev -----------------------------------------------------------------------------------------
 install(FILES qdl/include/qdl/qdl.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/qdl COMPONENT dev)

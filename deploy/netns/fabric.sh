@@ -28,7 +28,8 @@
 #   --port P            sut-node port (default 7000)
 #   --sut-node PATH     the sut-node binary (default build/sut-node/sut-node)
 #   --sut-args "ARGS"   extra sut-node arguments, split on spaces (e.g. "--backend digest")
-#   --relay PATH        the delay-relay binary (default build/deploy/netns/delay-relay)
+#   --relay PATH        the delay-relay binary (default build/deploy/netns/delay-relay, or
+#                       /usr/libexec/mlperf-network/delay-relay from the package)
 #   --connections N     connections per node the COMMAND opens (recorded in FABRIC_CONFIG)
 #   --tag TAG           namespace name prefix (default nf<PID>; unique per run)
 #   --timeout S         stop COMMAND after S seconds (default 600)
@@ -40,7 +41,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 prog=fabric.sh
 
-usage() { sed -n '2,36p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit "${1:-0}"; }
 die() { echo "$prog: $*" >&2; exit 3; }
 say() { [[ $quiet -eq 1 ]] || echo "$prog: $*" >&2; }
 
@@ -136,6 +137,9 @@ if [[ $gc_only -eq 1 ]]; then gc_stale; exit 0; fi
 [[ -n $sut_node && -x $sut_node ]] || die "no sut-node binary (build it, or give --sut-node PATH)"
 if ((delay_us > 0)); then
     [[ -n $relay ]] || relay=$root/build/deploy/netns/delay-relay
+    # Installed from the package: the script in /usr/share/mlperf-network/netns, the relay in
+    # /usr/libexec/mlperf-network.
+    [[ -x $relay ]] || relay=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)/libexec/mlperf-network/delay-relay
     [[ -x $relay ]] || die "--delay-us needs the delay-relay binary (build it, or give --relay PATH)"
 fi
 command -v timeout >/dev/null || die "'timeout' (coreutils) is missing"

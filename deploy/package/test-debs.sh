@@ -43,15 +43,30 @@ if [[ -z $debs ]]; then
 fi
 stage=$(mktemp -d /tmp/test-debs.XXXXXX)
 trap 'rm -rf "$stage"' EXIT
-cp "$debs"/mlperf-network-*.deb "$stage/"
+cp "$debs"/mlperf-network-*.deb "$debs"/libqdl0_*.deb "$stage/"
 cat >"$stage/inside.sh" <<'INSIDE'
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-apt-get install -y -qq --no-install-recommends ./mlperf-network-*.deb gcc libc6-dev pkg-config >/dev/null
-echo "test-debs: installed $(ls mlperf-network-*.deb | tr '\n' ' ')"
+apt-get install -y -qq --no-install-recommends ./*.deb gcc libc6-dev pkg-config man-db \
+    python3 python3-numpy python3-pandas >/dev/null
+echo "test-debs: installed $(ls ./*.deb | tr '\n' ' ')"
 sut-node --version
 loadgen-node --version
+# The man pages (from --help) and the tools a package user needs: LLM data, the submission
+# runner, the fabric; each answers --help from where the package put it.
+man -P cat sut-node | grep -q -- '--backend' || { echo "test-debs: no man page of sut-node"; exit 1; }
+man -P cat loadgen-node | grep -q -- '--scenario' || { echo "test-debs: no man page of loadgen-node"; exit 1; }
+share=/usr/share/mlperf-network
+for t in tools/make_llm_tokens.py tools/llm_pickle_to_qsl.py submission/submit.py netns/fabric.sh; do
+    "$share/$t" --help >/tmp/help.txt 2>&1 || { echo "test-debs: $share/$t --help failed:"; cat /tmp/help.txt; exit 1; }
+done
+[[ -x /usr/libexec/mlperf-network/delay-relay ]] || { echo "test-debs: no delay-relay"; exit 1; }
+# An LLM token QSL prepared with the packaged tools, as a user does from a data-set pickle.
+"$share/tools/make_llm_tokens.py" --out /tmp/llm.pkl --count 8 >/dev/null
+"$share/tools/llm_pickle_to_qsl.py" --pickle /tmp/llm.pkl --out-dir /tmp/llm-qsl
+[[ $(ls /tmp/llm-qsl | wc -l) -eq 8 ]] || { echo "test-debs: the LLM QSL has not 8 samples"; exit 1; }
+echo "test-debs: man pages, LLM data tools, the submission runner and the fabric script run from the package"
 
 cat >/tmp/q.c <<'C'
 #include <qdl/qdl.h>
