@@ -7,12 +7,14 @@
 #
 #   Usage: deploy/container/build-image.sh [--debs DIR] [--base IMAGE]
 #     --debs DIR     the .debs to install (default: build them in build-deb/)
-#     --base IMAGE   the Debian 12 base image (default: localhost/debian-debootstrap:12, imported
-#                    once from a debootstrap minbase root: no registry needed; only the Debian
-#                    mirror of this machine's apt sources, which the build's apt uses)
+#     --base IMAGE   the Debian 12 base image (default: localhost/debian-debootstrap:12, built
+#                    once by deploy/container/make-base.sh from a debootstrap minbase root: no
+#                    registry needed; only the Debian mirror of this machine's apt sources)
 #
-# Needs root and buildah (apt-get install buildah); the build runs with chroot isolation and the
-# host's network, so it works where no container runtime can start.
+# Needs root, buildah and debootstrap (apt-get install buildah debootstrap); the build runs with
+# chroot isolation and the host's network, so it works where no container runtime can start.
+# The image runs as the unprivileged user mlperf (10001) and carries OCI labels (version, the
+# commit, the creation time); Containerfile.gpu is its GPU variant (a recipe: see its header).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 debs="" base=localhost/debian-debootstrap:12
@@ -30,26 +32,8 @@ command -v buildah >/dev/null || { echo "build-image: buildah is missing (apt-ge
 version=$(sed -n 's/^project(mlperf_network VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")
 image=mlperf-network:$version
 
-if [[ $base == localhost/debian-debootstrap:12 ]] && ! buildah inspect --type image "$base" >/dev/null 2>&1; then
-    echo "build-image: importing $base from a debootstrap minbase root"
-    tarball=${FRESH_ROOT_TAR:-/tmp/fresh-root.tar.zst}
-    if [[ ! -s $tarball ]]; then
-        fresh=${FRESH_ROOT:-$root/../shared/tools/fresh-root.sh}
-        [[ -x $fresh ]] || { echo "build-image: no $tarball and no fresh-root tool to make it" >&2; exit 3; }
-        "$fresh" create
-    fi
-    ctr=$(buildah from scratch)
-    mnt=$(buildah mount "$ctr")
-    tar -x --numeric-owner -C "$mnt" --use-compress-program="zstd -d" -f "$tarball"
-    # The Debian entries of this machine's apt sources (a debootstrap root has none).
-    mkdir -p "$mnt/etc/apt/sources.list.d"
-    rm -f "$mnt/etc/apt/sources.list"
-    cp /etc/apt/sources.list.d/debian.sources "$mnt/etc/apt/sources.list.d/" 2>/dev/null ||
-        cp /etc/apt/sources.list "$mnt/etc/apt/"
-    buildah umount "$ctr" >/dev/null
-    buildah config --cmd /bin/bash "$ctr"
-    buildah commit -q "$ctr" "$base" >/dev/null
-    buildah rm "$ctr" >/dev/null
+if [[ $base == localhost/debian-debootstrap:12 ]]; then
+    "$root/deploy/container/make-base.sh" --image "$base"
 fi
 
 if [[ -z $debs ]]; then
@@ -59,8 +43,18 @@ fi
 ctx=$(mktemp -d /tmp/build-image.XXXXXX)
 trap 'rm -rf "$ctx"' EXIT
 cp "$debs"/mlperf-network-sut-node_*.deb "$debs"/mlperf-network-loadgen_*.deb "$ctx/"
+revision=$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)
 buildah bud -q --isolation chroot --network host --build-arg BASE="$base" \
+    --build-arg VERSION="$version" --build-arg REVISION="$revision" \
+    --build-arg CREATED="$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
     -f "$root/deploy/container/Containerfile" -t "$image" "$ctx" >/dev/null
+
+# Not root, and labelled: what an operator's admission policy and inventory read.
+user=$(buildah inspect --type image --format '{{.OCIv1.Config.User}}' "$image")
+[[ -n $user && ${user%%:*} != 0 && ${user%%:*} != root ]] || { echo "build-image: $image runs as '${user:-root}'" >&2; exit 1; }
+buildah inspect --type image --format '{{index .OCIv1.Config.Labels "org.opencontainers.image.revision"}}' "$image" |
+    grep -q "$revision" || { echo "build-image: $image lacks its revision label" >&2; exit 1; }
+echo "build-image: $image runs as $user, labelled with version $version and revision $revision"
 
 # The manifests against the image: its file system, mounted read-only through a working container.
 ctr=$(buildah from -q "$image")

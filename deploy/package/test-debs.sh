@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Debian packages, as an operator gets them: builds them (build-debs.sh), installs them with
-# apt into a pristine Debian 12 root (../shared/tools/fresh-root.sh: debootstrap minbase, nothing
-# else), then, with the installed files only: --version of both programs; a program compiled
+# apt into a pristine Debian 12 root (debootstrap minbase, nothing else: ../shared/tools/fresh-root.sh
+# where the project's shared tools are, else deploy/container/make-base.sh --tar and a chroot),
+# then, with the installed files only: --version of both programs; a program compiled
 # against the installed QDL, shared and static (pkg-config qdl) and the plugin ABI header; and a
 # loopback Server run, sut-node started with the installed /etc/mlperf/sut-node.conf, loadgen-node
 # through the network, the summary checked for a result and no errors, sut-node stopped cleanly.
@@ -11,8 +12,10 @@
 #                                               with -DCMAKE_INSTALL_PREFIX=/usr; the CTest test)
 #   deploy/package/test-debs.sh --debs DIR      test the .debs in DIR
 #
-# Exit 77 (skipped) when not root, without the fresh-root tool (FRESH_ROOT=path overrides
-# ../shared/tools/fresh-root.sh), or with --build of a folder whose prefix is not /usr. CI runs
+# Exit 77 (skipped) when not root, without debootstrap where the fresh-root tool is missing
+# (FRESH_ROOT=path overrides ../shared/tools/fresh-root.sh; MLPN_BASE_TAR the tarball made
+# otherwise, default /tmp/mlperf-network-base.tar.zst), or with --build of a folder whose prefix
+# is not /usr. CI runs
 # it (.ci/run, step packages).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -29,7 +32,11 @@ while [[ $# -gt 0 ]]; do
 done
 fresh=${FRESH_ROOT:-$root/../shared/tools/fresh-root.sh}
 [[ $(id -u) -eq 0 ]] || { echo "SKIP: test-debs needs root (apt and chroot in a fresh root)"; exit 77; }
-[[ -x $fresh ]] || { echo "SKIP: test-debs needs $fresh (the fresh-root tool)"; exit 77; }
+if [[ ! -x $fresh ]]; then
+    command -v debootstrap >/dev/null && command -v zstd >/dev/null ||
+        { echo "SKIP: test-debs needs $fresh (the fresh-root tool), or debootstrap and zstd"; exit 77; }
+    fresh=""
+fi
 
 if [[ -n $build ]]; then
     grep -q '^CMAKE_INSTALL_PREFIX:PATH=/usr$' "$build/CMakeCache.txt" || {
@@ -106,4 +113,26 @@ kill -TERM $sut
 wait $sut || { echo "test-debs: sut-node did not stop cleanly:"; cat /tmp/sut.log; exit 1; }
 echo "test-debs: the installed programs served a loopback Server run (loadgen-node exit $status)"
 INSIDE
-"$fresh" run "$stage" bash inside.sh
+if [[ -n $fresh ]]; then
+    "$fresh" run "$stage" bash inside.sh
+    exit
+fi
+# Without the shared tool: the repository's own base (deploy/container/make-base.sh), unpacked
+# into a throw-away root and entered with chroot in a private mount namespace.
+base=${MLPN_BASE_TAR:-/tmp/mlperf-network-base.tar.zst}
+"$root/deploy/container/make-base.sh" --tar "$base" >/dev/null
+r=$stage/root
+mkdir -p "$r"
+zstd -dc "$base" | tar -x --numeric-owner -C "$r"
+cp /etc/resolv.conf "$r/etc/resolv.conf"
+mkdir -p "$r/root/project"
+cp "$stage"/*.deb "$stage/inside.sh" "$r/root/project/"
+unshare --mount --propagation private -- bash -c '
+    set -e
+    r=$1
+    mount -t proc proc "$r/proc"
+    mount --rbind /dev "$r/dev"
+    mount -t sysfs sysfs "$r/sys"
+    mount -t tmpfs tmpfs "$r/tmp"
+    exec chroot "$r" /usr/bin/env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
+        bash -c "cd /root/project && bash inside.sh" </dev/null' _ "$r"

@@ -63,7 +63,8 @@ echo "test_scripts: program arguments: ok"
 unit=$tmp/sut-node.service
 sed "s#/usr/local/bin/sut-node#$sut_node#" "$deploy/systemd/sut-node.service" >"$unit"
 grep -q "^ExecStart=$sut_node --config /etc/mlperf/sut-node.conf$" "$unit" || fail "unexpected ExecStart in the unit"
-for key in Restart=on-failure LimitNOFILE= LimitMEMLOCK= TasksMax= MemoryMax= TimeoutStopSec= KillSignal=SIGTERM; do
+for key in Restart=on-failure LimitNOFILE= LimitMEMLOCK= TasksMax= MemoryMax= TimeoutStopSec= KillSignal=SIGTERM \
+    "DeviceAllow=char-infiniband_verbs rw" "DeviceAllow=/dev/infiniband/rdma_cm rw"; do
     grep -q "^$key" "$unit" || fail "the unit lacks $key"
 done
 if command -v systemd-analyze >/dev/null; then
@@ -84,6 +85,18 @@ else
         "$unit" || fail "systemd unit syntax"
     echo "test_scripts: systemd unit syntax: ok (systemd-analyze not installed)"
 fi
+# ---- the container recipes: every instruction known, the images not root, OCI labels
+for cf in "$deploy/container/Containerfile" "$deploy/container/Containerfile.gpu"; do
+    awk 'BEGIN {cont = 0}
+         /^[[:space:]]*#/ || /^[[:space:]]*$/ {next}
+         { if (!cont && $1 !~ /^(FROM|ARG|LABEL|COPY|RUN|ENV|USER|WORKDIR|EXPOSE|CMD|ENTRYPOINT)$/) {
+               print FILENAME ":" NR ": not an instruction: " $0; bad = 1 }
+           cont = /\\$/ }
+         END {exit bad}' "$cf" || fail "container recipe syntax: $cf"
+    grep -q '^USER 10001:10001$' "$cf" || fail "$cf does not run as the unprivileged user"
+    grep -q 'org.opencontainers.image.revision=' "$cf" || fail "$cf lacks the OCI revision label"
+done
+echo "test_scripts: container recipes: ok"
 # The example config starts the real daemon (its listen address replaced by a loopback port 0).
 grep -v '^listen' "$deploy/systemd/sut-node.conf" >"$tmp/sut-node.conf"
 "$sut_node" --config "$tmp/sut-node.conf" --listen 127.0.0.1:0 --port-file "$tmp/port" 2>"$tmp/sut.log" &
