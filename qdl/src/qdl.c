@@ -529,17 +529,23 @@ void qdl_stats_print(qdl_t *q, void *file)
     fprintf(f, "%-24s %-22s %-4s %10s %10s %8s %8s %8s %6s %6s %6s %10s %10s %12s %12s\n", "node",
             "address", "up", "sent", "completed", "failed", "redisp", "errors", "recon", "lost",
             "stalls", "rtt_min_us", "rtt_last_us", "bytes_out", "bytes_in");
-    for (i = 0; i < n; i++)
+    for (i = 0; i < n; i++) {
+        char rmin[24] = "-", rlast[24] = "-"; /* "-": no round trip measured yet */
+
+        if (st[i].rtt_ns_min)
+            snprintf(rmin, sizeof(rmin), "%.1f", (double)st[i].rtt_ns_min / 1e3);
+        if (st[i].rtt_ns_last)
+            snprintf(rlast, sizeof(rlast), "%.1f", (double)st[i].rtt_ns_last / 1e3);
         fprintf(f,
-                "%-24s %-22s %-4s %10llu %10llu %8llu %8llu %8llu %6llu %6llu %6llu %10.1f "
-                "%10.1f %12llu %12llu\n",
+                "%-24s %-22s %-4s %10llu %10llu %8llu %8llu %8llu %6llu %6llu %6llu %10s "
+                "%10s %12llu %12llu\n",
                 st[i].name, st[i].address, st[i].up ? "yes" : "no",
                 (unsigned long long)st[i].samples_sent, (unsigned long long)st[i].samples_completed,
                 (unsigned long long)st[i].samples_failed, (unsigned long long)st[i].redispatched,
                 (unsigned long long)st[i].errors, (unsigned long long)st[i].reconnects,
-                (unsigned long long)st[i].losses, (unsigned long long)st[i].stalls,
-                (double)st[i].rtt_ns_min / 1e3, (double)st[i].rtt_ns_last / 1e3,
+                (unsigned long long)st[i].losses, (unsigned long long)st[i].stalls, rmin, rlast,
                 (unsigned long long)st[i].bytes_out, (unsigned long long)st[i].bytes_in);
+    }
     free(st);
 }
 
@@ -557,6 +563,15 @@ static void json_str(FILE *f, const char *s)
     }
 }
 
+/* A round trip in us for JSON: null when none was measured (0 ns). */
+static const char *rtt_json(char *buf, size_t len, uint64_t ns)
+{
+    if (!ns)
+        return "null";
+    snprintf(buf, len, "%.1f", (double)ns / 1e3);
+    return buf;
+}
+
 int qdl_stats_write_json(qdl_t *q, void *file)
 {
     FILE *f = file;
@@ -568,6 +583,8 @@ int qdl_stats_write_json(qdl_t *q, void *file)
     fprintf(f, "{\"nodes\": [");
     for (i = 0; i < n; i++) {
         const qdl_node_stats_t *s = &st[i];
+        char rlast[24], rmin[24];
+
         fprintf(f, "%s\n  {\"name\": \"", i ? "," : "");
         json_str(f, s->name);
         fprintf(f, "\", \"address\": \"");
@@ -577,15 +594,15 @@ int qdl_stats_write_json(qdl_t *q, void *file)
                 "\"samples_completed\": %llu, \"samples_failed\": %llu, \"redispatched\": %llu, "
                 "\"errors\": %llu, \"reconnects\": %llu, \"losses\": %llu, \"stalls\": %llu, "
                 "\"inflight\": %llu, \"bytes_out\": %llu, \"bytes_in\": %llu, "
-                "\"rtt_us_last\": %.1f, \"rtt_us_min\": %.1f}",
+                "\"rtt_us_last\": %s, \"rtt_us_min\": %s}",
                 s->up ? "true" : "false", s->degraded ? "true" : "false",
                 (unsigned long long)s->samples_sent, (unsigned long long)s->samples_completed,
                 (unsigned long long)s->samples_failed, (unsigned long long)s->redispatched,
                 (unsigned long long)s->errors, (unsigned long long)s->reconnects,
                 (unsigned long long)s->losses, (unsigned long long)s->stalls,
                 (unsigned long long)s->inflight, (unsigned long long)s->bytes_out,
-                (unsigned long long)s->bytes_in, (double)s->rtt_ns_last / 1e3,
-                (double)s->rtt_ns_min / 1e3);
+                (unsigned long long)s->bytes_in, rtt_json(rlast, sizeof(rlast), s->rtt_ns_last),
+                rtt_json(rmin, sizeof(rmin), s->rtt_ns_min));
     }
     fprintf(f, "\n]}\n");
     free(st);
