@@ -65,7 +65,8 @@ install(TARGETS qdl_shared
 # Tools for the LoadGen host and the fleet, in <prefix>/share/mlperf-network.
 install(PROGRAMS deploy/tls/make-certs.sh DESTINATION ${MLPN_DATADIR}/tls COMPONENT loadgen)
 install(PROGRAMS deploy/metadata/netmeta.py DESTINATION ${MLPN_DATADIR}/metadata COMPONENT loadgen)
-install(PROGRAMS deploy/plot/latplot.py DESTINATION ${MLPN_DATADIR}/plot COMPONENT loadgen)
+install(PROGRAMS deploy/plot/latplot.py deploy/plot/runs.py DESTINATION ${MLPN_DATADIR}/plot
+        COMPONENT loadgen)
 install(PROGRAMS deploy/slurm/mlperf-network.sbatch DESTINATION ${MLPN_DATADIR}/slurm
         COMPONENT loadgen)
 install(DIRECTORY deploy/k8s/ DESTINATION ${MLPN_DATADIR}/k8s COMPONENT loadgen
