@@ -14,9 +14,10 @@ config names an inference checkout, and skipped otherwise).
 Finished steps are kept: run it again after an interruption and it goes on where it stopped;
 --redo STEP (a step name or a prefix such as resnet50/Server, or 'all') does steps again.
 Exit status: 0 when every step ran and the checker (when it ran) found no error, 1 when it found
-errors (printed), 2 for a bad config (one line naming the file, line, section and key) or
-arguments, 3 when a step failed, a log was refused or a write would land outside the output and
-work folders (a symbolic link in the tree). The config format is in netsub/config.py and
+errors or "accuracy not met" (printed), 2 for a bad config (one line naming the file, line,
+section and key) or arguments, 3 when a step failed, a log was refused, a write would land
+outside the output and work folders (a symbolic link in the tree), or a benchmark's official
+accuracy script lacks Python modules (named, before any step). The config format is in netsub/config.py and
 README.md beside this file.
 """
 import argparse
@@ -25,7 +26,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from netsub import provenance, tree  # noqa: E402
+from netsub import accuracy, provenance, tree  # noqa: E402
 from netsub.config import Config, ConfigError  # noqa: E402
 from netsub.confine import Outside, symlinks_under  # noqa: E402
 from netsub.runner import Runner, StepFailed  # noqa: E402
@@ -84,6 +85,14 @@ def main():
         for st in runner.plan():
             print(f"{'done ' if state.done(st[0]) else '     '} {st[0]}")
         return 0
+    missing = [p for p in (accuracy.problem(b, cfg.inference) for b in cfg.benchmarks) if p]
+    if missing:
+        for p in missing:
+            print(f"{PROG}: {p}", file=sys.stderr)
+        return 3
+    if not cfg.rules.from_checker:
+        print(f"{PROG}: note: the eligible benchmarks and their scenarios come from "
+              f"{cfg.rules.source}")
     links = symlinks_under(cfg.output)
     if links:
         print(f"{PROG}: {links[0]} is a symbolic link (to {os.readlink(links[0])}): refusing to "
@@ -130,8 +139,11 @@ def main():
             return 3
     print(f"\n{PROG}: the tree is in {cfg.output}"
           + ("" if a.submission else " (DRY RUN: not for submission)"))
-    if verdict.startswith("exit ") and not verdict.startswith("exit 0"):
-        print(f"{PROG}: the submission checker found errors (listed above)", file=sys.stderr)
+    if cfg.demo:
+        print(f"{PROG}: demo = yes: a CPU demo tree, not a Network-division result")
+    if runner.checker_problems:
+        print(f"{PROG}: the submission checker found errors or accuracy not met (listed above)",
+              file=sys.stderr)
         return 1
     return 0
 

@@ -76,7 +76,7 @@ class Box:
                             ["loadgen_node", sys.executable],
                             ["system_json", "system-base.json"],
                             ["deployment", "deployment.ini"],
-                            ["netmeta_flags", "--no-probe"]]),
+                            ["netmeta_flags", "--no-probe"], ["demo", "yes"]]),
             ("nodes", [["addresses", "127.0.0.1:7000,[::1]:7001"], ["flags", "--connections 1"]]),
             ("benchmark.resnet50", [["scenarios", "Offline, Server"], ["user_conf", "user.conf"],
                                     ["qsl", "--qsl-synthetic 64"], ["flags", ""],
@@ -152,6 +152,9 @@ def malformed_cases(box):
     S, N, B = "submission", "nodes", "benchmark.resnet50"
     valid = "".join(f"[{n}]\n" + "".join(f"{k} = {v}\n" for k, v in kvs) + "\n"
                     for n, kvs in box.sections())
+    llm = valid.replace("demo = yes\n", "").replace("[benchmark.resnet50]",
+                                                    "[benchmark.llama2-70b]").replace(
+        "tree_name = resnet\n", "")
     cases = [
         ("organization missing", (S, "organization", None), "organization"),
         ("system missing", (S, "system", None), "system"),
@@ -221,6 +224,21 @@ def malformed_cases(box):
         ("section twice", valid + "[nodes]\naddresses = a:1\n", "nodes"),
         ("not UTF-8", valid.encode() + b"[x]\nk = \xff\xfe\n", "UTF-8"),
         ("empty file", "", "submission"),
+        # The Network division takes the Datacenter suite only (the checker's MODEL_CONFIG).
+        ("resnet50 without demo = yes", (S, "demo", None), "not a benchmark of the v6.1 "
+         "Datacenter suite, the only one the Network division takes; eligible: 3d-unet-99, "),
+        ("demo neither yes nor no", (S, "demo", "maybe"), "demo"),
+        ("llama2-70b Offline only", llm.replace("Offline, Server", "Offline"),
+         "requires one of Server or Interactive beside Offline"),
+        ("llama2-70b without Offline", llm.replace("Offline, Server", "Server"),
+         "llama2-70b-99.9 requires Offline"),
+        ("llama2-70b SingleStream", llm.replace("Offline, Server", "Offline, SingleStream"),
+         "SingleStream is not a Datacenter scenario of llama2-70b-99.9"),
+        ("llama2-70b-99, a name the v6.1 checker does not know", llm.replace(
+            "[benchmark.llama2-70b]", "[benchmark.llama2-70b]\ntree_name = llama2-70b-99"),
+         "llama2-70b-99 is not a benchmark of the v6.1 Datacenter suite"),
+        ("interactive not a scenario", llm.replace("Offline, Server", "Offline, interactive"),
+         "scenarios"),
     ]
     for what, change, key in cases:
         if isinstance(change, tuple):
