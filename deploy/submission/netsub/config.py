@@ -3,7 +3,9 @@
     [submission]
     organization = ExampleOrg           ; submitter name in the tree (network/<org>/...)
     system = net2x_sim                  ; system name (results/<system>/..., systems/<system>.json)
-    division = network                  ; the Network division (closed is refused: not this harness)
+    division = network                  ; the Network division (closed is refused: not this harness);
+                                        ;  Datacenter-only: a benchmark outside the round's
+                                        ;  Datacenter suite is refused, naming the eligible ones
     version = v6.1                      ; checker version (--version of submission_checker)
     inference = /path/to/inference      ; your checkout of mlcommons/inference (checker, compliance
                                         ;  tests, accuracy scripts, log truncation)
@@ -15,29 +17,35 @@
     system_json = system-base.json      ; the rest of the system description (hardware, software)
     deployment = deployment.ini         ; deploy/metadata/netmeta.py config: the 13 network fields
     netmeta_flags = --query-nodes       ; extra netmeta.py flags (e.g. --no-probe)
+    demo = no                           ; yes: a CPU demo tree (resnet50), any benchmark and
+                                        ;  scenario set, not a Network result
 
     [nodes]
     addresses = 10.0.0.2:7000,10.0.0.3:7000
     flags = --connections 2 --tls-ca ca.pem   ; any further loadgen-node QDL flags
 
-    [benchmark.resnet50]                ; the model name as mlperf.conf spells it
-    scenarios = Offline, Server
-    user_conf = resnet50-user.conf
-    qsl = --qsl-npy imagenet_val.npy --compress lz4   ; loadgen-node QSL flags
-    flags = --set min_duration_ms=60000               ; any further loadgen-node flags
-    accuracy = python3 {inference}/vision/classification_and_detection/tools/accuracy-imagenet.py
-               --mlperf-accuracy-file {accuracy_log} --imagenet-val-file val_map.txt --dtype int32
-    compliance = TEST01, TEST04          ; default: what the rules require for the model
-    tree_name = resnet                   ; default: the checker's name for the model
-    verify_flags.TEST06 = --dtype int64 -e 2   ; extra run_verification.py flags, per test
-    measurements.input_data_types = int8 ; measurements.json fields (all five are required)
+    [benchmark.llama2-70b]              ; the model name as mlperf.conf spells it
+    scenarios = Offline, Server         ; the checker's Datacenter set for it (netsub/models.py):
+                                        ;  the LLMs take Offline plus Server and/or Interactive
+    user_conf = llama2-70b-user.conf
+    qsl = --qsl-npy open_orca_qsl       ; loadgen-node QSL flags
+    flags = --set min_duration_ms=600000              ; any further loadgen-node flags
+    accuracy = venv/bin/python3 {inference}/language/llama2-70b/evaluate-accuracy.py
+               --checkpoint-path Llama-2-70b-chat-hf --dataset-file open_orca.pkl
+               --mlperf-accuracy-file {accuracy_log} --dtype int32
+    accuracy_standin = python3 my_scorer.py {accuracy_log}   ; TESTS ONLY: replaces accuracy,
+                                        ;  the tree is marked not a valid result (accuracy.py)
+    compliance = TEST06                 ; default: the checker's models_TEST0x for the model
+    tree_name = llama2-70b-99.9         ; default: the checker's name for the model (models.py)
+    verify_flags.TEST06 = --dtype int32 -e 2   ; extra run_verification.py flags, per test
+    measurements.input_data_types = int32 ; measurements.json fields (all five are required)
     measurements.retraining = no
-    measurements.starting_weights_filename = resnet50_v1.onnx
-    measurements.weight_data_types = int8
+    measurements.starting_weights_filename = Llama-2-70b-chat-hf
+    measurements.weight_data_types = fp8
     measurements.weight_transformations = quantization
 
-Relative paths are taken from the config file's folder. In `accuracy`, {inference},
-{accuracy_log} (the run's mlperf_log_accuracy.json) and {scenario} are replaced.
+Relative paths are taken from the config file's folder. In `accuracy` (and `accuracy_standin`),
+{inference}, {accuracy_log} (the run's mlperf_log_accuracy.json) and {scenario} are replaced.
 
 The format is strict: a section or key not listed above, a missing required key, a name outside
 the checker's character set (netsub/names.py), a file that is not there, an unbalanced quote in a

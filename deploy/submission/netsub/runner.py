@@ -195,7 +195,9 @@ class Runner:
             f.write((accuracy.STANDIN_LINE + "\n" if b.standin else "") + out)
         self.command = f"cd {rundir}\n{cmd} > accuracy.txt"
         last = [ln for ln in out.splitlines() if ln.strip()]
-        return ("STAND-IN " if b.standin else "") + (last[-1][:80] if last else "no output")
+        verdict = last[-1][:80] if last else "no output"
+        return verdict if not b.standin or verdict.startswith("STAND-IN") else \
+            "STAND-IN: " + verdict
 
     def step_place(self, name, b, s):
         sdir = tree.scenario_dir(self.cfg, b, s)
