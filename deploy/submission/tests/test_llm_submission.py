@@ -66,10 +66,15 @@ TIMING = [
 ]
 
 
-def has_interactive(lg):
-    r = subprocess.run([lg, "--help"], capture_output=True, text=True, timeout=30)
-    return any("--scenario" in ln and "Interactive" in ln for ln in (r.stdout + r.stderr)
-               .splitlines())
+def has_interactive(lg, tmp):
+    """Whether loadgen-node takes --scenario Interactive: its option parser refuses the word
+    otherwise ('Interactive' is not SingleStream, ...). The probe is a one-query null-SUT run."""
+    out = os.path.join(tmp, "probe")
+    r = subprocess.run([lg, "--scenario", "Interactive", "--model", "llama3_1-8b", "--sut", "null",
+                        "--qsl-synthetic", "1", "--sample-size", "4", "--output-dir", out,
+                        "--set", "min_duration_ms=0", "--set", "min_query_count=1", "--quiet",
+                        "--progress", "off"], capture_output=True, text=True, timeout=60)
+    return "'Interactive' is not" not in r.stdout + r.stderr
 
 
 def user_conf(path, interactive):
@@ -114,12 +119,13 @@ def main():
         print("FAIL: the engine's Python packages are missing: "
               + r.stderr.strip().splitlines()[-1])
         return 1
-    interactive = has_interactive(lg)
     failures = []
     t0 = time.monotonic()
     tmp = tempfile.mkdtemp(prefix="submit_llm_")
     procs = et.Procs()
+    interactive = False
     try:
+        interactive = has_interactive(lg, tmp)
         tools = os.path.join(src, "loadgen-node", "tools")
         pkl, qsl = os.path.join(tmp, "tokens.pkl"), os.path.join(tmp, "qsl")
         subprocess.run([PY, os.path.join(tools, "make_llm_tokens.py"), "--out", pkl, "--count",
