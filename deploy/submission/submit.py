@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """submit.py: a Network-division submission in one command, from running nodes to a checked tree.
 
-    submit.py CONFIG --submission [--redo STEP ...] [--checker-flag FLAG ...]
-    submit.py CONFIG --dry-run    [--redo STEP ...]
+    submit.py CONFIG --submission [--redo STEP ...] [--inference-dir DIR] [--checker-flag FLAG ...]
+    submit.py CONFIG --dry-run    [--redo STEP ...] [--inference-dir DIR]
     submit.py CONFIG --list       (the steps and which are done)
 
 --submission runs every test with the unaltered official LoadGen (loadgen-node --loadgen
@@ -57,6 +57,9 @@ def main():
     mode.add_argument("--list", action="store_true", help="list the steps and exit")
     ap.add_argument("--redo", action="append", default=[], metavar="STEP",
                     help="do this step (or every step under this prefix, or 'all') again")
+    ap.add_argument("--inference-dir", metavar="DIR",
+                    help="the mlcommons/inference checkout (checker, compliance, accuracy "
+                         "scripts), over the config's inference =")
     ap.add_argument("--checker-flag", action="append", default=[], metavar="FLAG",
                     help="pass FLAG to the submission checker (e.g. --skip-dataset-size-check "
                          "for a rehearsal; never for the real submission)")
@@ -65,7 +68,7 @@ def main():
     # imports must not leave __pycache__ folders in it.
     os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     try:
-        cfg = Config(a.config)
+        cfg = Config(a.config, inference=a.inference_dir)
     except ConfigError as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2

@@ -12,8 +12,9 @@
     output = submission                 ; the tree's root (network/ goes inside)
     work = submission-work              ; logs, state and scratch of the runner (default <output>-work)
     loadgen_node = loadgen-node         ; the binary (built with -DMLPERF_LOADGEN_ROOT for --submission)
-    mlperf_conf = /path/mlperf.conf     ; read by the built-in scheduler (--dry-run); the official
-                                        ;  LoadGen uses the one compiled into it
+    mlperf_conf = /path/mlperf.conf     ; given to loadgen-node in both modes: the built-in
+                                        ;  scheduler reads it; --loadgen official refuses one that
+                                        ;  differs from the copy compiled into the LoadGen
     system_json = system-base.json      ; the rest of the system description (hardware, software)
     deployment = deployment.ini         ; deploy/metadata/netmeta.py config: the 13 network fields
     netmeta_flags = --query-nodes       ; extra netmeta.py flags (e.g. --no-probe)
@@ -327,7 +328,8 @@ def check_system_json(src, path):
 
 
 class Config:
-    def __init__(self, path):
+    def __init__(self, path, inference=None):
+        """|inference|: a checkout given on the command line (--inference-dir), over the key."""
         src = Source(path)
         self.path = src.path
         cp = src.cp
@@ -356,6 +358,10 @@ class Config:
             raise src.err(S, "version", f"{src.show(self.version)} is not a round such as v6.1 "
                           "(the checker's --version)")
         self.inference = src.location(S, "inference", "dir")
+        if inference is not None:
+            self.inference = os.path.abspath(inference)
+            if not os.path.isdir(self.inference):
+                raise ConfigError(f"--inference-dir {self.inference}: no such folder")
         if S in cp and cp[S].get("output") is not None and not cp[S]["output"].strip():
             raise src.err(S, "output", "is empty (leave the line out for the default, "
                           "submission)")

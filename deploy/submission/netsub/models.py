@@ -76,7 +76,7 @@ class Rules:
                            + (f"{path} is missing" if path else "no inference = checkout"))
             self.from_checker = False
         if version not in table:
-            raise RulesError(f"version {version} is not a round of {self.source} (it knows "
+            raise RulesError(f"{version} is not a round of {self.source} (it knows "
                              f"{', '.join(sorted(table))})")
         self.version = version
         self.base = table[version]

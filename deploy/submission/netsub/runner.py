@@ -86,7 +86,7 @@ class Runner:
         argv = [c.loadgen_node, "--loadgen", "builtin" if self.dry_run else "official",
                 "--scenario", scenario, "--model", bench.model, "--user-conf", bench.user_conf,
                 "--nodes", c.nodes, "--output-dir", outdir, "--progress", "off", "--quiet"]
-        if self.dry_run and c.mlperf_conf:
+        if c.mlperf_conf:  # --loadgen official checks it equals its compiled-in copy
             argv += ["--mlperf-conf", c.mlperf_conf]
         if mode:
             argv += ["--mode", mode]

@@ -150,7 +150,8 @@ def main():
 
         uc = os.path.join(tmp, "llm-user.conf")
         user_conf(uc, interactive)
-        cfg = fixture.write(tmp, addrs, lg, inference=inference, python=PY)
+        cfg = fixture.write(tmp, addrs, lg, inference=inference, python=PY,
+                            mlperf_conf=os.path.join(inference, "loadgen", "mlperf.conf"))
         system = json.load(open(os.path.join(tmp, "system-base.json")))
         system.update(system_type="datacenter", accelerator_model_name="tests/engines LLM engine",
                       framework="llm_engine.py (PyTorch, FastAPI) behind sut-node --backend openai")
