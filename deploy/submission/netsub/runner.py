@@ -416,6 +416,9 @@ class Runner:
         with open(self.log_path(name), errors="replace") as f:
             lines = f.read().splitlines()
         errors, unmet = checker_problems(lines)
+        if any(ln.startswith("Traceback") for ln in lines):
+            errors.append(f"the checker stopped with a Python error: {lines[-1].strip()} (see "
+                          f"{self.log_path(name)})")
         print(f"\nThe official submission checker (exit {rc}); its full output is in "
               f"{self.log_path(name)}:", file=self.out)
         for ln in errors + unmet:

@@ -18,8 +18,9 @@ The checker's output is kept in the build tree (its path is printed).
 Also checked, before the runs: without accuracy_standin the runner stops (exit 3, nothing
 written) naming the modules the official script lacks, where they are missing.
 
-Interactive needs loadgen-node --scenario Interactive (branch llmqsl); with a loadgen-node that
-lacks it, the llama3.1-8b half is reported NOT RUN (and the llama2-70b half runs alone).
+Interactive needs loadgen-node --scenario Interactive (branch llmqsl): once loadgen-node/README.md
+documents it, a loadgen-node that refuses it fails the test; before that, the llama3.1-8b half is
+reported NOT RUN (and the llama2-70b half runs alone).
 
     test_llm_submission.py LOADGEN_NODE SUT_NODE OPENAI_PLUGIN SOURCE_DIR ARTEFACT_DIR
 
@@ -126,6 +127,8 @@ def main():
     interactive = False
     try:
         interactive = has_interactive(lg, tmp)
+        with open(os.path.join(src, "loadgen-node", "README.md")) as f:
+            documented = "--scenario Interactive" in f.read()
         tools = os.path.join(src, "loadgen-node", "tools")
         pkl, qsl = os.path.join(tmp, "tokens.pkl"), os.path.join(tmp, "qsl")
         subprocess.run([PY, os.path.join(tools, "make_llm_tokens.py"), "--out", pkl, "--count",
@@ -161,6 +164,9 @@ def main():
         text += benchmark("llama2-70b", "Offline, Server", qsl, uc, ref)
         if interactive:
             text += benchmark("llama3_1-8b", "Offline, Interactive", qsl, uc, ref)
+        elif documented:
+            failures.append("loadgen-node/README.md documents --scenario Interactive, but this "
+                            "loadgen-node refuses it: the llama3.1-8b Interactive half cannot run")
         else:
             print("NOT RUN: llama3.1-8b Offline + Interactive: this loadgen-node has no "
                   "--scenario Interactive (branch llmqsl); the llama2-70b half runs alone")
