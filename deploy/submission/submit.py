@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """submit.py: a Network-division submission in one command, from running nodes to a checked tree.
 
-    submit.py CONFIG --submission [--redo STEP ...] [--checker-flag FLAG ...]
-    submit.py CONFIG --dry-run    [--redo STEP ...]
+    submit.py CONFIG --submission [--redo STEP ...] [--inference-dir DIR] [--checker-flag FLAG ...]
+    submit.py CONFIG --dry-run    [--redo STEP ...] [--inference-dir DIR]
     submit.py CONFIG --list       (the steps and which are done)
 
 --submission runs every test with the unaltered official LoadGen (loadgen-node --loadgen
@@ -14,9 +14,10 @@ config names an inference checkout, and skipped otherwise).
 Finished steps are kept: run it again after an interruption and it goes on where it stopped;
 --redo STEP (a step name or a prefix such as resnet50/Server, or 'all') does steps again.
 Exit status: 0 when every step ran and the checker (when it ran) found no error, 1 when it found
-errors (printed), 2 for a bad config (one line naming the file, line, section and key) or
-arguments, 3 when a step failed, a log was refused or a write would land outside the output and
-work folders (a symbolic link in the tree). The config format is in netsub/config.py and
+errors or "accuracy not met" (printed), 2 for a bad config (one line naming the file, line,
+section and key) or arguments, 3 when a step failed, a log was refused, a write would land
+outside the output and work folders (a symbolic link in the tree), or a benchmark's official
+accuracy script lacks Python modules (named, before any step). The config format is in netsub/config.py and
 README.md beside this file.
 """
 import argparse
@@ -25,7 +26,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from netsub import provenance, tree  # noqa: E402
+from netsub import accuracy, provenance, tree  # noqa: E402
 from netsub.config import Config, ConfigError  # noqa: E402
 from netsub.confine import Outside, symlinks_under  # noqa: E402
 from netsub.runner import Runner, StepFailed  # noqa: E402
@@ -56,6 +57,9 @@ def main():
     mode.add_argument("--list", action="store_true", help="list the steps and exit")
     ap.add_argument("--redo", action="append", default=[], metavar="STEP",
                     help="do this step (or every step under this prefix, or 'all') again")
+    ap.add_argument("--inference-dir", metavar="DIR",
+                    help="the mlcommons/inference checkout (checker, compliance, accuracy "
+                         "scripts), over the config's inference =")
     ap.add_argument("--checker-flag", action="append", default=[], metavar="FLAG",
                     help="pass FLAG to the submission checker (e.g. --skip-dataset-size-check "
                          "for a rehearsal; never for the real submission)")
@@ -64,7 +68,7 @@ def main():
     # imports must not leave __pycache__ folders in it.
     os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     try:
-        cfg = Config(a.config)
+        cfg = Config(a.config, inference=a.inference_dir)
     except ConfigError as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2
@@ -84,6 +88,14 @@ def main():
         for st in runner.plan():
             print(f"{'done ' if state.done(st[0]) else '     '} {st[0]}")
         return 0
+    missing = [p for p in (accuracy.problem(b, cfg.inference) for b in cfg.benchmarks) if p]
+    if missing:
+        for p in missing:
+            print(f"{PROG}: {p}", file=sys.stderr)
+        return 3
+    if not cfg.rules.from_checker:
+        print(f"{PROG}: note: the eligible benchmarks and their scenarios come from "
+              f"{cfg.rules.source}")
     links = symlinks_under(cfg.output)
     if links:
         print(f"{PROG}: {links[0]} is a symbolic link (to {os.readlink(links[0])}): refusing to "
@@ -130,8 +142,11 @@ def main():
             return 3
     print(f"\n{PROG}: the tree is in {cfg.output}"
           + ("" if a.submission else " (DRY RUN: not for submission)"))
-    if verdict.startswith("exit ") and not verdict.startswith("exit 0"):
-        print(f"{PROG}: the submission checker found errors (listed above)", file=sys.stderr)
+    if cfg.demo:
+        print(f"{PROG}: demo = yes: a CPU demo tree, not a Network-division result")
+    if runner.checker_problems:
+        print(f"{PROG}: the submission checker found errors or accuracy not met (listed above)",
+              file=sys.stderr)
         return 1
     return 0
 

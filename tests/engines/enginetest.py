@@ -75,6 +75,17 @@ def loadgen(lg, out, node, qsl, scenario, mode, sets, extra=(), timeout=120):
     return r.returncode, r.stdout + r.stderr
 
 
+def greedy(port, prompt, max_tokens, timeout=30):
+    """The engine's own greedy output for |prompt| (token IDs), asked directly (not streamed)."""
+    import urllib.request
+    body = json.dumps({"model": "model", "prompt": prompt, "max_tokens": max_tokens,
+                       "temperature": 0, "return_token_ids": True}).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", body,
+                                 {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.load(r)["choices"][0]["token_ids"]
+
+
 def accuracy_log(out):
     with open(os.path.join(out, "mlperf_log_accuracy.json")) as f:
         return json.load(f)

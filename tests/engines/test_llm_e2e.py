@@ -11,13 +11,11 @@ and TPOT.
 
 Exits 77 when the Python packages are missing (python3-torch, -fastapi, -uvicorn, -pandas).
 """
-import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import enginetest as et  # noqa: E402
@@ -25,16 +23,6 @@ import enginetest as et  # noqa: E402
 MAX_TOKENS = 24
 EOS = 2
 N_PROMPTS = 24
-
-
-def direct(port, prompt):
-    """The engine's own greedy output, asked directly (not streamed)."""
-    body = json.dumps({"model": "model", "prompt": prompt, "max_tokens": MAX_TOKENS,
-                       "temperature": 0, "return_token_ids": True}).encode()
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", body,
-                                 {"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=30) as r:
-        return json.load(r)["choices"][0]["token_ids"]
 
 
 def check_tokens(tag, log, prompts, ref):
@@ -87,7 +75,7 @@ def main():
         eng = procs.start([et.PY, os.path.join(src, "tests", "engines", "llm_engine.py"),
                            "--port-file", eport_file, "--eos", str(EOS)], elog)
         eport = et.wait_port(eport_file, eng, elog, timeout=40)
-        ref = [direct(eport, p) for p in prompts]
+        ref = [et.greedy(eport, p, MAX_TOKENS) for p in prompts]
         print(f"engine on port {eport}: reference outputs of {len(ref)} prompts, "
               f"{min(map(len, ref))}..{max(map(len, ref))} tokens")
 

@@ -3,41 +3,50 @@
     [submission]
     organization = ExampleOrg           ; submitter name in the tree (network/<org>/...)
     system = net2x_sim                  ; system name (results/<system>/..., systems/<system>.json)
-    division = network                  ; the Network division (closed is refused: not this harness)
+    division = network                  ; the Network division (closed is refused: not this harness);
+                                        ;  Datacenter-only: a benchmark outside the round's
+                                        ;  Datacenter suite is refused, naming the eligible ones
     version = v6.1                      ; checker version (--version of submission_checker)
     inference = /path/to/inference      ; your checkout of mlcommons/inference (checker, compliance
                                         ;  tests, accuracy scripts, log truncation)
     output = submission                 ; the tree's root (network/ goes inside)
     work = submission-work              ; logs, state and scratch of the runner (default <output>-work)
     loadgen_node = loadgen-node         ; the binary (built with -DMLPERF_LOADGEN_ROOT for --submission)
-    mlperf_conf = /path/mlperf.conf     ; read by the built-in scheduler (--dry-run); the official
-                                        ;  LoadGen uses the one compiled into it
+    mlperf_conf = /path/mlperf.conf     ; given to loadgen-node in both modes: the built-in
+                                        ;  scheduler reads it; --loadgen official refuses one that
+                                        ;  differs from the copy compiled into the LoadGen
     system_json = system-base.json      ; the rest of the system description (hardware, software)
     deployment = deployment.ini         ; deploy/metadata/netmeta.py config: the 13 network fields
     netmeta_flags = --query-nodes       ; extra netmeta.py flags (e.g. --no-probe)
+    demo = no                           ; yes: a CPU demo tree (resnet50), any benchmark and
+                                        ;  scenario set, not a Network result
 
     [nodes]
     addresses = 10.0.0.2:7000,10.0.0.3:7000
     flags = --connections 2 --tls-ca ca.pem   ; any further loadgen-node QDL flags
 
-    [benchmark.resnet50]                ; the model name as mlperf.conf spells it
-    scenarios = Offline, Server
-    user_conf = resnet50-user.conf
-    qsl = --qsl-npy imagenet_val.npy --compress lz4   ; loadgen-node QSL flags
-    flags = --set min_duration_ms=60000               ; any further loadgen-node flags
-    accuracy = python3 {inference}/vision/classification_and_detection/tools/accuracy-imagenet.py
-               --mlperf-accuracy-file {accuracy_log} --imagenet-val-file val_map.txt --dtype int32
-    compliance = TEST01, TEST04          ; default: what the rules require for the model
-    tree_name = resnet                   ; default: the checker's name for the model
-    verify_flags.TEST06 = --dtype int64 -e 2   ; extra run_verification.py flags, per test
-    measurements.input_data_types = int8 ; measurements.json fields (all five are required)
+    [benchmark.llama2-70b]              ; the model name as mlperf.conf spells it
+    scenarios = Offline, Server         ; the checker's Datacenter set for it (netsub/models.py):
+                                        ;  the LLMs take Offline plus Server and/or Interactive
+    user_conf = llama2-70b-user.conf
+    qsl = --qsl-npy open_orca_qsl       ; loadgen-node QSL flags
+    flags = --set min_duration_ms=600000              ; any further loadgen-node flags
+    accuracy = venv/bin/python3 {inference}/language/llama2-70b/evaluate-accuracy.py
+               --checkpoint-path Llama-2-70b-chat-hf --dataset-file open_orca.pkl
+               --mlperf-accuracy-file {accuracy_log} --dtype int32
+    accuracy_standin = python3 my_scorer.py {accuracy_log}   ; TESTS ONLY: replaces accuracy,
+                                        ;  the tree is marked not a valid result (accuracy.py)
+    compliance = TEST06                 ; default: the checker's models_TEST0x for the model
+    tree_name = llama2-70b-99.9         ; default: the checker's name for the model (models.py)
+    verify_flags.TEST06 = --dtype int32 -e 2   ; extra run_verification.py flags, per test
+    measurements.input_data_types = int32 ; measurements.json fields (all five are required)
     measurements.retraining = no
-    measurements.starting_weights_filename = resnet50_v1.onnx
-    measurements.weight_data_types = int8
+    measurements.starting_weights_filename = Llama-2-70b-chat-hf
+    measurements.weight_data_types = fp8
     measurements.weight_transformations = quantization
 
-Relative paths are taken from the config file's folder. In `accuracy`, {inference},
-{accuracy_log} (the run's mlperf_log_accuracy.json) and {scenario} are replaced.
+Relative paths are taken from the config file's folder. In `accuracy` (and `accuracy_standin`),
+{inference}, {accuracy_log} (the run's mlperf_log_accuracy.json) and {scenario} are replaced.
 
 The format is strict: a section or key not listed above, a missing required key, a name outside
 the checker's character set (netsub/names.py), a file that is not there, an unbalanced quote in a
@@ -55,51 +64,32 @@ import shutil
 import string
 
 from .confine import Confine
+from .models import RUNS_TESTS, Rules, RulesError
 from .names import name_problem
 
-# The checker's model names (tools/submission/submission_checker/constants.py, model_mapping).
-TREE_NAME = {"resnet50": "resnet", "ssd-resnet34": "retinanet", "llama3_1-405b": "llama3.1-405b",
-             "llama3_1-8b": "llama3.1-8b"}
-
-# Compliance tests the rules require per model (the checker's models_TEST01/04/06 of v6.x).
-TEST01 = {"resnet", "retinanet", "bert-99", "bert-99.9", "dlrm-v2-99", "dlrm-v2-99.9",
-          "3d-unet-99", "3d-unet-99.9", "stable-diffusion-xl", "rgat", "pointpainting", "whisper",
-          "yolo-99", "yolo-95"}
-TEST04 = {"resnet", "stable-diffusion-xl", "pointpainting"}
-TEST06 = {"llama2-70b-99", "llama2-70b-99.9", "llama2-70b-interactive-99",
-          "llama2-70b-interactive-99.9", "llama3.1-405b", "llama3.1-8b", "mixtral-8x7b",
-          "deepseek-r1"}
-COMPLIANCE_TESTS = ("TEST01", "TEST04", "TEST06")
+COMPLIANCE_TESTS = RUNS_TESTS
 
 MEASUREMENT_FIELDS = ["input_data_types", "retraining", "starting_weights_filename",
                       "weight_data_types", "weight_transformations"]
 
-SCENARIOS = ["SingleStream", "MultiStream", "Server", "Offline"]
+# Interactive: the LLM scenario (Server scheduling with mlperf.conf's <model>-interactive settings,
+# loadgen-node --scenario Interactive), its own folder in the tree.
+SCENARIOS = ["SingleStream", "MultiStream", "Server", "Offline", "Interactive"]
 
 # The schema: every key each section may hold (anything else is refused, so that a misspelt key
 # is not silently ignored).
 SUBMISSION_KEYS = ("organization", "system", "division", "version", "inference", "output", "work",
-                   "loadgen_node", "mlperf_conf", "system_json", "deployment", "netmeta_flags")
+                   "loadgen_node", "mlperf_conf", "system_json", "deployment", "netmeta_flags",
+                   "demo")
 NODES_KEYS = ("addresses", "flags")
-BENCHMARK_KEYS = (("scenarios", "user_conf", "qsl", "flags", "accuracy", "compliance",
-                   "tree_name") + tuple("measurements." + k for k in MEASUREMENT_FIELDS)
+BENCHMARK_KEYS = (("scenarios", "user_conf", "qsl", "flags", "accuracy", "accuracy_standin",
+                   "compliance", "tree_name") + tuple("measurements." + k for k in MEASUREMENT_FIELDS)
                   + tuple("verify_flags." + t for t in COMPLIANCE_TESTS))
 ACCURACY_FIELDS = ("inference", "accuracy_log", "scenario")
 
 
 class ConfigError(Exception):
     pass
-
-
-def required_compliance(tree_name):
-    tests = []
-    if tree_name in TEST01:
-        tests.append("TEST01")
-    if tree_name in TEST04:
-        tests.append("TEST04")
-    if tree_name in TEST06:
-        tests.append("TEST06")
-    return tests
 
 
 def key_lines(text):
@@ -240,7 +230,7 @@ class Source:
 
 
 class Benchmark:
-    def __init__(self, src, section):
+    def __init__(self, src, section, rules, demo):
         sec = src.cp[section]
         src.check_keys(section, BENCHMARK_KEYS)
         self.model = section[len("benchmark."):]
@@ -249,44 +239,66 @@ class Benchmark:
             raise src.err(section, None, f"the model name {src.show(self.model)} {why}")
         tn = sec.get("tree_name")
         self.tree_name = src.name(section, "tree_name", tn.strip() if tn is not None
-                                  else TREE_NAME.get(self.model, self.model))
+                                  else rules.tree_name(self.model))
+        eligible = rules.datacenter()
+        if not demo and self.tree_name not in eligible:
+            raise src.err(section, "tree_name" if tn is not None else None,
+                          f"{self.tree_name} is not a benchmark of the {rules.version} "
+                          "Datacenter suite, the only one the Network division takes; eligible: "
+                          f"{', '.join(eligible)} ({rules.source}); demo = yes in [submission] "
+                          "makes a CPU demo tree, not a Network result")
         self.scenarios = src.one_of(section, "scenarios", src.get(
             section, "scenarios", required="e.g. Offline, Server"), SCENARIOS)
+        why = None if demo else rules.scenario_problem(self.tree_name, self.scenarios)
+        if why:
+            raise src.err(section, "scenarios", why)
         self.user_conf = src.location(section, "user_conf", "file", required="it is copied "
                                       "into the tree, and the official LoadGen reads it")
         self.qsl = src.words(section, "qsl")
         if not self.qsl:
             raise src.err(section, "qsl", "is required (loadgen-node QSL flags)")
         self.flags = src.words(section, "flags")
-        self.accuracy = " ".join(src.get(section, "accuracy", required="the command that prints "
-                                         "the accuracy line the checker reads").split())
-        check_accuracy_fields(src, section, self.accuracy)
+        self.standin = src.get(section, "accuracy_standin")
+        self.accuracy = " ".join(src.get(section, "accuracy", required=None if self.standin else
+                                         "the command that prints the accuracy line the "
+                                         "checker reads", default="").split())
+        check_accuracy_fields(src, section, "accuracy", self.accuracy)
+        if self.standin:
+            self.standin = " ".join(self.standin.split())
+            check_accuracy_fields(src, section, "accuracy_standin", self.standin)
         comp = sec.get("compliance")
-        self.compliance = (src.one_of(section, "compliance", comp, COMPLIANCE_TESTS)
-                           if comp is not None else required_compliance(self.tree_name))
+        if comp is not None:
+            self.compliance = src.one_of(section, "compliance", comp, COMPLIANCE_TESTS)
+        else:
+            self.compliance = rules.compliance(self.tree_name)
+            other = [t for t in self.compliance if t not in COMPLIANCE_TESTS]
+            if other:
+                raise src.err(section, None, f"{self.tree_name} needs {', '.join(other)} "
+                              f"({rules.source}), which this runner does not run (it runs "
+                              f"{', '.join(COMPLIANCE_TESTS)})")
         self.measurements = {k: src.get(section, "measurements." + k,
                                         required="a measurements.json field the checker requires")
                              for k in MEASUREMENT_FIELDS}
         self.verify_flags = {t: src.words(section, "verify_flags." + t) for t in COMPLIANCE_TESTS}
 
 
-def check_accuracy_fields(src, section, cmd):
-    """accuracy = may hold {inference}, {accuracy_log} and {scenario}, nothing else in braces
+def check_accuracy_fields(src, section, key, cmd):
+    """accuracy = (and accuracy_standin =) may hold {inference}, {accuracy_log} and {scenario}, nothing else in braces
     ({{ and }} for a literal brace)."""
     try:
         fields = [f for _, f, _, _ in string.Formatter().parse(cmd) if f is not None]
     except ValueError as e:
-        raise src.err(section, "accuracy",
+        raise src.err(section, key,
                       f"{e} (write {{{{ and }}}} for a literal brace)") from None
     for f in fields:
         if f not in ACCURACY_FIELDS:
-            raise src.err(section, "accuracy", "{" + f + "} is not one of "
+            raise src.err(section, key, "{" + f + "} is not one of "
                           + ", ".join("{" + a + "}" for a in ACCURACY_FIELDS)
                           + " (write {{ and }} for a literal brace)")
     try:  # what the runner will do with it (a field nested in a format spec, a bad spec)
         cmd.format(**{a: "x" for a in ACCURACY_FIELDS})
     except (KeyError, IndexError, ValueError, AttributeError) as e:
-        raise src.err(section, "accuracy", f"cannot fill in the fields: {e!r} (write {{{{ and "
+        raise src.err(section, key, f"cannot fill in the fields: {e!r} (write {{{{ and "
                       f"}}}} for a literal brace)") from None
 
 
@@ -316,7 +328,8 @@ def check_system_json(src, path):
 
 
 class Config:
-    def __init__(self, path):
+    def __init__(self, path, inference=None):
+        """|inference|: a checkout given on the command line (--inference-dir), over the key."""
         src = Source(path)
         self.path = src.path
         cp = src.cp
@@ -345,6 +358,10 @@ class Config:
             raise src.err(S, "version", f"{src.show(self.version)} is not a round such as v6.1 "
                           "(the checker's --version)")
         self.inference = src.location(S, "inference", "dir")
+        if inference is not None:
+            self.inference = os.path.abspath(inference)
+            if not os.path.isdir(self.inference):
+                raise ConfigError(f"--inference-dir {self.inference}: no such folder")
         if S in cp and cp[S].get("output") is not None and not cp[S]["output"].strip():
             raise src.err(S, "output", "is empty (leave the line out for the default, "
                           "submission)")
@@ -373,7 +390,15 @@ class Config:
         self.nodes = check_addresses(src, src.get("nodes", "addresses",
                                                   required="host:port,... of the sut-nodes"))
         self.node_flags = src.words("nodes", "flags")
-        self.benchmarks = [Benchmark(src, name) for name in cp.sections()
+        try:
+            self.rules = Rules(self.inference, self.version)
+        except RulesError as e:
+            raise src.err(S, "version", str(e)) from None
+        self.demo = src.get(S, "demo", "no")
+        if self.demo not in ("yes", "no"):
+            raise src.err(S, "demo", f"{src.show(self.demo)} is not yes or no")
+        self.demo = self.demo == "yes"
+        self.benchmarks = [Benchmark(src, name, self.rules, self.demo) for name in cp.sections()
                            if name.startswith("benchmark.")]
         if not self.benchmarks:
             raise ConfigError(f"{self.path}: no [benchmark.MODEL] section")

@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import sys
 
-from . import provenance, tree
+from . import accuracy, provenance, tree
 from .confine import Outside, symlinks_under
 from .progress import Progress
 
@@ -40,6 +40,7 @@ class Runner:
         self.out = out
         self.command = None  # what the running step ran, kept with it in the state
         self.ran_any = False
+        self.checker_problems = None  # error + "accuracy not met" lines of the checker's run
 
     # ---- helpers ----------------------------------------------------------------------------
     def work(self, *p):
@@ -85,7 +86,7 @@ class Runner:
         argv = [c.loadgen_node, "--loadgen", "builtin" if self.dry_run else "official",
                 "--scenario", scenario, "--model", bench.model, "--user-conf", bench.user_conf,
                 "--nodes", c.nodes, "--output-dir", outdir, "--progress", "off", "--quiet"]
-        if self.dry_run and c.mlperf_conf:
+        if c.mlperf_conf:  # --loadgen official checks it equals its compiled-in copy
             argv += ["--mlperf-conf", c.mlperf_conf]
         if mode:
             argv += ["--mode", mode]
@@ -146,6 +147,8 @@ class Runner:
         steps = self.plan()
         if self.redo:
             self.state.forget(self.wanted_again)
+        self.prune_stale()
+        tree.mark_standin(self.cfg, any(b.standin for b in self.cfg.benchmarks))
         prog = Progress(len(steps))
         for st in steps:
             name, fn, args = st[0], st[1], st[2:]
@@ -180,7 +183,7 @@ class Runner:
 
     def step_accuracy_script(self, name, b, s):
         rundir = self.work("runs", b.model, s, "accuracy")
-        cmd = b.accuracy.format(inference=self.cfg.inference or "",
+        cmd = (b.standin or b.accuracy).format(inference=self.cfg.inference or "",
                                 accuracy_log=os.path.join(rundir, "mlperf_log_accuracy.json"),
                                 scenario=s)
         rc = self.run(name, cmd, rundir, shell=True)
@@ -189,10 +192,12 @@ class Runner:
         with open(self.log_path(name)) as f:
             out = f.read().split("\n", 2)[2]  # drop the command and folder lines
         with self.cfg.fs.open(os.path.join(rundir, "accuracy.txt")) as f:
-            f.write(out)
+            f.write((accuracy.STANDIN_LINE + "\n" if b.standin else "") + out)
         self.command = f"cd {rundir}\n{cmd} > accuracy.txt"
         last = [ln for ln in out.splitlines() if ln.strip()]
-        return last[-1][:80] if last else "no output"
+        verdict = last[-1][:80] if last else "no output"
+        return verdict if not b.standin or verdict.startswith("STAND-IN") else \
+            "STAND-IN: " + verdict
 
     def step_place(self, name, b, s):
         sdir = tree.scenario_dir(self.cfg, b, s)
@@ -208,6 +213,7 @@ class Runner:
         tree.place_performance(self.cfg.fs, perf, sdir)
         tree.place_accuracy(self.cfg.fs, acc, os.path.join(acc, "accuracy.txt"), sdir)
         tree.write_measurements(self.cfg, b, s, sdir, self.dry_run)
+        self.record_placed(sdir, f"{b.model}/{s}")
         return "placed"
 
     def audit_config(self, b, t):
@@ -266,8 +272,12 @@ class Runner:
 
     def accuracy_of(self, name, b, s, log, cwd, out):
         """Runs the benchmark's accuracy command on |log|; its output goes to |out|."""
-        cmd = b.accuracy.format(inference=self.cfg.inference or "", accuracy_log=log, scenario=s)
+        cmd = (b.standin or b.accuracy).format(inference=self.cfg.inference or "",
+                                               accuracy_log=log, scenario=s)
         with self.cfg.fs.open(out) as f:
+            if b.standin:
+                f.write(accuracy.STANDIN_LINE + "\n")
+                f.flush()
             r = subprocess.run(cmd, shell=True, cwd=cwd, stdout=f, stderr=subprocess.STDOUT,
                                stdin=subprocess.DEVNULL)
         if r.returncode != 0:
@@ -363,6 +373,11 @@ class Runner:
         if rc not in (0, 1):
             raise StepFailed(f"netmeta.py exited {rc}:\n{self.tail(name)}")
         tree.write_src_readme(c, harness_revision())
+        for p in (out, os.path.join(sysdir, c.system + "_network.dot"),
+                  os.path.join(sysdir, c.system + "_network.svg"),
+                  os.path.join(c.root(), "src", "README.md")):
+            if os.path.exists(p):
+                self.record_placed(p, "system")
         todo = [ln for ln in self.tail(name, 100).splitlines() if "TODO" in ln]
         return f"{len(todo)} TODO field warnings (see {self.log_path(name)})" if todo else "written"
 
@@ -400,15 +415,82 @@ class Runner:
         rc = self.run(name, argv, self.inference("tools", "submission"), make_cwd=False)
         with open(self.log_path(name), errors="replace") as f:
             lines = f.read().splitlines()
-        errors = [ln for ln in lines if re.search(r"\bERROR\b", ln)]
+        errors, unmet = checker_problems(lines)
+        if any(ln.startswith("Traceback") for ln in lines):
+            errors.append(f"the checker stopped with a Python error: {lines[-1].strip()} (see "
+                          f"{self.log_path(name)})")
         print(f"\nThe official submission checker (exit {rc}); its full output is in "
               f"{self.log_path(name)}:", file=self.out)
-        for ln in errors:
+        for ln in errors + unmet:
             print("  " + ln, file=self.out)
         for ln in lines[-12:]:
-            if ln not in errors:
+            if ln not in errors and ln not in unmet:
                 print("  " + ln, file=self.out)
-        return f"exit {rc}, {len(errors)} error lines"
+        self.checker_problems = len(errors) + len(unmet) + (rc != 0)
+        print(f"The checker's verdict: {len(errors)} error lines, {len(unmet)} 'accuracy not "
+              f"met' lines (exit {rc})", file=self.out)
+        if any(b.standin for b in self.cfg.benchmarks):
+            print(f"NOT A VALID RESULT: stand-in accuracy (accuracy_standin =) for "
+                  + ", ".join(b.model for b in self.cfg.benchmarks if b.standin), file=self.out)
+        return f"exit {rc}, {len(errors)} error lines, {len(unmet)} accuracy not met"
+
+
+    # ---- the tree's own folders --------------------------------------------------------------
+    def record_placed(self, path, step_prefix):
+        """Remembers that the runner wrote |path| in the tree for the steps under |step_prefix|
+        (so that a folder a renamed benchmark, system or organisation left behind is removed)."""
+        rel = os.path.relpath(path, self.cfg.output)
+        placed = self.state.data.setdefault("placed", {})
+        if placed.get(rel) != step_prefix:
+            placed[rel] = step_prefix
+            self.state.save()
+
+    def current_paths(self):
+        c = self.cfg
+        out = {os.path.relpath(tree.scenario_dir(c, b, s), c.output)
+               for b in c.benchmarks for s in b.scenarios}
+        sysdir = os.path.join(c.root(), "systems")
+        out |= {os.path.relpath(p, c.output) for p in (
+            os.path.join(sysdir, c.system + ".json"),
+            os.path.join(sysdir, c.system + "_network.dot"),
+            os.path.join(sysdir, c.system + "_network.svg"),
+            os.path.join(c.root(), "src", "README.md"))}
+        return out
+
+    def prune_stale(self):
+        """Removes what an earlier run placed under names the config no longer gives (a changed
+        tree_name, system, organisation, a dropped scenario), and forgets the steps that placed
+        it, so that they place their logs under the new name."""
+        placed = self.state.data.get("placed", {})
+        current = self.current_paths()
+        stale = [rel for rel in placed if rel not in current]
+        for rel in stale:
+            p = os.path.join(self.cfg.output, rel)
+            if os.path.isdir(p) and not os.path.islink(p):
+                self.cfg.fs.rmtree(p)
+            elif os.path.lexists(p):
+                self.cfg.fs.remove(p)
+            print(f"removed {p}: an earlier run placed it, and the config no longer names it",
+                  file=self.out)
+            prefix = placed.pop(rel)
+            if prefix != "system":
+                self.state.forget(lambda st, k=prefix: st.startswith(k + "/") and (
+                    st.endswith("/place") or st.endswith("/verify")))
+            d = os.path.dirname(p)  # and the folders it leaves empty
+            while d.startswith(self.cfg.output + os.sep) and os.path.isdir(d) and \
+                    not os.listdir(d):
+                self.cfg.fs.rmtree(d)
+                d = os.path.dirname(d)
+        if stale:
+            self.state.save()
+
+
+def checker_problems(lines):
+    """The checker's lines that say the tree fails: every ERROR line, and its "accuracy not met"
+    lines (logged as WARNING, yet a result whose accuracy is not met is no result)."""
+    errors = [ln for ln in lines if re.search(r"\bERROR\b", ln)]
+    unmet = [ln for ln in lines if "accuracy not met" in ln and ln not in errors]
+    return errors, unmet
 
 
 # What compliance/TEST01/<model>/audit.config and compliance/TEST04/audit.config set, for dry runs

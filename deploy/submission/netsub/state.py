@@ -54,6 +54,10 @@ class State:
             self._save()
         return gone
 
+    def save(self):
+        """Writes the state now (after a change to data outside mark and forget)."""
+        self._save()
+
     def _save(self):
         tmp = self.path + ".tmp"
         with self.fs.open(tmp) as f:

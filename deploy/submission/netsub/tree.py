@@ -13,6 +13,8 @@ Every write goes through cfg.fs (confine.py): nothing lands outside the output f
 import json
 import os
 
+from .accuracy import STANDIN_LINE, STANDIN_MARK
+
 NOT_FOR_SUBMISSION = "NOT_FOR_SUBMISSION.txt"
 
 
@@ -57,7 +59,11 @@ def write_readme(cfg, bench, scenario, sdir, commands, dry_run):
              + ("DRY RUN: loadgen-node's built-in scheduler wrote these logs; they are not "
                 "valid for a submission." if dry_run else
                 "The unaltered official LoadGen (loadgen-node --loadgen official) wrote the logs."),
-             "", "The commands, step by step:", ""]
+             ""]
+    if bench.standin:
+        lines += [STANDIN_LINE + ": the accuracy in accuracy/accuracy.txt was computed by "
+                  f"`{bench.standin}`, not by the benchmark's official accuracy script.", ""]
+    lines += ["The commands, step by step:", ""]
     for step, cmd in commands:
         lines += [f"{step}:", "", "```", cmd, "```", ""]
     with cfg.fs.open(os.path.join(sdir, "README.md")) as f:
@@ -83,6 +89,20 @@ def mark_not_for_submission(cfg, on):
             f.write("This tree was made with --dry-run: loadgen-node's built-in scheduler wrote "
                     "the logs. The MLPerf rules accept only logs of the unaltered official "
                     "LoadGen; make the submission with submit.py --submission.\n")
+    elif os.path.lexists(path):
+        cfg.fs.remove(path)
+
+
+def mark_standin(cfg, on):
+    """STAND_IN_ACCURACY.txt at the top of the tree while a benchmark uses accuracy_standin."""
+    path = os.path.join(cfg.output, STANDIN_MARK)
+    if on:
+        cfg.fs.makedirs(cfg.output)
+        with cfg.fs.open(path) as f:
+            f.write(STANDIN_LINE + ".\nThese benchmarks' accuracy.txt files were written by a "
+                    "stand-in command, not by the official accuracy script: "
+                    + ", ".join(f"{b.model} ({b.standin})" for b in cfg.benchmarks if b.standin)
+                    + "\n")
     elif os.path.lexists(path):
         cfg.fs.remove(path)
 

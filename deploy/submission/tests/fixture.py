@@ -73,7 +73,8 @@ def write(tmp, addresses, loadgen_node, inference=None, mlperf_conf=None, scenar
                 f"loadgen_node = {loadgen_node}\n"
                 f"system_json = {os.path.join(tmp, 'system-base.json')}\n"
                 f"deployment = {os.path.join(tmp, 'deployment.ini')}\n"
-                "netmeta_flags = --no-probe\n")
+                "netmeta_flags = --no-probe\n"
+                "demo = yes\n")  # resnet50: the CPU demo, not a Datacenter benchmark
         if inference:
             f.write(f"inference = {inference}\n")
         if mlperf_conf:

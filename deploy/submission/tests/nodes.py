@@ -54,6 +54,16 @@ def official_missing(loadgen_node):
     return None
 
 
+def official_skip(loadgen_node):
+    """The SKIP line when MLPERF_INFERENCE_DIR names no inference checkout or |loadgen_node| has no
+    official LoadGen, else None."""
+    inference = os.environ.get("MLPERF_INFERENCE_DIR")
+    if not inference or not os.path.isdir(os.path.join(inference, "tools", "submission")):
+        return ("SKIP: set MLPERF_INFERENCE_DIR (or the CMake cache path) to a checkout of "
+                "mlcommons/inference")
+    return official_missing(loadgen_node)
+
+
 def detail_entries(path, keys):
     """{key: value-as-JSON-text} of the first entry of each key in an MLPerf detail log."""
     import json

@@ -204,6 +204,26 @@ def main():
             check(done["resnet50/Offline/performance"]["finished"] == kept,
                   "the resumed run did not redo the Offline performance run")
 
+            # A rename (tree_name, system) moves the tree: the old folders are removed, the
+            # runs are kept and placed again under the new names.
+            with open(cfg) as f:
+                text = f.read()
+            with open(cfg, "w") as f:
+                f.write(text.replace("system = loopback_2x_sim", "system = renamed_sys").replace(
+                    "[benchmark.resnet50]\n", "[benchmark.resnet50]\ntree_name = resnet-demo\n"))
+            r = run(cfg, "--dry-run")
+            res = os.path.join(out, "network/TestOrg/results")
+            check(r.returncode == 0 and os.listdir(res) == ["renamed_sys"]
+                  and os.listdir(os.path.join(res, "renamed_sys")) == ["resnet-demo"]
+                  and sorted(os.listdir(os.path.join(res, "renamed_sys", "resnet-demo")))
+                  == ["Offline", "Server"] and "removed " in r.stdout,
+                  "after a rename only the new tree folders remain (got "
+                  f"{sorted(os.listdir(res))}, exit {r.returncode})")
+            check(not os.path.exists(os.path.join(out, "network/TestOrg/systems/"
+                                                       "loopback_2x_sim.json")),
+                  "after a rename the old system description is removed")
+            check(" performance ..." not in r.stderr, "a rename runs no LoadGen run again")
+
             # --submission refuses loadgen-node's own logs.
             r = run(cfg, "--submission")
             print(r.stderr[-1500:])

@@ -76,7 +76,7 @@ class Box:
                             ["loadgen_node", sys.executable],
                             ["system_json", "system-base.json"],
                             ["deployment", "deployment.ini"],
-                            ["netmeta_flags", "--no-probe"]]),
+                            ["netmeta_flags", "--no-probe"], ["demo", "yes"]]),
             ("nodes", [["addresses", "127.0.0.1:7000,[::1]:7001"], ["flags", "--connections 1"]]),
             ("benchmark.resnet50", [["scenarios", "Offline, Server"], ["user_conf", "user.conf"],
                                     ["qsl", "--qsl-synthetic 64"], ["flags", ""],
@@ -152,6 +152,9 @@ def malformed_cases(box):
     S, N, B = "submission", "nodes", "benchmark.resnet50"
     valid = "".join(f"[{n}]\n" + "".join(f"{k} = {v}\n" for k, v in kvs) + "\n"
                     for n, kvs in box.sections())
+    llm = valid.replace("demo = yes\n", "").replace("[benchmark.resnet50]",
+                                                    "[benchmark.llama2-70b]").replace(
+        "tree_name = resnet\n", "")
     cases = [
         ("organization missing", (S, "organization", None), "organization"),
         ("system missing", (S, "system", None), "system"),
@@ -221,6 +224,21 @@ def malformed_cases(box):
         ("section twice", valid + "[nodes]\naddresses = a:1\n", "nodes"),
         ("not UTF-8", valid.encode() + b"[x]\nk = \xff\xfe\n", "UTF-8"),
         ("empty file", "", "submission"),
+        # The Network division takes the Datacenter suite only (the checker's MODEL_CONFIG).
+        ("resnet50 without demo = yes", (S, "demo", None), "not a benchmark of the v6.1 "
+         "Datacenter suite, the only one the Network division takes; eligible: 3d-unet-99, "),
+        ("demo neither yes nor no", (S, "demo", "maybe"), "demo"),
+        ("llama2-70b Offline only", llm.replace("Offline, Server", "Offline"),
+         "requires one of Server or Interactive beside Offline"),
+        ("llama2-70b without Offline", llm.replace("Offline, Server", "Server"),
+         "llama2-70b-99.9 requires Offline"),
+        ("llama2-70b SingleStream", llm.replace("Offline, Server", "Offline, SingleStream"),
+         "SingleStream is not a Datacenter scenario of llama2-70b-99.9"),
+        ("llama2-70b-99, a name the v6.1 checker does not know", llm.replace(
+            "[benchmark.llama2-70b]", "[benchmark.llama2-70b]\ntree_name = llama2-70b-99"),
+         "llama2-70b-99 is not a benchmark of the v6.1 Datacenter suite"),
+        ("interactive not a scenario", llm.replace("Offline, Server", "Offline, interactive"),
+         "scenarios"),
     ]
     for what, change, key in cases:
         if isinstance(change, tuple):
@@ -301,6 +319,42 @@ def symlink_cases(box):
           "guard: rmtree of a link inside removes the link only")
 
 
+def rules_cases(box):
+    """The eligible benchmarks and scenario sets come from the checker the config points at (here
+    --inference-dir, a checkout whose checker knows only resnet), not from the runner's table."""
+    fake = os.path.join(box.base, "inference")
+    d = os.path.join(fake, "tools", "submission", "submission_checker")
+    os.makedirs(d)
+    with open(os.path.join(d, "constants.py"), "w") as f:
+        f.write('MODEL_CONFIG = {"v6.1": {"models": ["resnet"], "model_mapping": {"resnet50": '
+                '"resnet"}, "required-scenarios-datacenter": {"resnet": ["Offline"]}, '
+                '"optional-scenarios-datacenter": {"resnet": ["Server"]}, '
+                '"models_TEST01": ["resnet"]}}\n')
+    secs = [(n, [kv for kv in kvs if kv[0] != "demo"]) for n, kvs in box.sections()]
+    box.write(sections=secs)
+    r = box.run("--list", "--inference-dir", fake)
+    check(r.returncode == 0 and "resnet50/Offline/TEST01/run" in r.stdout,
+          "a checker whose Datacenter suite holds resnet: resnet50 Offline + Server accepted "
+          f"without demo, TEST01 from its models_TEST01 (got {r.returncode}: "
+          f"{r.stderr.strip()[:300]!r})")
+    llm = [(n.replace("resnet50", "llama2-70b"), [kv for kv in kvs if kv[0] != "tree_name"])
+           for n, kvs in secs]
+    box.write(sections=llm)
+    before = listing(box.base)
+    refused(box, "llama2-70b against that checker", "is not a benchmark of the v6.1 Datacenter "
+            f"suite, the only one the Network division takes; eligible: resnet (the official "
+            f"checker ({os.path.join(d, 'constants.py')}))",
+            box.run("--dry-run", "--inference-dir", fake), before)
+    box.write(sections=secs, edit=("submission", "version", "v5.0"))
+    before = listing(box.base)
+    refused(box, "a round the checker does not know", "version: v5.0 is not a round of the "
+            "official checker", box.run("--dry-run", "--inference-dir", fake), before)
+    box.write()
+    before = listing(box.base)
+    refused(box, "--inference-dir not a folder", "--inference-dir",
+            box.run("--dry-run", "--inference-dir", os.path.join(box.base, "nope")), before)
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="submit_hostile_") as base:
         box = Box(base)
@@ -311,6 +365,7 @@ def main():
         name_cases(box)
         malformed_cases(box)
         symlink_cases(box)
+        rules_cases(box)
     print(f"{len(failures)} failed" if failures else "passed")
     return 1 if failures else 0
 

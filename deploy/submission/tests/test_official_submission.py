@@ -25,7 +25,6 @@ runs and TEST01's accuracy check, the compliance folders, the truncated accuracy
 """
 import glob
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -33,7 +32,8 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import fixture  # noqa: E402
-from nodes import Node, official_missing  # noqa: E402
+import verdict  # noqa: E402
+from nodes import Node, official_skip  # noqa: E402
 
 SUBMIT = os.path.join(HERE, "..", "submit.py")
 ALLOWED = [
@@ -52,15 +52,11 @@ TIMING = [
 
 def main():
     lg, sut = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-    inference = os.environ.get("MLPERF_INFERENCE_DIR")
-    if not inference or not os.path.isdir(os.path.join(inference, "tools", "submission")):
-        print("SKIP: set MLPERF_INFERENCE_DIR (or the CMake cache path) to a checkout of "
-              "mlcommons/inference")
+    skip = official_skip(lg)
+    if skip:
+        print(skip)
         return 77
-    missing = official_missing(lg)
-    if missing:
-        print(missing)
-        return 77
+    inference = os.environ["MLPERF_INFERENCE_DIR"]
     failures = []
     with tempfile.TemporaryDirectory(prefix="submit_official_") as tmp:
         # 2 ms per batch: the p99 that TEST04 compares between two short runs must be the
@@ -78,19 +74,9 @@ def main():
             print(r.stdout)
             if r.returncode != 1:  # a short run cannot pass the checker
                 failures.append(f"submit.py --submission exited {r.returncode}, expected 1")
-            log = os.path.join(tmp, "work", "logs", "check.log")
-            lines = open(log, errors="replace").read().splitlines() if os.path.exists(log) else []
-            errors = [ln for ln in lines if re.search(r"\bERROR\b", ln)]
-            if not errors:
-                failures.append("the checker printed no error at all (a short run cannot pass)")
-            timing = [ln for ln in errors if any(re.search(t, ln) for t in TIMING)]
-            for ln in errors:
-                if ln not in timing and not any(re.search(a, ln) for a in ALLOWED):
-                    failures.append("checker error beyond what a short run explains: " + ln)
-            print(f"{len(errors)} checker error lines; {len(timing)} of them on the timing of "
-                  "short runs on this host:")
-            for ln in timing:
-                print("  timing: " + ln[ln.find("ERROR]") + 7:][:200])
+            lines, bad = verdict.judge(os.path.join(tmp, "work", "logs", "check.log"), ALLOWED,
+                                       TIMING)
+            failures += bad
             for v in sorted(glob.glob(os.path.join(tmp, "out", "network", "*", "results", "*", "*",
                                                    "*", "TEST0*", "verify_performance.txt"))):
                 lines_v = [x.strip() for x in open(v) if "score" in x or "TEST" in x]
