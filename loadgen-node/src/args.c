@@ -239,8 +239,12 @@ static const opt_t options[] = {
        "I/O between issues while the QDL's own thread sleeps (default on;\n"
        "off, and with --issue-cpu: every query handed to the QDL's thread)"),
     FNNUM("wait-spin-us", "N", set_spin, N_INT, 0, 1000000, " us",
-          "SingleStream/MultiStream: spin N us for a query's completion\n"
-          "before sleeping (default 150)"),
+          "SingleStream/MultiStream: spin up to N us for a query's\n"
+          "completion before sleeping (default 150)"),
+    FN("wait-spin-adapt", "on|off", set_issue_thread_io,
+       "stop that spin for a while when the thread keeps losing its\n"
+       "CPU to others (a busy host: the spin would take the CPU the\n"
+       "SUT's threads need; default on); off: always spin"),
     STR("loadgen", "L", loadgen,
         "builtin (default: this scheduler) or official: the unaltered\n"
         "official LoadGen over the QDL (only in builds given\n"
@@ -404,11 +408,14 @@ static int set_progress(lg_args_t *o, const char *name, const char *v, uint64_t 
 static int set_issue_thread_io(lg_args_t *o, const char *name, const char *v, uint64_t u,
                                cmn_errbuf_t *eb)
 {
+    bool *flag =
+        strcmp(name, "wait-spin-adapt") == 0 ? &o->log.wait_spin_adapt : &o->log.issue_thread_io;
+
     (void)u;
     if (strcmp(v, "on") == 0)
-        o->log.issue_thread_io = true;
+        *flag = true;
     else if (strcmp(v, "off") == 0)
-        o->log.issue_thread_io = false;
+        *flag = false;
     else
         return cmn_errf(eb, CMN_ECONFIG, "--%s: '%s' is not on or off", name, v);
     return 0;

@@ -250,6 +250,21 @@ static void overhead_lines(lg_run_t *run, const lg_effective_settings_t *s)
                          l99, 100.0 * (double)l99 / bound, bound, 100 * top_share, causes[top].why);
         }
     }
+    if ((s->scenario == LG_SINGLE_STREAM || s->scenario == LG_MULTI_STREAM) &&
+        run->ls->wait_spin_ns) {
+        if (!run->ls->wait_spin_adapt)
+            out(run, "Query wait                    : spin %" PRIu64 " ns, then sleep (fixed)\n",
+                run->ls->wait_spin_ns);
+        else
+            out(run,
+                "Query wait                    : spun %" PRIu64 " of %" PRIu64
+                " (median latency spinning %" PRIu64 " ns, sleeping %" PRIu64 " ns; %" PRIu64
+                " switches)\n",
+                run->ws_spins, run->ws_spins + run->ws_skipped, run->ws_med[LG__WS_SPIN],
+                run->ws_med[LG__WS_SLEEP], run->ws_switches);
+        LG_DU64(&run->dlog, "harness_query_wait_spins", run->ws_spins);
+        LG_DU64(&run->dlog, "harness_query_wait_sleeps", run->ws_skipped);
+    }
     out(run, "Issue hand-off p50 (ns)       : %" PRIu64 "\n", c50);
     out(run, "Issue hand-off p99 (ns)       : %" PRIu64 "\n", c99);
     LG_DU64(&run->dlog, "harness_issue_call_p50_ns", c50);

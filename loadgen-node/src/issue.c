@@ -150,7 +150,7 @@ void lg__issue_sequential(lg_run_t *run, const lg_effective_settings_t *s, lg__g
         int64_t now_rel;
 
         if (st->queries_issued > 0 && !offline)
-            lg__wait_query(run);
+            lg__wait_query(run, st->last_q_first, run->seq - st->last_q_first);
         if ((st->interrupted = lg__interrupted()) != 0) {
             st->ran_out = 0;
             break;

@@ -149,6 +149,10 @@ typedef struct {
  * the slowest machine measured (0.3 us on a VM); a gap between two clock reads this long means the
  * thread did not run. */
 #define LG__OFFCPU_NS 5000u
+/* The adaptive query wait (wait.c): ways to wait, and queries per window of one way. */
+#define LG__WS_SLEEP 0
+#define LG__WS_SPIN 1
+#define LG__WS_WINDOW 32u
 
 /* cpu.c: the issue thread's own CPU for a series (--issue-cpu). */
 typedef struct {
@@ -190,6 +194,14 @@ struct lg_run {
     pthread_cond_t cv;
     atomic_int sleeping, wait_kind;
     atomic_uint_fast64_t wait_target;
+    /* wait.c, the adaptive query wait (issue thread only): the way the current window of
+     * queries waits (LG__WS_SPIN or LG__WS_SLEEP), the latencies of its queries, the median
+     * latency each way measured last, windows so far, and totals for the report. */
+    int ws_mode;
+    unsigned ws_n;
+    uint64_t ws_lat[LG__WS_WINDOW];
+    uint64_t ws_med[2];
+    uint64_t ws_windows, ws_spins, ws_skipped, ws_switches;
 
     /* errors.c */
     atomic_uint_fast64_t err_count[LG__E_COUNT];
@@ -273,7 +285,7 @@ lg__chunk_t *lg__slot_find(lg_run_t *run, uint64_t id, uint64_t hi, size_t *k);
 
 /* wait.c */
 void lg__wait_wake(lg_run_t *run, int64_t q_left, uint64_t done);
-void lg__wait_query(lg_run_t *run);
+void lg__wait_query(lg_run_t *run, uint64_t first, uint64_t n);
 int lg__wait_total(lg_run_t *run, uint64_t target, uint64_t timeout_ms);
 
 /* complete.c (lg_complete and lg_first_token are public) */

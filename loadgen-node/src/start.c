@@ -28,6 +28,7 @@ void lg_log_settings_init(lg_log_settings_t *ls)
     ls->spin_ns = 30000;
     ls->spin_budget_pct = 100;
     ls->wait_spin_ns = 150000;
+    ls->wait_spin_adapt = true;
     ls->issue_cpu = -1;
     ls->issue_thread_io = true;
 }

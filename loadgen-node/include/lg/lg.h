@@ -152,6 +152,10 @@ typedef struct {
      * condition variable (default 150 us). A sleeping issue thread on a virtual machine takes
      * tens of microseconds to wake, which would be charged to the SUT's latency. */
     uint64_t wait_spin_ns;
+    /* Adapt that spin to the host (default true): when the spinning thread keeps losing its CPU
+     * (more runnable threads than cores: the spin takes the CPU the SUT's threads need) it
+     * sleeps at once for a while, then tries again. false: always spin wait_spin_ns. */
+    bool wait_spin_adapt;
     /* -1 (the default): the issue thread runs where the scheduler puts it. Otherwise the CPU it
      * has alone while a series issues: every other thread of the process is kept off it (the
      * SUT's threads included; other processes are not touched). On a host with few cores this
