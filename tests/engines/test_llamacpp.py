@@ -1,0 +1,237 @@
+#!/usr/bin/python3
+"""A real third-party engine: llama.cpp's llama-server as Debian packages it (deploy/llama-server.sh
+fetches and unpacks it), on a tiny Llama-architecture GGUF written here (make_gguf.py) whose
+vocabulary has the 256 byte-fallback tokens, behind sut-node --backend openai dialect=llamacpp,
+with loadgen-node in accuracy mode over a token QSL made here.
+
+1. The engine asked directly, streaming, loses token IDs: for some samples its events carry fewer
+   IDs than its own tokens_predicted (tokens held back as incomplete UTF-8). Asserted, so the
+   vocabulary is known to exercise the case.
+2. oneshot=1 (Offline and Server): every sample's token IDs through loadgen-node -> QDL ->
+   sut-node -> llama-server equal the engine's own greedy output asked directly (one response,
+   return_tokens, temperature 0, fixed seed), their count equals the engine's tokens_predicted,
+   each sample exactly once.
+3. Streaming (the default): every sample that lost IDs fails; sut-node logs for each `the engine
+   counted N output tokens (tokens_predicted) but sent M token IDs`, with the same (N, M) pairs
+   the direct stream showed; loadgen-node exits non-zero; the samples that lost nothing reach the
+   accuracy log equal to the engine's output. Never silently short.
+
+    test_llamacpp.py SUT_NODE LOADGEN_NODE OPENAI_PLUGIN SOURCE_DIR
+
+Exits 77 only when llama-server cannot be obtained (deploy/llama-server.sh exits 3: no network or
+no apt) or python3-numpy / python3-pandas are missing.
+"""
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import enginetest as et  # noqa: E402
+
+MAX_TOKENS = 64
+N_PROMPTS = 32
+SEED = 1234
+
+
+def post(port, body, timeout=60):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/completion", json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"})
+    return urllib.request.urlopen(req, timeout=timeout)
+
+
+def request(prompt, stream):
+    return {"prompt": prompt, "n_predict": MAX_TOKENS, "temperature": 0, "seed": SEED,
+            "ignore_eos": True, "stream": stream, "return_tokens": True, "cache_prompt": False}
+
+
+def direct(port, prompt):
+    """The engine's own greedy output in one response: every token ID and its own count."""
+    with post(port, request(prompt, False)) as r:
+        d = json.load(r)
+    if d["tokens_predicted"] != len(d["tokens"]):
+        sys.exit(f"FAIL direct: tokens_predicted {d['tokens_predicted']} for "
+                 f"{len(d['tokens'])} tokens in a non-streamed response")
+    return d["tokens"]
+
+
+def direct_stream(port, prompt):
+    """The engine streaming: (IDs in its events, its last tokens_predicted)."""
+    ids, predicted = [], None
+    with post(port, request(prompt, True)) as r:
+        for line in r:
+            if line.startswith(b"data: "):
+                ev = json.loads(line[6:])
+                ids += ev.get("tokens", [])
+                predicted = ev.get("tokens_predicted", predicted)
+                if ev.get("stop"):
+                    break
+    return ids, predicted
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_engine(procs, server, model, tmp):
+    log = os.path.join(tmp, "llama-server.log")
+    for _ in range(3):  # the port is picked before the server binds it: retry on a clash
+        port = free_port()
+        p = procs.start([server, "-m", model, "--host", "127.0.0.1", "--port", str(port),
+                         "-c", "1024", "-np", "1", "-t", "1", "--seed", str(SEED)], log)
+        end = time.monotonic() + 60
+        while time.monotonic() < end and p.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
+                    if r.status == 200:
+                        return p, port, log
+            except OSError:
+                pass
+            time.sleep(0.1)
+        procs.stop(p)
+    sys.exit(f"FAIL: llama-server did not become healthy; log:\n{open(log).read()[-3000:]}")
+
+
+def read_log(out):
+    got = {}
+    for r in et.accuracy_log(out):
+        i = int(r["qsl_idx"])
+        if i in got:
+            sys.exit(f"FAIL: sample {i} answered twice")
+        data = bytes.fromhex(r["data"])
+        got[i] = [int.from_bytes(data[k:k + 4], "little") for k in range(0, len(data), 4)]
+        if "token_count" in r and int(r["token_count"]) != len(got[i]):
+            sys.exit(f"FAIL: sample {i}: token_count {r['token_count']} for {len(got[i])} tokens")
+    return got
+
+
+def main():
+    if len(sys.argv) != 5:
+        sys.exit(__doc__)
+    sut, lg, plugin, src = sys.argv[1:]
+    r = subprocess.run([et.PY, "-c", "import numpy, pandas"], capture_output=True, text=True)
+    if r.returncode != 0:
+        et.skip(f"Python packages missing: {r.stderr.strip().splitlines()[-1]}")
+    t0 = time.monotonic()
+    r = subprocess.run([os.path.join(src, "deploy", "llama-server.sh")], capture_output=True,
+                       text=True, timeout=600)
+    if r.returncode == 3:
+        et.skip(f"llama-server cannot be obtained: {r.stderr.strip()}")
+    if r.returncode != 0:
+        sys.exit(f"FAIL: deploy/llama-server.sh exit {r.returncode}: {r.stderr}")
+    server = r.stdout.strip().splitlines()[-1]
+    cache = os.path.dirname(os.path.dirname(server))
+    print(f"llama-server: {server} ({time.monotonic() - t0:.1f} s to obtain) "
+          f"{open(os.path.join(cache, 'version.txt')).read().strip().splitlines()[0]}; "
+          f"Debian {' '.join(l for l in open(os.path.join(cache, 'versions')) if l.startswith('llama.cpp-tools')).strip()}")
+
+    tmp = tempfile.mkdtemp(prefix="llamacpp-")
+    procs = et.Procs()
+    try:
+        model = os.path.join(tmp, "tiny-llama-bytes.gguf")
+        subprocess.run([et.PY, os.path.join(src, "tests", "engines", "make_gguf.py"), model,
+                        "--seed", "0", "--vocab", "512", "--ctx", "1024"], check=True)
+        tools = os.path.join(src, "loadgen-node", "tools")
+        pkl, qsl = os.path.join(tmp, "tokens.pkl"), os.path.join(tmp, "qsl")
+        subprocess.run([et.PY, os.path.join(tools, "make_llm_tokens.py"), "--out", pkl,
+                        "--count", str(N_PROMPTS), "--vocab", "512", "--avoid", "0", "--avoid",
+                        "1", "--avoid", "2"], check=True)
+        subprocess.run([et.PY, os.path.join(tools, "llm_pickle_to_qsl.py"), "--pickle", pkl,
+                        "--out-dir", qsl], check=True)
+        import numpy as np
+        prompts = [np.load(os.path.join(qsl, f)).tolist() for f in sorted(os.listdir(qsl))]
+
+        eng, port, elog = start_engine(procs, server, model, tmp)
+        ref = [direct(port, p) for p in prompts]
+        if any(len(t) != MAX_TOKENS for t in ref):
+            sys.exit(f"FAIL: ignore_eos outputs of other lengths than {MAX_TOKENS}: "
+                     f"{sorted(set(map(len, ref)))}")
+        n_bytes = sum(1 for t in ref for x in t if 3 <= x <= 258)
+        streamed = [direct_stream(port, p) for p in prompts]
+        lost = [(i, pred, len(ids)) for i, (ids, pred) in enumerate(streamed)
+                if len(ids) != pred]
+        for i, (ids, pred) in enumerate(streamed):
+            if pred != MAX_TOKENS:
+                sys.exit(f"FAIL: sample {i}: the stream's tokens_predicted {pred}, expected "
+                         f"{MAX_TOKENS}")
+        n_lost = sum(p - n for _, p, n in lost)
+        print(f"engine asked directly: {N_PROMPTS} prompts x {MAX_TOKENS} tokens, {n_bytes} of "
+              f"them byte-fallback tokens; streaming, {n_lost} of {N_PROMPTS * MAX_TOKENS} token "
+              f"IDs in no event ({len(lost)} of {N_PROMPTS} samples)")
+        if not lost:
+            sys.exit("FAIL: the direct stream lost no token ID: the vocabulary does not exercise "
+                     "llama-server's held-back tokens, so this test would prove nothing")
+
+        url = f"http://127.0.0.1:{port}"
+        common = ["--model", "llama2-70b"]
+        opts = {"url": url, "dialect": "llamacpp", "max_tokens": MAX_TOKENS, "ignore_eos": 1}
+
+        # 2. oneshot: every token ID, equal to the engine's own.
+        for scenario, sets in (("Offline", []),
+                               ("Server", ["server_target_qps=20", "use_token_latencies=1"])):
+            node, addr, nlog = et.start_node(procs, sut, tmp, f"oneshot-{scenario}", plugin,
+                                             {**opts, "oneshot": 1}, ["--max-batch", "4"])
+            out = os.path.join(tmp, f"oneshot-{scenario}")
+            rc, text = et.loadgen(lg, out, addr, qsl, scenario, "AccuracyOnly", sets, common)
+            procs.stop(node)
+            if rc != 0:
+                sys.exit(f"FAIL oneshot {scenario}: loadgen-node exit {rc}\n{text[-3000:]}\n"
+                         f"node log:\n{open(nlog).read()[-2000:]}")
+            got = read_log(out)
+            missing = sorted(set(range(N_PROMPTS)) - set(got))
+            bad = [i for i in range(N_PROMPTS) if got.get(i) != ref[i]]
+            if missing or bad:
+                i = (missing or bad)[0]
+                sys.exit(f"FAIL oneshot {scenario}: {len(missing)} samples missing, {len(bad)} "
+                         f"differ; sample {i}: got {got.get(i)}, engine {ref[i]}")
+            print(f"ok oneshot=1 {scenario}: {N_PROMPTS} samples, each once, all "
+                  f"{N_PROMPTS * MAX_TOKENS} token IDs equal to llama-server's own, every count "
+                  f"equal to its tokens_predicted ({MAX_TOKENS})")
+
+        # 3. streaming: the samples that lost IDs fail with both counts; none silently short.
+        node, addr, nlog = et.start_node(procs, sut, tmp, "stream", plugin, opts,
+                                         ["--max-batch", "4"])
+        out = os.path.join(tmp, "stream")
+        rc, text = et.loadgen(lg, out, addr, qsl, "Offline", "AccuracyOnly", [], common)
+        procs.stop(node)
+        nl = open(nlog).read()
+        pat = re.compile(r"sample \d+ failed: the engine counted (\d+) output tokens "
+                         r"\(tokens_predicted\) but sent (\d+) token IDs")
+        pairs = sorted((int(a), int(b)) for a, b in pat.findall(nl))
+        want = sorted((p, n) for _, p, n in lost)
+        if rc == 0:
+            sys.exit(f"FAIL stream: loadgen-node exit 0 although {len(lost)} samples lost IDs\n"
+                     f"{text[-2000:]}")
+        if pairs != want:
+            sys.exit(f"FAIL stream: the node logged counts {pairs}, the direct stream showed "
+                     f"{want}; node log:\n{nl[-3000:]}")
+        if os.path.exists(os.path.join(out, "mlperf_log_accuracy.json")):
+            got = read_log(out)
+            lost_idx = {i for i, _, _ in lost}
+            short = [i for i, t in got.items() if t != ref[i]]
+            if short or lost_idx & set(got):
+                sys.exit(f"FAIL stream: samples {sorted(short or lost_idx & set(got))[:8]} in the "
+                         f"accuracy log differ from the engine's output")
+            passed = len(got)
+        else:
+            passed = 0
+        first = pat.search(nl).group(0)
+        print(f"ok streaming: loadgen-node exit {rc}; {len(pairs)} samples failed with both "
+              f"counts (the direct stream's), e.g. '{first}'; {passed} complete samples in the "
+              f"accuracy log, each equal to the engine's output")
+    finally:
+        procs.stop_all()
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()
