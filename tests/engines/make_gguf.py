@@ -6,10 +6,11 @@ decoding of random weights picks those often, including UTF-8 lead bytes that ll
 holds back as incomplete text: the case the harness must not lose.
 
     make_gguf.py OUT.gguf [--seed 0] [--vocab 512] [--dim 64] [--layers 2] [--heads 4]
-                 [--ff 128] [--ctx 512]
+                 [--ff 128] [--ctx 512] [--no-bytes]
 
 Token IDs: 0 <unk>, 1 <s> (BOS), 2 </s> (EOS), 3..258 <0x00>..<0xFF> (type BYTE), then plain
-pieces ("▁a", "é", ...) up to --vocab. No package beyond numpy: Debian 12 has no python3-gguf,
+pieces ("▁a", "é", ...) up to --vocab. --no-bytes leaves the byte tokens out (plain pieces from
+ID 3 on, each whole UTF-8): the contrast, where llama-server streams every token's ID. No package beyond numpy: Debian 12 has no python3-gguf,
 and the format is a header, typed key/value pairs, tensor descriptors and aligned data
 (https://github.com/ggml-org/ggml/blob/master/docs/gguf.md).
 """
@@ -49,9 +50,10 @@ def kv(key, vtype, value):
     return out + struct.pack(fmt, value)
 
 
-def vocabulary(n):
-    toks = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
-    types = [TT_UNKNOWN, TT_CONTROL, TT_CONTROL] + [TT_BYTE] * 256
+def vocabulary(n, byte_tokens):
+    nb = 256 if byte_tokens else 0
+    toks = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(nb)]
+    types = [TT_UNKNOWN, TT_CONTROL, TT_CONTROL] + [TT_BYTE] * nb
     letters = "abcdefghijklmnopqrstuvwxyz"
     extra = ["é", "ü", "ß", "ñ", "ø", "λ", "ж", "日", "本", "語", "€", "→", "✓"]
     pieces = [f"▁{c}" for c in letters] + list(letters) + extra
@@ -66,7 +68,7 @@ def vocabulary(n):
             types.append(TT_NORMAL)
     if len(toks) < n:
         sys.exit(f"make_gguf: --vocab {n} is over the {len(toks)} pieces this script makes")
-    scores = [0.0] * 3 + [-1000.0] * 256 + [-float(i) for i in range(len(toks) - 259)]
+    scores = [0.0] * 3 + [-1000.0] * nb + [-float(i) for i in range(len(toks) - 3 - nb)]
     return toks, scores, types
 
 
@@ -80,11 +82,12 @@ def main():
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--ff", type=int, default=128)
     ap.add_argument("--ctx", type=int, default=512)
+    ap.add_argument("--no-bytes", action="store_true")
     a = ap.parse_args()
     if a.vocab < 260 or a.dim % a.heads or (a.dim // a.heads) % 2:
         sys.exit("make_gguf: --vocab >= 260, and --dim / --heads must be an even whole number")
 
-    toks, scores, types = vocabulary(a.vocab)
+    toks, scores, types = vocabulary(a.vocab, not a.no_bytes)
     meta = [
         kv("general.architecture", T_STRING, "llama"),
         kv("general.name", T_STRING, f"tiny-llama-bytes-seed{a.seed}"),

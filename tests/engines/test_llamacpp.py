@@ -4,6 +4,8 @@ fetches and unpacks it), on a tiny Llama-architecture GGUF written here (make_gg
 vocabulary has the 256 byte-fallback tokens, behind sut-node --backend openai dialect=llamacpp,
 with loadgen-node in accuracy mode over a token QSL made here.
 
+0. The contrast, a GGUF without byte tokens: llama-server streams every ID, and streaming through
+   the harness (Offline and Server) equals the engine's own output asked directly.
 1. The engine asked directly, streaming, loses token IDs: for some samples its events carry fewer
    IDs than its own tokens_predicted (tokens held back as incomplete UTF-8). Asserted, so the
    vocabulary is known to exercise the case.
@@ -15,6 +17,7 @@ with loadgen-node in accuracy mode over a token QSL made here.
    counted N output tokens (tokens_predicted) but sent M token IDs`, with the same (N, M) pairs
    the direct stream showed; loadgen-node exits non-zero; the samples that lost nothing reach the
    accuracy log equal to the engine's output. Never silently short.
+4. oneshot=1 with another dialect stops sut-node, naming the option.
 
     test_llamacpp.py SUT_NODE LOADGEN_NODE OPENAI_PLUGIN SOURCE_DIR
 
@@ -82,7 +85,7 @@ def free_port():
 
 
 def start_engine(procs, server, model, tmp):
-    log = os.path.join(tmp, "llama-server.log")
+    log = os.path.join(tmp, os.path.basename(model) + ".log")
     for _ in range(3):  # the port is picked before the server binds it: retry on a clash
         port = free_port()
         p = procs.start([server, "-m", model, "--host", "127.0.0.1", "--port", str(port),
@@ -113,6 +116,30 @@ def read_log(out):
     return got
 
 
+def equal_run(procs, sut, lg, plugin, tmp, qsl, tag, opts, scenario, ref):
+    """One accuracy run through loadgen-node and sut-node: every sample once, each equal to the
+    engine's own output (and so of its count)."""
+    sets = ["server_target_qps=20", "use_token_latencies=1"] if scenario == "Server" else []
+    node, addr, nlog = et.start_node(procs, sut, tmp, f"{tag}-{scenario}", plugin, opts,
+                                     ["--max-batch", "4"])
+    out = os.path.join(tmp, f"{tag}-{scenario}")
+    rc, text = et.loadgen(lg, out, addr, qsl, scenario, "AccuracyOnly", sets,
+                          ["--model", "llama2-70b"])
+    procs.stop(node)
+    if rc != 0:
+        sys.exit(f"FAIL {tag} {scenario}: loadgen-node exit {rc}\n{text[-3000:]}\n"
+                 f"node log:\n{open(nlog).read()[-2000:]}")
+    got = read_log(out)
+    missing = sorted(set(range(len(ref))) - set(got))
+    bad = [i for i in range(len(ref)) if got.get(i) != ref[i]]
+    if missing or bad:
+        i = (missing or bad)[0]
+        sys.exit(f"FAIL {tag} {scenario}: {len(missing)} samples missing, {len(bad)} differ; "
+                 f"sample {i}: got {got.get(i)}, engine {ref[i]}")
+    print(f"ok {tag} {scenario}: {len(ref)} samples, each once, all {sum(map(len, ref))} token "
+          f"IDs equal to llama-server's own, every count equal to its tokens_predicted")
+
+
 def main():
     if len(sys.argv) != 5:
         sys.exit(__doc__)
@@ -137,8 +164,11 @@ def main():
     procs = et.Procs()
     try:
         model = os.path.join(tmp, "tiny-llama-bytes.gguf")
-        subprocess.run([et.PY, os.path.join(src, "tests", "engines", "make_gguf.py"), model,
-                        "--seed", "0", "--vocab", "512", "--ctx", "1024"], check=True)
+        plain = os.path.join(tmp, "tiny-llama-nobytes.gguf")
+        for path, extra in ((model, []), (plain, ["--no-bytes"])):
+            subprocess.run([et.PY, os.path.join(src, "tests", "engines", "make_gguf.py"), path,
+                            "--seed", "0", "--vocab", "512", "--ctx", "1024"] + extra,
+                           check=True)
         tools = os.path.join(src, "loadgen-node", "tools")
         pkl, qsl = os.path.join(tmp, "tokens.pkl"), os.path.join(tmp, "qsl")
         subprocess.run([et.PY, os.path.join(tools, "make_llm_tokens.py"), "--out", pkl,
@@ -148,6 +178,20 @@ def main():
                         "--out-dir", qsl], check=True)
         import numpy as np
         prompts = [np.load(os.path.join(qsl, f)).tolist() for f in sorted(os.listdir(qsl))]
+
+        # 0. Without byte tokens llama-server streams every ID: streaming through the harness
+        #    equals the engine's own output.
+        eng0, port0, _ = start_engine(procs, server, plain, tmp)
+        ref0 = [direct(port0, p) for p in prompts]
+        lost0 = [i for i, p in enumerate(prompts) if len(direct_stream(port0, p)[0]) != MAX_TOKENS]
+        if lost0:
+            sys.exit(f"FAIL: without byte tokens the direct stream lost IDs in samples {lost0}")
+        opts0 = {"url": f"http://127.0.0.1:{port0}", "dialect": "llamacpp",
+                 "max_tokens": MAX_TOKENS, "ignore_eos": 1}
+        for scenario in ("Offline", "Server"):
+            equal_run(procs, sut, lg, plugin, tmp, qsl, "no-byte-tokens streaming", opts0,
+                      scenario, ref0)
+        procs.stop(eng0)
 
         eng, port, elog = start_engine(procs, server, model, tmp)
         ref = [direct(port, p) for p in prompts]
@@ -175,26 +219,9 @@ def main():
         opts = {"url": url, "dialect": "llamacpp", "max_tokens": MAX_TOKENS, "ignore_eos": 1}
 
         # 2. oneshot: every token ID, equal to the engine's own.
-        for scenario, sets in (("Offline", []),
-                               ("Server", ["server_target_qps=20", "use_token_latencies=1"])):
-            node, addr, nlog = et.start_node(procs, sut, tmp, f"oneshot-{scenario}", plugin,
-                                             {**opts, "oneshot": 1}, ["--max-batch", "4"])
-            out = os.path.join(tmp, f"oneshot-{scenario}")
-            rc, text = et.loadgen(lg, out, addr, qsl, scenario, "AccuracyOnly", sets, common)
-            procs.stop(node)
-            if rc != 0:
-                sys.exit(f"FAIL oneshot {scenario}: loadgen-node exit {rc}\n{text[-3000:]}\n"
-                         f"node log:\n{open(nlog).read()[-2000:]}")
-            got = read_log(out)
-            missing = sorted(set(range(N_PROMPTS)) - set(got))
-            bad = [i for i in range(N_PROMPTS) if got.get(i) != ref[i]]
-            if missing or bad:
-                i = (missing or bad)[0]
-                sys.exit(f"FAIL oneshot {scenario}: {len(missing)} samples missing, {len(bad)} "
-                         f"differ; sample {i}: got {got.get(i)}, engine {ref[i]}")
-            print(f"ok oneshot=1 {scenario}: {N_PROMPTS} samples, each once, all "
-                  f"{N_PROMPTS * MAX_TOKENS} token IDs equal to llama-server's own, every count "
-                  f"equal to its tokens_predicted ({MAX_TOKENS})")
+        for scenario in ("Offline", "Server"):
+            equal_run(procs, sut, lg, plugin, tmp, qsl, "byte tokens oneshot=1",
+                      {**opts, "oneshot": 1}, scenario, ref)
 
         # 3. streaming: the samples that lost IDs fail with both counts; none silently short.
         node, addr, nlog = et.start_node(procs, sut, tmp, "stream", plugin, opts,
@@ -227,6 +254,15 @@ def main():
         print(f"ok streaming: loadgen-node exit {rc}; {len(pairs)} samples failed with both "
               f"counts (the direct stream's), e.g. '{first}'; {passed} complete samples in the "
               f"accuracy log, each equal to the engine's output")
+
+        # oneshot is llama.cpp's only: another dialect stops the node, naming the option.
+        r = subprocess.run([sut, "--listen", "127.0.0.1:0", "--backend", plugin, "--backend-opt",
+                            f"url={url}", "--backend-opt", "dialect=vllm", "--backend-opt",
+                            "oneshot=1"], capture_output=True, text=True, timeout=30)
+        msg = r.stdout + r.stderr
+        if r.returncode == 0 or "oneshot=1: only with dialect=llamacpp" not in msg:
+            sys.exit(f"FAIL dialect=vllm oneshot=1 accepted (exit {r.returncode}):\n{msg[-1000:]}")
+        print("ok dialect=vllm oneshot=1 refused: " + msg.strip().splitlines()[-1])
     finally:
         procs.stop_all()
         shutil.rmtree(tmp, ignore_errors=True)
