@@ -27,6 +27,9 @@ packages=(
     # (FastAPI + uvicorn over PyTorch, ONNX weights) and the LLM data tools (pandas pickles)
     libcurl4-openssl-dev libcjson-dev libyajl-dev python3-fastapi python3-uvicorn python3-torch python3-onnx
     python3-pandas
+    # llama.cpp's llama-server for the real-engine test: deploy/llama-server.sh fetches Debian
+    # unstable's .debs with apt-get download (this keyring checks them) and unpacks them privately
+    debian-archive-keyring
     # certificates for TLS tests, network namespaces for the fabric simulation, diagrams
     openssl iproute2 ethtool graphviz procps time
     # deployment tooling: the Kubernetes manifest check, systemd-analyze for the unit, lspci for

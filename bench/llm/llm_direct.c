@@ -100,7 +100,7 @@ static int parse_bench(long n)
         "1700000000,\"model\":\"bench\",\"choices\":[{\"index\":0,\"text\":\" tok123\","
         "\"logprobs\":null,\"finish_reason\":null,\"stop_reason\":null,\"token_ids\":[123]}]}"
         "\n\n";
-    oai_gen_t g = {OAI_VLLM, "bench", 1u << 30, 0, 0, 0, 0};
+    oai_gen_t g = {OAI_VLLM, "bench", 1u << 30, 0, 0, 0, 0, 0};
     oai_sse_t p;
     oai_out_t o = {0};
     uint64_t t0, t_sse = 0, t_json = 0;
@@ -134,7 +134,7 @@ int main(int argc, char **argv)
     double qps = 100, dur = 10;
     long max_tokens = 64, prompt_tokens = 64, max_conns = 256, i, n;
     long coalesce_us = OAI_HTTP_COALESCE_US_DEFAULT;
-    oai_gen_t g = {OAI_VLLM, "bench", 64, 0, 0, 0, 0};
+    oai_gen_t g = {OAI_VLLM, "bench", 64, 0, 0, 0, 0, 0};
     oai_http_cfg_t hc = {0};
     oai_http_t *h;
     call_t *calls;

@@ -91,6 +91,38 @@ def accuracy_log(out):
         return json.load(f)
 
 
+def output_tokens(out, tag):
+    """{qsl_idx: [token IDs]} from an LLM run's accuracy log (int32 little endian); fails on a
+    sample answered twice or a token_count other than its number of tokens."""
+    got = {}
+    for r in accuracy_log(out):
+        i = int(r["qsl_idx"])
+        if i in got:
+            sys.exit(f"FAIL {tag}: sample {i} answered twice")
+        data = bytes.fromhex(r["data"])
+        got[i] = [int.from_bytes(data[k:k + 4], "little") for k in range(0, len(data), 4)]
+        if "token_count" in r and int(r["token_count"]) != len(got[i]):
+            sys.exit(f"FAIL {tag}: sample {i}: token_count {r['token_count']} for "
+                     f"{len(got[i])} tokens")
+    return got
+
+
+def check_tokens(tag, out, ref):
+    """Every sample of the run's accuracy log answered once, its token IDs equal to ref[i] (the
+    engine's own output, asked directly)."""
+    seen = output_tokens(out, tag)
+    missing = sorted(set(range(len(ref))) - set(seen))
+    if missing:
+        sys.exit(f"FAIL {tag}: samples {missing[:10]} never answered")
+    bad = [i for i in range(len(ref)) if seen[i] != ref[i]]
+    if bad:
+        i = bad[0]
+        sys.exit(f"FAIL {tag}: {len(bad)} samples differ from the engine's own output; sample "
+                 f"{i}: got {seen[i]}, engine {ref[i]}")
+    print(f"ok {tag}: {len(ref)} samples, each once, every token equal to the engine's "
+          f"greedy output ({sum(len(t) for t in ref)} tokens)")
+
+
 def summary_lines(out, pattern):
     import re
     with open(os.path.join(out, "mlperf_log_summary.txt")) as f:

@@ -4,10 +4,12 @@ cache and greedy decoding, served by FastAPI + uvicorn (the stack vLLM serves wi
 token-ID dialects of the engines the openai backend supports:
 
     POST /v1/completions   vLLM / TensorRT-LLM (trtllm-serve): "prompt" as token IDs, SSE chunks
-                           with choices[0].token_ids and logprobs.tokens "token_id:N", [DONE]
+                           with choices[0].token_ids and logprobs.tokens "token_id:N", a last
+                           chunk with usage when stream_options.include_usage, [DONE]
     POST /generate         SGLang native: "input_ids", "sampling_params", cumulative
                            "output_ids" and "meta_info", [DONE]
-    POST /completion       llama.cpp server: "prompt" token IDs, "n_predict", "tokens", "stop"
+    POST /completion       llama.cpp server: "prompt" token IDs, "n_predict", "tokens", "stop",
+                           "tokens_predicted"
     GET  /health
 
     llm_engine.py [--host 127.0.0.1] [--port 0] [--port-file F] [--seed 0] [--vocab 512]
@@ -173,10 +175,18 @@ def make_app(engine):
                     "choices": [choice(toks, lps, fin)],
                     "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(toks)}}
 
+        usage = bool((body.get("stream_options") or {}).get("include_usage", False))
+
         async def stream():
+            n = 0
             async for t, lp, fin in gen:
+                n += 1
                 yield sse({"id": rid, "object": "text_completion", "created": created,
                            "model": model, "choices": [choice([t], [lp], fin)]})
+            if usage:  # as vLLM: a last chunk with no choices and the counts
+                yield sse({"id": rid, "object": "text_completion", "created": created,
+                           "model": model, "choices": [],
+                           "usage": {"prompt_tokens": len(prompt), "completion_tokens": n}})
             yield "data: [DONE]\n\n"
         return StreamingResponse(stream(), media_type="text/event-stream")
 
@@ -218,8 +228,9 @@ def make_app(engine):
         gen = engine.generate(prompt, max_tokens, 0, bool(body.get("ignore_eos", False)))
         want = bool(body.get("return_tokens", False))
 
-        def out(toks, stop, fin):
-            o = {"content": "".join(f"<{t}>" for t in toks), "stop": stop}
+        def out(toks, stop, fin, predicted):
+            o = {"content": "".join(f"<{t}>" for t in toks), "stop": stop,
+                 "tokens_predicted": predicted}
             if want:
                 o["tokens"] = toks
             if stop:
@@ -230,13 +241,15 @@ def make_app(engine):
             toks, fin = [], None
             async for t, _, fin in gen:
                 toks.append(t)
-            return out(toks, True, fin)
+            return out(toks, True, fin, len(toks))
 
         async def stream():
+            n = 0
             async for t, _, fin in gen:
-                yield sse(out([t], False, fin))
+                n += 1
+                yield sse(out([t], False, fin, n))
                 if fin:
-                    yield sse(out([], True, fin))
+                    yield sse(out([], True, fin, n))
         return StreamingResponse(stream(), media_type="text/event-stream")
 
     return app

@@ -11,7 +11,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    oai_gen_t g = {OAI_VLLM, "m", 64, 0, 0.0, 0, 0};
+    oai_gen_t g = {OAI_VLLM, "m", 64, 0, 0.0, 0, 0, 0};
     oai_out_t o = {0};
     oai_sse_t p;
     size_t chunk, off = 0;

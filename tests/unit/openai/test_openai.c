@@ -131,7 +131,7 @@ static void event_ok(const oai_gen_t *g, const char *ev, oai_out_t *o)
 START_TEST(dialects)
 {
     const int32_t prompt[3] = {5, 6, 70000};
-    oai_gen_t g = {OAI_VLLM, "m", 8, 2, 0.0, 0, 0};
+    oai_gen_t g = {OAI_VLLM, "m", 8, 2, 0.0, 0, 0, 0};
     oai_out_t o = {0};
     char *body;
     size_t len;
@@ -214,7 +214,7 @@ END_TEST
  * token IDs, or with no text either, does not. */
 START_TEST(text_without_ids)
 {
-    oai_gen_t g = {OAI_VLLM, "m", 8, 0, 0.0, 0, 0};
+    oai_gen_t g = {OAI_VLLM, "m", 8, 0, 0.0, 0, 0, 0};
     oai_out_t o = {0};
 
     o.max = 8;
@@ -266,7 +266,7 @@ static int event_rc(const oai_gen_t *g, const char *ev, oai_out_t *o)
 
 START_TEST(event_scanner_hostile)
 {
-    oai_gen_t g = {OAI_VLLM, "m", 8, 0, 0.0, 0, 0};
+    oai_gen_t g = {OAI_VLLM, "m", 8, 0, 0.0, 0, 0, 0};
     oai_out_t o = {0};
     char *deep;
     size_t i, n = 20000;
@@ -346,6 +346,183 @@ START_TEST(event_scanner_hostile)
     ck_assert_uint_eq(o.n, 3);
     ck_assert_int_eq(o.toks[2], 3);
     ck_assert_int_eq(o.done, 1);
+    oai_out_free(&o);
+}
+END_TEST
+
+/* ---- the engine's own token count ---- */
+
+/* Feeds a canned SSE stream in pieces of |step| bytes through the decoder and the dialect, as the
+ * backend does (events after the end mark too); returns oai_dialect_end's code. */
+static int run_stream(const oai_gen_t *g, const char *sse, size_t step, oai_out_t *o)
+{
+    oai_sse_t p;
+    size_t off = 0, len = strlen(sse);
+    int rc = 0;
+
+    oai_sse_init(&p, 4096);
+    while (off < len && rc == 0) {
+        size_t piece = len - off < step ? len - off : step;
+        while (piece && rc == 0) {
+            int have;
+            ssize_t used = oai_sse_feed(&p, sse + off, piece, &have);
+            ck_assert_int_ge(used, 0);
+            off += (size_t)used;
+            piece -= (size_t)used;
+            if (have) {
+                size_t n;
+                const char *e = oai_sse_event(&p, &n);
+                rc = oai_dialect_event(g, e, n, o);
+            }
+        }
+    }
+    oai_sse_free(&p);
+    ck_assert_msg(rc == 0, "event: %s", o->err);
+    ck_assert_int_eq(o->done, 1);
+    return oai_dialect_end(g, o);
+}
+
+/* llama-server's stream as it came from Debian's llama-server 0.7.0 with a byte-fallback
+ * vocabulary: token 198 (<0xC3>) is held back as incomplete UTF-8 and its ID is in no event;
+ * the next event brings "é" with only token 172 (<0xA9>), and tokens_predicted counts both. */
+static const char llama_held[] =
+    "data: {\"index\":0,\"content\":\"p\",\"tokens\":[115],\"stop\":false,\"id_slot\":-1,"
+    "\"tokens_predicted\":1,\"tokens_evaluated\":5}\n\n"
+    "data: {\"index\":0,\"content\":\"\\u00e9\",\"tokens\":[172],\"stop\":false,\"id_slot\":-1,"
+    "\"tokens_predicted\":3,\"tokens_evaluated\":5}\n\n"
+    "data: {\"index\":0,\"content\":\"\",\"tokens\":[],\"id_slot\":0,\"stop\":true,"
+    "\"tokens_predicted\":3,\"tokens_evaluated\":5,\"stop_type\":\"limit\","
+    "\"timings\":{\"predicted_n\":3}}\n\n";
+
+START_TEST(token_count)
+{
+    oai_gen_t g = {OAI_LLAMACPP, "m", 8, 0, 0.0, 1, 0, 0};
+    oai_out_t o = {0};
+    char *body;
+    size_t len, step;
+    static const int32_t prompt[2] = {1, 300};
+
+    /* A token held back: 2 IDs arrived, the engine counted 3; in every split of the stream. */
+    for (step = 1; step <= sizeof(llama_held); step += 37) {
+        memset(&o, 0, sizeof(o));
+        o.max = 8;
+        ck_assert_int_lt(run_stream(&g, llama_held, step, &o), 0);
+        ck_assert_uint_eq(o.n, 2);
+        ck_assert_str_eq(o.err,
+                         "the engine counted 3 output tokens (tokens_predicted) but sent 2 token "
+                         "IDs: llama-server leaves out the IDs of tokens it holds back as "
+                         "incomplete UTF-8 while streaming; oneshot=1 asks for all of them in one "
+                         "response");
+        oai_out_free(&o);
+    }
+
+    /* oneshot: "stream":false, and the one response carries every ID and the same count. */
+    g.oneshot = 1;
+    ck_assert_int_eq(oai_dialect_body(&g, prompt, 2, &body, &len), 0);
+    ck_assert_ptr_nonnull(strstr(body, "\"stream\":false,\"return_tokens\":true"));
+    free(body);
+    memset(&o, 0, sizeof(o));
+    o.max = 8;
+    event_ok(&g,
+             "{\"index\":0,\"content\":\"p\\u00e9\",\"tokens\":[115,198,172],\"id_slot\":0,"
+             "\"stop\":true,\"tokens_predicted\":3,\"prompt\":\"<s>\\ufffd\"}",
+             &o);
+    ck_assert_int_eq(o.done, 1);
+    ck_assert_int_eq(oai_dialect_end(&g, &o), 0);
+    ck_assert_int_eq(o.toks[1], 198);
+    oai_out_free(&o);
+    /* A count the IDs do not match in oneshot: no hint about streaming. */
+    memset(&o, 0, sizeof(o));
+    o.max = 8;
+    event_ok(&g, "{\"tokens\":[115],\"stop\":true,\"tokens_predicted\":2}", &o);
+    ck_assert_int_lt(oai_dialect_end(&g, &o), 0);
+    ck_assert_str_eq(o.err, "the engine counted 2 output tokens (tokens_predicted) but sent 1 "
+                            "token IDs: the output would be short or padded");
+    oai_out_free(&o);
+
+    /* vLLM: stream_options.include_usage asked for; its usage comes after the finish_reason. */
+    g.dialect = OAI_VLLM;
+    g.oneshot = 0;
+    ck_assert_int_eq(oai_dialect_body(&g, prompt, 2, &body, &len), 0);
+    ck_assert_ptr_nonnull(strstr(body, "\"stream_options\":{\"include_usage\":true}"));
+    free(body);
+    {
+        static const char vllm_ok[] =
+            "data: {\"choices\":[{\"text\":\"a\",\"token_ids\":[11],\"finish_reason\":null}],"
+            "\"usage\":null}\n\n"
+            "data: {\"choices\":[{\"text\":\"b\",\"token_ids\":[12],\"finish_reason\":\"length\"}],"
+            "\"usage\":null}\n\n"
+            "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":2,\"total_tokens\":4,"
+            "\"completion_tokens\":2}}\n\n"
+            "data: [DONE]\n\n";
+        static const char vllm_short[] =
+            "data: {\"choices\":[{\"token_ids\":[11],\"finish_reason\":\"length\"}]}\n\n"
+            "data: {\"choices\":[],\"usage\":{\"completion_tokens\":5}}\n\n"
+            "data: [DONE]\n\n";
+        static const char vllm_nousage[] =
+            "data: {\"choices\":[{\"token_ids\":[11],\"finish_reason\":\"length\"}]}\n\n"
+            "data: [DONE]\n\n";
+
+        memset(&o, 0, sizeof(o));
+        o.max = 8;
+        ck_assert_int_eq(run_stream(&g, vllm_ok, 7, &o), 0);
+        ck_assert_uint_eq(o.n, 2);
+        ck_assert_int_eq(o.counted, 1);
+        oai_out_free(&o);
+        memset(&o, 0, sizeof(o));
+        o.max = 8;
+        ck_assert_int_lt(run_stream(&g, vllm_short, 5, &o), 0);
+        ck_assert_ptr_nonnull(
+            strstr(o.err, "counted 5 output tokens (usage.completion_tokens) but sent 1 token"));
+        oai_out_free(&o);
+        /* An engine that reports no count: nothing to check against. */
+        memset(&o, 0, sizeof(o));
+        o.max = 8;
+        ck_assert_int_eq(run_stream(&g, vllm_nousage, 3, &o), 0);
+        ck_assert_int_eq(o.counted, 0);
+        oai_out_free(&o);
+    }
+
+    /* SGLang: meta_info.completion_tokens, cumulative like output_ids. */
+    g.dialect = OAI_SGLANG;
+    memset(&o, 0, sizeof(o));
+    o.max = 8;
+    ck_assert_int_eq(
+        run_stream(&g,
+                   "data: {\"output_ids\":[7],\"meta_info\":{\"completion_tokens\":1,"
+                   "\"finish_reason\":null}}\n\n"
+                   "data: {\"output_ids\":[7,8],\"meta_info\":{\"completion_tokens\":2,"
+                   "\"finish_reason\":{\"type\":\"length\"}}}\n\ndata: [DONE]\n\n",
+                   11, &o),
+        0);
+    oai_out_free(&o);
+    memset(&o, 0, sizeof(o));
+    o.max = 8;
+    ck_assert_int_lt(run_stream(&g,
+                                "data: {\"output_ids\":[7],\"meta_info\":{\"completion_tokens\":3,"
+                                "\"finish_reason\":\"stop\"}}\n\n",
+                                64, &o),
+                     0);
+    ck_assert_ptr_nonnull(strstr(o.err, "counted 3 output tokens (meta_info.completion_tokens)"));
+    oai_out_free(&o);
+
+    /* Hostile counts: not a number, negative, fractional, 17 digits, an object: the event fails
+     * and takes nothing. */
+    g.dialect = OAI_LLAMACPP;
+    memset(&o, 0, sizeof(o));
+    o.max = 8;
+    ck_assert_int_lt(event_rc(&g, "{\"tokens\":[1],\"tokens_predicted\":\"1\"}", &o), 0);
+    ck_assert_str_eq(o.err, "the engine's count of output tokens is not a number");
+    ck_assert_int_lt(event_rc(&g, "{\"tokens\":[1],\"tokens_predicted\":-1}", &o), 0);
+    ck_assert_int_lt(event_rc(&g, "{\"tokens\":[1],\"tokens_predicted\":1.5}", &o), 0);
+    ck_assert_int_lt(event_rc(&g, "{\"tokens\":[1],\"tokens_predicted\":12345678901234567}", &o),
+                     0);
+    ck_assert_int_lt(event_rc(&g, "{\"tokens\":[1],\"tokens_predicted\":{\"n\":1}}", &o), 0);
+    ck_assert_uint_eq(o.n, 0);
+    ck_assert_int_eq(o.counted, 0);
+    /* null is no count. */
+    event_ok(&g, "{\"tokens\":[1],\"tokens_predicted\":null,\"stop\":true}", &o);
+    ck_assert_int_eq(oai_dialect_end(&g, &o), 0);
     oai_out_free(&o);
 }
 END_TEST
@@ -1005,6 +1182,10 @@ static TCase *tc_event_scanner_hostile(void)
 {
     return tc("event_scanner_hostile", event_scanner_hostile);
 }
+static TCase *tc_token_count(void)
+{
+    return tc("token_count", token_count);
+}
 static TCase *tc_kserve_v2(void)
 {
     return tc("kserve_v2", kserve_v2);
@@ -1035,5 +1216,5 @@ static TCase *tc_options(void)
 }
 
 CHECK_MAIN("openai", tc_sse_bytewise, tc_sse_limits, tc_dialects, tc_text_without_ids,
-           tc_event_scanner_hostile, tc_kserve_v2, tc_http_pool, tc_http_coalesce, tc_http_queue,
-           tc_http_cancel, tc_http_idle, tc_options)
+           tc_event_scanner_hostile, tc_token_count, tc_kserve_v2, tc_http_pool, tc_http_coalesce,
+           tc_http_queue, tc_http_cancel, tc_http_idle, tc_options)

@@ -9,6 +9,11 @@
  * thread (no worker thread and no hand-off per batch); completions arrive from the loop thread,
  * which the ABI allows.
  *
+ * dialect=llamacpp oneshot=1 asks for one JSON response instead of a stream (llama-server's
+ * stream leaves out the IDs of tokens it holds back as incomplete UTF-8): the body is gathered
+ * (at most max_event bytes) and read at the end, the first token and the end leave together.
+ * Every sample's token IDs are checked against the engine's own count (oai_dialect_end).
+ *
  * cancel() (ABI 1.1) marks the batch's streams in the pool (oai_http_cancel): a queued one is
  * never sent, an open one is closed; both complete with SUT_BACKEND_ECANCELED. stream_idle_ms
  * fails a stream that brings no token for that long (the first one included). */
@@ -54,6 +59,8 @@ typedef struct {
     size_t index;
     char *body;
     oai_sse_t sse;
+    char *whole; /* oneshot: the response body so far */
+    size_t whole_len;
     oai_out_t out;
     int first_sent;
     int failed;
@@ -74,6 +81,7 @@ static const oai_optdef_t known[] = {
     {"temperature", "0"},
     {"ignore_eos", "0"},
     {"incremental", "0"},
+    {"oneshot", "0"},
     {"max_concurrency", NULL}, /* default: the node's --max-batch */
     {"timeout_ms", "600000"},
     {"stream_idle_ms", "60000"},
@@ -149,6 +157,13 @@ static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
     if (oai_opts_u("incremental", opt(cfg, "incremental"), 0, 1, &u, err, errlen) < 0)
         goto fail;
     b->gen.incremental = (int)u;
+    if (oai_opts_u("oneshot", opt(cfg, "oneshot"), 0, 1, &u, err, errlen) < 0)
+        goto fail;
+    b->gen.oneshot = (int)u;
+    if (b->gen.oneshot && b->gen.dialect != OAI_LLAMACPP) {
+        snprintf(err, errlen, "option oneshot=1: only with dialect=llamacpp");
+        goto fail;
+    }
     s = opt(cfg, "max_concurrency");
     if (s) {
         if (oai_opts_u("max_concurrency", s, 1, 65536, &u, err, errlen) < 0)
@@ -224,9 +239,9 @@ static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
     }
     oai_logf(b->log, SUT_LOG_INFO,
              "openai backend: %s, max_tokens=%u min_tokens=%u temperature=%g coalesce_us=%u "
-             "stream_idle_ms=%ld",
+             "stream_idle_ms=%ld%s",
              b->device, b->gen.max_tokens, b->gen.min_tokens, b->gen.temperature, hc.coalesce_us,
-             b->stream_idle_ms);
+             b->stream_idle_ms, b->gen.oneshot ? " oneshot (no streaming)" : "");
     *out = b;
     return 0;
 
@@ -275,14 +290,53 @@ static void stream_free(stream_t *s)
 {
     oai_sse_free(&s->sse);
     oai_out_free(&s->out);
+    free(s->whole);
     free(s->body);
     free(s);
+}
+
+/* oneshot: gathers the response body, at most max_event bytes. */
+static int gather(stream_t *s, const char *p, size_t n)
+{
+    char *nw;
+
+    if (n > s->b->max_event - s->whole_len) {
+        snprintf(s->err, sizeof(s->err), "a response over max_event=%zu bytes", s->b->max_event);
+        s->failed = 1;
+        return 1;
+    }
+    nw = realloc(s->whole, s->whole_len + n + 1);
+    if (!nw) {
+        snprintf(s->err, sizeof(s->err), "out of memory for a %zu-byte response", s->whole_len + n);
+        s->failed = 1;
+        return 1;
+    }
+    memcpy(nw + s->whole_len, p, n);
+    s->whole = nw;
+    s->whole_len += n;
+    nw[s->whole_len] = '\0';
+    return 0;
+}
+
+/* oneshot: the whole response is one event; its tokens are the first token and the end. */
+static void read_whole(stream_t *s)
+{
+    if (oai_dialect_event(&s->b->gen, s->whole ? s->whole : "", s->whole_len, &s->out) < 0) {
+        snprintf(s->err, sizeof(s->err), "%s", s->out.err);
+        s->failed = 1;
+    } else if (!s->first_sent && s->out.n > 0) {
+        sut_result_t res = {s->index, 0, s->out.toks, 4, 1};
+        s->first_sent = 1;
+        s->batch->first_token(s->batch, &res, 1);
+    }
 }
 
 static int on_data(oai_http_req_t *r, const char *p, size_t n)
 {
     stream_t *s = (stream_t *)r;
 
+    if (s->b->gen.oneshot)
+        return gather(s, p, n);
     while (n) {
         int have = 0;
         ssize_t used = oai_sse_feed(&s->sse, p, n, &have);
@@ -297,8 +351,7 @@ static int on_data(oai_http_req_t *r, const char *p, size_t n)
         if (have) {
             size_t len, before = s->out.n;
             const char *ev = oai_sse_event(&s->sse, &len);
-            if (s->out.done) /* trailing events (usage, [DONE]) after the end mark */
-                continue;
+            /* Events after the end mark are read too: vLLM's usage comes last. */
             if (oai_dialect_event(&s->b->gen, ev, len, &s->out) < 0) {
                 snprintf(s->err, sizeof(s->err), "%s", s->out.err);
                 s->failed = 1;
@@ -324,6 +377,8 @@ static void on_done(oai_http_req_t *r, int status, const char *msg)
     sut_backend_t *b = s->b;
     sut_result_t res = {s->index, 0, NULL, 0, 0};
 
+    if (!s->failed && status == 0 && b->gen.oneshot)
+        read_whole(s);
     if (!s->failed && status == 0 && !s->out.done) {
         snprintf(s->err, sizeof(s->err),
                  "the engine ended the stream after %zu tokens without "

@@ -109,6 +109,7 @@ int oai_dialect_body(const oai_gen_t *g, const void *prompt, size_t n, char **ou
         sb_tokens(&b, prompt, n);
         sb_printf(&b,
                   ",\"max_tokens\":%u,\"min_tokens\":%u,\"temperature\":%.17g,\"stream\":true,"
+                  "\"stream_options\":{\"include_usage\":true},"
                   "\"ignore_eos\":%s,\"return_token_ids\":true,\"logprobs\":0,"
                   "\"return_tokens_as_token_ids\":true}",
                   g->max_tokens, g->min_tokens, g->temperature, g->ignore_eos ? "true" : "false");
@@ -125,9 +126,10 @@ int oai_dialect_body(const oai_gen_t *g, const void *prompt, size_t n, char **ou
         sb_printf(&b, "{\"prompt\":");
         sb_tokens(&b, prompt, n);
         sb_printf(&b,
-                  ",\"n_predict\":%u,\"temperature\":%.17g,\"ignore_eos\":%s,\"stream\":true,"
+                  ",\"n_predict\":%u,\"temperature\":%.17g,\"ignore_eos\":%s,\"stream\":%s,"
                   "\"return_tokens\":true,\"cache_prompt\":false}",
-                  g->max_tokens, g->temperature, g->ignore_eos ? "true" : "false");
+                  g->max_tokens, g->temperature, g->ignore_eos ? "true" : "false",
+                  g->oneshot ? "false" : "true");
         break;
     }
     if (b.failed) {
@@ -139,6 +141,24 @@ int oai_dialect_body(const oai_gen_t *g, const void *prompt, size_t n, char **ou
     return 0;
 }
 
+/* The engine's own count of output tokens against the token IDs that arrived. */
+static int oai_dialect_count(const oai_gen_t *g, oai_out_t *o)
+{
+    static const char *const fields[] = {"usage.completion_tokens", "usage.completion_tokens",
+                                         "meta_info.completion_tokens", "tokens_predicted"};
+
+    if (!o->counted || o->engine_n == (uint64_t)o->n)
+        return 0;
+    snprintf(o->err, sizeof(o->err),
+             "the engine counted %llu output tokens (%s) but sent %zu token IDs: %s",
+             (unsigned long long)o->engine_n, fields[g->dialect], o->n,
+             g->dialect == OAI_LLAMACPP && !g->oneshot
+                 ? "llama-server leaves out the IDs of tokens it holds back as incomplete UTF-8 "
+                   "while streaming; oneshot=1 asks for all of them in one response"
+                 : "the output would be short or padded");
+    return -EPROTO;
+}
+
 int oai_dialect_end(const oai_gen_t *g, oai_out_t *o)
 {
     static const char *const fields[] = {
@@ -147,7 +167,7 @@ int oai_dialect_end(const oai_gen_t *g, oai_out_t *o)
         "tokens"};
 
     if (o->n > 0 || !o->had_text)
-        return 0;
+        return oai_dialect_count(g, o);
     snprintf(o->err, sizeof(o->err),
              "the stream ended with no token IDs although its events carried text: "
              "dialect=%s reads them from %s; is dialect= right, and does the engine return "

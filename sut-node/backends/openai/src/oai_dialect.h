@@ -2,16 +2,24 @@
  * No I/O: a request body from a prompt, and the output tokens from one SSE event's data.
  *
  *   vllm      POST /v1/completions  {"prompt":[ids], "max_tokens", "min_tokens", "temperature",
- *             "stream":true, "return_token_ids":true, "logprobs":0,
- *             "return_tokens_as_token_ids":true}; tokens from choices[0].token_ids, else from
- *             choices[0].logprobs.tokens ("token_id:N"); ends with finish_reason / [DONE]
+ *             "stream":true, "stream_options":{"include_usage":true}, "return_token_ids":true,
+ *             "logprobs":0, "return_tokens_as_token_ids":true}; tokens from
+ *             choices[0].token_ids, else from choices[0].logprobs.tokens ("token_id:N"); ends
+ *             with finish_reason / [DONE]; the engine's count from usage.completion_tokens
  *   trtllm    the same OpenAI completions request and stream (trtllm-serve)
  *   sglang    POST /generate  {"input_ids":[ids], "sampling_params":{"max_new_tokens",
  *             "min_new_tokens", "temperature"}, "stream":true}; tokens from output_ids
- *             (cumulative unless incremental=1), end from meta_info.finish_reason / [DONE]
+ *             (cumulative unless incremental=1), end from meta_info.finish_reason / [DONE];
+ *             the engine's count from meta_info.completion_tokens
  *   llamacpp  POST /completion  {"prompt":[ids], "n_predict", "temperature", "stream":true,
  *             "return_tokens":true, "cache_prompt":false}; tokens from "tokens", end at
- *             "stop":true (no min_tokens in this API)
+ *             "stop":true (no min_tokens in this API); the engine's count from
+ *             tokens_predicted. oneshot=1: "stream":false, one JSON response with every token
+ *             ID (llama-server's stream leaves out the IDs of tokens it held back as
+ *             incomplete UTF-8)
+ *
+ * At the end, a stream whose engine reported its own count of output tokens must have brought
+ * exactly that many token IDs (oai_dialect_end).
  *
  * An event that carries {"error": ...} (or "object":"error") fails the stream with the engine's
  * message. Not thread-safe per oai_out_t; the tables are constant. */
@@ -30,15 +38,18 @@ typedef struct {
     double temperature; /* 0: greedy */
     int ignore_eos;
     int incremental; /* sglang: output_ids carry only the new tokens */
+    int oneshot;     /* llamacpp: one JSON response ("stream":false) instead of SSE */
 } oai_gen_t;
 
 /* Output tokens of one stream, bounded by |max| (an engine that sends more is an error). */
 typedef struct {
     int32_t *toks;
     size_t n, cap, max;
-    int done;      /* the engine said the stream is finished */
-    int had_text;  /* some event carried non-empty text (choices[0].text, text, content) */
-    char err[256]; /* why oai_dialect_event failed */
+    int done;          /* the engine said the stream is finished */
+    int had_text;      /* some event carried non-empty text (choices[0].text, text, content) */
+    int counted;       /* the engine reported its own count of output tokens: */
+    uint64_t engine_n; /* the last one (tokens_predicted, usage/meta_info.completion_tokens) */
+    char err[256];     /* why oai_dialect_event failed */
 } oai_out_t;
 
 /* 0, or -22 for an unknown name. */
@@ -58,7 +69,8 @@ int oai_dialect_event(const oai_gen_t *g, const char *data, size_t len, oai_out_
 /* At the end of a stream the engine marked done: 0, or -71 (EPROTO) with o->err set when the
  * stream brought no token ID although its events carried text: the engine returns text only
  * (vLLM without return_token_ids, or the wrong dialect), and the message names the dialect and
- * the fields it reads token IDs from. */
+ * the fields it reads token IDs from; or when the engine's own count of output tokens differs
+ * from the token IDs it sent (the message gives both counts and the count's field). */
 int oai_dialect_end(const oai_gen_t *g, oai_out_t *o);
 
 void oai_out_free(oai_out_t *o);

@@ -7,7 +7,9 @@
  * "object":"error" with "message"; vllm/trtllm: choices[0].token_ids, else
  * choices[0].logprobs.tokens ("token_id:N"), choices[0].finish_reason; sglang: output_ids,
  * meta_info.finish_reason; llamacpp: tokens, stop; and whether the text (choices[0].text, text,
- * content) was non-empty (oai_dialect_end). An engine error wins over everything else. */
+ * content) was non-empty (oai_dialect_end). The engine's own count of output tokens:
+ * usage.completion_tokens (vllm, trtllm), meta_info.completion_tokens (sglang),
+ * tokens_predicted (llamacpp). An engine error wins over everything else. */
 #include "oai_dialect.h"
 
 #include <errno.h>
@@ -36,6 +38,8 @@ typedef enum {
     S_FINISH,   /* choices[0].finish_reason, meta_info.finish_reason */
     S_STOP,     /* root.stop */
     S_TEXT,     /* choices[0].text, root.text (sglang), root.content (llamacpp) */
+    S_USAGE,    /* root.usage (vllm, trtllm) */
+    S_COUNT,    /* usage.completion_tokens, meta_info.completion_tokens, tokens_predicted */
 } slot_t;
 
 /* Containers whose slots are tracked; deeper ones are S_OTHER (their content is skipped). */
@@ -51,9 +55,10 @@ typedef struct {
     slot_t key;              /* the slot of the value after the last map key */
     int rc;                  /* the first token error (reported unless an engine error) */
     char tok_err[160];
-    int root_map, has_error, object_error, done, choices_array, have_ids, had_text;
-    char msg[208]; /* the engine's message */
-    int32_t *lp;   /* logprobs token strings, used only without token_ids */
+    int root_map, has_error, object_error, done, choices_array, have_ids, had_text, counted;
+    uint64_t count; /* the engine's count of output tokens, when counted */
+    char msg[208];  /* the engine's message */
+    int32_t *lp;    /* logprobs token strings, used only without token_ids */
     size_t lp_n, lp_cap;
     int lp_rc;
     char lp_err[160];
@@ -156,6 +161,25 @@ static void scalar(scan_t *s, slot_t v, int is_null, int is_true)
         s->done = 1;
     else if (v == S_STOP && is_true && s->g->dialect == OAI_LLAMACPP)
         s->done = 1;
+    else if (v == S_COUNT && !is_null)
+        fail(s, &s->rc, s->tok_err, sizeof(s->tok_err),
+             "the engine's count of output tokens is not a number");
+}
+
+/* The engine's count of output tokens: a non-negative integer. */
+static int take_count(scan_t *s, const char *num, size_t len)
+{
+    uint64_t c = 0;
+    size_t i;
+
+    for (i = 0; i < len && num[i] >= '0' && num[i] <= '9' && i < 16; i++)
+        c = c * 10 + (uint64_t)(num[i] - '0');
+    if (len == 0 || i != len)
+        return fail(s, &s->rc, s->tok_err, sizeof(s->tok_err),
+                    "the engine's count of output tokens is not an integer of 1..16 digits");
+    s->count = c;
+    s->counted = 1;
+    return 1;
 }
 
 static int cb_null(void *ctx)
@@ -183,6 +207,8 @@ static int cb_number(void *ctx, const char *num, size_t len)
     double d = 0;
     size_t i;
 
+    if (v == S_COUNT)
+        return take_count(s, num, len);
     if (v != S_ID) {
         scalar(s, v, 0, 0);
         return 1;
@@ -301,6 +327,10 @@ static int cb_map_key(void *ctx, const unsigned char *k, size_t len)
             s->key = S_MESSAGE;
         else if (oai && IS("choices"))
             s->key = S_CHOICES;
+        else if (oai && IS("usage"))
+            s->key = S_USAGE;
+        else if (d == OAI_LLAMACPP && IS("tokens_predicted"))
+            s->key = S_COUNT;
         else if (d == OAI_SGLANG && IS("output_ids"))
             s->key = S_IDS;
         else if (d == OAI_SGLANG && IS("meta_info"))
@@ -331,6 +361,11 @@ static int cb_map_key(void *ctx, const unsigned char *k, size_t len)
     } else if (p == S_META) {
         if (IS("finish_reason"))
             s->key = S_FINISH;
+        else if (IS("completion_tokens"))
+            s->key = S_COUNT;
+    } else if (p == S_USAGE) {
+        if (IS("completion_tokens"))
+            s->key = S_COUNT;
     }
 #undef IS
     return 1;
@@ -344,13 +379,14 @@ static int open_container(scan_t *s, int is_map)
         return 0; /* the event must be an object */
     if (v == S_ROOT)
         s->root_map = 1;
-    if (v == S_ID || v == S_LPSTR)
-        scalar(s, v, 0, 0); /* a container where a token belongs */
+    if (v == S_ID || v == S_LPSTR || v == S_COUNT)
+        scalar(s, v, 0, 0); /* a container where a token or a count belongs */
     else if (v == S_ERROR)
         s->has_error = 1;
     else if (v == S_FINISH)
         s->done = 1; /* not null */
-    if (is_map && (v == S_ROOT || v == S_ERROR || v == S_CHOICE0 || v == S_LOGPROBS || v == S_META))
+    if (is_map && (v == S_ROOT || v == S_ERROR || v == S_CHOICE0 || v == S_LOGPROBS ||
+                   v == S_META || v == S_USAGE))
         k = v;
     if (!is_map && (v == S_CHOICES || v == S_IDS || v == S_LPTOK))
         k = v;
@@ -532,5 +568,9 @@ int oai_dialect_event(const oai_gen_t *g, const char *data, size_t len, oai_out_
         o->done = 1;
     if (s.had_text)
         o->had_text = 1;
+    if (s.counted) {
+        o->counted = 1;
+        o->engine_n = s.count;
+    }
     return 0;
 }
