@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Debian packages, as an operator gets them: builds them (build-debs.sh), installs them with
 # apt into a pristine Debian 12 root (../shared/tools/fresh-root.sh: debootstrap minbase, nothing
-# else), then, with the installed files only: --version of both programs; a program compiled
+# else), then, with the installed files only: --version of both programs; the packaged plugins
+# found by name (sut-node --list-backends); a program compiled
 # against the installed QDL, shared and static (pkg-config qdl) and the plugin ABI header; and a
 # loopback Server run, sut-node started with the installed /etc/mlperf/sut-node.conf, loadgen-node
 # through the network, the summary checked for a result and no errors, sut-node stopped cleanly.
@@ -52,6 +53,12 @@ apt-get install -y -qq --no-install-recommends ./mlperf-network-*.deb gcc libc6-
 echo "test-debs: installed $(ls mlperf-network-*.deb | tr '\n' ' ')"
 sut-node --version
 loadgen-node --version
+# The packaged plugins, found by name in /usr/lib/sut-node (--backend openai, kserve).
+for be in openai kserve; do
+    [[ -e /usr/lib/sut-node/libsut_backend_$be.so ]] || continue
+    sut-node --list-backends | grep -q "^  $be  */usr/lib/sut-node/libsut_backend_$be.so\$" ||
+        { echo "test-debs: sut-node does not list its $be plugin:"; sut-node --list-backends; exit 1; }
+done
 
 cat >/tmp/q.c <<'C'
 #include <qdl/qdl.h>
