@@ -31,11 +31,12 @@ typedef struct {
 static void dirs_add(dirs_t *d, const char *path)
 {
     char real[PATH_MAX];
-    const char *p = realpath(path, real) ? real : path;
+    const char *p;
     size_t i;
 
     if (!*path || d->n == MAX_DIRS)
         return;
+    p = realpath(path, real) ? real : path;
     for (i = 0; i < d->n; i++)
         if (strcmp(d->dir[i], p) == 0)
             return;
@@ -44,12 +45,14 @@ static void dirs_add(dirs_t *d, const char *path)
         d->n++;
 }
 
+#if defined(SUT_BUILD_EXE_DIR) && defined(SUT_BUILD_BACKEND_DIR)
 static int same_dir(const char *a, const char *b)
 {
     char ra[PATH_MAX], rb[PATH_MAX];
 
     return realpath(a, ra) && realpath(b, rb) && strcmp(ra, rb) == 0;
 }
+#endif
 
 static void dirs_collect(dirs_t *d)
 {
