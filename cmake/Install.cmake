@@ -15,6 +15,8 @@ include(CMakePackageConfigHelpers)
 # (next to the executable's ../lib/sut-node): not the multiarch library folder.
 set(SUT_PLUGIN_DIR lib/sut-node)
 set(SUT_PLUGIN_FULL_DIR ${CMAKE_INSTALL_PREFIX}/${SUT_PLUGIN_DIR})
+# sut-node --backend NAME looks there too (sut-node/src/plugins.h), after its own ../lib/sut-node.
+target_compile_definitions(sut_core PRIVATE SUT_PLUGIN_INSTALL_DIR="${SUT_PLUGIN_FULL_DIR}")
 set(MLPN_DATADIR ${CMAKE_INSTALL_DATADIR}/mlperf-network)
 
 # ---- daemon --------------------------------------------------------------------------------------

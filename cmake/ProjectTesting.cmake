@@ -1,3 +1,12 @@
+# check_suite(<exe> <source>... LIBS <lib>...): a Check suite's executable, linked with Check and
+# built with the project's warnings (its cases are registered with check_suite_tests below).
+function(check_suite exe)
+    cmake_parse_arguments(CS "" "" "LIBS" ${ARGN})
+    add_executable(${exe} ${CS_UNPARSED_ARGUMENTS})
+    target_link_libraries(${exe} PRIVATE ${CS_LIBS} PkgConfig::CHECK)
+    project_warnings(${exe})
+endfunction()
+
 # Every Check TCase becomes its own CTest test (selected with CK_RUN_CASE), so ctest lists,
 # labels and times each case, and a failure names the case. A case the suite skips (its TCase
 # maker returns NULL, see tests/unit/check_main.h) exits 77 and shows as skipped.

@@ -42,7 +42,7 @@ if [[ "$variant" == tsan ]]; then
     # fight ThreadSanitizer's own interceptors: every program that links UCX then crashes at its
     # first thread. Without them UCX only skips its registration cache.
     export UCX_MEM_EVENTS=no
-    [[ ${#ctest_args[@]} -eq 0 ]] && ctest_args=(-L "qdl|sut|common")
+    [[ ${#ctest_args[@]} -eq 0 ]] && ctest_args=(-L "qdl|sut|common|httpc")
 fi
 cd "$build"
 ctest --output-on-failure -j"$(nproc)" "${ctest_args[@]}"

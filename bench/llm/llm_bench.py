@@ -113,8 +113,7 @@ def one_run(a, b, tmp, qsl):
         os.unlink(pf)
     node = subprocess.Popen([os.path.join(b, "sut-node", "sut-node"), "--listen", "127.0.0.1:0",
                              "--port-file", pf, "--name", "llm-bench", "--log-level", "warn",
-                             "--backend", os.path.join(b, "sut-node", "backends", "openai",
-                                                       "libsut_backend_openai.so"),
+                             "--backend", "openai",
                              "--backend-opt", f"url=http://127.0.0.1:{port}",
                              "--backend-opt", f"max_tokens={a.tokens}",
                              "--backend-opt", "max_concurrency=128", "--max-batch", "32"] + bopt)

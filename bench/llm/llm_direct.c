@@ -11,8 +11,8 @@
  * Prints key=value lines: ttft_p50_us, ttft_p99_us, tokens, tokens_per_s, cpu_ns_per_token,
  * tpot_p50_us, parks (streams moved onto the read-coalescing tick). */
 #include "oai_dialect.h"
-#include "oai_http.h"
-#include "oai_sse.h"
+#include "httpc/httpc.h"
+#include "httpc/sse.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -38,9 +38,9 @@ static uint64_t cpu_ns(void)
 }
 
 typedef struct {
-    oai_http_req_t req;
+    httpc_req_t req;
     oai_gen_t *gen;
-    oai_sse_t sse;
+    httpc_sse_t sse;
     oai_out_t out;
     char *body;
     uint64_t t0, ttft, tpot;
@@ -49,31 +49,31 @@ typedef struct {
 
 static atomic_long done_calls, done_tokens, failed_calls;
 
-static int on_data(oai_http_req_t *r, const char *p, size_t n)
+static int on_data(httpc_req_t *r, const char *p, size_t n)
 {
     call_t *c = (call_t *)r;
     while (n) {
         int have;
-        ssize_t used = oai_sse_feed(&c->sse, p, n, &have);
+        ssize_t used = httpc_sse_feed(&c->sse, p, n, &have);
         if (used < 0)
             return 1;
         p += used;
         n -= (size_t)used;
         if (have) {
             size_t len;
-            const char *ev = oai_sse_event(&c->sse, &len);
+            const char *ev = httpc_sse_event(&c->sse, &len);
             if (!c->out.done && oai_dialect_event(c->gen, ev, len, &c->out) < 0)
                 return 1;
             if (!c->ttft && c->out.n) {
                 c->ttft = now_ns() - c->t0;
-                oai_http_coalesce(&c->req); /* as the backend does */
+                httpc_coalesce(&c->req); /* as the backend does */
             }
         }
     }
     return 0;
 }
 
-static void on_done(oai_http_req_t *r, int status, const char *msg)
+static void on_done(httpc_req_t *r, int status, const char *msg)
 {
     call_t *c = (call_t *)r;
     if (status != 0 || !c->out.done) {
@@ -101,20 +101,20 @@ static int parse_bench(long n)
         "\"logprobs\":null,\"finish_reason\":null,\"stop_reason\":null,\"token_ids\":[123]}]}"
         "\n\n";
     oai_gen_t g = {OAI_VLLM, "bench", 1u << 30, 0, 0, 0, 0, 0};
-    oai_sse_t p;
+    httpc_sse_t p;
     oai_out_t o = {0};
     uint64_t t0, t_sse = 0, t_json = 0;
     long i;
 
-    oai_sse_init(&p, 65536);
+    httpc_sse_init(&p, 65536);
     o.max = (size_t)n + 1;
     for (i = 0; i < n; i++) {
         int have;
         size_t len;
         const char *d;
         t0 = now_ns();
-        oai_sse_feed(&p, ev, sizeof(ev) - 1, &have);
-        d = oai_sse_event(&p, &len);
+        httpc_sse_feed(&p, ev, sizeof(ev) - 1, &have);
+        d = httpc_sse_event(&p, &len);
         t_sse += now_ns() - t0;
         t0 = now_ns();
         if (oai_dialect_event(&g, d, len, &o) < 0)
@@ -123,7 +123,7 @@ static int parse_bench(long n)
     }
     printf("event_bytes=%zu\nsse_ns_per_event=%.1f\njson_ns_per_event=%.1f\n", sizeof(ev) - 1,
            (double)t_sse / (double)n, (double)t_json / (double)n);
-    oai_sse_free(&p);
+    httpc_sse_free(&p);
     oai_out_free(&o);
     return 0;
 }
@@ -133,10 +133,10 @@ int main(int argc, char **argv)
     const char *url = "http://127.0.0.1:8000";
     double qps = 100, dur = 10;
     long max_tokens = 64, prompt_tokens = 64, max_conns = 256, i, n;
-    long coalesce_us = OAI_HTTP_COALESCE_US_DEFAULT;
+    long coalesce_us = HTTPC_COALESCE_US_DEFAULT;
     oai_gen_t g = {OAI_VLLM, "bench", 64, 0, 0, 0, 0, 0};
-    oai_http_cfg_t hc = {0};
-    oai_http_t *h;
+    httpc_cfg_t hc = {0};
+    httpc_t *h;
     call_t *calls;
     uint64_t *ttft, *tpot, t_start, c0, c1;
     int32_t *prompt;
@@ -179,7 +179,7 @@ int main(int argc, char **argv)
     hc.max_conns = (uint32_t)max_conns;
     hc.connect_timeout_ms = 5000;
     hc.coalesce_us = (uint32_t)coalesce_us;
-    if (oai_http_create(&hc, &h, err, sizeof(err)) < 0) {
+    if (httpc_create(&hc, &h, err, sizeof(err)) < 0) {
         fprintf(stderr, "llm_direct: %s\n", err);
         return 1;
     }
@@ -198,7 +198,7 @@ int main(int argc, char **argv)
                 usleep((useconds_t)((due - t) / 1000 - 20));
         }
         c->gen = &g;
-        oai_sse_init(&c->sse, 65536);
+        httpc_sse_init(&c->sse, 65536);
         c->out.max = (size_t)max_tokens;
         oai_dialect_body(&g, prompt, (size_t)prompt_tokens, &c->body, &blen);
         c->req.url = urlp;
@@ -209,12 +209,12 @@ int main(int argc, char **argv)
         c->req.on_data = on_data;
         c->req.on_done = on_done;
         c->t0 = due; /* from the scheduled time, as LoadGen measures */
-        oai_http_submit(h, &c->req);
+        httpc_submit(h, &c->req);
     }
     for (i = 0; i < 60000 && atomic_load(&done_calls) < n; i++)
         usleep(1000);
     c1 = cpu_ns();
-    printf("parks=%llu\n", (unsigned long long)oai_http_parks(h)); /* streams read on the tick */
+    printf("parks=%llu\n", (unsigned long long)httpc_parks(h)); /* streams read on the tick */
     {
         double wall = (double)(now_ns() - t_start) / 1e9;
         long m = 0, mt = 0;
@@ -233,9 +233,9 @@ int main(int argc, char **argv)
                m ? (double)ttft[(size_t)((double)m * 0.99)] / 1e3 : 0, nt, (double)nt / wall,
                nt ? (double)(c1 - c0) / (double)nt : 0, mt ? (double)tpot[mt / 2] / 1e3 : 0);
     }
-    oai_http_destroy(h);
+    httpc_destroy(h);
     for (i = 0; i < n; i++) {
-        oai_sse_free(&calls[i].sse);
+        httpc_sse_free(&calls[i].sse);
         oai_out_free(&calls[i].out);
         free(calls[i].body);
     }

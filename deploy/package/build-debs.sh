@@ -42,8 +42,8 @@ cmake -S "$root" -B "$build" -DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_BUILD_TYPE=Rele
 targets=(sut-node loadgen-node qdl_shared qdl_static_archive delay-relay manpages)
 grep -q '^SUT_HAVE_ONNX:INTERNAL=ON' "$build/CMakeCache.txt" && targets+=(sut_backend_onnx_plugin)
 grep -q '^SUT_HAVE_ONNX_CUDA:INTERNAL=ON' "$build/CMakeCache.txt" && targets+=(sut_onnx_cuda)
-grep -q '^SUT_HAVE_OPENAI:INTERNAL=ON' "$build/CMakeCache.txt" &&
-    targets+=(sut_backend_openai sut_backend_kserve)
+grep -q '^SUT_HAVE_OPENAI:INTERNAL=ON' "$build/CMakeCache.txt" && targets+=(sut_backend_openai)
+grep -q '^SUT_HAVE_KSERVE:INTERNAL=ON' "$build/CMakeCache.txt" && targets+=(sut_backend_kserve)
 cmake --build "$build" -j"$(nproc)" --target "${targets[@]}" >/dev/null
 rm -f "$build"/packages/*.deb
 # CPack warns (for developers) about each plugin without a soname, which is right for plugins:

@@ -2,7 +2,8 @@
 # The Debian packages, as an operator gets them: builds them (build-debs.sh), installs them with
 # apt into a pristine Debian 12 root (debootstrap minbase, nothing else: ../shared/tools/fresh-root.sh
 # where the project's shared tools are, else deploy/container/make-base.sh --tar and a chroot),
-# then, with the installed files only: --version of both programs; a program compiled
+# then, with the installed files only: --version of both programs; the packaged plugins found by
+# name (sut-node --list-backends); a program compiled
 # against the installed QDL, shared and static (pkg-config qdl) and the plugin ABI header; and a
 # loopback Server run, sut-node started with the installed /etc/mlperf/sut-node.conf, loadgen-node
 # through the network, the summary checked for a result and no errors, sut-node stopped cleanly.
@@ -74,6 +75,12 @@ done
 "$share/tools/llm_pickle_to_qsl.py" --pickle /tmp/llm.pkl --out-dir /tmp/llm-qsl
 [[ $(ls /tmp/llm-qsl | wc -l) -eq 8 ]] || { echo "test-debs: the LLM QSL has not 8 samples"; exit 1; }
 echo "test-debs: man pages, LLM data tools, the submission runner and the fabric script run from the package"
+# The packaged plugins, found by name in /usr/lib/sut-node (--backend openai, kserve).
+for be in openai kserve; do
+    [[ -e /usr/lib/sut-node/libsut_backend_$be.so ]] || continue
+    sut-node --list-backends | grep -q "^  $be  */usr/lib/sut-node/libsut_backend_$be.so\$" ||
+        { echo "test-debs: sut-node does not list its $be plugin:"; sut-node --list-backends; exit 1; }
+done
 
 cat >/tmp/q.c <<'C'
 #include <qdl/qdl.h>

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `cmake --install` of a build into a temporary folder (DESTDIR), then what a user of the install
-# does with it: every promised file is there, and a program that includes qdl/qdl.h and
+# does with it: every promised file is there, the installed sut-node finds its plugins by name
+# (--list-backends), and a program that includes qdl/qdl.h and
 # sut/sut_backend.h builds and runs against it through find_package(MLPerfNetwork) (shared and
 # static QDL) and through pkg-config (qdl, sut-backend).
 #
@@ -34,6 +35,12 @@ grep -q "^ExecStart=$prefix/bin/sut-node " "$p/lib/systemd/system/sut-node.servi
 if grep -q '^SUT_HAVE_ONNX:INTERNAL=ON' "$build/CMakeCache.txt"; then
     [[ -e $p/lib/sut-node/libsut_backend_onnx.so ]] || fail "the onnx plugin was not installed"
 fi
+# The installed sut-node finds the installed plugins by name (next to it: ../lib/sut-node).
+for be in openai kserve; do
+    grep -q "^SUT_HAVE_${be^^}:INTERNAL=ON" "$build/CMakeCache.txt" || continue
+    "$p/bin/sut-node" --list-backends | grep -q "^  $be  *$p/lib/sut-node/libsut_backend_$be.so\$" ||
+        fail "the installed sut-node does not list its $be plugin: $("$p/bin/sut-node" --list-backends)"
+done
 nm -D --defined-only "$libdir/libqdl.so" | awk '{print $3}' | grep -v '^qdl_[a-z]' &&
     fail "libqdl.so exports more than the qdl_ API (above)"
 

@@ -1,12 +1,15 @@
-/* Backend registry: the built-ins, plus plugins loaded with dlopen from a path that comes only
- * from the node's own command line or configuration file (never from a network peer). */
+/* Backend registry: the built-ins, plus plugins loaded with dlopen from a path, or found by name
+ * in the plugin folders (plugins.c), that comes only from the node's own command line,
+ * configuration file or environment (never from a network peer). */
 #include "backend.h"
+#include "plugins.h"
 
 #include "cmn/err.h"
 
 #include "cmn/log.h"
 
 #include <dlfcn.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifdef SUT_HAVE_ONNX
@@ -48,7 +51,9 @@ static void backend_log(int level, const char *msg)
 static int resolve(sut_be_t *n, const char *b, const sut_backend_ops_t **ops, cmn_errbuf_t *eb)
 {
     sut_backend_entry_fn entry;
+    char *found = NULL, why[400];
     size_t i;
+    int rc;
 
     if (!strchr(b, '/')) {
         for (i = 0; i < sizeof(builtins) / sizeof(builtins[0]); i++) {
@@ -57,11 +62,13 @@ static int resolve(sut_be_t *n, const char *b, const sut_backend_ops_t **ops, cm
                 return 0;
             }
         }
-        return cmn_errf(eb, CMN_ECONFIG,
-                        "unknown backend '%s' (built in: %s; a plugin is given by its path)", b,
-                        sut__backend_list());
+        if ((rc = sut__plugin_find(b, &found, why, sizeof(why))) < 0)
+            return cmn_errf(eb, rc, "unknown backend '%s': not built in (%s) and %s", b,
+                            sut__backend_list(), why);
+        cmn_log_info("backend %s: plugin %s", b, found);
     }
-    n->dl = dlopen(b, RTLD_NOW | RTLD_LOCAL);
+    n->dl = dlopen(found ? found : b, RTLD_NOW | RTLD_LOCAL);
+    free(found);
     if (!n->dl)
         return cmn_errf(eb, CMN_ECONFIG, "cannot load backend plugin %s: %s", b, dlerror());
     *(void **)&entry = dlsym(n->dl, SUT_BACKEND_ENTRY_SYMBOL);

@@ -4,6 +4,7 @@
 #include "backend.h"
 #include "node.h"
 #include "opts.h"
+#include "plugins.h"
 #include "statsq.h"
 
 #include "build_info.h"
@@ -33,7 +34,8 @@ static const opt_doc_t options[] = {
      "address to listen on; repeatable; IPv6 as [ADDR]:PORT (default 0.0.0.0:7000)"},
     {"name", "NAME", "node name, unique among the nodes of a SUT (default <hostname>:<port>)"},
     {"backend", "NAME|PATH",
-     "null, digest, sim, onnx, or the path of a backend plugin (.so) (default null)"},
+     "null, digest, sim, onnx, a plugin's NAME (libsut_backend_NAME.so in the plugin folders, "
+     "below) or its path (default null)"},
     {"backend-opt", "KEY=VALUE", "option for the backend; repeatable (see sut-node/README.md)"},
     {"device", "DEV", "device for the backend: cpu, cuda:0, ... (default cpu)"},
     {"max-batch", "N", "largest batch the batcher forms (default: the backend's maximum)"},
@@ -99,6 +101,7 @@ static const opt_doc_t options[] = {
     {"log-level", "LEVEL", "error, warn, info or debug (default info)"},
     {"config", "FILE", "read options from FILE (key = value lines, keys as the long options)"},
     {"version", NULL, "print the version and exit"},
+    {"list-backends", NULL, "print the built-in backends, the plugins found and their folders"},
     {"help", NULL, "print this help and exit"},
 };
 
@@ -195,6 +198,12 @@ static void list_options(FILE *f)
     }
 }
 
+static void list_backends(FILE *f)
+{
+    fprintf(f, "Backends built in: %s.\n", sut__backend_list());
+    sut__plugins_print(f);
+}
+
 static void usage(FILE *f)
 {
     size_t i;
@@ -212,7 +221,8 @@ static void usage(FILE *f)
                  options[i].arg ? options[i].arg : "");
         fprintf(f, "  %-30s %s\n", left, options[i].help);
     }
-    fprintf(f, "\nBackends built in: %s.\n", sut__backend_list());
+    fputc('\n', f);
+    list_backends(f);
 }
 
 /* Strings from argv or the config file live until exit: the config file's are duplicated. */
@@ -358,6 +368,11 @@ static int parse_args(int argc, char **argv, sut_opts_t *o, cmn_errbuf_t *eb)
             if (!d->arg) {
                 if (pass == 0 && strcmp(name, "help") == 0) {
                     usage(stdout);
+                    sut__opts_free(o);
+                    exit(0);
+                }
+                if (pass == 0 && strcmp(name, "list-backends") == 0) {
+                    list_backends(stdout);
                     sut__opts_free(o);
                     exit(0);
                 }

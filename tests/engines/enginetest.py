@@ -1,9 +1,11 @@
 """Shared plumbing of the engine integration tests: start and stop processes, wait for a port
 file, run loadgen-node, read its accuracy log. Every wait has a deadline."""
+import http.server
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 PY = "/usr/bin/python3"  # Debian's, with the packages of deploy/install-deps.sh
@@ -127,3 +129,22 @@ def summary_lines(out, pattern):
     import re
     with open(os.path.join(out, "mlperf_log_summary.txt")) as f:
         return [l.rstrip() for l in f if re.search(pattern, l)]
+
+
+def http_engine(on_post):
+    """A threaded HTTP/1.1 server on 127.0.0.1 that calls on_post(handler, body) for each POST;
+    its port is server_address[1]; shutdown() and server_close() end it."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            on_post(self, self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv

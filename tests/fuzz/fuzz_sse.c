@@ -2,7 +2,7 @@
  * the first byte picks, and every event given to a dialect's parser (the second byte picks it):
  * the bytes an engine sends are hostile until validated. */
 #include "oai_dialect.h"
-#include "oai_sse.h"
+#include "httpc/sse.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -13,7 +13,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     oai_gen_t g = {OAI_VLLM, "m", 64, 0, 0.0, 0, 0, 0};
     oai_out_t o = {0};
-    oai_sse_t p;
+    httpc_sse_t p;
     size_t chunk, off = 0;
 
     if (size < 2)
@@ -24,26 +24,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     data += 2;
     size -= 2;
     o.max = 64;
-    oai_sse_init(&p, 4096);
+    httpc_sse_init(&p, 4096);
     while (off < size) {
         size_t n = size - off < chunk ? size - off : chunk;
         while (n) {
             int have;
-            ssize_t used = oai_sse_feed(&p, (const char *)data + off, n, &have);
+            ssize_t used = httpc_sse_feed(&p, (const char *)data + off, n, &have);
             if (used < 0)
                 goto out;
             off += (size_t)used;
             n -= (size_t)used;
             if (have) {
                 size_t len;
-                const char *ev = oai_sse_event(&p, &len);
+                const char *ev = httpc_sse_event(&p, &len);
                 if (oai_dialect_event(&g, ev, len, &o) < 0)
                     goto out;
             }
         }
     }
 out:
-    oai_sse_free(&p);
+    httpc_sse_free(&p);
     oai_out_free(&o);
     return 0;
 }

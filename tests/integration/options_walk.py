@@ -39,7 +39,7 @@ SUT_NOT_NUMERIC = {
     "listen", "name", "backend", "backend-opt", "device", "result-codec", "ucx-busy-poll",
     "ucx-trusted-fabric",
     "port-file", "metrics-listen", "stats", "tls-cert", "tls-key", "tls-ca", "tls-allow",
-    "log-level", "config", "version", "help",
+    "log-level", "config", "version", "list-backends", "help",
 }
 
 

@@ -357,6 +357,37 @@ START_TEST(kserve_shape_option)
 }
 END_TEST
 
+/* The request header and a well-formed response's output lookup. */
+START_TEST(kserve_v2)
+{
+    ks_tensor_t t = {"input", "logits", "UINT8", {1, 28, 28}, 3};
+    const char resp[] = "{\"outputs\":[{\"name\":\"aux\",\"parameters\":{\"binary_data_size\":8}},"
+                        "{\"name\":\"j\",\"data\":[1]},"
+                        "{\"name\":\"logits\",\"parameters\":{\"binary_data_size\":80}}]}";
+    char *h, err[200];
+    size_t len, off, size;
+
+    ck_assert_uint_eq(ks_dtype_size("FP32"), 4);
+    ck_assert_uint_eq(ks_dtype_size("FP8"), 0);
+    ck_assert_int_eq(ks_request_header(&t, 2, 1568, &h, &len), 0);
+    ck_assert_str_eq(h, "{\"inputs\":[{\"name\":\"input\",\"shape\":[2,1,28,28],\"datatype\":"
+                        "\"UINT8\",\"parameters\":{\"binary_data_size\":1568}}],\"outputs\":[{"
+                        "\"name\":\"logits\",\"parameters\":{\"binary_data\":true}}]}");
+    ck_assert_uint_eq(len, strlen(h));
+    free(h);
+    ck_assert_int_eq(ks_response_output(resp, strlen(resp), 88, "logits", &off, &size, err, 200),
+                     0);
+    ck_assert_uint_eq(off, 8);
+    ck_assert_uint_eq(size, 80);
+    ck_assert_int_lt(ks_response_output(resp, strlen(resp), 88, "j", &off, &size, err, 200), 0);
+    ck_assert_int_lt(ks_response_output(resp, strlen(resp), 88, "x", &off, &size, err, 200), 0);
+    ck_assert_int_lt(
+        ks_response_output("{\"error\":\"bad shape\"}", 21, 0, "x", &off, &size, err, 200), 0);
+    ck_assert_ptr_nonnull(strstr(err, "bad shape"));
+    ck_assert_int_lt(ks_response_output(resp, 20, 88, "logits", &off, &size, err, 200), 0);
+}
+END_TEST
+
 static TCase *tc(const char *name, const TTest *t)
 {
     TCase *c = tcase_create(name);
@@ -385,6 +416,10 @@ static TCase *tc_kserve_shape_option(void)
 {
     return tc("kserve_shape_option", kserve_shape_option);
 }
+static TCase *tc_kserve_v2(void)
+{
+    return tc("kserve_v2", kserve_v2);
+}
 
 CHECK_MAIN("kserve", tc_kserve_wrap_attack, tc_kserve_sizes, tc_kserve_header_length,
-           tc_kserve_tensor, tc_kserve_shape_option)
+           tc_kserve_tensor, tc_kserve_shape_option, tc_kserve_v2)

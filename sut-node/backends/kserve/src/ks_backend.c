@@ -1,12 +1,12 @@
 /* The kserve backend: each batch of tensor samples becomes one KServe v2 REST inference request
  * with the binary tensor extension (Triton, KServe, OpenVINO Model Server), sent over the shared
- * libcurl-on-libuv pool (../openai/src/oai_http.c); each sample's result is its slice of the
+ * libcurl-on-libuv pool (httpc/src/httpc.c); each sample's result is its slice of the
  * output tensor's bytes. The message format is ks_v2.c. cancel() (ABI 1.1) drops or aborts a
- * batch's request once every sample of the batch is cancelled (oai_live.h). */
+ * batch's request once every sample of the batch is cancelled (httpc/live.h). */
 #include "ks_v2.h"
-#include "oai_http.h"
-#include "oai_live.h"
-#include "oai_opts.h"
+#include "httpc/httpc.h"
+#include "httpc/live.h"
+#include "httpc/opts.h"
 #include "sut/sut_backend.h"
 
 #include <errno.h>
@@ -22,8 +22,8 @@
 #endif
 
 struct sut_backend {
-    oai_http_t *http;
-    oai_lives_t lives; /* the requests cancel() can find */
+    httpc_t *http;
+    httpc_lives_t lives; /* the requests cancel() can find */
     ks_tensor_t t;
     char *url, *input, *output, *datatype;
     size_t sample_bytes;
@@ -36,8 +36,8 @@ struct sut_backend {
 };
 
 typedef struct {
-    oai_http_req_t req; /* first: the pool hands it back */
-    oai_live_t live;
+    httpc_req_t req; /* first: the pool hands it back */
+    httpc_live_t live;
     sut_backend_t *b;
     sut_batch_t *batch;
     size_t n;
@@ -50,7 +50,7 @@ typedef struct {
     char err[300];
 } call_t;
 
-static const oai_optdef_t known[] = {
+static const httpc_optdef_t known[] = {
     {"url", "http://127.0.0.1:8000"},
     {"model", NULL},
     {"version", NULL},
@@ -68,7 +68,7 @@ static const oai_optdef_t known[] = {
 
 static const char *opt(const sut_backend_config_t *cfg, const char *key)
 {
-    return oai_opts_get(cfg, known, N_KNOWN, key);
+    return httpc_opts_get(cfg->n_options, cfg->keys, cfg->values, known, N_KNOWN, key);
 }
 
 /* A model, version or tensor name that goes into the URL path or the JSON unescaped. */
@@ -89,12 +89,13 @@ static int ks_create(const sut_backend_config_t *cfg, sut_backend_t **out, char 
     const char *version = opt(cfg, "version");
     const char *shape = opt(cfg, "shape");
     sut_backend_t *b;
-    oai_http_cfg_t hc = {0};
+    httpc_cfg_t hc = {0};
     unsigned long long u;
     size_t elem, ul;
     int rc;
 
-    if ((rc = oai_opts_check(cfg, "kserve", known, N_KNOWN, err, errlen)) < 0)
+    if ((rc = httpc_opts_check(cfg->n_options, cfg->keys, "kserve", known, N_KNOWN, err, errlen)) <
+        0)
         return rc;
     rc = -EINVAL;
     if (!model || !shape) {
@@ -132,16 +133,16 @@ static int ks_create(const sut_backend_config_t *cfg, sut_backend_t **out, char 
     b->t.datatype = b->datatype;
     if (ks_parse_shape(shape, elem, &b->t, &b->sample_bytes, err, errlen) < 0)
         goto fail;
-    if (oai_opts_u("max_batch", opt(cfg, "max_batch"), 1, 65536, &u, err, errlen) < 0)
+    if (httpc_opts_u("max_batch", opt(cfg, "max_batch"), 1, 65536, &u, err, errlen) < 0)
         goto fail;
     b->max_batch = (uint32_t)u;
-    if (oai_opts_u("engines", opt(cfg, "engines"), 1, 1024, &u, err, errlen) < 0)
+    if (httpc_opts_u("engines", opt(cfg, "engines"), 1, 1024, &u, err, errlen) < 0)
         goto fail;
     b->engines = (uint32_t)u;
-    if (oai_opts_u("timeout_ms", opt(cfg, "timeout_ms"), 1, 86400000, &u, err, errlen) < 0)
+    if (httpc_opts_u("timeout_ms", opt(cfg, "timeout_ms"), 1, 86400000, &u, err, errlen) < 0)
         goto fail;
     b->timeout_ms = (long)u;
-    if (oai_opts_u("max_response_mb", opt(cfg, "max_response_mb"), 1, 65536, &u, err, errlen) < 0)
+    if (httpc_opts_u("max_response_mb", opt(cfg, "max_response_mb"), 1, 65536, &u, err, errlen) < 0)
         goto fail;
     b->max_response = (size_t)u << 20;
     /* The node charges each running batch's response against its memory budget at n x the
@@ -166,16 +167,16 @@ static int ks_create(const sut_backend_config_t *cfg, sut_backend_t **out, char 
              b->url, b->input, b->datatype, b->sample_bytes);
     hc.max_conns = b->engines;
     hc.connect_timeout_ms = 5000;
-    if ((rc = oai_lives_init(&b->lives)) < 0) {
+    if ((rc = httpc_lives_init(&b->lives)) < 0) {
         snprintf(err, errlen, "the request registry's mutex: %s", strerror(-rc));
         goto fail;
     }
-    if ((rc = oai_http_create(&hc, &b->http, err, errlen)) < 0) {
-        oai_lives_destroy(&b->lives);
+    if ((rc = httpc_create(&hc, &b->http, err, errlen)) < 0) {
+        httpc_lives_destroy(&b->lives);
         goto fail;
     }
-    oai_logf(b->log, SUT_LOG_INFO, "kserve backend: %s, max batch %u, %u engines", b->device,
-             b->max_batch, b->engines);
+    httpc_logf(b->log, SUT_LOG_INFO, "kserve backend: %s, max batch %u, %u engines", b->device,
+               b->max_batch, b->engines);
     *out = b;
     return 0;
 fail:
@@ -189,8 +190,8 @@ fail:
 
 static void ks_destroy(sut_backend_t *b)
 {
-    oai_http_destroy(b->http);
-    oai_lives_destroy(&b->lives);
+    httpc_destroy(b->http);
+    httpc_lives_destroy(&b->lives);
     free(b->url);
     free(b->input);
     free(b->output);
@@ -212,7 +213,7 @@ static int ks_describe(sut_backend_t *b, sut_backend_info_t *info)
     return 0;
 }
 
-static void on_header(oai_http_req_t *r, const char *line, size_t n)
+static void on_header(httpc_req_t *r, const char *line, size_t n)
 {
     call_t *c = (call_t *)r;
     long v = ks_header_length(line, n);
@@ -221,7 +222,7 @@ static void on_header(oai_http_req_t *r, const char *line, size_t n)
         c->json_len = c->json_len == -1 || c->json_len == v ? v : -2;
 }
 
-static int on_data(oai_http_req_t *r, const char *p, size_t n)
+static int on_data(httpc_req_t *r, const char *p, size_t n)
 {
     call_t *c = (call_t *)r;
     const size_t cap = c->n * c->b->per_sample; /* what the node charged for it */
@@ -269,15 +270,15 @@ static void fail_all(sut_batch_t *batch, size_t n, int status)
     }
 }
 
-static void on_done(oai_http_req_t *r, int status, const char *msg)
+static void on_done(httpc_req_t *r, int status, const char *msg)
 {
     call_t *c = (call_t *)r;
     sut_backend_t *b = c->b;
     size_t data = 0, per = 0, i, n = c->n;
     sut_result_t *res;
 
-    oai_live_del(&b->lives, &c->live); /* before the batch may go back to the node */
-    if (status == OAI_HTTP_ECANCEL) {  /* every sample's client is gone: nothing to tell */
+    httpc_live_del(&b->lives, &c->live); /* before the batch may go back to the node */
+    if (status == HTTPC_ECANCEL) {       /* every sample's client is gone: nothing to tell */
         fail_all(c->batch, n, SUT_BACKEND_ECANCELED);
         call_free(c);
         return;
@@ -286,8 +287,8 @@ static void on_done(oai_http_req_t *r, int status, const char *msg)
         ks_response_parse(c->resp, c->resp_len, c->json_len, b->output, n, &data, &per, c->err,
                           sizeof(c->err));
     if (status != 0 || c->err[0]) {
-        oai_logf(b->log, SUT_LOG_WARN, "kserve backend: batch of %zu failed: %s", n,
-                 c->err[0] ? c->err : msg);
+        httpc_logf(b->log, SUT_LOG_WARN, "kserve backend: batch of %zu failed: %s", n,
+                   c->err[0] ? c->err : msg);
         fail_all(c->batch, n, status ? status : -EPROTO);
         call_free(c);
         return;
@@ -317,9 +318,9 @@ static int ks_infer(sut_backend_t *b, sut_batch_t *batch)
 
     for (i = 0; i < n; i++) {
         if (batch->samples[i].size != b->sample_bytes) {
-            oai_logf(b->log, SUT_LOG_WARN,
-                     "kserve backend: sample %zu has %zu bytes, the tensor shape says %zu", i,
-                     batch->samples[i].size, b->sample_bytes);
+            httpc_logf(b->log, SUT_LOG_WARN,
+                       "kserve backend: sample %zu has %zu bytes, the tensor shape says %zu", i,
+                       batch->samples[i].size, b->sample_bytes);
             return -EINVAL;
         }
         total += batch->samples[i].size;
@@ -361,11 +362,11 @@ static int ks_infer(sut_backend_t *b, sut_batch_t *batch)
     c->req.on_header = on_header;
     c->live.req = &c->req;
     c->live.batch = batch;
-    c->live.index = OAI_LIVE_ALL;
+    c->live.index = HTTPC_LIVE_ALL;
     c->live.want = n;
-    oai_live_add(&b->lives, &c->live);
-    if ((rc = oai_http_submit(b->http, &c->req)) < 0) {
-        oai_live_del(&b->lives, &c->live);
+    httpc_live_add(&b->lives, &c->live);
+    if ((rc = httpc_submit(b->http, &c->req)) < 0) {
+        httpc_live_del(&b->lives, &c->live);
         call_free(c);
         return rc;
     }
@@ -374,7 +375,7 @@ static int ks_infer(sut_backend_t *b, sut_batch_t *batch)
 
 static void ks_cancel(sut_backend_t *b, sut_batch_t *batch, const size_t *indices, size_t n)
 {
-    oai_live_cancel(&b->lives, b->http, batch, indices, n);
+    httpc_live_cancel(&b->lives, b->http, batch, indices, n);
 }
 
 static const sut_backend_ops_t ops = {

@@ -3,8 +3,8 @@
  * completion. The first streamed token becomes first_token(), the end of the stream complete()
  * with the output token IDs (int32, little endian) and their count.
  *
- * infer() only formats each request body and hands it to the HTTP pool (oai_http.c); the pool's
- * loop thread decodes the streams (oai_sse.c, oai_dialect.c) and completes the samples later.
+ * infer() only formats each request body and hands it to the HTTP pool (httpc.c); the pool's
+ * loop thread decodes the streams (httpc's sse.c, oai_dialect.c) and completes the samples later.
  * That is cheap and never blocks, so it is SUT_BACKEND_F_INLINE: infer() runs on the node's I/O
  * thread (no worker thread and no hand-off per batch); completions arrive from the loop thread,
  * which the ABI allows.
@@ -14,14 +14,14 @@
  * (at most max_event bytes) and read at the end, the first token and the end leave together.
  * Every sample's token IDs are checked against the engine's own count (oai_dialect_end).
  *
- * cancel() (ABI 1.1) marks the batch's streams in the pool (oai_http_cancel): a queued one is
+ * cancel() (ABI 1.1) marks the batch's streams in the pool (httpc_cancel): a queued one is
  * never sent, an open one is closed; both complete with SUT_BACKEND_ECANCELED. stream_idle_ms
  * fails a stream that brings no token for that long (the first one included). */
 #include "oai_dialect.h"
-#include "oai_http.h"
-#include "oai_live.h"
-#include "oai_opts.h"
-#include "oai_sse.h"
+#include "httpc/httpc.h"
+#include "httpc/live.h"
+#include "httpc/opts.h"
+#include "httpc/sse.h"
 #include "sut/sut_backend.h"
 
 #include <errno.h>
@@ -36,8 +36,8 @@
 #endif
 
 struct sut_backend {
-    oai_http_t *http;
-    oai_lives_t lives; /* the streams cancel() can find */
+    httpc_t *http;
+    httpc_lives_t lives; /* the streams cancel() can find */
     oai_gen_t gen;
     char *url;   /* base URL + the dialect's path */
     char *model; /* owned copy for gen.model */
@@ -52,13 +52,13 @@ struct sut_backend {
 };
 
 typedef struct {
-    oai_http_req_t req; /* first: the pool hands it back */
-    oai_live_t live;
+    httpc_req_t req; /* first: the pool hands it back */
+    httpc_live_t live;
     sut_backend_t *b;
     sut_batch_t *batch;
     size_t index;
     char *body;
-    oai_sse_t sse;
+    httpc_sse_t sse;
     char *whole; /* oneshot: the response body so far */
     size_t whole_len;
     oai_out_t out;
@@ -72,7 +72,7 @@ typedef struct {
 #define OAI_STR_(x) #x
 #define OAI_STR(x) OAI_STR_(x)
 
-static const oai_optdef_t known[] = {
+static const httpc_optdef_t known[] = {
     {"url", "http://127.0.0.1:8000"},
     {"dialect", "vllm"},
     {"model", "model"},
@@ -88,14 +88,14 @@ static const oai_optdef_t known[] = {
     {"connect_timeout_ms", "5000"},
     {"max_event", "65536"},
     {"api_key", NULL},
-    {"coalesce_us", OAI_STR(OAI_HTTP_COALESCE_US_DEFAULT)},
+    {"coalesce_us", OAI_STR(HTTPC_COALESCE_US_DEFAULT)},
 };
 
 #define N_KNOWN (sizeof(known) / sizeof(known[0]))
 
 static const char *opt(const sut_backend_config_t *cfg, const char *key)
 {
-    return oai_opts_get(cfg, known, N_KNOWN, key);
+    return httpc_opts_get(cfg->n_options, cfg->keys, cfg->values, known, N_KNOWN, key);
 }
 
 static int printable(const char *s)
@@ -112,11 +112,12 @@ static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
     sut_backend_t *b;
     unsigned long long u;
     const char *url, *s;
-    oai_http_cfg_t hc = {0};
+    httpc_cfg_t hc = {0};
     char *end;
     int rc;
 
-    if ((rc = oai_opts_check(cfg, "openai", known, N_KNOWN, err, errlen)) < 0)
+    if ((rc = httpc_opts_check(cfg->n_options, cfg->keys, "openai", known, N_KNOWN, err, errlen)) <
+        0)
         return rc;
     b = calloc(1, sizeof(*b));
     if (!b)
@@ -132,10 +133,11 @@ static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
         snprintf(err, errlen, "option model: printable ASCII without quotes or backslashes");
         goto fail;
     }
-    if (oai_opts_u("max_tokens", opt(cfg, "max_tokens"), 1, 1u << 20, &u, err, errlen) < 0)
+    if (httpc_opts_u("max_tokens", opt(cfg, "max_tokens"), 1, 1u << 20, &u, err, errlen) < 0)
         goto fail;
     b->gen.max_tokens = (uint32_t)u;
-    if (oai_opts_u("min_tokens", opt(cfg, "min_tokens"), 0, b->gen.max_tokens, &u, err, errlen) < 0)
+    if (httpc_opts_u("min_tokens", opt(cfg, "min_tokens"), 0, b->gen.max_tokens, &u, err, errlen) <
+        0)
         goto fail;
     b->gen.min_tokens = (uint32_t)u;
     if (b->gen.dialect == OAI_LLAMACPP && b->gen.min_tokens) {
@@ -151,13 +153,13 @@ static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
         snprintf(err, errlen, "option temperature=%s: expected a number in 0..100 (0: greedy)", s);
         goto fail;
     }
-    if (oai_opts_u("ignore_eos", opt(cfg, "ignore_eos"), 0, 1, &u, err, errlen) < 0)
+    if (httpc_opts_u("ignore_eos", opt(cfg, "ignore_eos"), 0, 1, &u, err, errlen) < 0)
         goto fail;
     b->gen.ignore_eos = (int)u;
-    if (oai_opts_u("incremental", opt(cfg, "incremental"), 0, 1, &u, err, errlen) < 0)
+    if (httpc_opts_u("incremental", opt(cfg, "incremental"), 0, 1, &u, err, errlen) < 0)
         goto fail;
     b->gen.incremental = (int)u;
-    if (oai_opts_u("oneshot", opt(cfg, "oneshot"), 0, 1, &u, err, errlen) < 0)
+    if (httpc_opts_u("oneshot", opt(cfg, "oneshot"), 0, 1, &u, err, errlen) < 0)
         goto fail;
     b->gen.oneshot = (int)u;
     if (b->gen.oneshot && b->gen.dialect != OAI_LLAMACPP) {
@@ -166,27 +168,28 @@ static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
     }
     s = opt(cfg, "max_concurrency");
     if (s) {
-        if (oai_opts_u("max_concurrency", s, 1, 65536, &u, err, errlen) < 0)
+        if (httpc_opts_u("max_concurrency", s, 1, 65536, &u, err, errlen) < 0)
             goto fail;
         b->max_concurrency = (uint32_t)u;
     } else {
         b->max_concurrency = cfg->max_batch ? cfg->max_batch : 64;
     }
-    if (oai_opts_u("timeout_ms", opt(cfg, "timeout_ms"), 1, 86400000, &u, err, errlen) < 0)
+    if (httpc_opts_u("timeout_ms", opt(cfg, "timeout_ms"), 1, 86400000, &u, err, errlen) < 0)
         goto fail;
     b->timeout_ms = (long)u;
-    if (oai_opts_u("stream_idle_ms", opt(cfg, "stream_idle_ms"), 0, 86400000, &u, err, errlen) < 0)
+    if (httpc_opts_u("stream_idle_ms", opt(cfg, "stream_idle_ms"), 0, 86400000, &u, err, errlen) <
+        0)
         goto fail;
     b->stream_idle_ms = (long)u;
     hc.idle_ms = b->stream_idle_ms;
-    if (oai_opts_u("connect_timeout_ms", opt(cfg, "connect_timeout_ms"), 1, 600000, &u, err,
-                   errlen) < 0)
+    if (httpc_opts_u("connect_timeout_ms", opt(cfg, "connect_timeout_ms"), 1, 600000, &u, err,
+                     errlen) < 0)
         goto fail;
     hc.connect_timeout_ms = (long)u;
-    if (oai_opts_u("max_event", opt(cfg, "max_event"), 256, 64u << 20, &u, err, errlen) < 0)
+    if (httpc_opts_u("max_event", opt(cfg, "max_event"), 256, 64u << 20, &u, err, errlen) < 0)
         goto fail;
     b->max_event = (size_t)u;
-    if (oai_opts_u("coalesce_us", opt(cfg, "coalesce_us"), 0, 1000000, &u, err, errlen) < 0)
+    if (httpc_opts_u("coalesce_us", opt(cfg, "coalesce_us"), 0, 1000000, &u, err, errlen) < 0)
         goto fail;
     hc.coalesce_us = (uint32_t)u;
 
@@ -229,19 +232,19 @@ static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
     snprintf(b->device, sizeof(b->device), "%s engine at %s (max %u streams)",
              oai_dialect_name(b->gen.dialect), b->url, b->max_concurrency);
     hc.max_conns = b->max_concurrency;
-    if ((rc = oai_lives_init(&b->lives)) < 0) {
+    if ((rc = httpc_lives_init(&b->lives)) < 0) {
         snprintf(err, errlen, "the stream registry's mutex: %s", strerror(-rc));
         goto fail;
     }
-    if ((rc = oai_http_create(&hc, &b->http, err, errlen)) < 0) {
-        oai_lives_destroy(&b->lives);
+    if ((rc = httpc_create(&hc, &b->http, err, errlen)) < 0) {
+        httpc_lives_destroy(&b->lives);
         goto fail;
     }
-    oai_logf(b->log, SUT_LOG_INFO,
-             "openai backend: %s, max_tokens=%u min_tokens=%u temperature=%g coalesce_us=%u "
-             "stream_idle_ms=%ld%s",
-             b->device, b->gen.max_tokens, b->gen.min_tokens, b->gen.temperature, hc.coalesce_us,
-             b->stream_idle_ms, b->gen.oneshot ? " oneshot (no streaming)" : "");
+    httpc_logf(b->log, SUT_LOG_INFO,
+               "openai backend: %s, max_tokens=%u min_tokens=%u temperature=%g coalesce_us=%u "
+               "stream_idle_ms=%ld%s",
+               b->device, b->gen.max_tokens, b->gen.min_tokens, b->gen.temperature, hc.coalesce_us,
+               b->stream_idle_ms, b->gen.oneshot ? " oneshot (no streaming)" : "");
     *out = b;
     return 0;
 
@@ -255,8 +258,8 @@ fail:
 
 static void oai_destroy(sut_backend_t *b)
 {
-    oai_http_destroy(b->http);
-    oai_lives_destroy(&b->lives);
+    httpc_destroy(b->http);
+    httpc_lives_destroy(&b->lives);
     free(b->auth);
     free(b->model);
     free(b->url);
@@ -288,7 +291,7 @@ static int oai_describe(sut_backend_t *b, sut_backend_info_t *info)
 
 static void stream_free(stream_t *s)
 {
-    oai_sse_free(&s->sse);
+    httpc_sse_free(&s->sse);
     oai_out_free(&s->out);
     free(s->whole);
     free(s->body);
@@ -331,7 +334,7 @@ static void read_whole(stream_t *s)
     }
 }
 
-static int on_data(oai_http_req_t *r, const char *p, size_t n)
+static int on_data(httpc_req_t *r, const char *p, size_t n)
 {
     stream_t *s = (stream_t *)r;
 
@@ -339,7 +342,7 @@ static int on_data(oai_http_req_t *r, const char *p, size_t n)
         return gather(s, p, n);
     while (n) {
         int have = 0;
-        ssize_t used = oai_sse_feed(&s->sse, p, n, &have);
+        ssize_t used = httpc_sse_feed(&s->sse, p, n, &have);
         if (used < 0) {
             snprintf(s->err, sizeof(s->err), "an SSE event over max_event=%zu bytes",
                      s->b->max_event);
@@ -350,7 +353,7 @@ static int on_data(oai_http_req_t *r, const char *p, size_t n)
         n -= (size_t)used;
         if (have) {
             size_t len, before = s->out.n;
-            const char *ev = oai_sse_event(&s->sse, &len);
+            const char *ev = httpc_sse_event(&s->sse, &len);
             /* Events after the end mark are read too: vLLM's usage comes last. */
             if (oai_dialect_event(&s->b->gen, ev, len, &s->out) < 0) {
                 snprintf(s->err, sizeof(s->err), "%s", s->out.err);
@@ -358,20 +361,20 @@ static int on_data(oai_http_req_t *r, const char *p, size_t n)
                 return 1;
             }
             if (s->out.n > before || s->out.done) /* a token: the idle deadline restarts */
-                oai_http_progress(&s->req);
+                httpc_progress(&s->req);
             if (!s->first_sent && s->out.n > 0) {
                 sut_result_t res = {s->index, 0, s->out.toks, 4, 1};
                 s->first_sent = 1;
                 s->batch->first_token(s->batch, &res, 1);
                 /* TTFT is measured; the rest may wait for the read tick (coalesce_us). */
-                oai_http_coalesce(&s->req);
+                httpc_coalesce(&s->req);
             }
         }
     }
     return 0;
 }
 
-static void on_done(oai_http_req_t *r, int status, const char *msg)
+static void on_done(httpc_req_t *r, int status, const char *msg)
 {
     stream_t *s = (stream_t *)r;
     sut_backend_t *b = s->b;
@@ -390,18 +393,18 @@ static void on_done(oai_http_req_t *r, int status, const char *msg)
         snprintf(s->err, sizeof(s->err), "%s", s->out.err);
         s->failed = 1;
     }
-    if (status == OAI_HTTP_ECANCEL) {
+    if (status == HTTPC_ECANCEL) {
         res.status = SUT_BACKEND_ECANCELED; /* its client is gone: nothing to tell anyone */
     } else if (s->failed || status != 0) {
-        oai_logf(b->log, SUT_LOG_WARN, "openai backend: sample %zu failed: %s%s", s->index,
-                 s->failed ? s->err : msg, status == OAI_HTTP_EIDLE ? " (stream_idle_ms)" : "");
+        httpc_logf(b->log, SUT_LOG_WARN, "openai backend: sample %zu failed: %s%s", s->index,
+                   s->failed ? s->err : msg, status == HTTPC_EIDLE ? " (stream_idle_ms)" : "");
         res.status = s->failed ? -EPROTO : status;
     } else {
         res.data = s->out.toks;
         res.size = s->out.n * sizeof(int32_t);
         res.n_tokens = (int64_t)s->out.n;
     }
-    oai_live_del(&b->lives, &s->live); /* before the batch may go back to the node */
+    httpc_live_del(&b->lives, &s->live); /* before the batch may go back to the node */
     s->batch->complete(s->batch, &res, 1);
     stream_free(s);
 }
@@ -424,9 +427,10 @@ static int oai_infer(sut_backend_t *b, sut_batch_t *batch)
         stream_t *s;
 
         if (smp->size == 0 || smp->size % 4) {
-            oai_logf(b->log, SUT_LOG_WARN,
-                     "openai backend: sample %zu has %zu bytes, not a whole number of int32 tokens",
-                     i, smp->size);
+            httpc_logf(
+                b->log, SUT_LOG_WARN,
+                "openai backend: sample %zu has %zu bytes, not a whole number of int32 tokens", i,
+                smp->size);
             rc = -EINVAL;
             break;
         }
@@ -439,7 +443,7 @@ static int oai_infer(sut_backend_t *b, sut_batch_t *batch)
         s->b = b;
         s->batch = batch;
         s->index = i;
-        oai_sse_init(&s->sse, b->max_event);
+        httpc_sse_init(&s->sse, b->max_event);
         s->out.max = b->gen.max_tokens;
         if ((rc = oai_dialect_body(&b->gen, smp->data, smp->size / 4, &s->body, &blen)) < 0)
             break;
@@ -463,10 +467,10 @@ static int oai_infer(sut_backend_t *b, sut_batch_t *batch)
         ss[i]->live.req = &ss[i]->req;
         ss[i]->live.batch = batch;
         ss[i]->live.index = i;
-        oai_live_add(&b->lives, &ss[i]->live);
-        if (oai_http_submit(b->http, &ss[i]->req) < 0) {
+        httpc_live_add(&b->lives, &ss[i]->live);
+        if (httpc_submit(b->http, &ss[i]->req) < 0) {
             sut_result_t res = {i, -ECANCELED, NULL, 0, 0};
-            oai_live_del(&b->lives, &ss[i]->live);
+            httpc_live_del(&b->lives, &ss[i]->live);
             stream_free(ss[i]);
             batch->complete(batch, &res, 1);
         }
@@ -477,10 +481,10 @@ static int oai_infer(sut_backend_t *b, sut_batch_t *batch)
 
 static void oai_cancel(sut_backend_t *b, sut_batch_t *batch, const size_t *indices, size_t n)
 {
-    size_t k = oai_live_cancel(&b->lives, b->http, batch, indices, n);
+    size_t k = httpc_live_cancel(&b->lives, b->http, batch, indices, n);
 
-    oai_logf(b->log, SUT_LOG_DEBUG, "openai backend: %zu of %zu cancelled samples were running", k,
-             n);
+    httpc_logf(b->log, SUT_LOG_DEBUG, "openai backend: %zu of %zu cancelled samples were running",
+               k, n);
 }
 
 static const sut_backend_ops_t ops = {

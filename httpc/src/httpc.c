@@ -1,7 +1,7 @@
 /* The HTTP connection pool: libcurl's multi-socket interface on a libuv loop in its own thread
- * (see oai_http.h). libcurl says which sockets to watch and when to wake it; this file turns that
- * into uv_poll and uv_timer handles, and finished transfers into on_done calls. */
-#include "oai_http.h"
+ * (see httpc/httpc.h). libcurl says which sockets to watch and when to wake it; this file turns
+ * that into uv_poll and uv_timer handles, and finished transfers into on_done calls. */
+#include "httpc/httpc.h"
 
 #include <curl/curl.h>
 #include <arpa/inet.h>
@@ -29,17 +29,17 @@ typedef struct {
 typedef struct sockctx {
     uv_poll_t poll;
     curl_socket_t fd;
-    struct oai_http *h;
-    int events;           /* what libcurl asked to watch (UV_READABLE | UV_WRITABLE) */
-    int lport;            /* its local TCP port, once looked up (0: not yet) */
-    int closing;          /* libcurl is done with it */
-    int parked;           /* read on the coalescing tick instead of watched (oai_http.h) */
-    oai_http_req_t *want; /* a transfer that asked to coalesce during this socket's action */
-    oai_http_req_t *req;  /* the coalescing transfer while parked */
+    struct httpc *h;
+    int events;        /* what libcurl asked to watch (UV_READABLE | UV_WRITABLE) */
+    int lport;         /* its local TCP port, once looked up (0: not yet) */
+    int closing;       /* libcurl is done with it */
+    int parked;        /* read on the coalescing tick instead of watched (httpc/httpc.h) */
+    httpc_req_t *want; /* a transfer that asked to coalesce during this socket's action */
+    httpc_req_t *req;  /* the coalescing transfer while parked */
     struct sockctx *pnext, *pprev;
 } sockctx_t;
 
-struct oai_http {
+struct httpc {
     uv_loop_t loop;
     uv_async_t async;
     uv_timer_t timer;
@@ -48,17 +48,17 @@ struct oai_http {
     long connect_timeout_ms;
 
     uv_mutex_t lock; /* guards queue, stopping, cancel_pending and every req's cancel */
-    oai_http_req_t *queue_head, *queue_tail;
+    httpc_req_t *queue_head, *queue_tail;
     int stopping;
-    int cancel_pending; /* oai_http_cancel() marked some since the loop last looked */
+    int cancel_pending; /* httpc_cancel() marked some since the loop last looked */
 
     long idle_ms; /* cfg.idle_ms */
     uv_timer_t idle_timer;
 
-    oai_http_req_t *active; /* transfers in libcurl (loop thread only) */
+    httpc_req_t *active; /* transfers in libcurl (loop thread only) */
     size_t n_active, max_active;
-    oai_http_req_t *wait_head, *wait_tail; /* submitted, not started: FIFO (loop thread only) */
-    easy_t **free_easy;                    /* reusable easy handles (loop thread only) */
+    httpc_req_t *wait_head, *wait_tail; /* submitted, not started: FIFO (loop thread only) */
+    easy_t **free_easy;                 /* reusable easy handles (loop thread only) */
     size_t n_free, cap_free;
 
     /* Read coalescing (loop thread only). */
@@ -69,12 +69,12 @@ struct oai_http {
     sockctx_t *cur_sock; /* the socket whose action is running, if any */
     sockctx_t *parked;   /* list of parked sockets */
     size_t n_parked, cap_tick;
-    atomic_uint_fast64_t parks; /* ever (read by oai_http_parks() from any thread) */
+    atomic_uint_fast64_t parks; /* ever (read by httpc_parks() from any thread) */
     struct pollfd *tick_fds;
     sockctx_t **tick_socks;
 };
 
-static void check_done(oai_http_t *h);
+static void check_done(httpc_t *h);
 
 static uint64_t now_ns(void)
 {
@@ -85,7 +85,7 @@ static uint64_t now_ns(void)
 
 /* ---- easy handles ---- */
 
-static easy_t *easy_get(oai_http_t *h)
+static easy_t *easy_get(httpc_t *h)
 {
     easy_t *x;
     if (h->n_free)
@@ -101,7 +101,7 @@ static easy_t *easy_get(oai_http_t *h)
     return x;
 }
 
-static void easy_put(oai_http_t *h, easy_t *x)
+static void easy_put(httpc_t *h, easy_t *x)
 {
     if (h->n_free == h->cap_free) {
         size_t ncap = h->cap_free ? h->cap_free * 2 : 16;
@@ -134,9 +134,9 @@ static int local_port(curl_socket_t fd)
 
 /* ---- request completion ---- */
 
-static void unpark(oai_http_t *h, sockctx_t *s);
+static void unpark(httpc_t *h, sockctx_t *s);
 
-static void finish(oai_http_t *h, oai_http_req_t *r, int status, const char *msg)
+static void finish(httpc_t *h, httpc_req_t *r, int status, const char *msg)
 {
     easy_t *x = r->easy;
 
@@ -163,7 +163,7 @@ static void finish(oai_http_t *h, oai_http_req_t *r, int status, const char *msg
 
 static size_t on_write(char *p, size_t size, size_t nmemb, void *ud)
 {
-    oai_http_req_t *r = ud;
+    httpc_req_t *r = ud;
     size_t n = size * nmemb;
 
     if (r->http_code == 0)
@@ -190,7 +190,7 @@ static size_t on_write(char *p, size_t size, size_t nmemb, void *ud)
         /* Park the socket once its action returns, if it is this transfer's: an action may run
          * other transfers' expired timers too. libcurl names a transfer's socket only after the
          * transfer (CURLINFO_ACTIVESOCKET), so the connection is told by its local port. */
-        oai_http_t *h = r->http;
+        httpc_t *h = r->http;
         sockctx_t *s = h->cur_sock;
         if (s && !s->closing && r->lport) {
             if (!s->lport)
@@ -205,7 +205,7 @@ static size_t on_write(char *p, size_t size, size_t nmemb, void *ud)
 /* libcurl: the transfer's connection is up or reused, the request not yet sent. */
 static int on_prereq(void *ud, char *peer_ip, char *local_ip, int peer_port, int local_port_)
 {
-    oai_http_req_t *r = ud;
+    httpc_req_t *r = ud;
     (void)peer_ip;
     (void)local_ip;
     (void)peer_port;
@@ -215,7 +215,7 @@ static int on_prereq(void *ud, char *peer_ip, char *local_ip, int peer_port, int
 
 static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
 {
-    oai_http_req_t *r = ud;
+    httpc_req_t *r = ud;
     size_t n = size * nmemb;
 
     if (n >= 5 && memcmp(p, "HTTP/", 5) == 0) { /* a status line: a new response begins */
@@ -233,7 +233,7 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
     return n;
 }
 
-static int start(oai_http_t *h, oai_http_req_t *r, long timeout_ms, char *msg, size_t msglen)
+static int start(httpc_t *h, httpc_req_t *r, long timeout_ms, char *msg, size_t msglen)
 {
     easy_t *x = easy_get(h);
     struct curl_slist *hl = NULL, *t;
@@ -308,10 +308,10 @@ static int start(oai_http_t *h, oai_http_req_t *r, long timeout_ms, char *msg, s
 
 /* Starts waiting requests, oldest first, while fewer than max_active run. A request whose
  * deadline passed while it waited fails without being sent. */
-static void start_waiting(oai_http_t *h)
+static void start_waiting(httpc_t *h)
 {
     while (h->wait_head && h->n_active < h->max_active) {
-        oai_http_req_t *r = h->wait_head;
+        httpc_req_t *r = h->wait_head;
         uint64_t waited_ms = (now_ns() - r->submit_ns) / 1000000u;
         char msg[160];
         int rc;
@@ -324,12 +324,12 @@ static void start_waiting(oai_http_t *h)
             snprintf(msg, sizeof(msg),
                      "%s: waited %llu ms for a free connection (timeout_ms %ld, %zu running)",
                      r->url, (unsigned long long)waited_ms, r->timeout_ms, h->n_active);
-            finish(h, r, OAI_HTTP_ETRANSFER, msg);
+            finish(h, r, HTTPC_ETRANSFER, msg);
             continue;
         }
         rc = start(h, r, r->timeout_ms > 0 ? r->timeout_ms - (long)waited_ms : 0, msg, sizeof(msg));
         if (rc < 0)
-            finish(h, r, rc == -ENOMEM ? rc : OAI_HTTP_ETRANSFER, msg);
+            finish(h, r, rc == -ENOMEM ? rc : HTTPC_ETRANSFER, msg);
     }
 }
 
@@ -344,7 +344,7 @@ static void on_sock_close(uv_handle_t *hd)
 
 static void on_poll(uv_poll_t *p, int status, int events);
 
-static int tick_arm(oai_http_t *h, int on)
+static int tick_arm(httpc_t *h, int on)
 {
     struct itimerspec its;
     memset(&its, 0, sizeof(its));
@@ -357,7 +357,7 @@ static int tick_arm(oai_http_t *h, int on)
     return timerfd_settime(h->tick_fd, 0, &its, NULL);
 }
 
-static void park(oai_http_t *h, sockctx_t *s, oai_http_req_t *r)
+static void park(httpc_t *h, sockctx_t *s, httpc_req_t *r)
 {
     if (!h->tick_on && tick_arm(h, 1) < 0)
         return; /* no timer: it stays watched */
@@ -374,7 +374,7 @@ static void park(oai_http_t *h, sockctx_t *s, oai_http_req_t *r)
     atomic_fetch_add_explicit(&h->parks, 1, memory_order_relaxed);
 }
 
-static void unpark(oai_http_t *h, sockctx_t *s)
+static void unpark(httpc_t *h, sockctx_t *s)
 {
     if (!s->parked)
         return;
@@ -394,7 +394,7 @@ static void unpark(oai_http_t *h, sockctx_t *s)
 }
 
 /* Runs one socket's action; parks the socket if its transfer asked for it meanwhile. */
-static void sock_action(oai_http_t *h, sockctx_t *s, int flags)
+static void sock_action(httpc_t *h, sockctx_t *s, int flags)
 {
     int running;
 
@@ -410,7 +410,7 @@ static void sock_action(oai_http_t *h, sockctx_t *s, int flags)
 /* The coalescing tick: one poll() over the parked sockets, then libcurl for the ready ones. */
 static void on_tick(uv_poll_t *p, int status, int events)
 {
-    oai_http_t *h = p->data;
+    httpc_t *h = p->data;
     uint64_t expirations;
     size_t n = 0, i;
     sockctx_t *s;
@@ -462,24 +462,24 @@ static void on_tick(uv_poll_t *p, int status, int events)
     check_done(h);
 }
 
-void oai_http_coalesce(oai_http_req_t *r)
+void httpc_coalesce(httpc_req_t *r)
 {
     r->coalesce = 1;
 }
 
-void oai_http_progress(oai_http_req_t *r)
+void httpc_progress(httpc_req_t *r)
 {
     r->progress_ns = now_ns();
 }
 
 /* ---- cancel and the idle deadline (loop thread) ---- */
 
-/* Fails the requests oai_http_cancel() picked: the waiting ones unsent, the running ones removed
+/* Fails the requests httpc_cancel() picked: the waiting ones unsent, the running ones removed
  * from libcurl (which closes their connections). */
-static void cancel_picked(oai_http_t *h)
+static void cancel_picked(httpc_t *h)
 {
     static const char why[] = "cancelled (the sample's client is gone, or the node is stopping)";
-    oai_http_req_t *r, *next, *prev = NULL;
+    httpc_req_t *r, *next, *prev = NULL;
     int c;
 
     for (r = h->wait_head; r; r = next) {
@@ -498,7 +498,7 @@ static void cancel_picked(oai_http_t *h)
         if (h->wait_tail == r)
             h->wait_tail = prev;
         r->next = NULL;
-        finish(h, r, OAI_HTTP_ECANCEL, why);
+        finish(h, r, HTTPC_ECANCEL, why);
     }
     for (r = h->active; r; r = next) {
         next = r->next;
@@ -506,15 +506,15 @@ static void cancel_picked(oai_http_t *h)
         c = r->cancel;
         uv_mutex_unlock(&h->lock);
         if (c)
-            finish(h, r, OAI_HTTP_ECANCEL, why);
+            finish(h, r, HTTPC_ECANCEL, why);
     }
 }
 
 static void on_idle_timer(uv_timer_t *t)
 {
-    oai_http_t *h = t->data;
+    httpc_t *h = t->data;
     const uint64_t now = now_ns(), limit = (uint64_t)h->idle_ms * 1000000u;
-    oai_http_req_t *r, *next;
+    httpc_req_t *r, *next;
     char msg[600];
 
     for (r = h->active; r; r = next) {
@@ -523,12 +523,12 @@ static void on_idle_timer(uv_timer_t *t)
             continue;
         snprintf(msg, sizeof(msg), "%s: nothing new for %llu ms, over the idle deadline of %ld ms",
                  r->url, (unsigned long long)((now - r->progress_ns) / 1000000u), h->idle_ms);
-        finish(h, r, OAI_HTTP_EIDLE, msg);
+        finish(h, r, HTTPC_EIDLE, msg);
     }
     start_waiting(h); /* the failed ones freed connections */
 }
 
-uint64_t oai_http_parks(oai_http_t *h)
+uint64_t httpc_parks(httpc_t *h)
 {
     return (uint64_t)atomic_load_explicit(&h->parks, memory_order_relaxed);
 }
@@ -552,7 +552,7 @@ static void on_poll(uv_poll_t *p, int status, int events)
 
 static int on_socket(CURL *e, curl_socket_t fd, int action, void *ud, void *sp)
 {
-    oai_http_t *h = ud;
+    httpc_t *h = ud;
     sockctx_t *s = sp;
     int ev = 0;
 
@@ -592,7 +592,7 @@ static int on_socket(CURL *e, curl_socket_t fd, int action, void *ud, void *sp)
 
 static void on_timer(uv_timer_t *t)
 {
-    oai_http_t *h = t->data;
+    httpc_t *h = t->data;
     int running;
     curl_multi_socket_action(h->multi, CURL_SOCKET_TIMEOUT, 0, &running);
     check_done(h);
@@ -600,7 +600,7 @@ static void on_timer(uv_timer_t *t)
 
 static int on_timer_set(CURLM *m, long timeout_ms, void *ud)
 {
-    oai_http_t *h = ud;
+    httpc_t *h = ud;
     (void)m;
     if (timeout_ms < 0)
         uv_timer_stop(&h->timer);
@@ -609,13 +609,13 @@ static int on_timer_set(CURLM *m, long timeout_ms, void *ud)
     return 0;
 }
 
-static void check_done(oai_http_t *h)
+static void check_done(httpc_t *h)
 {
     CURLMsg *m;
     int left;
 
     while ((m = curl_multi_info_read(h->multi, &left)) != NULL) {
-        oai_http_req_t *r = NULL;
+        httpc_req_t *r = NULL;
         CURLcode res = m->data.result;
         char msg[ERRBODY_MAX + 128];
         easy_t *x;
@@ -630,15 +630,15 @@ static void check_done(oai_http_t *h)
             if (r->http_code == 0)
                 curl_easy_getinfo(x->e, CURLINFO_RESPONSE_CODE, &r->http_code);
             if (r->http_code < 200 || r->http_code > 299) {
-                status = OAI_HTTP_ESTATUS;
+                status = HTTPC_ESTATUS;
                 snprintf(msg, sizeof(msg), "HTTP %ld from %s: %s", r->http_code, r->url,
                          r->errbody ? r->errbody : "(no body)");
             }
         } else if (res == CURLE_WRITE_ERROR && r->aborted) {
-            status = OAI_HTTP_EABORT;
+            status = HTTPC_EABORT;
             snprintf(msg, sizeof(msg), "aborted by the stream's reader");
         } else {
-            status = OAI_HTTP_ETRANSFER;
+            status = HTTPC_ETRANSFER;
             snprintf(msg, sizeof(msg), "%s: %s", r->url,
                      x->errbuf[0] ? x->errbuf : curl_easy_strerror(res));
         }
@@ -649,20 +649,20 @@ static void check_done(oai_http_t *h)
 
 /* ---- submission and shutdown ---- */
 
-static void fail_all(oai_http_t *h, oai_http_req_t *q)
+static void fail_all(httpc_t *h, httpc_req_t *q)
 {
     while (q) {
-        oai_http_req_t *n = q->next;
-        finish(h, q, OAI_HTTP_ESTOP, "the HTTP pool is shutting down");
+        httpc_req_t *n = q->next;
+        finish(h, q, HTTPC_ESTOP, "the HTTP pool is shutting down");
         q = n;
     }
     while (h->active)
-        finish(h, h->active, OAI_HTTP_ESTOP, "the HTTP pool is shutting down");
+        finish(h, h->active, HTTPC_ESTOP, "the HTTP pool is shutting down");
 }
 
 static void close_any(uv_handle_t *hd, void *arg)
 {
-    oai_http_t *h = arg;
+    httpc_t *h = arg;
     if (uv_is_closing(hd))
         return;
     uv_close(hd, hd->type == UV_POLL && hd != (uv_handle_t *)&h->tick_poll ? on_sock_close : NULL);
@@ -670,8 +670,8 @@ static void close_any(uv_handle_t *hd, void *arg)
 
 static void on_async(uv_async_t *a)
 {
-    oai_http_t *h = a->data;
-    oai_http_req_t *q;
+    httpc_t *h = a->data;
+    httpc_req_t *q;
     int stopping, cancel;
 
     uv_mutex_lock(&h->lock);
@@ -697,7 +697,7 @@ static void on_async(uv_async_t *a)
         return;
     }
     if (q) {
-        oai_http_req_t *last = q;
+        httpc_req_t *last = q;
         while (last->next)
             last = last->next;
         if (h->wait_tail)
@@ -713,14 +713,14 @@ static void on_async(uv_async_t *a)
 
 static void loop_main(void *arg)
 {
-    oai_http_t *h = arg;
+    httpc_t *h = arg;
     pthread_setname_np(pthread_self(), "oai-http"); /* for per-thread CPU figures (bench/) */
     uv_run(&h->loop, UV_RUN_DEFAULT);
 }
 
-int oai_http_create(const oai_http_cfg_t *cfg, oai_http_t **out, char *err, size_t errlen)
+int httpc_create(const httpc_cfg_t *cfg, httpc_t **out, char *err, size_t errlen)
 {
-    oai_http_t *h;
+    httpc_t *h;
     int rc;
 
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
@@ -810,7 +810,7 @@ fail_global:
     return -EIO;
 }
 
-int oai_http_submit(oai_http_t *h, oai_http_req_t *r)
+int httpc_submit(httpc_t *h, httpc_req_t *r)
 {
     r->submit_ns = now_ns();
     r->next = r->prev = NULL;
@@ -822,7 +822,7 @@ int oai_http_submit(oai_http_t *h, oai_http_req_t *r)
     uv_mutex_lock(&h->lock);
     if (h->stopping) {
         uv_mutex_unlock(&h->lock);
-        return OAI_HTTP_ESTOP;
+        return HTTPC_ESTOP;
     }
     if (h->queue_tail)
         h->queue_tail->next = r;
@@ -834,7 +834,7 @@ int oai_http_submit(oai_http_t *h, oai_http_req_t *r)
     return 0;
 }
 
-void oai_http_cancel(oai_http_t *h, oai_http_req_t *r)
+void httpc_cancel(httpc_t *h, httpc_req_t *r)
 {
     uv_mutex_lock(&h->lock);
     r->cancel = 1;
@@ -843,7 +843,7 @@ void oai_http_cancel(oai_http_t *h, oai_http_req_t *r)
     uv_async_send(&h->async);
 }
 
-void oai_http_destroy(oai_http_t *h)
+void httpc_destroy(httpc_t *h)
 {
     if (!h)
         return;

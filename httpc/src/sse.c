@@ -1,23 +1,23 @@
-/* Server-Sent Events decoding (see oai_sse.h). */
-#include "oai_sse.h"
+/* Server-Sent Events decoding (see httpc/sse.h). */
+#include "httpc/sse.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-void oai_sse_init(oai_sse_t *p, size_t max_event)
+void httpc_sse_init(httpc_sse_t *p, size_t max_event)
 {
     memset(p, 0, sizeof(*p));
     p->max_event = max_event;
 }
 
-void oai_sse_free(oai_sse_t *p)
+void httpc_sse_free(httpc_sse_t *p)
 {
     free(p->line);
     free(p->ev);
     memset(p, 0, sizeof(*p));
 }
 
-void oai_sse_reset(oai_sse_t *p)
+void httpc_sse_reset(httpc_sse_t *p)
 {
     p->line_len = 0;
     p->ev_len = 0;
@@ -33,7 +33,7 @@ static int reserve(char **buf, size_t *cap, size_t need, size_t max)
     char *nb;
 
     if (need > max)
-        return OAI_SSE_ETOOBIG;
+        return HTTPC_SSE_ETOOBIG;
     if (need + 1 <= *cap)
         return 0;
     ncap = *cap ? *cap : 256;
@@ -50,7 +50,7 @@ static int reserve(char **buf, size_t *cap, size_t need, size_t max)
 }
 
 /* A complete line: returns 1 when it ends an event that has data, 0 otherwise, or an error. */
-static int end_line(oai_sse_t *p)
+static int end_line(httpc_sse_t *p)
 {
     const char *l = p->line, *v;
     size_t n = p->line_len, vn;
@@ -90,7 +90,7 @@ static int end_line(oai_sse_t *p)
     return 0;
 }
 
-ssize_t oai_sse_feed(oai_sse_t *p, const char *data, size_t n, int *have_event)
+ssize_t httpc_sse_feed(httpc_sse_t *p, const char *data, size_t n, int *have_event)
 {
     size_t i = 0;
     int rc;
@@ -143,7 +143,7 @@ ssize_t oai_sse_feed(oai_sse_t *p, const char *data, size_t n, int *have_event)
     return (ssize_t)i;
 }
 
-const char *oai_sse_event(const oai_sse_t *p, size_t *len)
+const char *httpc_sse_event(const httpc_sse_t *p, size_t *len)
 {
     *len = p->ev_len;
     return p->ev ? p->ev : "";

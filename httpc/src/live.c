@@ -1,5 +1,5 @@
-/* The cancellable requests of a backend, by batch (oai_live.h). */
-#include "oai_live.h"
+/* The cancellable requests of a backend, by batch (httpc/live.h). */
+#include "httpc/live.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -7,23 +7,23 @@
 static size_t slot(const void *batch)
 {
     uintptr_t p = (uintptr_t)batch;
-    return (size_t)((p >> 4) ^ (p >> 14)) & (OAI_LIVE_BUCKETS - 1);
+    return (size_t)((p >> 4) ^ (p >> 14)) & (HTTPC_LIVE_BUCKETS - 1);
 }
 
-int oai_lives_init(oai_lives_t *l)
+int httpc_lives_init(httpc_lives_t *l)
 {
     memset(l->bucket, 0, sizeof(l->bucket));
     return uv_mutex_init(&l->mu);
 }
 
-void oai_lives_destroy(oai_lives_t *l)
+void httpc_lives_destroy(httpc_lives_t *l)
 {
     uv_mutex_destroy(&l->mu);
 }
 
-void oai_live_add(oai_lives_t *l, oai_live_t *e)
+void httpc_live_add(httpc_lives_t *l, httpc_live_t *e)
 {
-    oai_live_t **b = &l->bucket[slot(e->batch)];
+    httpc_live_t **b = &l->bucket[slot(e->batch)];
 
     e->got = 0;
     e->prev = NULL;
@@ -35,7 +35,7 @@ void oai_live_add(oai_lives_t *l, oai_live_t *e)
     uv_mutex_unlock(&l->mu);
 }
 
-void oai_live_del(oai_lives_t *l, oai_live_t *e)
+void httpc_live_del(httpc_lives_t *l, httpc_live_t *e)
 {
     uv_mutex_lock(&l->mu);
     if (e->prev)
@@ -48,17 +48,17 @@ void oai_live_del(oai_lives_t *l, oai_live_t *e)
     e->next = e->prev = NULL;
 }
 
-size_t oai_live_cancel(oai_lives_t *l, oai_http_t *h, const void *batch, const size_t *indices,
-                       size_t n)
+size_t httpc_live_cancel(httpc_lives_t *l, httpc_t *h, const void *batch, const size_t *indices,
+                         size_t n)
 {
-    oai_live_t *e;
+    httpc_live_t *e;
     size_t i, k = 0;
 
     uv_mutex_lock(&l->mu);
     for (e = l->bucket[slot(batch)]; e; e = e->next) {
         if (e->batch != batch)
             continue;
-        if (e->index == OAI_LIVE_ALL) {
+        if (e->index == HTTPC_LIVE_ALL) {
             e->got += n;
             if (e->got < e->want) /* other clients' samples share the request */
                 continue;
@@ -68,7 +68,7 @@ size_t oai_live_cancel(oai_lives_t *l, oai_http_t *h, const void *batch, const s
             if (i == n)
                 continue;
         }
-        oai_http_cancel(h, e->req);
+        httpc_cancel(h, e->req);
         k++;
     }
     uv_mutex_unlock(&l->mu);

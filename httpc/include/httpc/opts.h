@@ -1,0 +1,35 @@
+/* Option and log helpers of the HTTP clients (sut-node's openai and kserve backends, the QDL's
+ * endpoints): one table of known keys with their defaults, one check that names every known key
+ * when a key is not, one integer parser whose message names the option and its range, one
+ * printf-style logger. Options are |n| KEY=VALUE pairs in two arrays (a backend passes its
+ * sut_backend_config_t's n_options, keys and values). */
+#ifndef HTTPC_OPTS_H
+#define HTTPC_OPTS_H
+
+#include <stddef.h>
+
+typedef struct {
+    const char *key;
+    const char *dflt; /* NULL: no default (absent means "not set") */
+} httpc_optdef_t;
+
+/* 0 when every key in keys[0..n) is in |known|; else -EINVAL and "unknown option 'K' for the
+ * |backend| backend (known: ...)" in err. */
+int httpc_opts_check(size_t n, const char *const *keys, const char *backend,
+                     const httpc_optdef_t *known, size_t n_known, char *err, size_t errlen);
+
+/* The value of |key| among the |n| pairs, or its default from |known| (NULL for a key not in
+ * |known|). */
+const char *httpc_opts_get(size_t n, const char *const *keys, const char *const *values,
+                           const httpc_optdef_t *known, size_t n_known, const char *key);
+
+/* Parses |v| as a decimal integer in [lo, hi] into *out; -EINVAL and "option K=V: expected an
+ * integer in lo..hi" in err otherwise. */
+int httpc_opts_u(const char *key, const char *v, unsigned long long lo, unsigned long long hi,
+                 unsigned long long *out, char *err, size_t errlen);
+
+/* Formats a line and hands it to the node's logger (nothing when |log| is NULL). */
+void httpc_logf(void (*log)(int level, const char *msg), int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif
