@@ -90,6 +90,8 @@ static int open_qsl(const lg_args_t *o, lg_qsl_t **q, cmn_errbuf_t *eb)
     }
     if (o->qsl_npy)
         rc = lg_qsl_open_npy(o->qsl_npy, q, eb);
+    else if (o->qsl_kits)
+        rc = lg_qsl_open_kits(o->qsl_kits, q, eb);
     else if (o->qsl_raw)
         rc = lg_qsl_open_raw(o->qsl_raw, (size_t)o->sample_size, q, eb);
     else
@@ -169,6 +171,16 @@ static int open_qdl(const lg_args_t *o, official_call_t *off, lg_sut_t **sut, cm
         free(list);
         return cmn_errf(eb, CMN_ECONFIG, "--result-codec: '%s' is not none or lz4",
                         o->result_codec);
+    }
+    /* Rules 6.2.4: the benchmark's row governs the QDL's decompression of results too. */
+    if (codec != CMPR_NONE) {
+        cmn_errbuf_t why = {{0}};
+
+        rc = cmpr_policy_check(o->model, codec, &why);
+        if (rc < 0) {
+            free(list);
+            return cmn_errf(eb, rc, "--result-codec: %s", why.msg);
+        }
     }
     cfg.result_codec = codec;
     cfg.tls_ca_file = o->tls_ca;
