@@ -27,6 +27,8 @@ packages=(
     # (FastAPI + uvicorn over PyTorch, ONNX weights) and the LLM data tools (pandas pickles)
     libcurl4-openssl-dev libcjson-dev libyajl-dev python3-fastapi python3-uvicorn python3-torch python3-onnx
     python3-pandas
+    # 3D-UNet: the synthetic KiTS19 cases (nifti) and the official accuracy_kits.py
+    python3-nibabel python3-scipy
     # certificates for TLS tests, network namespaces for the fabric simulation, diagrams
     openssl iproute2 ethtool graphviz procps time
     # deployment tooling: the Kubernetes manifest check, systemd-analyze for the unit, lspci for
