@@ -5,6 +5,7 @@
 
 #include "cmn/conf.h"
 #include "cmn/log.h"
+#include "cmpr/cmpr.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -709,6 +710,13 @@ static int check_args(lg_args_t *o, cmn_errbuf_t *eb)
         return cmn_errf(eb, CMN_ECONFIG,
                         "--model is required with conf files and --compress (it selects the keys "
                         "and the compression rules)");
+    /* Rules 6.2.4: the benchmark's row governs the QDL's decompression of results too. */
+    if (o->result_codec && strcmp(o->result_codec, "none") != 0) {
+        cmn_errbuf_t why = {{0}};
+
+        if (cmpr_policy_check(o->model, CMPR_LZ4, &why) < 0)
+            return cmn_errf(eb, CMN_ECONFIG, "--result-codec: %s", why.msg);
+    }
     if (o->sut && strcmp(o->sut, "qdl") != 0 && strcmp(o->sut, "null") != 0)
         return cmn_errf(eb, CMN_ECONFIG, "--sut: '%s' is not null or qdl", o->sut);
     if (o->sut && strcmp(o->sut, "qdl") == 0 && !o->nodes)

@@ -172,16 +172,6 @@ static int open_qdl(const lg_args_t *o, official_call_t *off, lg_sut_t **sut, cm
         return cmn_errf(eb, CMN_ECONFIG, "--result-codec: '%s' is not none or lz4",
                         o->result_codec);
     }
-    /* Rules 6.2.4: the benchmark's row governs the QDL's decompression of results too. */
-    if (codec != CMPR_NONE) {
-        cmn_errbuf_t why = {{0}};
-
-        rc = cmpr_policy_check(o->model, codec, &why);
-        if (rc < 0) {
-            free(list);
-            return cmn_errf(eb, rc, "--result-codec: %s", why.msg);
-        }
-    }
     cfg.result_codec = codec;
     cfg.tls_ca_file = o->tls_ca;
     cfg.tls_cert_file = o->tls_cert;
