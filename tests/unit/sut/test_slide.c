@@ -8,14 +8,17 @@
 #include "slide.h"
 
 #include <check.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* The backend below the window: labels each voxel (int)x % 3 as one-hot logits, records the
- * size of every batch it gets, and fails every batch when |fail| is set. */
+ * size of every batch it gets, and fails every batch when |fail| is set. With |async| set it
+ * completes from a thread of its own after infer() returned, as an accelerator backend does. */
 struct sut_backend {
     size_t calls, sizes[16], patches;
-    int fail;
+    int fail, async, have_thread;
+    pthread_t thread;
 };
 
 static struct sut_backend rec;
@@ -44,16 +47,12 @@ static int rec_describe(sut_backend_t *b, sut_backend_info_t *info)
     return 0;
 }
 
-static int rec_infer(sut_backend_t *b, sut_batch_t *batch)
+static void rec_run(sut_backend_t *b, sut_batch_t *batch)
 {
+    const size_t n = batch->n;
     size_t i, v;
 
-    if (b->calls < 16)
-        b->sizes[b->calls] = batch->n;
-    b->calls++;
-    if (b->fail)
-        return CMN_EBACKEND;
-    for (i = 0; i < batch->n; i++) {
+    for (i = 0; i < n; i++) {
         size_t V = batch->samples[i].size / sizeof(float);
         const float *in = batch->samples[i].data;
         float *out = calloc(3 * V, sizeof(float));
@@ -65,6 +64,35 @@ static int rec_infer(sut_backend_t *b, sut_batch_t *batch)
         batch->complete(batch, &r, 1);
         free(out);
     }
+}
+
+static void *rec_thread(void *batch)
+{
+    rec_run(&rec, batch);
+    return NULL;
+}
+
+static void rec_join(void)
+{
+    if (rec.have_thread)
+        pthread_join(rec.thread, NULL);
+    rec.have_thread = 0;
+}
+
+static int rec_infer(sut_backend_t *b, sut_batch_t *batch)
+{
+    if (b->calls < 16)
+        b->sizes[b->calls] = batch->n;
+    b->calls++;
+    if (b->fail)
+        return CMN_EBACKEND;
+    if (!b->async) {
+        rec_run(b, batch);
+        return 0;
+    }
+    rec_join();
+    ck_assert_int_eq(pthread_create(&b->thread, NULL, rec_thread, batch), 0);
+    b->have_thread = 1;
     return 0;
 }
 
@@ -121,12 +149,13 @@ static uint8_t *make_case(uint32_t d, uint32_t h, uint32_t w, size_t *size)
     return p;
 }
 
-static void load(sut_be_t *n, uint32_t patch, uint32_t batch)
+static void load(sut_be_t *n, uint32_t patch, uint32_t batch, int async)
 {
     cmn_errbuf_t eb = {{0}};
 
     memset(n, 0, sizeof(*n));
     memset(&rec, 0, sizeof(rec));
+    rec.async = async;
     n->ops = &rec_ops;
     ck_assert_int_eq(rec_ops.create(NULL, &n->be, NULL, 0), 0);
     rec_describe(n->be, &n->info);
@@ -179,7 +208,7 @@ START_TEST(slide_labels_and_batches_span_cases)
     size_t sizes[3], c, z, y, x;
     static const uint32_t dims[3][3] = {{4, 4, 6}, {6, 4, 4}, {4, 4, 5}};
 
-    load(&n, 4, 3);
+    load(&n, 4, 3, _i); /* loop 0: completes inside infer(); loop 1: from another thread */
     ck_assert_str_eq(n.info.name, "rec+window4");
     for (c = 0; c < 3; c++)
         cases[c] = make_case(dims[c][0], dims[c][1], dims[c][2], &sizes[c]);
@@ -204,6 +233,7 @@ START_TEST(slide_labels_and_batches_span_cases)
                 }
         free(cases[c]);
     }
+    rec_join();
     n.ops->destroy(n.be);
 }
 END_TEST
@@ -215,7 +245,7 @@ START_TEST(slide_refuses_and_fails_cases_one_by_one)
     size_t sizes[3];
     cmn_errbuf_t eb = {{0}};
 
-    load(&n, 4, 4);
+    load(&n, 4, 4, 0);
     cases[0] = make_case(4, 4, 4, &sizes[0]);
     cases[1] = make_case(4, 3, 4, &sizes[1]); /* a side under the patch */
     cases[2] = make_case(4, 4, 4, &sizes[2]);
@@ -262,7 +292,7 @@ TCase *tc_slide(void)
 {
     TCase *tc = tcase_create("slide");
     tcase_add_test(tc, slide_gaussian_is_the_reference);
-    tcase_add_test(tc, slide_labels_and_batches_span_cases);
+    tcase_add_loop_test(tc, slide_labels_and_batches_span_cases, 0, 2);
     tcase_add_test(tc, slide_refuses_and_fails_cases_one_by_one);
     return tc;
 }
