@@ -30,6 +30,8 @@ packages=(
     # llama.cpp's llama-server for the real-engine test: deploy/llama-server.sh fetches Debian
     # unstable's .debs with apt-get download (this keyring checks them) and unpacks them privately
     debian-archive-keyring
+    # 3D-UNet: the synthetic KiTS19 cases (nifti) and the official accuracy_kits.py
+    python3-nibabel python3-scipy
     # certificates for TLS tests, network namespaces for the fabric simulation, diagrams
     openssl iproute2 ethtool graphviz procps time
     # deployment tooling: the Kubernetes manifest check, systemd-analyze for the unit, lspci for

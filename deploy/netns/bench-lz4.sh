@@ -58,7 +58,8 @@ if [[ ${BENCH_INNER:-0} -eq 1 ]]; then
                 mkdir -p "$res/$tag"
                 # Offline: the QSL's samples/s target sized so the run lasts about 2 s at line rate.
                 printf '*.Offline.min_duration = 1000\n*.Offline.target_qps = %s\n' "$BENCH_TARGET_QPS" >"$res/user.conf"
-                "$BENCH_LOADGEN" --scenario Offline --model resnet50 --user-conf "$res/user.conf" \
+                # 3D-UNet's name: the rules approve LZ4 for 3D-UNet and DLRMv3 only (6.2.4).
+                "$BENCH_LOADGEN" --scenario Offline --model 3d-unet-99 --user-conf "$res/user.conf" \
                     --audit-config none --nodes "$FABRIC_NODES" --qsl-raw "$BENCH_DATA" --sample-size 150528 \
                     --compress "$codec" --verify-digest --progress off --quiet --output-dir "$res/$tag" \
                     2>"$res/$tag/stderr.log"

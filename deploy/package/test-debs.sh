@@ -109,7 +109,7 @@ for _ in $(seq 200); do [[ -s /tmp/port ]] && break; sleep 0.05; done
 [[ -s /tmp/port ]] || { echo "test-debs: sut-node did not start:"; cat /tmp/sut.log; exit 1; }
 status=0
 loadgen-node --scenario Server --model resnet50 --qsl-synthetic 256 --sample-size 150528 \
-    --synthetic-kind image --compress lz4 --nodes "127.0.0.1:$(cat /tmp/port)" \
+    --synthetic-kind image --nodes "127.0.0.1:$(cat /tmp/port)" \
     --set min_duration_ms=3000 --set server_target_qps=200 --set server_target_latency_ns=15000000 \
     --output-dir /tmp/run --quiet --progress off --log-level error || status=$?
 grep -E "^(SUT name|Scenario|Completed samples per second|Result is)" /tmp/run/mlperf_log_summary.txt

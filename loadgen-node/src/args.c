@@ -5,6 +5,7 @@
 
 #include "cmn/conf.h"
 #include "cmn/log.h"
+#include "cmpr/cmpr.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -128,6 +129,9 @@ static const opt_t options[] = {
     STR("qsl-npy", "PATH", qsl_npy,
         "a .npy file whose first axis is the samples, or a directory of\n"
         "one .npy per sample (taken in name order)"),
+    STR("qsl-kits", "DIR", qsl_kits,
+        "3D-UNet: the KiTS19 cases kits_pickle_to_qsl.py converts, each\n"
+        "sent with its shape (a 32-byte volume header)"),
     STR("qsl-raw", "FILE", qsl_raw, "back-to-back records of --sample-size bytes"),
     FNNUM("qsl-synthetic", "N", set_synth, N_INT, 1, LG_ARGS_MAX_SAMPLES, " samples",
           "N generated samples of --sample-size bytes"),
@@ -265,7 +269,7 @@ static void usage(FILE *f)
 
     fputs(
         "Usage: loadgen-node --scenario S [--model M] [--mlperf-conf PATH] [--user-conf PATH]\n"
-        "                    (--qsl-npy PATH | --qsl-raw FILE --sample-size N |\n"
+        "                    (--qsl-npy PATH | --qsl-kits DIR | --qsl-raw FILE --sample-size N |\n"
         "                     --qsl-synthetic N --sample-size N) [--sut null | --nodes H:P,...]\n"
         "\n"
         "Runs an MLPerf Inference LoadGen test (the official LoadGen 6.0.17 trace, metrics and\n"
@@ -707,9 +711,10 @@ static int check_args(lg_args_t *o, cmn_errbuf_t *eb)
     if (!o->scenario)
         return cmn_errf(eb, CMN_ECONFIG,
                         "--scenario is required (SingleStream, MultiStream, Server or Offline)");
-    if ((o->qsl_npy != NULL) + (o->qsl_raw != NULL) + o->have_synth != 1)
+    if ((o->qsl_npy != NULL) + (o->qsl_kits != NULL) + (o->qsl_raw != NULL) + o->have_synth != 1)
         return cmn_errf(eb, CMN_ECONFIG,
-                        "exactly one of --qsl-npy, --qsl-raw and --qsl-synthetic is required");
+                        "exactly one of --qsl-npy, --qsl-kits, --qsl-raw and "
+                        "--qsl-synthetic is required");
     if ((o->qsl_raw || o->have_synth) && o->sample_size == 0)
         return cmn_errf(eb, CMN_ECONFIG, "%s needs --sample-size",
                         o->qsl_raw ? "--qsl-raw" : "--qsl-synthetic");
@@ -717,6 +722,13 @@ static int check_args(lg_args_t *o, cmn_errbuf_t *eb)
         return cmn_errf(eb, CMN_ECONFIG,
                         "--model is required with conf files and --compress (it selects the keys "
                         "and the compression rules)");
+    /* Rules 6.2.4: the benchmark's row governs the QDL's decompression of results too. */
+    if (o->result_codec && strcmp(o->result_codec, "none") != 0) {
+        cmn_errbuf_t why = {{0}};
+
+        if (cmpr_policy_check(o->model, CMPR_LZ4, &why) < 0)
+            return cmn_errf(eb, CMN_ECONFIG, "--result-codec: %s", why.msg);
+    }
     if (o->sut && strcmp(o->sut, "qdl") != 0 && strcmp(o->sut, "null") != 0)
         return cmn_errf(eb, CMN_ECONFIG, "--sut: '%s' is not null or qdl", o->sut);
     if (o->sut && strcmp(o->sut, "qdl") == 0 && !o->nodes)

@@ -19,7 +19,7 @@ typedef struct {
     int n_user_conf;
     const char *sets[LG_ARGS_MAX_SETS];
     int n_sets;
-    const char *qsl_npy, *qsl_raw, *synth_kind, *compress;
+    const char *qsl_npy, *qsl_kits, *qsl_raw, *synth_kind, *compress;
     uint64_t synth_n, sample_size, synth_seed, perf_count;
     int have_synth;
     const char *sut, *nodes, *policy, *result_codec;

@@ -90,6 +90,8 @@ static int open_qsl(const lg_args_t *o, lg_qsl_t **q, cmn_errbuf_t *eb)
     }
     if (o->qsl_npy)
         rc = lg_qsl_open_npy(o->qsl_npy, q, eb);
+    else if (o->qsl_kits)
+        rc = lg_qsl_open_kits(o->qsl_kits, q, eb);
     else if (o->qsl_raw)
         rc = lg_qsl_open_raw(o->qsl_raw, (size_t)o->sample_size, q, eb);
     else

@@ -1,6 +1,7 @@
 #include "lg/qsl.h"
 
 #include "cmn/digest.h"
+#include "cmn/vol.h"
 #include "cmpr/cmpr.h"
 #include "npy.h"
 
@@ -32,6 +33,7 @@ struct lg_qsl {
     uint64_t data_offset; /* SRC_NPY, SRC_RAW */
     size_t sample_size;   /* fixed-size sources */
     char **files;         /* SRC_NPY_DIR, sorted */
+    int volume;           /* SRC_NPY_DIR of KiTS19 cases: each sample gets a cmn/vol.h header */
     lg_synth_kind_t synth;
     uint64_t seed;
     int codec;
@@ -251,6 +253,26 @@ int lg_qsl_open_npy(const char *path, lg_qsl_t **out, cmn_errbuf_t *eb)
     return 0;
 }
 
+int lg_qsl_open_kits(const char *path, lg_qsl_t **out, cmn_errbuf_t *eb)
+{
+    struct stat st;
+    int rc;
+
+    if (stat(path, &st) != 0)
+        return cmn_errf(eb, -errno, "cannot open %s: %s", path, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return cmn_errf(eb, CMN_EFORMAT,
+                        "%s is not a directory (--qsl-kits takes the folder that "
+                        "kits_pickle_to_qsl.py writes)",
+                        path);
+    rc = lg_qsl_open_npy(path, out, eb);
+    if (rc < 0)
+        return rc;
+    (*out)->volume = 1;
+    snprintf((*out)->name, sizeof((*out)->name), "KiTS19 volumes");
+    return 0;
+}
+
 int lg_qsl_open_raw(const char *path, size_t sample_size, lg_qsl_t **out, cmn_errbuf_t *eb)
 {
     struct stat st;
@@ -435,6 +457,30 @@ static void synth_fill(const lg_qsl_t *q, uint32_t idx, uint8_t *p, size_t n)
     }
 }
 
+/* The volume header of a KiTS19 case: float32 of shape (1, D, H, W) or (D, H, W), as the
+ * reference's pre-processing writes it (kits_pickle_to_qsl.py keeps it unchanged). */
+static int volume_header(const lg__npy_t *h, const char *path, uint8_t out[CMN_VOL_HEADER_SIZE],
+                         cmn_errbuf_t *eb)
+{
+    cmn_vol_t v = {CMN_VOL_F32, 1, {0, 0, 0}};
+    unsigned first = h->ndim == 4 ? 1 : 0, i;
+
+    if (strcmp(h->descr, "<f4") != 0)
+        return cmn_errf(eb, CMN_EFORMAT, "%s: dtype %s; a KiTS19 case is float32 ('<f4')", path,
+                        h->descr);
+    if (!(h->ndim == 3 || (h->ndim == 4 && h->shape[0] == 1)))
+        return cmn_errf(eb, CMN_EFORMAT,
+                        "%s: %u axes; a KiTS19 case has shape (1, D, H, W) or (D, H, W)", path,
+                        h->ndim);
+    for (i = 0; i < 3; i++) {
+        if (h->shape[first + i] == 0 || h->shape[first + i] > UINT32_MAX)
+            return cmn_errf(eb, CMN_EFORMAT, "%s: axis %u has %llu voxels", path, first + i,
+                            (unsigned long long)h->shape[first + i]);
+        v.dims[i] = (uint32_t)h->shape[first + i];
+    }
+    return cmn_vol_encode(&v, out);
+}
+
 static int read_sample(lg_qsl_t *q, uint32_t idx, uint8_t **out, size_t *size, cmn_errbuf_t *eb)
 {
     uint8_t *buf;
@@ -445,6 +491,8 @@ static int read_sample(lg_qsl_t *q, uint32_t idx, uint8_t **out, size_t *size, c
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         lg__npy_t h;
         uint64_t bytes = 0; /* set by npy_data_size; -O3 cannot prove it */
+        uint8_t vh[CMN_VOL_HEADER_SIZE];
+        size_t head = q->volume ? CMN_VOL_HEADER_SIZE : 0;
         struct stat st;
 
         if (fd < 0)
@@ -452,6 +500,8 @@ static int read_sample(lg_qsl_t *q, uint32_t idx, uint8_t **out, size_t *size, c
         rc = npy_read_header(fd, path, &h, eb);
         if (rc == 0)
             rc = npy_data_size(&h, 0, path, &bytes, eb);
+        if (rc == 0 && q->volume)
+            rc = volume_header(&h, path, vh, eb);
         if (rc == 0 && fstat(fd, &st) != 0)
             rc = cmn_errf(eb, -errno, "cannot stat %s", path);
         if (rc == 0 &&
@@ -460,16 +510,20 @@ static int read_sample(lg_qsl_t *q, uint32_t idx, uint8_t **out, size_t *size, c
                           "%s: the header promises %llu data bytes, the file holds %llu", path,
                           (unsigned long long)bytes,
                           (unsigned long long)((uint64_t)st.st_size - h.data_offset));
+        if (rc == 0 && bytes + head > UINT32_MAX)
+            rc = cmn_errf(eb, CMN_EFORMAT, "%s: %llu data bytes are over the 4 GiB sample limit",
+                          path, (unsigned long long)bytes);
         if (rc == 0) {
-            buf = malloc((size_t)bytes);
+            buf = malloc((size_t)(bytes + head));
             if (!buf)
                 rc = cmn_errf(eb, -ENOMEM, "out of memory for %s", path);
-            else if ((rc = read_at(fd, buf, (size_t)bytes, h.data_offset)) != 0) {
+            else if ((rc = read_at(fd, buf + head, (size_t)bytes, h.data_offset)) != 0) {
                 free(buf);
                 rc = cmn_errf(eb, rc < 0 ? rc : CMN_EFORMAT, "cannot read %s", path);
             } else {
+                memcpy(buf, vh, head);
                 *out = buf;
-                *size = (size_t)bytes;
+                *size = (size_t)(bytes + head);
             }
         }
         close(fd);

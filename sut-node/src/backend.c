@@ -4,6 +4,8 @@
 #include "backend.h"
 #include "plugins.h"
 
+#include "slide.h"
+
 #include "cmn/err.h"
 
 #include "cmn/log.h"
@@ -22,9 +24,8 @@ typedef struct {
 } builtin_t;
 
 static const builtin_t builtins[] = {
-    {"null", sut_backend_null_ops},
-    {"digest", sut_backend_digest_ops},
-    {"sim", sut_backend_sim_ops},
+    {"null", sut_backend_null_ops}, {"digest", sut_backend_digest_ops},
+    {"sim", sut_backend_sim_ops},   {"unet-sim", sut_backend_unet_sim_ops},
 #ifdef SUT_HAVE_ONNX
     {"onnx", sut_backend_onnx_ops},
 #endif
@@ -33,9 +34,9 @@ static const builtin_t builtins[] = {
 const char *sut__backend_list(void)
 {
 #ifdef SUT_HAVE_ONNX
-    return "null, digest, sim, onnx";
+    return "null, digest, sim, unet-sim, onnx";
 #else
-    return "null, digest, sim (onnx: not built: oneDNN or the ONNX schema was missing)";
+    return "null, digest, sim, unet-sim (onnx: not built: oneDNN or the ONNX schema was missing)";
 #endif
 }
 
@@ -126,6 +127,8 @@ int sut__backend_load(sut_be_t *n, const sut_opts_t *o, cmn_errbuf_t *eb)
         n->info.device = o->device;
     if (!(n->info.weight > 0))
         n->info.weight = 1.0;
+    if (o->window)
+        return sut__slide_wrap(n, o->window, o->window_batch, eb);
     return 0;
 }
 

@@ -15,5 +15,6 @@ const char *sut__backend_list(void);
 const sut_backend_ops_t *sut_backend_null_ops(void);
 const sut_backend_ops_t *sut_backend_digest_ops(void);
 const sut_backend_ops_t *sut_backend_sim_ops(void);
+const sut_backend_ops_t *sut_backend_unet_sim_ops(void);
 
 #endif

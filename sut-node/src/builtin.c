@@ -4,7 +4,11 @@
  *           endian), so the LoadGen side can prove every byte arrived intact.
  *   sim     an accelerator model: N engines, batch latency a + b*batch us with seeded jitter, a
  *           configurable output size, and an LLM mode that streams a first token after a TTFT
- *           and completes after n_tokens x TPOT. */
+ *           and completes after n_tokens x TPOT.
+ *   unet-sim  3D-UNet logits for the sliding window (slide.h): [N,1,P,P,P] float32 patches in,
+ *           [N,3,P,P,P] float32 logits out, labelling each voxel by the intensity bands of
+ *           loadgen-node/tools/kits_synth.py (an oracle: the synthetic ground truth, DICE 1.0),
+ *           or with perturb=1 labelling tumour as kidney (DICE below 1). */
 #include "backend.h"
 
 #include "cmn/clock.h"
@@ -90,6 +94,8 @@ struct sut_backend {
     double a_us, b_us, jitter;
     uint64_t preferred, llm, tokens, seed;
     double ttft_us, tpot_us;
+    /* unet-sim */
+    uint64_t perturb, patch_us;
     _Atomic uint64_t batch_seq;
     char device[128];
 };
@@ -424,4 +430,115 @@ static const sut_backend_ops_t sim_ops = {SUT_BACKEND_ABI_VERSION,
 const sut_backend_ops_t *sut_backend_sim_ops(void)
 {
     return &sim_ops;
+}
+
+/* ---- unet-sim -------------------------------------------------------------------------------- */
+
+/* kits_synth.py's bands in HU after the reference's normalisation (x - 101) / 76.9: body
+ * -10..50, tumour 80..120, kidney 145..195; padding (-2.2) and clipped air (-79 HU) fall below. */
+#define UNET_HU(v) ((double)(v)*76.9 + 101.0)
+#define UNET_TUMOUR_FROM 65.0
+#define UNET_KIDNEY_FROM 132.5
+
+static int unet_create(const sut_backend_config_t *cfg, sut_backend_t **out, char *err,
+                       size_t errlen)
+{
+    sut_backend_t *b = calloc(1, sizeof(*b));
+    opt_spec_t spec[] = {
+        U_OPT("perturb", 0, 1, &b->perturb), U_OPT("patch_us", 0, 10000000, &b->patch_us),
+        U_OPT("engines", 1, 256, &b->engines), U_OPT("max_batch", 1, 1024, &b->max_batch)};
+    int rc;
+
+    if (!b)
+        return CMN_EBACKEND;
+    b->engines = 1;
+    b->max_batch = 8;
+    rc = parse_opts(cfg, "unet-sim", spec, 4, err, errlen);
+    if (rc < 0) {
+        free(b);
+        return rc;
+    }
+    snprintf(b->device, sizeof(b->device), "cpu (unet-sim: %s of the synthetic KiTS19 bands)",
+             b->perturb ? "a perturbed oracle" : "an oracle");
+    *out = b;
+    return 0;
+}
+
+static int unet_describe(sut_backend_t *b, sut_backend_info_t *info)
+{
+    info->name = "unet-sim";
+    info->device = b->device;
+    info->preferred_batch = (uint32_t)b->max_batch;
+    info->max_batch = (uint32_t)b->max_batch;
+    info->output_size = 0;
+    info->input_size = 0;
+    info->engines = (uint32_t)b->engines;
+    info->weight = 1.0;
+    info->flags = 0;
+    return 0;
+}
+
+static int unet_infer(sut_backend_t *b, sut_batch_t *batch)
+{
+    const size_t n = batch->n;
+    uint64_t start = cmn_now_ns();
+    size_t i, v, cap = 0;
+    float *out = NULL;
+
+    for (i = 0; i < n; i++) {
+        size_t V = batch->samples[i].size / sizeof(float);
+        if (batch->samples[i].size % sizeof(float) == 0 && V > cap)
+            cap = V;
+    }
+    if (cap && !(out = malloc(3 * cap * sizeof(float))))
+        return CMN_EBACKEND;
+    sleep_until(start + (uint64_t)n * b->patch_us * 1000u);
+    for (i = 0; i < n; i++) {
+        const uint8_t *in = batch->samples[i].data;
+        size_t V = batch->samples[i].size / sizeof(float);
+        sut_result_t r;
+
+        memset(&r, 0, sizeof(r));
+        r.index = i;
+        if (V == 0 || batch->samples[i].size % sizeof(float)) {
+            r.status = CMN_EBACKEND; /* not a float32 patch */
+            batch->complete(batch, &r, 1);
+            continue;
+        }
+        for (v = 0; v < V; v++) {
+            float x;
+            double hu;
+            int label;
+
+            memcpy(&x, in + v * sizeof(float), sizeof(float));
+            hu = UNET_HU(x);
+            label = hu >= UNET_KIDNEY_FROM ? 1 : hu >= UNET_TUMOUR_FROM ? 2 : 0;
+            if (label == 2 && b->perturb)
+                label = 1;
+            out[v] = label == 0 ? 1.0f : 0.0f;
+            out[V + v] = label == 1 ? 1.0f : 0.0f;
+            out[2 * V + v] = label == 2 ? 1.0f : 0.0f;
+        }
+        r.data = out;
+        r.size = 3 * V * sizeof(float);
+        batch->complete(batch, &r, 1);
+    }
+    free(out);
+    return 0;
+}
+
+static const sut_backend_ops_t unet_ops = {SUT_BACKEND_ABI_VERSION,
+                                           sizeof(sut_backend_ops_t),
+                                           "unet-sim",
+                                           unet_create,
+                                           null_destroy,
+                                           unet_describe,
+                                           unet_infer,
+                                           NULL,
+                                           NULL,
+                                           NULL};
+
+const sut_backend_ops_t *sut_backend_unet_sim_ops(void)
+{
+    return &unet_ops;
 }

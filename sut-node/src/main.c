@@ -34,7 +34,7 @@ static const opt_doc_t options[] = {
      "address to listen on; repeatable; IPv6 as [ADDR]:PORT (default 0.0.0.0:7000)"},
     {"name", "NAME", "node name, unique among the nodes of a SUT (default <hostname>:<port>)"},
     {"backend", "NAME|PATH",
-     "null, digest, sim, onnx, a plugin's NAME (libsut_backend_NAME.so in the plugin folders, "
+     "null, digest, sim, unet-sim, onnx, a plugin's NAME (libsut_backend_NAME.so in the plugin folders, "
      "below) or its path (default null)"},
     {"backend-opt", "KEY=VALUE", "option for the backend; repeatable (see sut-node/README.md)"},
     {"device", "DEV", "device for the backend: cpu, cuda:0, ... (default cpu)"},
@@ -44,6 +44,12 @@ static const opt_doc_t options[] = {
      "how long a batch waits for more samples while an engine is idle (default 0)"},
     {"workers", "N", "backend worker threads (default: the backend's engine count)"},
     {"threads", "N", "CPU threads the backend may use (default: its own choice)"},
+    {"sliding-window", "P",
+     "3D-UNet: take whole KiTS19 cases, run P^3 patches (overlap 0.5, Gaussian weights) through "
+     "the backend and answer the argmax labels (128 in the reference; default 0: off)"},
+    {"window-batch", "N",
+     "patches per backend call under --sliding-window (default: the "
+     "backend's preferred batch)"},
     {"result-codec", "none|lz4", "compress results when the client accepts it (default none)"},
     {"max-frame", "SIZE", "largest frame accepted after the handshake (default 256M)"},
     {"max-connections", "N",
@@ -133,6 +139,8 @@ static const num_opt_t num_opts[] = {
     NUM("max-wait-us", max_wait_us, 0, 0, 1000000u, " us", NULL),
     NUM("workers", workers, 0, 0, 1024, "", NULL),
     NUM("threads", threads, 0, 0, 1024, "", NULL),
+    NUM("sliding-window", window, 0, 0, 1024, "", NULL),
+    NUM("window-batch", window_batch, 0, 0, COUNT_MAX, "", NULL),
     NUM("max-frame", max_frame, 1, CMN_FRAME_PREAUTH_MAX, CMN_FRAME_ABS_MAX, " bytes", NULL),
     NUM("max-connections", max_connections, 0, 1, COUNT_MAX, "",
         "0: the node would refuse every client"),

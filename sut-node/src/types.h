@@ -33,6 +33,8 @@ typedef struct {
     uint64_t max_wait_us;     /* 0: dispatch as soon as an engine is idle */
     uint32_t workers;         /* 0: the backend's engine count */
     uint32_t threads;
+    uint32_t window;       /* --sliding-window: patch edge of 3D-UNet's window (slide.h); 0 off */
+    uint32_t window_batch; /* --window-batch: patches per backend call; 0: the backend's */
     int result_codec;
     uint64_t max_frame;
     uint32_t max_connections;

@@ -6,6 +6,7 @@
  * Inputs found later by fuzzing campaigns are added beside these (tests/fuzz/README.md). */
 #include "cmn/frame.h"
 #include "cmn/msg.h"
+#include "cmn/vol.h"
 #include "cmpr/cmpr.h"
 
 #include <errno.h>
@@ -191,6 +192,21 @@ int main(int argc, char **argv)
     put("lz4", "bomb", buf, 12);
     memset(data, 0x5a, 300);
     put("lz4_roundtrip", "repeated", data, 300);
+
+    /* fuzz_vol: a 2x3x4 float32 case, a 4x4x4 uint8 one, and a header whose shape overflows. */
+    {
+        cmn_vol_t v = {CMN_VOL_F32, 1, {2, 3, 4}};
+
+        memset(buf, 0, sizeof(buf));
+        cmn_vol_encode(&v, buf);
+        put("vol", "f32_2x3x4", buf, CMN_VOL_HEADER_SIZE + 96);
+        v.dtype = CMN_VOL_U8;
+        v.dims[0] = v.dims[1] = v.dims[2] = 4;
+        cmn_vol_encode(&v, buf);
+        put("vol", "u8_4x4x4", buf, CMN_VOL_HEADER_SIZE + 64);
+        memset(buf + 12, 0xff, 16);
+        put("vol", "overflow", buf, CMN_VOL_HEADER_SIZE);
+    }
     cmpr_ctx_free(ctx);
     return 0;
 }

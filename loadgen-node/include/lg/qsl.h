@@ -37,6 +37,12 @@ typedef enum {
  * file, sorted by name with strcmp). CMN_EFORMAT names the file and the defect. */
 int lg_qsl_open_npy(const char *path, lg_qsl_t **out, cmn_errbuf_t *eb);
 
+/* A directory of pre-processed KiTS19 cases (3D-UNet), as kits_pickle_to_qsl.py writes it: one
+ * float32 .npy of shape (1, D, H, W) per case, in name order. Each sample is sent as the 32-byte
+ * volume header of cmn/vol.h (its shape) followed by the voxels, so cases of different shapes
+ * travel with their shape. */
+int lg_qsl_open_kits(const char *path, lg_qsl_t **out, cmn_errbuf_t *eb);
+
 /* A file of back-to-back records of |sample_size| bytes; a partial last record is an error. */
 int lg_qsl_open_raw(const char *path, size_t sample_size, lg_qsl_t **out, cmn_errbuf_t *eb);
 

@@ -17,6 +17,7 @@ TCase *tcase_net(void);
 TCase *tcase_err(void);
 TCase *tcase_clock(void);
 TCase *tcase_digest(void);
+TCase *tcase_vol(void);
 TCase *tcase_idmap(void);
 TCase *tcase_metrics(void);
 TCase *tcase_metrics_http(void);

@@ -31,6 +31,13 @@ printf '*.*.min_query_count = 7\n*.Server.target_qps = 5 # note\n' > "$out/user.
 expect 2 "user.conf:2:" --scenario Server --model resnet50 --user-conf "$out/user.conf" $qsl
 expect 2 "llama2-70b" --scenario Offline --model llama2-70b --compress lz4 $qsl
 expect 2 "--model is required" --scenario Offline --compress lz4 $qsl
+# Rules 6.2.4: only 3D-UNet and DLRMv3 may compress in the Network division, both ways.
+expect 2 "refused for model 'resnet50'" --scenario Offline --model resnet50 --compress lz4 $qsl
+nodes="--qsl-synthetic 64 --sample-size 16 --nodes 127.0.0.1:9 --output-dir $out/logs --progress off"
+expect 2 "--result-codec: compression 'lz4' refused for model 'llama2-70b'" --scenario Offline \
+    --model llama2-70b --result-codec lz4 $nodes
+expect 3 "cannot open /nonexistent" --scenario Offline --model 3d-unet-99 \
+    --qsl-kits /nonexistent --sut null --output-dir $out/logs
 expect 2 "no TestSettings field" --scenario Server --set bogus=1 $qsl
 expect 2 "not a number" --scenario Server --set server_target_qps=fast $qsl
 expect 2 "--wait-spin-us: '1000001' is not an integer from 0 to 1000000 us" --scenario SingleStream \

@@ -21,7 +21,7 @@ cat > "$out/user.conf" <<CONF
 CONF
 
 set -- --scenario "$scenario" --model resnet50 --user-conf "$out/user.conf" --sut null \
-    --qsl-synthetic 1024 --sample-size 3072 --synthetic-kind image --compress lz4 \
+    --qsl-synthetic 1024 --sample-size 3072 --synthetic-kind image \
     --output-dir "$out" --progress off --audit-config none --quiet
 conf=$(dirname "$0")/../../../../shared/reference/mlperf.conf
 if [ -r "$conf" ]; then

@@ -3,6 +3,7 @@
 #include "test_loadgen.h"
 
 #include "cmn/digest.h"
+#include "cmn/vol.h"
 #include "cmpr/cmpr.h"
 #include "lg/qsl.h"
 #include "npy.h"
@@ -296,7 +297,7 @@ START_TEST(qsl_synthetic_compression_digest)
     /* The rules forbid compression for LLMs, allow lossless compression for vision. */
     ck_assert_int_eq(lg_qsl_set_codec(q, CMPR_LZ4, "llama2-70b", &eb), CMN_EPOLICY);
     ck_assert_ptr_nonnull(strstr(eb.msg, "llama2-70b"));
-    ck_assert_int_eq(lg_qsl_set_codec(q, CMPR_LZ4, "resnet50", &eb), 0);
+    ck_assert_int_eq(lg_qsl_set_codec(q, CMPR_LZ4, "3d-unet-99", &eb), 0);
     lg_qsl_keep_digests(q, 1);
     ck_assert_int_eq(lg_qsl_load(q, idx, 4, &eb), 0);
     ck_assert_int_eq(lg_qsl_load(q2, idx, 4, &eb), 0);
@@ -324,13 +325,94 @@ START_TEST(qsl_synthetic_compression_digest)
 
     /* Random bytes do not shrink and travel raw. */
     ck_assert_int_eq(lg_qsl_open_synthetic(2, 4096, LG_SYNTH_RANDOM, 1, &q, &eb), 0);
-    ck_assert_int_eq(lg_qsl_set_codec(q, CMPR_LZ4, "resnet50", &eb), 0);
+    ck_assert_int_eq(lg_qsl_set_codec(q, CMPR_LZ4, "3d-unet-99", &eb), 0);
     ck_assert_int_eq(lg_qsl_load(q, idx, 2, &eb), 0);
     ck_assert_int_eq(lg_qsl_get(q, 1, &s), 0);
     ck_assert_int_eq(s.codec, CMPR_NONE);
     ck_assert_uint_eq(s.size, 4096);
     ck_assert_int_eq(lg_qsl_load(q, (const uint32_t[]){9}, 1, &eb), CMN_ECONFIG);
     lg_qsl_close(q);
+}
+END_TEST
+
+/* KiTS19 cases of different shapes: each sample is the volume header (its shape) and the voxels;
+ * LZ4 round trips it; a case that is not float32 (1, D, H, W) is refused by name at load. */
+START_TEST(qsl_kits_volumes)
+{
+    float vox[2 * 3 * 4];
+    uint8_t *img, *back;
+    size_t len, i;
+    char path[600], dict[128];
+    lg_qsl_t *q;
+    lg_qsl_sample_t s;
+    cmn_vol_t v;
+    cmn_errbuf_t eb;
+    const uint32_t idx[] = {0, 1};
+
+    for (i = 0; i < 24; i++)
+        vox[i] = i < 12 ? -2.2f : (float)i; /* padding, then tissue */
+    snprintf(dict, sizeof(dict),
+             "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2, 3, 4), }");
+    img = make_npy(1, dict, vox, sizeof(vox), &len);
+    snprintf(path, sizeof(path), "%s/00000_case_00000.npy", qdir);
+    write_bytes(path, img, len);
+    free(img);
+    snprintf(dict, sizeof(dict), "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2, 2), }");
+    img = make_npy(1, dict, vox, 8 * sizeof(float), &len);
+    snprintf(path, sizeof(path), "%s/00001_case_00001.npy", qdir);
+    write_bytes(path, img, len);
+    free(img);
+    ck_assert_int_eq(lg_qsl_open_kits(qdir, &q, &eb), 0);
+    ck_assert_uint_eq(lg_qsl_total_count(q), 2);
+    ck_assert_uint_eq(lg_qsl_performance_count(q), 2); /* mlperf.conf's override for 3d-unet is 0 */
+    ck_assert_str_eq(lg_qsl_name(q), "KiTS19 volumes");
+    ck_assert_int_eq(lg_qsl_load(q, idx, 2, &eb), 0);
+    ck_assert_int_eq(lg_qsl_get(q, 0, &s), 0);
+    ck_assert_uint_eq(s.size, CMN_VOL_HEADER_SIZE + sizeof(vox));
+    ck_assert_int_eq(cmn_vol_decode(s.data, s.size, &v, &eb), 0);
+    ck_assert_uint_eq(v.dtype, CMN_VOL_F32);
+    ck_assert_uint_eq(v.dims[0], 2);
+    ck_assert_uint_eq(v.dims[1], 3);
+    ck_assert_uint_eq(v.dims[2], 4);
+    ck_assert_mem_eq((const uint8_t *)s.data + CMN_VOL_HEADER_SIZE, vox, sizeof(vox));
+    ck_assert_int_eq(lg_qsl_get(q, 1, &s), 0);
+    ck_assert_int_eq(cmn_vol_decode(s.data, s.size, &v, &eb), 0);
+    ck_assert_uint_eq(v.dims[0] * v.dims[1] * v.dims[2], 8);
+    lg_qsl_close(q);
+
+    /* LZ4 (3d-unet's row allows it): the header travels inside the compressed sample. */
+    ck_assert_int_eq(lg_qsl_open_kits(qdir, &q, &eb), 0);
+    ck_assert_int_eq(lg_qsl_set_codec(q, CMPR_LZ4, "3d-unet-99.9", &eb), 0);
+    ck_assert_int_eq(lg_qsl_load(q, idx, 1, &eb), 0);
+    ck_assert_int_eq(lg_qsl_get(q, 0, &s), 0);
+    back = malloc(s.raw_size);
+    ck_assert_int_eq(cmpr_decompress(s.codec, s.data, s.size, back, s.raw_size), 0);
+    ck_assert_int_eq(cmn_vol_decode(back, s.raw_size, &v, &eb), 0);
+    ck_assert_mem_eq(back + CMN_VOL_HEADER_SIZE, vox, sizeof(vox));
+    free(back);
+    lg_qsl_close(q);
+
+    /* float64 and a batch axis of 2 are not KiTS19 cases. */
+    snprintf(dict, sizeof(dict), "{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }");
+    img = make_npy(1, dict, vox, 24, &len);
+    snprintf(path, sizeof(path), "%s/00001_case_00001.npy", qdir);
+    write_bytes(path, img, len);
+    free(img);
+    ck_assert_int_eq(lg_qsl_open_kits(qdir, &q, &eb), 0);
+    ck_assert_int_eq(lg_qsl_load(q, idx + 1, 1, &eb), CMN_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(eb.msg, "00001_case_00001.npy: dtype <f8"));
+    lg_qsl_close(q);
+    snprintf(dict, sizeof(dict),
+             "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 1, 1, 2), }");
+    img = make_npy(1, dict, vox, 16, &len);
+    write_bytes(path, img, len);
+    free(img);
+    ck_assert_int_eq(lg_qsl_open_kits(qdir, &q, &eb), 0);
+    ck_assert_int_eq(lg_qsl_load(q, idx + 1, 1, &eb), CMN_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(eb.msg, "(1, D, H, W)"));
+    lg_qsl_close(q);
+    ck_assert_int_eq(lg_qsl_open_kits(path, &q, &eb), CMN_EFORMAT); /* a file, not a folder */
+    ck_assert_ptr_nonnull(strstr(eb.msg, "is not a directory"));
 }
 END_TEST
 
@@ -351,5 +433,6 @@ TCase *tcase_qsl(void)
     tcase_add_test(tc, qsl_npy_file);
     tcase_add_test(tc, qsl_npy_dir_and_raw);
     tcase_add_test(tc, qsl_synthetic_compression_digest);
+    tcase_add_test(tc, qsl_kits_volumes);
     return tc;
 }

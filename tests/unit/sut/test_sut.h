@@ -17,5 +17,6 @@ TCase *tc_result_over_budget_counted(void);
 TCase *tc_accept_tls_fail(void);
 TCase *tc_budget(void);
 TCase *tc_plugin_lookup(void);
+TCase *tc_slide(void);
 
 #endif
