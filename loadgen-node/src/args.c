@@ -269,8 +269,9 @@ static void usage(FILE *f)
 
     fputs(
         "Usage: loadgen-node --scenario S [--model M] [--mlperf-conf PATH] [--user-conf PATH]\n"
-        "                    (--qsl-npy PATH | --qsl-raw FILE --sample-size N |\n"
-        "                     --qsl-synthetic N --sample-size N) [--sut null | --nodes H:P,...]\n"
+        "                    (--qsl-npy PATH | --qsl-llm-json FILE [--llm-field NAME] |\n"
+        "                     --qsl-raw FILE --sample-size N | --qsl-synthetic N --sample-size N)\n"
+        "                    [--sut null | --nodes H:P,...]\n"
         "\n"
         "Runs an MLPerf Inference LoadGen test (the official LoadGen 6.0.17 trace, metrics and\n"
         "logs) against sut-node daemons over the network (the QDL) or against an in-process null\n"
