@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 /* How an option's value is stored: a string, a number, a flag (true when given), or a setter. */
@@ -104,13 +105,17 @@ static int set_exit(lg_args_t *o, const char *name, const char *v, uint64_t u, c
 
 static const opt_t options[] = {
     SECTION("Test"),
-    STR("scenario", "S", scenario, "SingleStream, MultiStream, Server or Offline (required)"),
+    STR("scenario", "S", scenario,
+        "SingleStream, MultiStream, Server, Offline or Interactive (required;\n"
+        "Interactive: the Server scenario with the settings of\n"
+        "<--model>-interactive, as the references run it; the logs say Server)"),
     STR("mode", "M", mode,
         "PerformanceOnly (default), AccuracyOnly, SubmissionRun (accuracy\n"
         "then performance) or FindPeakPerformance (Server only)"),
     STR("model", "NAME", model,
         "benchmark name as in mlperf.conf (resnet50, bert-99, llama2-70b,\n"
-        "...); selects the conf keys and the compression rules"),
+        "llama3_1-8b, deepseek-r1, gpt-oss-120b...); selects the conf keys\n"
+        "and the compression rules"),
     STR("mlperf-conf", "PATH", mlperf_conf,
         "the official mlperf.conf, read unchanged (seeds, per-model\n"
         "minimums); without it the TestSettings defaults apply (seeds 0).\n"
@@ -132,6 +137,12 @@ static const opt_t options[] = {
     STR("qsl-kits", "DIR", qsl_kits,
         "3D-UNet: the KiTS19 cases kits_pickle_to_qsl.py converts, each\n"
         "sent with its shape (a 32-byte volume header)"),
+    STR("qsl-llm-json", "FILE", qsl_llm_json,
+        "an LLM data set as the references ship it in JSON (llama3.1-8b's\n"
+        "cnn_eval.json): an array of objects, one per sample, the prompt's\n"
+        "token IDs in --llm-field; each sample goes as int32 token IDs"),
+    STR("llm-field", "NAME", llm_field,
+        "the --qsl-llm-json field holding the token IDs (default tok_input)"),
     STR("qsl-raw", "FILE", qsl_raw, "back-to-back records of --sample-size bytes"),
     FNNUM("qsl-synthetic", "N", set_synth, N_INT, 1, LG_ARGS_MAX_SAMPLES, " samples",
           "N generated samples of --sample-size bytes"),
@@ -269,7 +280,8 @@ static void usage(FILE *f)
 
     fputs(
         "Usage: loadgen-node --scenario S [--model M] [--mlperf-conf PATH] [--user-conf PATH]\n"
-        "                    (--qsl-npy PATH | --qsl-kits DIR | --qsl-raw FILE --sample-size N |\n"
+        "                    (--qsl-npy PATH | --qsl-kits DIR | --qsl-llm-json FILE\n"
+        "                     [--llm-field NAME] | --qsl-raw FILE --sample-size N |\n"
         "                     --qsl-synthetic N --sample-size N) [--sut null | --nodes H:P,...]\n"
         "\n"
         "Runs an MLPerf Inference LoadGen test (the official LoadGen 6.0.17 trace, metrics and\n"
@@ -704,17 +716,53 @@ static int check_readable(const char *flag, const char *path, cmn_errbuf_t *eb)
     return 0;
 }
 
+/* --scenario Interactive. The official LoadGen has no such scenario: the references run Server
+ * with the settings mlperf.conf keys under "<model>-interactive" (tighter TTFT/TPOT bounds,
+ * target_latency 0). Mapping it here gives both front ends the same model name and scenario, so
+ * their logs are the official ones for such a run (scenario Server). */
+static int map_interactive(lg_args_t *o, cmn_errbuf_t *eb)
+{
+    static const char sfx[] = "-interactive";
+    size_t n, ns = sizeof(sfx) - 1;
+
+    if (strcasecmp(o->scenario, "Interactive") != 0)
+        return 0;
+    if (!o->model)
+        return cmn_errf(eb, CMN_ECONFIG,
+                        "--scenario Interactive needs --model: its settings are those of "
+                        "<model>-interactive in mlperf.conf (e.g. --model llama3_1-8b)");
+    n = strlen(o->model);
+    if (snprintf(o->interactive_model, sizeof(o->interactive_model), "%s%s", o->model,
+                 n >= ns && strcmp(o->model + n - ns, sfx) == 0 ? "" : sfx) >=
+        (int)sizeof(o->interactive_model))
+        return cmn_errf(eb, CMN_ECONFIG, "--model: '%s' is too long (at most %zu characters)",
+                        o->model, sizeof(o->interactive_model) - ns - 1);
+    o->model = o->interactive_model;
+    o->scenario = "Server";
+    o->interactive = 1;
+    return 0;
+}
+
 static int check_args(lg_args_t *o, cmn_errbuf_t *eb)
 {
     int rc;
 
     if (!o->scenario)
         return cmn_errf(eb, CMN_ECONFIG,
-                        "--scenario is required (SingleStream, MultiStream, Server or Offline)");
-    if ((o->qsl_npy != NULL) + (o->qsl_kits != NULL) + (o->qsl_raw != NULL) + o->have_synth != 1)
+                        "--scenario is required (SingleStream, MultiStream, Server, Offline or "
+                        "Interactive)");
+    if ((rc = map_interactive(o, eb)) < 0)
+        return rc;
+    if ((o->qsl_npy != NULL) + (o->qsl_kits != NULL) + (o->qsl_raw != NULL) +
+            (o->qsl_llm_json != NULL) + o->have_synth !=
+        1)
         return cmn_errf(eb, CMN_ECONFIG,
-                        "exactly one of --qsl-npy, --qsl-kits, --qsl-raw and "
+                        "exactly one of --qsl-npy, --qsl-kits, --qsl-llm-json, --qsl-raw and "
                         "--qsl-synthetic is required");
+    if (o->llm_field && !o->qsl_llm_json)
+        return cmn_errf(eb, CMN_ECONFIG, "--llm-field names a field of --qsl-llm-json's file");
+    if (o->llm_field && !o->llm_field[0])
+        return cmn_errf(eb, CMN_ECONFIG, "--llm-field: an empty name");
     if ((o->qsl_raw || o->have_synth) && o->sample_size == 0)
         return cmn_errf(eb, CMN_ECONFIG, "%s needs --sample-size",
                         o->qsl_raw ? "--qsl-raw" : "--qsl-synthetic");
@@ -792,7 +840,8 @@ int lg_args_settings(const lg_args_t *o, lg_test_settings_t *s, lg_msgs_t *msgs,
     lg_test_settings_init(s);
     if (lg_scenario_parse(o->scenario, &sc) < 0)
         return cmn_errf(eb, CMN_ECONFIG,
-                        "--scenario: '%s' is not SingleStream, MultiStream, Server or Offline",
+                        "--scenario: '%s' is not SingleStream, MultiStream, Server, Offline or "
+                        "Interactive",
                         o->scenario);
     s->scenario = sc;
     if (o->mlperf_conf) {
@@ -827,5 +876,14 @@ int lg_args_settings(const lg_args_t *o, lg_test_settings_t *s, lg_msgs_t *msgs,
     if (s->mode == LG_MODE_FIND_PEAK_PERFORMANCE && sc != LG_SERVER)
         return cmn_errf(eb, CMN_ECONFIG,
                         "--mode FindPeakPerformance works only with --scenario Server");
+    /* The official LoadGen reads its compiled-in mlperf.conf before a user.conf, which sets
+     * use_token_latencies for every <model>-interactive: it decides there, not these settings. */
+    if (o->interactive && !s->use_token_latencies &&
+        !(o->loadgen && strcmp(o->loadgen, "official") == 0 && o->n_user_conf > 0))
+        return cmn_errf(eb, CMN_ECONFIG,
+                        "--scenario Interactive is judged on TTFT and TPOT, but the settings of "
+                        "%s do not set use_token_latencies (give the official mlperf.conf, whose "
+                        "%s.* lines set it and the bounds, or --set it)",
+                        o->model, o->model);
     return lg_test_settings_check(s, eb);
 }

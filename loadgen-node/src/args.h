@@ -15,11 +15,16 @@
 
 typedef struct {
     const char *scenario, *mode, *model, *mlperf_conf, *audit, *outdir, *loadgen;
+    /* --scenario Interactive: scenario becomes "Server" and model points at interactive_model,
+     * "<--model>-interactive", the name mlperf.conf keys its Interactive settings by. */
+    int interactive;
+    char interactive_model[128];
     const char *user_conf[LG_ARGS_MAX_USER_CONFS];
     int n_user_conf;
     const char *sets[LG_ARGS_MAX_SETS];
     int n_sets;
     const char *qsl_npy, *qsl_kits, *qsl_raw, *synth_kind, *compress;
+    const char *qsl_llm_json, *llm_field; /* --qsl-llm-json FILE [--llm-field NAME] */
     uint64_t synth_n, sample_size, synth_seed, perf_count;
     int have_synth;
     const char *sut, *nodes, *policy, *result_codec;

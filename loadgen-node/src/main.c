@@ -92,6 +92,9 @@ static int open_qsl(const lg_args_t *o, lg_qsl_t **q, cmn_errbuf_t *eb)
         rc = lg_qsl_open_npy(o->qsl_npy, q, eb);
     else if (o->qsl_kits)
         rc = lg_qsl_open_kits(o->qsl_kits, q, eb);
+    else if (o->qsl_llm_json)
+        rc =
+            lg_qsl_open_llm_json(o->qsl_llm_json, o->llm_field ? o->llm_field : "tok_input", q, eb);
     else if (o->qsl_raw)
         rc = lg_qsl_open_raw(o->qsl_raw, (size_t)o->sample_size, q, eb);
     else

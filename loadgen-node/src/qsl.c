@@ -4,6 +4,7 @@
 #include "cmn/vol.h"
 #include "cmpr/cmpr.h"
 #include "npy.h"
+#include "qsl_json.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,14 +15,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-typedef enum { SRC_NPY, SRC_NPY_DIR, SRC_RAW, SRC_SYNTH } src_t;
+typedef enum { SRC_NPY, SRC_NPY_DIR, SRC_RAW, SRC_SYNTH, SRC_LLM_JSON } src_t;
 
-/* A loaded sample. |wire| holds the bytes as sent: compressed when codec != 0, else raw. */
+/* A loaded sample. |wire| holds the bytes as sent: compressed when codec != 0, else raw.
+ * |borrowed|: |wire| points into the QSL's token array (SRC_LLM_JSON, uncompressed), not freed. */
 typedef struct {
     void *wire;
     uint32_t size, raw_size;
     uint32_t refs;
-    uint8_t codec;
+    uint8_t codec, borrowed;
 } slot_t;
 
 struct lg_qsl {
@@ -34,6 +36,7 @@ struct lg_qsl {
     size_t sample_size;   /* fixed-size sources */
     char **files;         /* SRC_NPY_DIR, sorted */
     int volume;           /* SRC_NPY_DIR of KiTS19 cases: each sample gets a cmn/vol.h header */
+    lg__llm_tokens_t llm; /* SRC_LLM_JSON */
     lg_synth_kind_t synth;
     uint64_t seed;
     int codec;
@@ -344,6 +347,27 @@ int lg_qsl_open_synthetic(size_t count, size_t sample_size, lg_synth_kind_t kind
     return 0;
 }
 
+int lg_qsl_open_llm_json(const char *path, const char *field, lg_qsl_t **out, cmn_errbuf_t *eb)
+{
+    lg_qsl_t *q = qsl_new(SRC_LLM_JSON, path);
+    int rc;
+
+    if (!q)
+        return cmn_errf(eb, -ENOMEM, "out of memory");
+    rc = lg__llm_json_read(path, field, &q->llm, eb);
+    if (rc == 0) {
+        q->total = q->llm.n_samples;
+        snprintf(q->name, sizeof(q->name), "LLM JSON, int32 '%.40s'", field);
+        rc = qsl_finish(q, eb);
+    }
+    if (rc < 0) {
+        lg_qsl_close(q);
+        return rc;
+    }
+    *out = q;
+    return 0;
+}
+
 void lg_qsl_close(lg_qsl_t *q)
 {
     size_t i;
@@ -352,13 +376,15 @@ void lg_qsl_close(lg_qsl_t *q)
         return;
     if (q->slots)
         for (i = 0; i < q->total; i++)
-            free(q->slots[i].wire);
+            if (!q->slots[i].borrowed)
+                free(q->slots[i].wire);
     if (q->files)
         for (i = 0; i < q->total; i++)
             free(q->files[i]);
     free(q->files);
     free(q->slots);
     free(q->digests);
+    lg__llm_tokens_free(&q->llm);
     if (q->fd >= 0)
         close(q->fd);
     cmpr_ctx_free(q->cctx);
@@ -481,10 +507,21 @@ static int volume_header(const lg__npy_t *h, const char *path, uint8_t out[CMN_V
     return cmn_vol_encode(&v, out);
 }
 
-static int read_sample(lg_qsl_t *q, uint32_t idx, uint8_t **out, size_t *size, cmn_errbuf_t *eb)
+/* A sample's raw bytes: read or made into a buffer of its own, or (*borrowed set) a pointer
+ * into the QSL's token array, which loading need not copy. */
+static int read_sample(lg_qsl_t *q, uint32_t idx, uint8_t **out, size_t *size, int *borrowed,
+                       cmn_errbuf_t *eb)
 {
     uint8_t *buf;
     int rc = 0;
+
+    *borrowed = 0;
+    if (q->src == SRC_LLM_JSON) {
+        *out = (uint8_t *)(q->llm.tokens + q->llm.offsets[idx]);
+        *size = (size_t)(q->llm.offsets[idx + 1] - q->llm.offsets[idx]) * sizeof(int32_t);
+        *borrowed = 1;
+        return 0;
+    }
 
     if (q->src == SRC_NPY_DIR) {
         const char *path = q->files[idx];
@@ -570,7 +607,9 @@ static int compress_slot(lg_qsl_t *q, slot_t *sl, uint8_t *raw, size_t n, cmn_er
         sl->wire = packed ? packed : tmp;
         sl->size = (uint32_t)c;
         sl->codec = (uint8_t)q->codec;
-        free(raw);
+        if (!sl->borrowed)
+            free(raw);
+        sl->borrowed = 0;
         return 0;
     }
     free(tmp);
@@ -591,6 +630,7 @@ int lg_qsl_load(lg_qsl_t *q, const uint32_t *idx, size_t n, cmn_errbuf_t *eb)
         slot_t *sl;
         uint8_t *raw;
         size_t size;
+        int borrowed;
 
         if (idx[i] >= q->total) {
             rc = cmn_errf(eb, CMN_ECONFIG, "sample index %u is beyond the QSL's %zu samples",
@@ -600,7 +640,7 @@ int lg_qsl_load(lg_qsl_t *q, const uint32_t *idx, size_t n, cmn_errbuf_t *eb)
         sl = &q->slots[idx[i]];
         if (sl->refs++ > 0)
             continue;
-        rc = read_sample(q, idx[i], &raw, &size, eb);
+        rc = read_sample(q, idx[i], &raw, &size, &borrowed, eb);
         if (rc < 0) {
             sl->refs--;
             goto fail;
@@ -611,10 +651,12 @@ int lg_qsl_load(lg_qsl_t *q, const uint32_t *idx, size_t n, cmn_errbuf_t *eb)
         sl->size = (uint32_t)size;
         sl->raw_size = (uint32_t)size;
         sl->codec = CMPR_NONE;
+        sl->borrowed = (uint8_t)borrowed;
         if (q->codec != CMPR_NONE) {
             rc = compress_slot(q, sl, raw, size, eb);
             if (rc < 0) {
-                free(sl->wire);
+                if (!sl->borrowed)
+                    free(sl->wire);
                 sl->wire = NULL;
                 sl->refs--;
                 goto fail;
@@ -643,7 +685,8 @@ void lg_qsl_unload(lg_qsl_t *q, const uint32_t *idx, size_t n)
             continue;
         q->loaded_raw -= sl->raw_size;
         q->loaded_wire -= sl->size;
-        free(sl->wire);
+        if (!sl->borrowed)
+            free(sl->wire);
         memset(sl, 0, sizeof(*sl));
     }
 }

@@ -2,7 +2,8 @@
  *
  * Sources: NumPy .npy files (one array whose first axis is the sample axis, any fixed-size dtype,
  * format versions 1 to 3; or a directory of one .npy per sample, taken in name order), raw
- * fixed-size records, or synthetic bytes for demos and benchmarks. Nothing is read until
+ * fixed-size records, an LLM data set in JSON (int32 token IDs per sample), or synthetic bytes
+ * for demos and benchmarks. Nothing is read until
  * lg_qsl_load(); the official LoadSamplesToRam/UnloadSamplesFromRam pair maps onto
  * lg_qsl_load()/lg_qsl_unload() with the same index lists (duplicates allowed, as in MultiStream).
  *
@@ -42,6 +43,16 @@ int lg_qsl_open_npy(const char *path, lg_qsl_t **out, cmn_errbuf_t *eb);
  * volume header of cmn/vol.h (its shape) followed by the voxels, so cases of different shapes
  * travel with their shape. */
 int lg_qsl_open_kits(const char *path, lg_qsl_t **out, cmn_errbuf_t *eb);
+
+/* An LLM data set as the MLCommons references ship it in JSON (llama3.1-8b's cnn_eval.json): an
+ * array of objects, one per sample in QSL order, the prompt's token IDs in |field| (tok_input in
+ * the references). Read once, streaming, at open; only the token IDs are kept (4 bytes each) and
+ * a sample's bytes are its IDs as little-endian int32, what sut-node's openai backend sends.
+ * Loading copies nothing unless a codec is set. CMN_EFORMAT names the file, the sample index, the
+ * field and the defect (not an array of objects, a missing field, a value that is not an integer
+ * token ID in [0, 2^31 - 1], an empty array, a truncated file); CMN_ECONFIG in a build without
+ * yajl. */
+int lg_qsl_open_llm_json(const char *path, const char *field, lg_qsl_t **out, cmn_errbuf_t *eb);
 
 /* A file of back-to-back records of |sample_size| bytes; a partial last record is an error. */
 int lg_qsl_open_raw(const char *path, size_t sample_size, lg_qsl_t **out, cmn_errbuf_t *eb);

@@ -23,7 +23,11 @@ qsl="--qsl-synthetic 64 --sample-size 16 --sut null --output-dir $out/logs --pro
 expect 0 "--verify-digest" --help
 expect 0 "--qsl-npy" --help
 expect 2 "--scenario is required" $qsl
-expect 2 "not SingleStream, MultiStream, Server or Offline" --scenario Batch $qsl
+expect 2 "not SingleStream, MultiStream, Server, Offline or Interactive" --scenario Batch $qsl
+expect 2 "--scenario Interactive needs --model" --scenario Interactive $qsl
+expect 2 "the settings of llama3_1-8b-interactive do not set use_token_latencies" \
+    --scenario Interactive --model llama3_1-8b $qsl
+expect 2 "--llm-field names a field of --qsl-llm-json's file" --scenario Offline --llm-field x $qsl
 expect 2 "unknown option" --scenario Server --frobnicate $qsl
 expect 2 "exactly one of --qsl-npy" --scenario Server --sut null
 expect 2 "needs --sample-size" --scenario Server --qsl-synthetic 4 --sut null
