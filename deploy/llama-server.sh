@@ -17,12 +17,16 @@
 # it cannot be obtained (no apt-get, no network, a package gone from the suite).
 #
 # Environment: LLAMA_SERVER_CACHE (default ${XDG_CACHE_HOME:-$HOME/.cache}/mlperf-network/
-# llama-server), LLAMA_DEB_MIRROR (default http://deb.debian.org/debian), LLAMA_DEB_SUITE
+# llama-server), LLAMA_DEB_MIRROR (default: the Debian mirror of this machine's apt sources), LLAMA_DEB_SUITE
 # (default unstable).
 set -euo pipefail
 
 cache=${LLAMA_SERVER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mlperf-network/llama-server}
-mirror=${LLAMA_DEB_MIRROR:-http://deb.debian.org/debian}
+# The mirror this machine's apt already uses for Debian (its main archive, not -security).
+mirror=${LLAMA_DEB_MIRROR:-$(apt-get indextargets --format '$(REPO_URI)' 'Created-By: Packages' \
+    2>/dev/null | grep -v -- '-security' | sort -u | head -n1)}
+mirror=${mirror%/}
+[[ -n $mirror ]] || { echo "llama-server.sh: no Debian mirror in apt's sources; set LLAMA_DEB_MIRROR" >&2; exit 3; }
 suite=${LLAMA_DEB_SUITE:-unstable}
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 # llama-server, its libraries and CPU backends, and the runtimes of the suite they were built for.
