@@ -156,6 +156,10 @@ static const opt_t options[] = {
           "a node holding samples without completing any for N ms is marked\n"
           "degraded and its samples go elsewhere (QDL; default 0: 10 s, 60 s\n"
           "when streaming, or 4 x the node's slowest completion if longer)"),
+    U64("wait-for-nodes", "SECONDS", wait_for_nodes, 0, 86400, " s",
+        "wait up to SECONDS for every node to be ready (its engine up,\n"
+        "its port listening), asking again with each handshake; default 0:\n"
+        "a node that is not ready stops the run at once (exit 4) (QDL)"),
     FNNUM("max-dispatches", "N", set_qdl_limit, N_INT, 1, 1000, "",
           "a sample sent N times without a result fails (QDL, 1-1000,\n"
           "default 3)"),

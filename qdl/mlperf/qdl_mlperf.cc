@@ -29,7 +29,7 @@ NetworkQDL::NetworkQDL(const qdl_config_t &cfg, SampleSource *source) : source_(
     c.user = this;
     int rc = qdl_create(&c, &qdl_, err, sizeof(err));
     if (rc < 0)
-        throw std::runtime_error(std::string("QDL: ") + err);
+        throw StartError(std::string("QDL: ") + err, rc);
 }
 
 NetworkQDL::~NetworkQDL()

@@ -169,6 +169,7 @@ static const sut_backend_ops_t null_ops = {SUT_BACKEND_ABI_VERSION,
                                            null_infer,
                                            NULL,
                                            NULL,
+                                           NULL,
                                            NULL};
 
 const sut_backend_ops_t *sut_backend_null_ops(void)
@@ -244,6 +245,7 @@ static const sut_backend_ops_t digest_ops = {SUT_BACKEND_ABI_VERSION,
                                              null_destroy,
                                              digest_describe,
                                              digest_infer,
+                                             NULL,
                                              NULL,
                                              NULL,
                                              NULL};
@@ -417,6 +419,7 @@ static const sut_backend_ops_t sim_ops = {SUT_BACKEND_ABI_VERSION,
                                           null_destroy,
                                           sim_describe,
                                           sim_infer,
+                                          NULL,
                                           NULL,
                                           NULL,
                                           NULL};

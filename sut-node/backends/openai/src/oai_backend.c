@@ -16,9 +16,11 @@
 #include "oai_http.h"
 #include "oai_live.h"
 #include "oai_opts.h"
+#include "oai_probe.h"
 #include "oai_sse.h"
 #include "sut/sut_backend.h"
 
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,9 +36,11 @@ struct sut_backend {
     oai_http_t *http;
     oai_lives_t lives; /* the streams cancel() can find */
     oai_gen_t gen;
-    char *url;   /* base URL + the dialect's path */
-    char *model; /* owned copy for gen.model */
-    char *auth;  /* "Authorization: Bearer ..." or NULL */
+    char *url;    /* base URL + the dialect's path */
+    char *model;  /* owned copy for gen.model */
+    char *auth;   /* "Authorization: Bearer ..." or NULL */
+    char *health; /* base URL + health_path, or NULL (health_path empty: ready at once) */
+    long health_timeout_ms;
     const char *headers[3];
     char device[320];
     uint32_t max_concurrency;
@@ -81,6 +85,8 @@ static const oai_optdef_t known[] = {
     {"max_event", "65536"},
     {"api_key", NULL},
     {"coalesce_us", OAI_STR(OAI_HTTP_COALESCE_US_DEFAULT)},
+    {"health_path", "/health"},
+    {"health_timeout_ms", "2000"},
 };
 
 #define N_KNOWN (sizeof(known) / sizeof(known[0]))
@@ -193,6 +199,28 @@ static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
         memcpy(b->url, url, ul);
         strcpy(b->url + ul, path);
     }
+    if (oai_opts_u("health_timeout_ms", opt(cfg, "health_timeout_ms"), 1, 600000, &u, err, errlen) <
+        0) {
+        rc = -EINVAL;
+        goto fail;
+    }
+    b->health_timeout_ms = (long)u;
+    s = opt(cfg, "health_path");
+    if (*s) {
+        size_t ul = strlen(url);
+        if (*s != '/' || !printable(s)) {
+            snprintf(err, errlen, "option health_path=%s: expected a path from / (or empty)", s);
+            rc = -EINVAL;
+            goto fail;
+        }
+        while (ul && url[ul - 1] == '/')
+            ul--;
+        b->health = malloc(ul + strlen(s) + 1);
+        if (!b->health)
+            goto fail;
+        memcpy(b->health, url, ul);
+        strcpy(b->health + ul, s);
+    }
     b->model = strdup(opt(cfg, "model"));
     if (!b->model)
         goto fail;
@@ -231,6 +259,7 @@ static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
     return 0;
 
 fail:
+    free(b->health);
     free(b->auth);
     free(b->model);
     free(b->url);
@@ -242,6 +271,7 @@ static void oai_destroy(sut_backend_t *b)
 {
     oai_http_destroy(b->http);
     oai_lives_destroy(&b->lives);
+    free(b->health);
     free(b->auth);
     free(b->model);
     free(b->url);
@@ -318,12 +348,41 @@ static int on_data(oai_http_req_t *r, const char *p, size_t n)
     return 0;
 }
 
+/* An engine's error answer as its own words: "HTTP 400: <message>" from the JSON error bodies of
+ * vLLM and SGLang ({"message": ...}), llama.cpp and OpenAI ({"error": {"message": ...}}) and TGI
+ * ({"error": "..."}); |msg| as it is otherwise. */
+static const char *engine_error(const oai_http_req_t *r, const char *msg, char *buf, size_t len)
+{
+    const char *body = strstr(msg, ": ");
+    const cJSON *m = NULL, *e;
+    cJSON *j;
+
+    if (r->http_code < 400 || !body)
+        return msg;
+    j = cJSON_Parse(body + 2);
+    if (!j)
+        return msg;
+    e = cJSON_GetObjectItemCaseSensitive(j, "error");
+    m = cJSON_GetObjectItemCaseSensitive(j, "message");
+    if (!cJSON_IsString(m) && cJSON_IsObject(e))
+        m = cJSON_GetObjectItemCaseSensitive(e, "message");
+    if (!cJSON_IsString(m) && cJSON_IsString(e))
+        m = e;
+    if (cJSON_IsString(m) && m->valuestring[0])
+        snprintf(buf, len, "HTTP %ld: %s", r->http_code, m->valuestring);
+    cJSON_Delete(j);
+    return cJSON_IsString(m) && buf[0] ? buf : msg;
+}
+
 static void on_done(oai_http_req_t *r, int status, const char *msg)
 {
     stream_t *s = (stream_t *)r;
     sut_backend_t *b = s->b;
     sut_result_t res = {s->index, 0, NULL, 0, 0};
+    char ebuf[SUT_BACKEND_ERROR_MAX + 1] = "";
 
+    if (status == OAI_HTTP_ESTATUS)
+        msg = engine_error(r, msg, ebuf, sizeof(ebuf));
     if (!s->failed && status == 0 && !s->out.done) {
         snprintf(s->err, sizeof(s->err),
                  "the engine ended the stream after %zu tokens without "
@@ -341,6 +400,9 @@ static void on_done(oai_http_req_t *r, int status, const char *msg)
         oai_logf(b->log, SUT_LOG_WARN, "openai backend: sample %zu failed: %s%s", s->index,
                  s->failed ? s->err : msg, status == OAI_HTTP_EIDLE ? " (stream_idle_ms)" : "");
         res.status = s->failed ? -EPROTO : status;
+        /* The reason goes to the client too (ABI 1.2): the engine's words in its log. */
+        res.data = s->failed ? s->err : msg;
+        res.size = strlen(res.data);
     } else {
         res.data = s->out.toks;
         res.size = s->out.n * sizeof(int32_t);
@@ -428,6 +490,14 @@ static void oai_cancel(sut_backend_t *b, sut_batch_t *batch, const size_t *indic
              n);
 }
 
+/* ABI 1.2: the engine's health endpoint answers (oai_probe.h). */
+static int oai_ready(sut_backend_t *b, char *why, size_t whylen)
+{
+    if (!b->health)
+        return 1;
+    return oai_probe_get(b->health, b->headers + 1, b->health_timeout_ms, why, whylen);
+}
+
 static const sut_backend_ops_t ops = {
     SUT_BACKEND_ABI_VERSION,
     sizeof(sut_backend_ops_t),
@@ -439,6 +509,7 @@ static const sut_backend_ops_t ops = {
     NULL,
     NULL,
     oai_cancel,
+    oai_ready,
 };
 
 EXPORT const sut_backend_ops_t *sut_backend_entry(void);

@@ -1,0 +1,18 @@
+/* oai_probe.h: the readiness probe of the forwarding backends (ABI 1.2 ready()): one blocking
+ * HTTP GET of the engine's health endpoint with a deadline of its own, on the node's probe thread
+ * (never on the request pool's loop, so a slow probe delays no sample).
+ *
+ * Ready: a 2xx answer; also 404, 405 and 501, the answers of an engine without such an endpoint
+ * (it answers HTTP, so it runs; the samples tell the rest). Not ready: no connection, no answer
+ * within the deadline, any other status (vLLM and llama.cpp answer 503 while they load a model),
+ * with the reason as the engine gave it. Thread-safe (one curl easy handle per call). */
+#ifndef OAI_PROBE_H
+#define OAI_PROBE_H
+
+#include <stddef.h>
+
+/* 1 ready, 0 not ready with the reason in why[0..whylen), or a negative code (out of memory). */
+int oai_probe_get(const char *url, const char *const *headers, long timeout_ms, char *why,
+                  size_t whylen);
+
+#endif
