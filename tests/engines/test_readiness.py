@@ -6,7 +6,8 @@ own error text for a prompt holding token 9999:
 
   - an engine that is down: sut-node serves (its port file appears) and says in its handshake
     that it is not ready; loadgen-node starts no run: exit 4, naming the node's address and the
-    engine's reason;
+    engine's reason; with --loadgen official too, where this loadgen-node has it (CI's official
+    step runs this test in its build);
   - --wait-for-nodes: loadgen-node waits while the engine loads and runs once it is ready; it
     also waits for a node not yet listening (connection refused); and gives up at its deadline
     with exit 4 and the engine's reason;
@@ -106,7 +107,9 @@ def loadgen(lg, tmp, tag, addr, extra=(), n=4, qsl=None, timeout=120):
     out = os.path.join(tmp, tag)
     argv = [lg, "--scenario", "Offline", "--mode", "AccuracyOnly", "--model", "llama2-70b",
             "--nodes", addr, "--output-dir", out, "--quiet", "--progress", "off",
-            "--log-level", "warn", "--drain-timeout-ms", "30000"] + list(extra)
+            "--log-level", "warn"] + list(extra)
+    if "official" not in extra:  # the official LoadGen has no drain deadline
+        argv += ["--drain-timeout-ms", "30000"]
     argv += ["--qsl-npy", qsl] if qsl else ["--qsl-synthetic", str(n), "--sample-size", "16"]
     t0 = time.monotonic()
     r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
@@ -128,6 +131,16 @@ def unready(procs, sut, lg, plugin, tmp):
     if "engine not ready" not in open(nlog).read():
         fail("unready node", "the node's log does not say its engine is not ready", nlog)
     print(f"ok an unready node: exit 4, {out.strip().splitlines()[-1][:300]}")
+    # The official front end shares the QDL: the same refusal, exit status and message.
+    rc, out, _, _ = loadgen(lg, tmp, "down-official", addr, ["--loadgen", "official"])
+    if "this build has no official LoadGen" in out:
+        print("note: this loadgen-node has no official LoadGen; --loadgen official not tried")
+    elif rc != 4 or want not in out or "no run started" not in out:
+        fail("unready node, --loadgen official",
+             f"loadgen-node exit {rc} (want 4) without '{want}':\n{out}", nlog)
+    else:
+        print(f"ok an unready node, --loadgen official: exit 4, "
+              f"{out.strip().splitlines()[-1][:200]}")
     procs.stop(p)
 
 
@@ -141,6 +154,13 @@ def wait_for_engine(procs, sut, lg, plugin, tmp):
                 "Loading model" not in out or addr not in out or not 1.5 < took < 60:
             fail("--wait-for-nodes deadline", f"exit {rc} after {took:.1f} s:\n{out}", nlog)
         print(f"ok --wait-for-nodes 2 against a loading engine: exit 4 after {took:.1f} s")
+        rc, out, took, _ = loadgen(lg, tmp, "deadline-official", addr,
+                                   ["--wait-for-nodes", "2", "--loadgen", "official"])
+        if "this build has no official LoadGen" not in out:
+            if rc != 4 or "not ready within 2000 ms" not in out or "Loading model" not in out:
+                fail("--wait-for-nodes deadline, --loadgen official",
+                     f"exit {rc} after {took:.1f} s:\n{out}", nlog)
+            print(f"ok --wait-for-nodes 2, --loadgen official: exit 4 after {took:.1f} s")
         # Ready after a delay: the run starts then and completes.
         threading.Timer(3.0, eng.ready.set).start()
         rc, out, took, _ = loadgen(lg, tmp, "waited", addr, ["--wait-for-nodes", "60"])
