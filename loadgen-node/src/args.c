@@ -270,7 +270,8 @@ static void usage(FILE *f)
         "SUT, and writes mlperf_log_summary.txt, mlperf_log_detail.txt and\n"
         "mlperf_log_accuracy.json. Exit status: 0 for a VALID run (and accuracy runs without\n"
         "errors), 1 for an INVALID run or sample errors, 2 for bad arguments or configuration,\n"
-        "3 when the test could not run, 130 when interrupted (SIGINT/SIGTERM).\n",
+        "3 when the test could not run, 4 when a node is not ready (see --wait-for-nodes),\n"
+        "130 when interrupted (SIGINT/SIGTERM).\n",
         f);
     for (i = 0; i < N_OPTIONS; i++) {
         const opt_t *d = &options[i];
