@@ -1,6 +1,7 @@
 /* The forwarding backends' readiness probe (oai_probe.h). */
 #include "oai_probe.h"
 
+#include <cjson/cJSON.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <stdio.h>
@@ -33,6 +34,26 @@ static void clean(char *s)
     for (; *s; s++)
         if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e)
             *s = ' ';
+}
+
+/* The engine's own words from a JSON error body ({"error": {"message": ...}} as llama.cpp and
+ * OpenAI write it, {"message": ...} as vLLM, {"error": "..."} as TGI), in place; else |body|. */
+static const char *json_message(char *body)
+{
+    cJSON *j = cJSON_Parse(body), *e, *m;
+
+    if (!j)
+        return body;
+    e = cJSON_GetObjectItemCaseSensitive(j, "error");
+    m = cJSON_GetObjectItemCaseSensitive(j, "message");
+    if (!cJSON_IsString(m) && cJSON_IsObject(e))
+        m = cJSON_GetObjectItemCaseSensitive(e, "message");
+    if (!cJSON_IsString(m) && cJSON_IsString(e))
+        m = e;
+    if (cJSON_IsString(m) && m->valuestring[0])
+        memmove(body, m->valuestring, strlen(m->valuestring) + 1); /* shorter than the body */
+    cJSON_Delete(j);
+    return body;
 }
 
 int oai_probe_get(const char *url, const char *const *headers, long timeout_ms, char *why,
@@ -78,6 +99,7 @@ int oai_probe_get(const char *url, const char *const *headers, long timeout_ms, 
     if ((code >= 200 && code <= 299) || code == 404 || code == 405 || code == 501)
         return 1;
     clean(body.buf);
-    snprintf(why, whylen, "GET %s: HTTP %ld: %s", url, code, body.n ? body.buf : "(no body)");
+    snprintf(why, whylen, "GET %s: HTTP %ld: %s", url, code,
+             body.n ? json_message(body.buf) : "(no body)");
     return 0;
 }
