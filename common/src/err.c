@@ -36,6 +36,7 @@ static const struct err_entry project_errors[] = {
     {CMN_EOVERLOAD, "CMN_EOVERLOAD", "capacity limit reached"},
     {CMN_EUNKNOWNID, "CMN_EUNKNOWNID", "id not outstanding"},
     {CMN_EFORMAT, "CMN_EFORMAT", "file not in the expected format"},
+    {CMN_ENOTREADY, "CMN_ENOTREADY", "node not ready"},
 };
 
 static const struct err_entry *project_lookup(int err)

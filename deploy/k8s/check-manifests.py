@@ -166,14 +166,17 @@ def run_conf(sut_node, conf_text, root=None):
             time.sleep(0.05)
         if p.poll() is not None:
             return f"sut-node refused the ConfigMap config: {p.stderr.read().strip()}"
+        listening = os.path.exists(pf)  # the port file exists only while the node serves
         p.terminate()
         try:
             rc = p.wait(timeout=10)
         except subprocess.TimeoutExpired:
             p.kill()
             return "sut-node did not stop on SIGTERM"
-        if not os.path.exists(pf):
+        if not listening:
             return "sut-node did not start listening within 10 s"
+        if os.path.exists(pf):
+            return "sut-node left its port file behind after SIGTERM"
         return None if rc == 0 else f"sut-node exited {rc} after SIGTERM"
 
 

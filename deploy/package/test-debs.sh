@@ -102,8 +102,9 @@ gcc -o /tmp/q-static /tmp/q.c $(pkg-config --cflags qdl) "$libdir/libqdl.a" \
     $(pkg-config --static --libs qdl | sed 's/-lqdl//') && /tmp/q-static
 echo "test-debs: qdl.h, sut_backend.h, libqdl.so and libqdl.a build and run"
 
+# The packaged config chooses no backend (sut-node refuses to start until one is set).
 sut-node --config /etc/mlperf/sut-node.conf --listen 127.0.0.1:0 --port-file /tmp/port \
-    --log-level warn 2>/tmp/sut.log &
+    --backend sim --log-level warn 2>/tmp/sut.log &
 sut=$!
 for _ in $(seq 200); do [[ -s /tmp/port ]] && break; sleep 0.05; done
 [[ -s /tmp/port ]] || { echo "test-debs: sut-node did not start:"; cat /tmp/sut.log; exit 1; }

@@ -97,9 +97,17 @@ for cf in "$deploy/container/Containerfile" "$deploy/container/Containerfile.gpu
     grep -q 'org.opencontainers.image.revision=' "$cf" || fail "$cf lacks the OCI revision label"
 done
 echo "test_scripts: container recipes: ok"
-# The example config starts the real daemon (its listen address replaced by a loopback port 0).
+# The example config refuses to start until a backend is chosen (exit 2, naming the file and key)...
 grep -v '^listen' "$deploy/systemd/sut-node.conf" >"$tmp/sut-node.conf"
-"$sut_node" --config "$tmp/sut-node.conf" --listen 127.0.0.1:0 --port-file "$tmp/port" 2>"$tmp/sut.log" &
+status=0
+"$sut_node" --config "$tmp/sut-node.conf" --listen 127.0.0.1:0 --port-file "$tmp/port" 2>"$tmp/sut.log" || status=$?
+((status == 2)) || fail "sut-node with the packaged config (backend = unset) exited $status, not 2"
+grep -q "no backend chosen: set 'backend = ' in $tmp/sut-node.conf" "$tmp/sut.log" ||
+    fail "sut-node with backend = unset did not name the file and key: $(cat "$tmp/sut.log")"
+[[ ! -e $tmp/port ]] || fail "sut-node refused to start but left a port file"
+echo "test_scripts: sut-node.conf refuses to start until a backend is chosen: ok"
+# ...and starts the real daemon once one is (its listen address replaced by a loopback port 0).
+"$sut_node" --config "$tmp/sut-node.conf" --backend sim --listen 127.0.0.1:0 --port-file "$tmp/port" 2>"$tmp/sut.log" &
 pids+=($!)
 for _ in $(seq 200); do [[ -s $tmp/port ]] && break; kill -0 "${pids[0]}" 2>/dev/null || break; sleep 0.05; done
 [[ -s $tmp/port ]] || fail "sut-node did not start with deploy/systemd/sut-node.conf: $(cat "$tmp/sut.log")"

@@ -171,6 +171,10 @@ static const opt_t options[] = {
           "a node holding samples without completing any for N ms is marked\n"
           "degraded and its samples go elsewhere (QDL; default 0: 10 s, 60 s\n"
           "when streaming, or 4 x the node's slowest completion if longer)"),
+    U64("wait-for-nodes", "SECONDS", wait_for_nodes, 0, 86400, " s",
+        "wait up to SECONDS for every node to be ready (its engine up,\n"
+        "its port listening), asking again with each handshake; default 0:\n"
+        "a node that is not ready stops the run at once (exit 4) (QDL)"),
     FNNUM("max-dispatches", "N", set_qdl_limit, N_INT, 1, 1000, "",
           "a sample sent N times without a result fails (QDL, 1-1000,\n"
           "default 3)"),
@@ -289,7 +293,8 @@ static void usage(FILE *f)
         "SUT, and writes mlperf_log_summary.txt, mlperf_log_detail.txt and\n"
         "mlperf_log_accuracy.json. Exit status: 0 for a VALID run (and accuracy runs without\n"
         "errors), 1 for an INVALID run or sample errors, 2 for bad arguments or configuration,\n"
-        "3 when the test could not run, 130 when interrupted (SIGINT/SIGTERM).\n",
+        "3 when the test could not run, 4 when a node is not ready (see --wait-for-nodes),\n"
+        "130 when interrupted (SIGINT/SIGTERM).\n",
         f);
     for (i = 0; i < N_OPTIONS; i++) {
         const opt_t *d = &options[i];

@@ -39,6 +39,7 @@ typedef struct {
     uint64_t progress_timeout_ms; /* 0: the QDL's default */
     uint32_t max_dispatches;      /* 0: the QDL's default */
     uint64_t node_memory_budget;  /* --node-memory-budget; 0: the QDL's default */
+    uint64_t wait_for_nodes;      /* --wait-for-nodes SECONDS; 0: refuse an unready node */
     lg_null_config_t null;
     lg_log_settings_t log;
     const char *config_file; /* the --config file being read, for its messages */

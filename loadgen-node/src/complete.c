@@ -161,8 +161,11 @@ void lg_complete(lg_run_t *run, const lg_response_t *r, size_t n)
         if (r[i].status < 0) {
             failed++;
             lg__run_error(run, LG__E_FAILED,
-                          "Sample %" PRIu64 " (qsl_idx %u) failed in the SUT: %s (%s)", r[i].id,
-                          idx & LG__IDX_MASK, cmn_strerror(r[i].status), cmn_err_name(r[i].status));
+                          "Sample %" PRIu64 " (qsl_idx %u) failed in the SUT%s%s: %s (%s)%s%s",
+                          r[i].id, idx & LG__IDX_MASK, r[i].node ? " at node " : "",
+                          r[i].node ? r[i].node : "", cmn_strerror(r[i].status),
+                          cmn_err_name(r[i].status), r[i].error ? ": " : "",
+                          r[i].error ? r[i].error : "");
         } else {
             if (run->verify_digest) {
                 uint64_t want = lg_qsl_digest(run->qsl, idx & LG__IDX_MASK);

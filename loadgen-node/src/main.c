@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 /* The exit status the README documents; 128 + the signal when interrupted. */
-enum { EXIT_VALID = 0, EXIT_INVALID = 1, EXIT_USAGE = 2, EXIT_FAILED = 3 };
+enum { EXIT_VALID = 0, EXIT_INVALID = 1, EXIT_USAGE = 2, EXIT_FAILED = 3, EXIT_NOT_READY = 4 };
 
 static int mkdir_p(const char *dir, cmn_errbuf_t *eb)
 {
@@ -156,6 +156,7 @@ static int open_qdl(const lg_args_t *o, official_call_t *off, lg_sut_t **sut, cm
         cfg.max_dispatches = o->max_dispatches;
     if (o->node_memory_budget)
         cfg.node_memory_budget = o->node_memory_budget;
+    cfg.wait_ready_ms = o->wait_for_nodes * 1000u;
     if (o->policy) {
         if (strcmp(o->policy, "least-outstanding") == 0)
             cfg.policy = QDL_POLICY_LEAST_OUTSTANDING;
@@ -195,6 +196,15 @@ static int open_qdl(const lg_args_t *o, official_call_t *off, lg_sut_t **sut, cm
     return rc;
 }
 #endif
+
+/* No run on a node that cannot serve: exit 4 with the node, the engine's reason and the way out. */
+static void not_ready(const lg_args_t *o, const char *why)
+{
+    fprintf(stderr, "loadgen-node: %s; no run started (%s)\n", why,
+            o->wait_for_nodes ? "--wait-for-nodes ran out"
+                              : "start the engine first, or wait for it with --wait-for-nodes "
+                                "SECONDS");
+}
 
 /* SIGINT/SIGTERM: the run ends early with complete logs marked interrupted; a second signal
  * (SA_RESETHAND) kills the process as usual. */
@@ -291,7 +301,9 @@ static int run_official(const lg_args_t *o, const lg_test_settings_t *settings, 
                  "it (loadgen/README_BUILD.md of mlcommons/inference) and configure with "
                  "-DMLPERF_LOADGEN_ROOT=PREFIX (see qdl/mlperf/README.md)");
 #endif
-    if (off.code >= EXIT_USAGE)
+    if (off.code == EXIT_NOT_READY)
+        not_ready(o, eb.msg);
+    else if (off.code >= EXIT_USAGE)
         fprintf(stderr, "loadgen-node: %s\n", eb.msg);
     lg_qsl_close(qsl);
     return off.code;
@@ -343,6 +355,11 @@ static int run(lg_args_t *o, const lg_test_settings_t *settings)
     else
 #endif
         rc = lg_sut_null_create(&o->null, &sut, &eb);
+    if (rc == CMN_ENOTREADY) {
+        not_ready(o, eb.msg);
+        lg_qsl_close(qsl);
+        return EXIT_NOT_READY;
+    }
     if (rc < 0)
         goto fail;
 

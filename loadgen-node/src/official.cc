@@ -368,6 +368,10 @@ extern "C" int lg_official_run(const lg_official_args_t *a, lg_qsl_t *qsl,
                          static_cast<unsigned long long>(sut.failed_samples()));
         if (sut.failed_samples())
             return 1;
+    } catch (const qdl_mlperf::StartError &e) {
+        // A node that is not ready: the same exit status and message as the built-in front end.
+        cmn_errf(eb, e.code(), "%s", e.what());
+        return e.code() == CMN_ENOTREADY ? 4 : 3;
     } catch (const std::exception &e) {
         cmn_errf(eb, CMN_ECONFIG, "%s", e.what());
         return 3;

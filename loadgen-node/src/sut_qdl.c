@@ -41,6 +41,8 @@ static void forward(lg_run_t *run, const qdl_response_t *r, size_t n, int first_
             out[i].sent_ns = r[done + i].sent_ns;
             out[i].node_queue_ns = r[done + i].node_queue_ns;
             out[i].node_backend_ns = r[done + i].node_backend_ns;
+            out[i].error = r[done + i].error;
+            out[i].node = r[done + i].node;
         }
         if (first_token)
             lg_first_token(run, out, m);

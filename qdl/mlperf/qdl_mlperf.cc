@@ -29,7 +29,7 @@ NetworkQDL::NetworkQDL(const qdl_config_t &cfg, SampleSource *source) : source_(
     c.user = this;
     int rc = qdl_create(&c, &qdl_, err, sizeof(err));
     if (rc < 0)
-        throw std::runtime_error(std::string("QDL: ") + err);
+        throw StartError(std::string("QDL: ") + err, rc);
 }
 
 NetworkQDL::~NetworkQDL()
@@ -96,8 +96,14 @@ void NetworkQDL::Deliver(const qdl_response_t *r, size_t n, bool first_token)
         resp[i].n_tokens = r[i].n_tokens;
         if (r[i].status != 0) {
             failed_++;
-            std::fprintf(stderr, "qdl_mlperf: sample failed (%d): completed with no data\n",
-                         r[i].status);
+            // The node and the engine's words, with LoadGen's response id (the QDL's own line
+            // names the wire id too).
+            std::fprintf(stderr,
+                         "qdl_mlperf: sample with LoadGen response id %llu failed at node %s "
+                         "(%d): %s; completed with no data\n",
+                         static_cast<unsigned long long>(r[i].response_id),
+                         r[i].node ? r[i].node : "(none)", r[i].status,
+                         r[i].error ? r[i].error : "no reason given");
         }
     }
     if (first_token)

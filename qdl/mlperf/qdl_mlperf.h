@@ -56,11 +56,29 @@ class MemorySampleSource : public SampleSource
     std::vector<std::vector<uint8_t>> samples_;
 };
 
+// What NetworkQDL's constructor throws: the reason, and qdl_create's code (CMN_ENOTREADY for a
+// node whose engine cannot serve, so that a front end can say so in its exit status).
+class StartError : public std::runtime_error
+{
+  public:
+    StartError(const std::string &what, int code) : std::runtime_error(what), code_(code)
+    {
+    }
+    int code() const
+    {
+        return code_;
+    }
+
+  private:
+    int code_;
+};
+
 class NetworkQDL : public mlperf::QueryDispatchLibrary
 {
   public:
     // Connects to every node in |cfg| (its callbacks are replaced by the shim's). Throws
-    // std::runtime_error naming the node and the reason when a node cannot be reached.
+    // StartError (a std::runtime_error) naming the node and the reason when a node cannot be
+    // reached or is not ready.
     NetworkQDL(const qdl_config_t &cfg, SampleSource *source);
     ~NetworkQDL() override;
     NetworkQDL(const NetworkQDL &) = delete;

@@ -129,9 +129,13 @@ static void conn_cleanup(qdl_conn_t *qc, int reason, const char *why)
     qdl_node_t *nd = qc->node;
     qdl_t *q = nd->q;
 
-    if (!qc->was_ready)
-        qdl__start_fail(q, reason < 0 && reason != CMN_ECLOSED ? reason : CMN_ECLOSED,
-                        "sut-node %s: %s", nd->address, why);
+    if (!qc->was_ready) {
+        snprintf(nd->last_why, sizeof(nd->last_why), "%s", why);
+        /* Waiting for nodes to come up (wait_ready_ms): the start's deadline decides. */
+        if (!q->cfg.wait_ready_ms)
+            qdl__start_fail(q, reason < 0 && reason != CMN_ECLOSED ? reason : CMN_ECLOSED,
+                            "sut-node %s: %s", nd->address, why);
+    }
     if (q->stopping)
         return;
     if (qc->was_ready)
@@ -311,6 +315,22 @@ static void handle_hello_ack(qdl_t *q, qdl_conn_t *qc, const Nsut__HelloAck *a)
         return;
     }
     record_node(q, nd, a, name);
+    if (a->not_ready) {
+        char reason[300], why[400];
+        cmn_sanitize(a->not_ready_reason, strlen(a->not_ready_reason), reason, sizeof(reason));
+        nd->not_ready = 1;
+        snprintf(why, sizeof(why), "not ready: %s", reason);
+        if (!q->cfg.wait_ready_ms)
+            qdl__start_fail(q, CMN_ENOTREADY, "sut-node %s (node '%s') is not ready: %s",
+                            nd->address, name, reason);
+        /* No samples for it; the reconnect's handshake asks again. */
+        qdl__conn_close(qc, CMN_ENOTREADY, why);
+        return;
+    }
+    if (nd->not_ready)
+        cmn_log_info("qdl: node '%s' at %s is ready now", name, nd->address);
+    nd->not_ready = 0;
+    nd->last_why[0] = '\0';
     lim.max_frame = q->conn_share;
     if ((uint64_t)META_BASE + (uint64_t)META_PER_RESULT * nd->window < lim.max_meta)
         lim.max_meta = (uint32_t)(META_BASE + META_PER_RESULT * nd->window);
@@ -707,21 +727,33 @@ void qdl__nodes_free(qdl_t *q)
 
 static void start_tick(qdl_t *q, uint64_t now)
 {
-    char missing[512] = "";
+    char missing[1024] = "";
     size_t i, off = 0;
 
-    if (!q->start_req || now - q->start_req->start_ns <= q->cfg.connect_timeout_ms * 1000000u)
+    const uint64_t wait = q->cfg.wait_ready_ms;
+
+    if (!q->start_req ||
+        now - q->start_req->start_ns <= (wait ? wait : q->cfg.connect_timeout_ms) * 1000000u)
         return;
     for (i = 0; i < q->n_conns; i++) {
         const qdl_node_t *nd = q->conns[i].node;
         /* Each node once: at its first connection that is not ready. */
         if (q->conns[i].state == QC_READY || off >= sizeof(missing) || strstr(missing, nd->address))
             continue;
-        off += (size_t)snprintf(missing + off, sizeof(missing) - off, "%s%s", off ? ", " : "",
-                                nd->address);
+        if (wait)
+            off +=
+                (size_t)snprintf(missing + off, sizeof(missing) - off, "%s%s (%s)", off ? "; " : "",
+                                 nd->address, nd->last_why[0] ? nd->last_why : "no handshake yet");
+        else
+            off += (size_t)snprintf(missing + off, sizeof(missing) - off, "%s%s", off ? ", " : "",
+                                    nd->address);
     }
-    qdl__start_fail(q, CMN_ETIMEOUT, "no handshake within %llu ms with sut-node %s",
-                    (unsigned long long)q->cfg.connect_timeout_ms, missing);
+    if (wait)
+        qdl__start_fail(q, CMN_ENOTREADY, "sut-node not ready within %llu ms: %s",
+                        (unsigned long long)wait, missing);
+    else
+        qdl__start_fail(q, CMN_ETIMEOUT, "no handshake within %llu ms with sut-node %s",
+                        (unsigned long long)q->cfg.connect_timeout_ms, missing);
 }
 
 static uint64_t progress_deadline_ns(const qdl_t *q, const qdl_node_t *nd)

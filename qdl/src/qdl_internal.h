@@ -118,6 +118,8 @@ struct qdl_node {
     uint64_t backoff_ms; /* reconnect delay; grows until the node completes work */
     int degraded;        /* missed a progress deadline: one sample at a time until it completes */
     int streaming;       /* its backend streams (an LLM): a longer default progress deadline */
+    int not_ready;       /* its last HelloAck said its engine cannot serve */
+    char last_why[400];  /* why its last connection closed before the handshake, or "" */
     uint64_t lat_max_ns; /* the slowest completion seen (send to result), for the deadline */
     uint64_t connects;   /* connection attempts so far */
     int warned_times;    /* said once that it reports more time than the round trip took */

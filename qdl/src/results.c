@@ -65,6 +65,22 @@ static int scratch_reserve(qdl_t *q, uint64_t need)
     return 0;
 }
 
+/* A node's reason for a failed sample is passed on only as a node must send it: printable
+ * ASCII, at most 240 bytes (proto/README.md); anything else is peer junk, not a reason. */
+#define ERROR_TEXT_MAX 240u
+
+static int error_text_ok(const char *s)
+{
+    size_t n;
+
+    if (!s || !s[0])
+        return 0;
+    for (n = 0; s[n]; n++)
+        if (n >= ERROR_TEXT_MAX || (unsigned char)s[n] < 0x20 || (unsigned char)s[n] > 0x7e)
+            return 0;
+    return 1;
+}
+
 /* Fills |out| for the result |r| whose wire bytes are at |wire|. Codec-none bytes are passed in
  * place (the frame's payload lives until the callback returns); compressed ones are decoded into
  * scratch at *off (timed, inside the latency: the one processing the QDL may do). */
@@ -82,12 +98,16 @@ static void decode_one(qdl_t *q, qdl_node_t *nd, const Nsut__Result *r, const ui
 
         out->status = CMN_EBACKEND;
         nd->st.samples_failed++;
-        /* The node logs why under the same wire id (sut-node: "... its wire id is N"). */
+        /* The engine's words travel with the failure (node and backend ABI 1.2); the node also
+         * logs them under the same wire id (sut-node: "... its wire id is N"). */
+        if (error_text_ok(r->error))
+            out->error = r->error; /* the message outlives the callback */
         if (qdl__ratelog(&q->log_failed, cmn_now_ns(), &dropped))
-            cmn_log_warn("qdl: node %s failed id %llu (LoadGen response id %llu): %s; the "
-                         "node's log names this id with the reason%s",
+            cmn_log_warn("qdl: node %s failed id %llu (LoadGen response id %llu): %s: %s%s",
                          qdl__node_label(nd), (unsigned long long)r->id,
                          (unsigned long long)out->response_id, v ? v->name : "unknown status",
+                         out->error ? out->error
+                                    : "(no reason sent; the node's log names this id with it)",
                          qdl__more_like_this(dropped));
         return;
     }
@@ -235,6 +255,7 @@ int qdl__results_handle(qdl_t *q, qdl_conn_t *qc, int first_token, Nsut__Result 
         out = &q->resp[n++];
         memset(out, 0, sizeof(*out));
         out->response_id = s->s.response_id;
+        out->node = nd->name;
         out->n_tokens = r->n_tokens;
         if (!first_token) {
             out->issued_ns = s->issued_ns;

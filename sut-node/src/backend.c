@@ -117,6 +117,11 @@ int sut__backend_load(sut_be_t *n, const sut_opts_t *o, cmn_errbuf_t *eb)
     /* ABI 1.1 appended cancel: a 1.0 table is shorter and never has it. */
     if (ops->struct_size >= offsetof(sut_backend_ops_t, cancel) + sizeof(ops->cancel))
         n->cancel = ops->cancel;
+    /* ABI 1.2 appended ready (and with it a failed sample's message). */
+    if (ops->struct_size >= offsetof(sut_backend_ops_t, ready) + sizeof(ops->ready)) {
+        n->ready = ops->ready;
+        n->fail_text = 1;
+    }
     memset(&n->info, 0, sizeof(n->info));
     rc = ops->describe(n->be, &n->info);
     if (rc < 0)
@@ -139,6 +144,8 @@ void sut__backend_unload(sut_be_t *n)
     n->be = NULL;
     n->ops = NULL;
     n->cancel = NULL;
+    n->ready = NULL;
+    n->fail_text = 0;
     if (n->dl)
         dlclose(n->dl);
     n->dl = NULL;

@@ -175,6 +175,7 @@ static const sut_backend_ops_t null_ops = {SUT_BACKEND_ABI_VERSION,
                                            null_infer,
                                            NULL,
                                            NULL,
+                                           NULL,
                                            NULL};
 
 const sut_backend_ops_t *sut_backend_null_ops(void)
@@ -250,6 +251,7 @@ static const sut_backend_ops_t digest_ops = {SUT_BACKEND_ABI_VERSION,
                                              null_destroy,
                                              digest_describe,
                                              digest_infer,
+                                             NULL,
                                              NULL,
                                              NULL,
                                              NULL};
@@ -425,6 +427,7 @@ static const sut_backend_ops_t sim_ops = {SUT_BACKEND_ABI_VERSION,
                                           sim_infer,
                                           NULL,
                                           NULL,
+                                          NULL,
                                           NULL};
 
 const sut_backend_ops_t *sut_backend_sim_ops(void)
@@ -534,6 +537,7 @@ static const sut_backend_ops_t unet_ops = {SUT_BACKEND_ABI_VERSION,
                                            null_destroy,
                                            unet_describe,
                                            unet_infer,
+                                           NULL,
                                            NULL,
                                            NULL,
                                            NULL};

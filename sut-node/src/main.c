@@ -35,8 +35,8 @@ static const opt_doc_t options[] = {
     {"name", "NAME", "node name, unique among the nodes of a SUT (default <hostname>:<port>)"},
     {"backend", "NAME|PATH",
      "null, digest, sim, unet-sim, onnx, a plugin's NAME (libsut_backend_NAME.so in the plugin "
-     "folders, "
-     "below) or its path (default null)"},
+     "folders, below) or its path (default null); 'unset' (the packaged config's value) refuses "
+     "to start until one is chosen"},
     {"backend-opt", "KEY=VALUE", "option for the backend; repeatable (see sut-node/README.md)"},
     {"device", "DEV", "device for the backend: cpu, cuda:0, ... (default cpu)"},
     {"max-batch", "N", "largest batch the batcher forms (default: the backend's maximum)"},
@@ -95,7 +95,9 @@ static const opt_doc_t options[] = {
      "from any peer that reaches its ports, so ucx:// is for a fabric where every host is "
      "trusted (config: 1 or 0)"},
     {"seed", "N", "seed for backends with randomness (sim) (default 0)"},
-    {"port-file", "FILE", "write the bound port here once listening (for scripts using port 0)"},
+    {"port-file", "FILE",
+     "write the bound port here (temp file + rename) once the backend is loaded and the node "
+     "serves; removed at start, when the node stops listening and at exit"},
     {"metrics-listen", "ADDR:PORT",
      "serve Prometheus metrics at http://ADDR:PORT/metrics (port 0: a free one, logged)"},
     {"stats", "HOST:PORT",
@@ -440,6 +442,18 @@ int main(int argc, char **argv)
     }
     if (opt.n_listen == 0)
         opt.listen[opt.n_listen++] = "0.0.0.0:7000";
+    /* A port file left by an earlier run must not point a script at a port nobody serves. */
+    sut__node_remove_port_file(&opt);
+    if (strcmp(opt.backend, SUT_BACKEND_UNSET) == 0) {
+        fprintf(stderr,
+                "sut-node: no backend chosen: set 'backend = ' in %s (null, digest, sim, onnx, or "
+                "the path of a plugin such as the openai or kserve forwarding backends; see "
+                "sut-node/README.md) or pass --backend; the packaged configuration ships without "
+                "one so that an enabled unit serves nothing until it is configured\n",
+                opt.config_file ? opt.config_file : "the configuration file");
+        sut__opts_free(&opt);
+        return 2;
+    }
     /* A peer closing mid-write must be an error code, not a signal that kills the daemon. */
     signal(SIGPIPE, SIG_IGN);
 
@@ -474,6 +488,7 @@ int main(int argc, char **argv)
     uv_run(&loop, UV_RUN_DEFAULT);
 
     rc = node->exit_code;
+    sut__node_remove_port_file(&opt);
     if (uv_loop_close(&loop) != 0)
         cmn_log_warn("event loop closed with handles still open");
     sut__node_free(node);

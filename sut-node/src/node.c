@@ -5,6 +5,7 @@
 #include "cmn/log.h"
 #include "cmn/net.h"
 
+#include <errno.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,6 +143,7 @@ void sut__node_stop(sut_node_t *n)
     if (n->stopping || !n->handles_ready)
         return;
     n->stopping = 1;
+    sut__node_remove_port_file(&n->opt);
     for (i = 0; i < n->n_listeners; i++)
         close_handle((uv_handle_t *)&n->listeners[i]);
     close_ucx_listeners(n);
@@ -188,6 +190,7 @@ static void on_drain_timeout(uv_timer_t *t)
                   n->batcher.inflight, (unsigned long long)n->opt.drain_timeout_ms);
     /* A backend thread may still complete into the queue; the process must not outlive it in a
      * half-torn-down state. */
+    sut__node_remove_port_file(&n->opt);
     _exit(1);
 }
 
@@ -199,6 +202,7 @@ void sut__node_drain(sut_node_t *n, const char *why)
         return;
     n->draining = 1;
     cmn_log_info("%s: stop accepting, finishing the samples in flight", why);
+    sut__node_remove_port_file(&n->opt); /* nothing listens on its port any more */
     for (i = 0; i < n->n_listeners; i++)
         close_handle((uv_handle_t *)&n->listeners[i]);
     close_ucx_listeners(n);
@@ -223,6 +227,7 @@ static void on_signal(uv_signal_t *h, int signum)
     if (n->draining) {
         cmn_log_error("second %s while draining: exiting now",
                       signum == SIGINT ? "SIGINT" : "SIGTERM");
+        sut__node_remove_port_file(&n->opt);
         _exit(1);
     }
     sut__node_drain(n, signum == SIGINT ? "SIGINT" : "SIGTERM");
@@ -296,79 +301,28 @@ static void init_parts(sut_node_t *n)
     env.pool = n->pool;
     env.budget = &n->budget;
     env.tls = n->tls;
+    env.probe = &n->probe;
     sut__sessions_init(&n->sessions, n->loop, &env);
 }
 
-int sut__node_init(sut_node_t *n, uv_loop_t *loop, const sut_opts_t *opt, cmn_errbuf_t *eb)
-{
-    const sut_opts_t *o = opt;
-    int rc;
-
-    memset(n, 0, sizeof(*n));
-    n->opt = *opt;
-    n->loop = loop;
-    /* The loop's handles first, so that a failure further down can always be unwound by
-     * sut__node_stop(). */
-    rc = cmn_xq_init(loop, &n->done_q, on_records);
-    if (rc < 0)
-        return cmn_errf(eb, rc, "completion queue: %s", cmn_strerror(rc));
-    n->done_q.data = n;
-    init_handles(n, loop);
-    /* Idle result buffers kept per size class: enough for steady traffic, little enough that a
-     * burst's buffers go back to the system. */
-    n->pool = cmn_pool_new(32u << 20);
-    if (!n->pool)
-        return cmn_errf(eb, UV_ENOMEM, "buffer pool: out of memory");
-    if (o->tls_cert || o->tls_key || o->tls_ca || o->tls_allow) {
-        rc = cmn_tls_server_ctx(o->tls_cert, o->tls_key, o->tls_ca, o->tls_allow, &n->tls, eb);
-        if (rc < 0)
-            return rc;
-    }
-    rc = sut__backend_load(&n->be, o, eb);
-    if (rc < 0)
-        return rc;
-    rc = size_node(n, eb);
-    if (rc < 0)
-        return rc;
-    init_parts(n);
-    sut__sessions_init_timer(&n->sessions, loop); /* after sut__sessions_init() */
-    rc = sut__workers_init(&n->workers, &n->be, &n->done_q, n->pool, &n->budget, n->engines, eb);
-    if (rc < 0)
-        return rc;
-    uv_timer_start(&n->tick, on_tick, TICK_MS, TICK_MS);
-    uv_check_start(&n->turn, on_turn);
-    uv_signal_start(&n->sig_term, on_signal, SIGTERM);
-    uv_signal_start(&n->sig_int, on_signal, SIGINT);
-    uv_signal_start(&n->sig_hup, on_signal, SIGHUP);
-    return 0;
-}
-
-void sut__node_free(sut_node_t *n)
-{
-    sut__metrics_free(n->metrics);
-    n->metrics = NULL;
-    sut__workers_shutdown(&n->workers);
-    sut__batcher_free(&n->batcher);
-    sut__backend_unload(&n->be);
-    sut__sessions_free(&n->sessions);
-    cmn_tls_ctx_free(n->tls);
-    n->tls = NULL;
-    cmn_pool_free(n->pool);
-    n->pool = NULL;
-}
-
+/* The port file appears whole (a temporary file renamed over it) and only once the node serves:
+ * a script that waits for it never reads half a number, nor a port nobody answers on. */
 static int write_port_file(const char *path, int port, cmn_errbuf_t *eb)
 {
     char tmp[4096];
     FILE *f;
 
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
+        return cmn_errf(eb, CMN_ECONFIG, "--port-file %s: path too long", path);
     f = fopen(tmp, "w");
     if (!f)
-        return cmn_errf(eb, CMN_ECONFIG, "cannot write port file %s", tmp);
+        return cmn_errf(eb, CMN_ECONFIG, "cannot write port file %s: %s", tmp, strerror(errno));
     fprintf(f, "%d\n", port);
-    if (fclose(f) != 0 || rename(tmp, path) != 0)
-        return cmn_errf(eb, CMN_ECONFIG, "cannot write port file %s", path);
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        int e = errno;
+        (void)unlink(tmp);
+        return cmn_errf(eb, CMN_ECONFIG, "cannot write port file %s: %s", path, strerror(e));
+    }
     return 0;
 }
 
@@ -418,6 +372,102 @@ static int listen_one(sut_node_t *n, size_t i, int *port, cmn_errbuf_t *eb)
     return 0;
 }
 
+/* Binds and listens on every --listen address, then names the node after the first port. */
+static int listen_all(sut_node_t *n, cmn_errbuf_t *eb)
+{
+    size_t i;
+    int port = -1, rc;
+    char host[200];
+
+    n->port = -1;
+    for (i = 0; i < n->opt.n_listen; i++) {
+        rc = listen_one(n, i, &port, eb);
+        if (rc < 0)
+            return rc;
+        if (n->port < 0)
+            n->port = port;
+    }
+    if (n->opt.name) {
+        snprintf(n->name, sizeof(n->name), "%s", n->opt.name);
+    } else {
+        if (gethostname(host, sizeof(host)) != 0)
+            snprintf(host, sizeof(host), "localhost");
+        host[sizeof(host) - 1] = '\0';
+        snprintf(n->name, sizeof(n->name), "%s:%d", host, n->port);
+    }
+    return 0;
+}
+
+int sut__node_init(sut_node_t *n, uv_loop_t *loop, const sut_opts_t *opt, cmn_errbuf_t *eb)
+{
+    const sut_opts_t *o = opt;
+    int rc;
+
+    memset(n, 0, sizeof(*n));
+    n->opt = *opt;
+    n->loop = loop;
+    /* The loop's handles first, so that a failure further down can always be unwound by
+     * sut__node_stop(). */
+    rc = cmn_xq_init(loop, &n->done_q, on_records);
+    if (rc < 0)
+        return cmn_errf(eb, rc, "completion queue: %s", cmn_strerror(rc));
+    n->done_q.data = n;
+    init_handles(n, loop);
+    /* Idle result buffers kept per size class: enough for steady traffic, little enough that a
+     * burst's buffers go back to the system. */
+    n->pool = cmn_pool_new(32u << 20);
+    if (!n->pool)
+        return cmn_errf(eb, UV_ENOMEM, "buffer pool: out of memory");
+    if (o->tls_cert || o->tls_key || o->tls_ca || o->tls_allow) {
+        rc = cmn_tls_server_ctx(o->tls_cert, o->tls_key, o->tls_ca, o->tls_allow, &n->tls, eb);
+        if (rc < 0)
+            return rc;
+    }
+    /* The ports first: a port taken by another process is found in a moment, not after a model
+     * load of minutes. Clients that connect meanwhile wait in the kernel's backlog: the loop,
+     * which accepts them, runs only once the backend is loaded. */
+    rc = listen_all(n, eb);
+    if (rc < 0)
+        return rc;
+    cmn_log_info("loading backend %s (device %s, %zu backend option(s)); clients wait for it",
+                 o->backend, o->device, o->n_opts);
+    rc = sut__backend_load(&n->be, o, eb);
+    if (rc < 0)
+        return rc;
+    rc = size_node(n, eb);
+    if (rc < 0)
+        return rc;
+    rc = sut__probe_start(&n->probe, &n->be, eb);
+    if (rc < 0)
+        return rc;
+    init_parts(n);
+    sut__sessions_init_timer(&n->sessions, loop); /* after sut__sessions_init() */
+    rc = sut__workers_init(&n->workers, &n->be, &n->done_q, n->pool, &n->budget, n->engines, eb);
+    if (rc < 0)
+        return rc;
+    uv_timer_start(&n->tick, on_tick, TICK_MS, TICK_MS);
+    uv_check_start(&n->turn, on_turn);
+    uv_signal_start(&n->sig_term, on_signal, SIGTERM);
+    uv_signal_start(&n->sig_int, on_signal, SIGINT);
+    uv_signal_start(&n->sig_hup, on_signal, SIGHUP);
+    return 0;
+}
+
+void sut__node_free(sut_node_t *n)
+{
+    sut__probe_stop(&n->probe);
+    sut__metrics_free(n->metrics);
+    n->metrics = NULL;
+    sut__workers_shutdown(&n->workers);
+    sut__batcher_free(&n->batcher);
+    sut__backend_unload(&n->be);
+    sut__sessions_free(&n->sessions);
+    cmn_tls_ctx_free(n->tls);
+    n->tls = NULL;
+    cmn_pool_free(n->pool);
+    n->pool = NULL;
+}
+
 static int start_metrics(sut_node_t *n, cmn_errbuf_t *eb)
 {
     sut_metrics_env_t env;
@@ -436,28 +486,17 @@ static int start_metrics(sut_node_t *n, cmn_errbuf_t *eb)
 
 int sut__node_listen(sut_node_t *n, cmn_errbuf_t *eb)
 {
-    size_t i;
-    int first_port = -1, port = -1, rc;
-    char host[200];
+    int rc;
 
-    for (i = 0; i < n->opt.n_listen; i++) {
-        rc = listen_one(n, i, &port, eb);
-        if (rc < 0)
-            return rc;
-        if (first_port < 0)
-            first_port = port;
-    }
-    if (n->opt.name) {
-        snprintf(n->name, sizeof(n->name), "%s", n->opt.name);
-    } else {
-        if (gethostname(host, sizeof(host)) != 0)
-            snprintf(host, sizeof(host), "localhost");
-        host[sizeof(host) - 1] = '\0';
-        snprintf(n->name, sizeof(n->name), "%s:%d", host, first_port);
-    }
-    if (n->opt.port_file && (rc = write_port_file(n->opt.port_file, first_port, eb)) < 0)
+    if (n->opt.port_file && (rc = write_port_file(n->opt.port_file, n->port, eb)) < 0)
         return rc;
     if (n->opt.metrics_listen)
         return start_metrics(n, eb);
     return 0;
+}
+
+void sut__node_remove_port_file(const sut_opts_t *o)
+{
+    if (o->port_file)
+        (void)unlink(o->port_file);
 }

@@ -120,6 +120,7 @@ static void free_records(const sut_sessions_env_t *env, sut_rec_t **recs, size_t
             sut__budget_unattribute(&recs[i]->s->peer, recs[i]->charge);
         }
         cmn_pool_put(env->pool, recs[i]->data);
+        cmn_pool_put(env->pool, recs[i]->error);
         cmn_pool_put(env->pool, recs[i]);
     }
 }
@@ -158,20 +159,29 @@ static void on_frame_sent(void *arg, int status)
  * and the copies stay small. */
 #define COPIED_FRAME_MAX (64u * 1024u)
 
+/* The failures' messages in one frame, at most: a client sizes its metadata limit for ~80 bytes
+ * a result plus 4 KiB (the QDL does), so the messages must fit in that 4 KiB. */
+#define FRAME_ERROR_TEXT_MAX 2048u
+
 /* How many records from |start| fit one frame under the client's limit (at least one). The
  * metadata costs at most ~40 bytes per result; 64 keeps a margin. */
 static size_t frame_span(const sut_session_t *s, sut_rec_t **recs, size_t start, size_t cnt,
                          uint64_t *bytes)
 {
     uint64_t max = s->result_max_frame;
-    size_t end = start;
+    size_t end = start, text = 0;
 
     if (cmn_conn_copies_segments(&s->conn) && max > COPIED_FRAME_MAX)
         max = COPIED_FRAME_MAX;
     *bytes = 0;
-    while (end < cnt &&
-           (end == start || *bytes + recs[end]->wire_size + 64 * (end - start + 1) <= max))
+    while (end < cnt) {
+        size_t t = recs[end]->error ? strlen(recs[end]->error) + 4 : 0;
+        if (end > start && (*bytes + recs[end]->wire_size + 64 * (end - start + 1) > max ||
+                            text + t > FRAME_ERROR_TEXT_MAX))
+            break;
+        text += t;
         *bytes += recs[end++]->wire_size;
+    }
     return end - start;
 }
 
@@ -204,6 +214,8 @@ static int send_frame(sut_session_t *s, unsigned type, sut_rec_t **recs, size_t 
         res[i].n_tokens = r->n_tokens;
         res[i].node_queue_ns = r->queue_ns;
         res[i].node_backend_ns = r->backend_ns;
+        if (r->error)
+            res[i].error = r->error;
         rp[i] = &res[i];
         iov[i].iov_base = r->data;
         iov[i].iov_len = (size_t)r->wire_size;
@@ -421,7 +433,7 @@ static void handle_hello(sut_session_t *s, const Nsut__Hello *h)
     Nsut__Codec accepted[8];
     cmn_frame_limits_t lim = cmn_frame_limits_default();
     size_t i;
-    char why[256], client[128], transport[128];
+    char why[256], client[128], transport[128], not_ready[SUT_BACKEND_ERROR_MAX + 1];
     int result_codec = CMPR_NONE;
 
     if (h->version_min > CMN_PROTOCOL_VERSION || h->version_max < CMN_PROTOCOL_VERSION) {
@@ -455,6 +467,10 @@ static void handle_hello(sut_session_t *s, const Nsut__Hello *h)
     ack.result_codec = (Nsut__Codec)result_codec;
     ack.node_name = (char *)env->name;
     ack.caps = &caps;
+    if (!sut__probe_get(env->probe, not_ready, sizeof(not_ready))) {
+        ack.not_ready = 1;
+        ack.not_ready_reason = not_ready;
+    }
     session_send(s, CMN_MSG_HELLO_ACK, &ack.base);
     lim.max_frame = env->opt->max_frame;
     if ((uint64_t)META_BASE + (uint64_t)META_PER_SAMPLE * env->opt->max_inflight < lim.max_meta)

@@ -20,6 +20,7 @@
 #include "cmn/msg.h"
 #include "cmn/pool.h"
 #include "cmn/tls.h"
+#include "probe.h"
 #include "types.h"
 #include "workers.h"
 
@@ -83,6 +84,7 @@ typedef struct {
     cmn_pool_t *pool;
     sut_budget_t *budget;
     struct cmn_tls_ctx *tls; /* NULL: plaintext */
+    sut_probe_t *probe;      /* the backend's readiness, told in every HelloAck */
 } sut_sessions_env_t;
 
 typedef struct {

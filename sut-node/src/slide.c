@@ -14,6 +14,7 @@
 typedef struct {
     const sut_backend_ops_t *ops; /* the backend below */
     sut_backend_t *be;
+    int (*ready)(sut_backend_t *b, char *why, size_t whylen); /* its ready() (ABI 1.2), or NULL */
     sut_backend_info_t inner;
     uint32_t patch, stride, batch;
     size_t pvox; /* P^3 */
@@ -405,6 +406,14 @@ static int slide_infer(sut_backend_t *b, sut_batch_t *batch)
     return 0;
 }
 
+/* The backend below answers for readiness: the window itself needs nothing. */
+static int slide_ready(sut_backend_t *b, char *why, size_t whylen)
+{
+    slide_t *s = (slide_t *)(void *)b;
+
+    return s->ready ? s->ready(s->be, why, whylen) : 1;
+}
+
 static const sut_backend_ops_t slide_ops = {
     SUT_BACKEND_ABI_VERSION,
     sizeof(sut_backend_ops_t),
@@ -416,6 +425,7 @@ static const sut_backend_ops_t slide_ops = {
     NULL,
     NULL,
     NULL,
+    slide_ready,
 };
 
 int sut__slide_wrap(sut_be_t *n, uint32_t patch, uint32_t batch, cmn_errbuf_t *eb)
@@ -444,6 +454,7 @@ int sut__slide_wrap(sut_be_t *n, uint32_t patch, uint32_t batch, cmn_errbuf_t *e
     }
     s->ops = n->ops;
     s->be = n->be;
+    s->ready = n->ready;
     s->inner = n->info;
     s->patch = patch;
     s->stride = patch / 2;
@@ -457,6 +468,7 @@ int sut__slide_wrap(sut_be_t *n, uint32_t patch, uint32_t batch, cmn_errbuf_t *e
     n->ops = &slide_ops;
     n->be = (sut_backend_t *)(void *)s;
     n->cancel = NULL;
+    n->ready = s->ready ? slide_ready : NULL;
     slide_describe(n->be, &n->info);
     return 0;
 }

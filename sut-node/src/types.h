@@ -16,6 +16,8 @@
 
 #define SUT_MAX_LISTEN 8
 #define SUT_MAX_BACKEND_OPTS 64
+/* --backend unset: the packaged configuration's value, refused at start (main.c). */
+#define SUT_BACKEND_UNSET "unset"
 
 /* The node's configuration, from the command line and the config file (opts.c, main.c). Read-only
  * once the node is initialised. */
@@ -72,6 +74,10 @@ typedef struct {
     void *dl;
     /* ops->cancel when the plugin's table has it (ABI 1.1), else NULL */
     void (*cancel)(sut_backend_t *b, sut_batch_t *batch, const size_t *indices, size_t n);
+    /* ops->ready when the plugin's table has it (ABI 1.2), else NULL: ready at once. A 1.2
+     * plugin may also put a failed sample's message in its result (fail_text). */
+    int (*ready)(sut_backend_t *b, char *why, size_t whylen);
+    int fail_text;
 } sut_be_t;
 
 typedef struct sut_session sut_session_t;
@@ -100,6 +106,7 @@ typedef struct {
     uint8_t *data;       /* pool buffer with wire_size bytes, or NULL */
     uint64_t charge;     /* bytes of the memory budget (and its peer's account) until sent */
     uint64_t in_charge;  /* its sample's decoded input on the peer's account (results only) */
+    char *error; /* a failure's message from the backend (pool buffer, printable), or NULL */
 } sut_rec_t;
 
 /* Who a sample in a batch belongs to; opaque to the batcher and the workers. */

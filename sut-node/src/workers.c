@@ -67,6 +67,23 @@ static uint64_t pooled_cost(uint64_t size)
     return (c < size ? size : c) + POOL_OVERHEAD;
 }
 
+/* A 1.2 backend's message for a failed sample, bounded and made printable, for the client's log.
+ * Returns the bytes it holds (charged with the record), 0 when there is none. Without memory for
+ * it the failure still goes out, without its text. */
+static uint64_t record_error(sut_workers_t *w, sut_rec_t *rec, const sut_result_t *r)
+{
+    size_t n = r->size < SUT_BACKEND_ERROR_MAX ? r->size : SUT_BACKEND_ERROR_MAX;
+
+    if (r->status >= 0 || r->status == SUT_BACKEND_ECANCELED || !w->be->fail_text || !r->data ||
+        !r->size)
+        return 0;
+    rec->error = cmn_pool_get(w->pool, SUT_BACKEND_ERROR_MAX + 1);
+    if (!rec->error)
+        return 0;
+    cmn_sanitize(r->data, n, rec->error, SUT_BACKEND_ERROR_MAX + 1);
+    return pooled_cost(SUT_BACKEND_ERROR_MAX + 1);
+}
+
 static sut_rec_t *make_record(sut_workers_t *w, int kind, const sut_owner_t *ow,
                               const sut_result_t *r)
 {
@@ -85,7 +102,7 @@ static sut_rec_t *make_record(sut_workers_t *w, int kind, const sut_owner_t *ow,
         rec->in_charge = ow->charge;
     /* The record itself and its share of the frame that carries it exist whatever the budget
      * says (the sample must be answered): charged as they are. */
-    rec->charge = pooled_cost(sizeof(*rec)) + RESULT_FRAME_OVERHEAD;
+    rec->charge = pooled_cost(sizeof(*rec)) + RESULT_FRAME_OVERHEAD + record_error(w, rec, r);
     sut__budget_charge(w->budget, rec->charge);
     if (ow->peer)
         (void)sut__budget_attribute(w->budget, ow->peer, rec->charge, 1);

@@ -12,6 +12,7 @@ and TPOT.
 Exits 77 when the Python packages are missing (python3-torch, -fastapi, -uvicorn, -pandas).
 """
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -107,8 +108,9 @@ def main():
             sys.exit(f"FAIL perf: sample errors:\n{text[-2000:]}")
         procs.stop(node)
 
-        # An engine error: prompt + max_tokens over the engine's context fails every sample, and
-        # the node logs the engine's own message.
+        # An engine error: prompt + max_tokens over the engine's context fails every sample; the
+        # node logs the engine's own message, and it reaches loadgen-node's log (naming the node
+        # and the sample) and its detail log (naming the qsl_idx) with the failure.
         node, addr, nlog = et.start_node(procs, sut, tmp, "llm-err", plugin,
                                          {"url": url, "max_tokens": 1020})
         out = os.path.join(tmp, "err")
@@ -119,6 +121,18 @@ def main():
             sys.exit(f"FAIL error path: loadgen-node exit {rc}; node log:\n{nl[-2000:]}")
         print("ok engine error: samples failed, node logged the engine's message: " +
               next(l for l in nl.splitlines() if "exceed the context" in l)[-160:])
+        want = re.compile(r"qdl: node llm-err failed id \d+ \(LoadGen response id \d+\): "
+                          r"STATUS_BACKEND_ERROR: HTTP 400: prompt \(\d+ tokens\) \+ max_tokens "
+                          r"\(1020\) exceed the context of 1024$", re.M)
+        detail = open(os.path.join(out, "mlperf_log_detail.txt")).read()
+        dwant = re.compile(r"Sample \d+ \(qsl_idx \d+\) failed in the SUT at node llm-err: "
+                           r"inference backend failed \(CMN_EBACKEND\): HTTP 400: prompt "
+                           r"\(\d+ tokens\) \+ max_tokens \(1020\) exceed the context")
+        if not want.search(text) or not dwant.search(detail):
+            sys.exit(f"FAIL error path: the engine's text is not in loadgen-node's log "
+                     f"({bool(want.search(text))}) or detail log ({bool(dwant.search(detail))}):"
+                     f"\n{text[-2000:]}\n--- detail:\n{detail[-2000:]}")
+        print("ok the engine's text in loadgen-node's log: " + want.search(text).group(0)[-200:])
     finally:
         procs.stop_all()
         shutil.rmtree(tmp, ignore_errors=True)

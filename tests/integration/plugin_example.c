@@ -93,6 +93,7 @@ static const sut_backend_ops_t ops = {SUT_BACKEND_ABI_VERSION,
                                       ex_infer,
                                       NULL,
                                       NULL,
+                                      NULL,
                                       NULL};
 
 const sut_backend_ops_t *sut_backend_entry(void);

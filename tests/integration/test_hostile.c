@@ -1,7 +1,9 @@
 /* Hostile peers. A malicious node answers the QDL with results for ids it never received,
  * duplicates every result, and once sends garbage: every sample must still complete exactly once
  * with the right bytes. And thousands of half-open connections against sut-node: a good client is
- * served while they are open, and the node drops them all after its handshake deadline.
+ * served while they are open, and the node drops them all after its handshake deadline. And a
+ * node's words: its not-ready reason reaches the caller made printable, a failure's reason only
+ * when it is what a node must send (printable, at most 240 bytes).
  * (The sut-node bad-frame classes are in test_sut.c, cases bad_input and limits.) */
 #include "../unit/check_main.h"
 #include "qdlrun.h"
@@ -13,6 +15,7 @@
 #include "cmn/digest.h"
 
 #include <arpa/inet.h>
+#include <stdatomic.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -261,6 +264,141 @@ START_TEST(half_open_flood)
 }
 END_TEST
 
+/* ---- a node's words: reasons for failures and for not being ready ------------------------- */
+
+/* Reasons a node may send with a failure: one as a node must send it (printable, at most 240
+ * bytes), one with control bytes, one too long. Only the first reaches the caller. */
+#define GOOD_REASON "HTTP 400: token id 9999 is outside the vocabulary (0..511)"
+
+static atomic_int words_ready;  /* the fake node's next HelloAck says ready (loop thread) */
+static char words_seen[3][300]; /* what on_complete got as error, per sample */
+static int words_null[3];
+static atomic_int words_done;
+
+static void words_on_frame(cmn_conn_t *c, const cmn_frame_t *f)
+{
+    cmn_msg_limits_t lim = cmn_msg_limits_default();
+    ProtobufCMessage *m;
+    cmn_errbuf_t eb;
+
+    ck_assert_int_eq(cmn_msg_unpack(f, &lim, NULL, &m, &eb), 0);
+    if (f->hdr.type == CMN_MSG_HELLO) {
+        Nsut__HelloAck a = NSUT__HELLO_ACK__INIT;
+        cmn_frame_limits_t dl = cmn_frame_limits_default();
+        a.version = 1;
+        a.node_name = (char *)"words";
+        if (!atomic_load(&words_ready)) {
+            a.not_ready = 1;
+            a.not_ready_reason = (char *)"HTTP 503: Loading\x1b[31m model\n\"quoted\"";
+        }
+        cmn_conn_send(c, CMN_MSG_HELLO_ACK, &a.base, NULL, 0, NULL, NULL);
+        cmn_conn_set_limits(c, &dl);
+    } else if (f->hdr.type == CMN_MSG_QUERY) {
+        Nsut__Query *q = (Nsut__Query *)m;
+        Nsut__Response r = NSUT__RESPONSE__INIT;
+        Nsut__Result res[8], *rp[8];
+        static char longer[400];
+        size_t i;
+
+        memset(longer, 'x', sizeof(longer) - 1);
+        for (i = 0; i < q->n_samples && i < 8; i++) {
+            nsut__result__init(&res[i]);
+            res[i].id = q->samples[i]->id;
+            res[i].status = NSUT__STATUS__STATUS_BACKEND_ERROR;
+            /* The QDL numbers wire ids from 1 in issue order: sample k has id k + 1. */
+            res[i].error = q->samples[i]->id == 1   ? (char *)GOOD_REASON
+                           : q->samples[i]->id == 2 ? (char *)"bad\x01\x7f reason"
+                                                    : longer;
+            rp[i] = &res[i];
+        }
+        r.n_results = i;
+        r.results = rp;
+        cmn_conn_send(c, CMN_MSG_RESPONSE, &r.base, NULL, 0, NULL, NULL);
+    } else if (f->hdr.type == CMN_MSG_PING) {
+        Nsut__Pong p = NSUT__PONG__INIT;
+        p.seq = ((Nsut__Ping *)m)->seq;
+        cmn_conn_send(c, CMN_MSG_PONG, &p.base, NULL, 0, NULL, NULL);
+    }
+    cmn_msg_free(m, NULL);
+}
+
+static void words_on_complete(void *user, const qdl_response_t *r, size_t n)
+{
+    size_t i;
+
+    (void)user;
+    for (i = 0; i < n; i++) {
+        uint64_t k = r[i].response_id;
+        ck_assert_uint_lt(k, 3);
+        ck_assert_int_lt(r[i].status, 0);
+        ck_assert_str_eq(r[i].node, "words");
+        words_null[k] = r[i].error == NULL;
+        snprintf(words_seen[k], sizeof(words_seen[k]), "%s", r[i].error ? r[i].error : "");
+        atomic_fetch_add(&words_done, 1);
+    }
+}
+
+START_TEST(node_words_are_checked)
+{
+    tn_listen_options_t lo = {.cb = {.on_frame = words_on_frame},
+                              .limits = cmn_frame_limits_preauth()};
+    static const uint8_t bytes[3][4] = {{1}, {2}, {3}};
+    qdl_sample_t smp[3];
+    qdl_config_t cfg;
+    char addr[32], err[512];
+    const char *list[1] = {addr};
+    qdl_t *q = NULL;
+    uint64_t end;
+    size_t i;
+
+    memset(&evil, 0, sizeof(evil));
+    atomic_store(&words_ready, 0);
+    atomic_store(&words_done, 0);
+    uv_loop_init(&evil.loop);
+    uv_async_init(&evil.loop, &evil.stop, evil_on_stop);
+    ck_assert_int_eq(tn_listen(&evil.loop, &lo, &evil.server), 0);
+    evil.port = tn_listener_port(evil.server);
+    uv_thread_create(&evil.thread, evil_main, NULL);
+    snprintf(addr, sizeof(addr), "%s127.0.0.1:%d", tn_scheme(), evil.port);
+    qdl_config_init(&cfg);
+    cfg.ucx_trusted_fabric = 1;
+    cfg.nodes = list;
+    cfg.n_nodes = 1;
+    cfg.on_complete = words_on_complete;
+    /* Not ready: refused at once, the node's reason made printable (no escape, no newline). */
+    ck_assert_int_eq(qdl_create(&cfg, &q, err, sizeof(err)), CMN_ENOTREADY);
+    ck_assert_msg(strstr(err, "(node 'words') is not ready: HTTP 503: Loading?[31m model??quoted?"),
+                  "%s", err);
+    /* Ready with the next handshake: its failures' reasons reach the caller only when they are
+     * what a node must send. */
+    atomic_store(&words_ready, 1); /* read by the fake node's loop when the next Hello comes */
+    ck_assert_msg(qdl_create(&cfg, &q, err, sizeof(err)) == 0, "%s", err);
+    for (i = 0; i < 3; i++)
+        smp[i] = (qdl_sample_t){.response_id = i, .data = bytes[i], .size = 4, .raw_size = 4};
+    for (i = 0; i < 3; i++)
+        ck_assert_int_eq(qdl_issue_query(q, &smp[i], 1), 0);
+    end = cmn_now_ns() + 20000000000ull;
+    while (atomic_load(&words_done) < 3 && cmn_now_ns() < end)
+        usleep(10000);
+    qdl_destroy(q);
+    ck_assert_int_eq(atomic_load(&words_done), 3);
+    ck_assert_str_eq(words_seen[0], GOOD_REASON);
+    ck_assert_int_eq(words_null[1], 1);
+    ck_assert_int_eq(words_null[2], 1);
+    uv_async_send(&evil.stop);
+    uv_thread_join(&evil.thread);
+    uv_loop_close(&evil.loop);
+}
+END_TEST
+
+static TCase *tc_words(void)
+{
+    TCase *t = tcase_create("node_words");
+    tcase_add_test(t, node_words_are_checked);
+    tcase_set_timeout(t, 60);
+    return t;
+}
+
 static TCase *tc_evil(void)
 {
     TCase *t = tcase_create("malicious_node");
@@ -277,4 +415,4 @@ static TCase *tc_flood(void)
     return t;
 }
 
-CHECK_MAIN("hostile", tc_evil, tc_flood)
+CHECK_MAIN("hostile", tc_evil, tc_flood, tc_words)

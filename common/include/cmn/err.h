@@ -38,7 +38,8 @@ enum {
     CMN_EOVERLOAD = -20022,   /* a capacity limit was reached */
     CMN_EUNKNOWNID = -20023,  /* an id that is not outstanding */
     CMN_EFORMAT = -20024,     /* a file is not in the expected format */
-    CMN_E__LAST = -20025
+    CMN_ENOTREADY = -20025,   /* a node's engine cannot serve yet (or the node is not up) */
+    CMN_E__LAST = -20026
 };
 
 /* A buffer for a human-readable reason. Large enough for an address, a field name and limits. */

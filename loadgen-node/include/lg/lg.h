@@ -58,6 +58,10 @@ typedef struct {
      * sent_ns, what remains of the time from the wire to the completion is the network and the
      * framing both ways: the harness block's "Network and return". */
     uint64_t node_queue_ns, node_backend_ns;
+    /* Optional (NULL: not known): a failed sample's reason from the SUT (the engine's words) and
+     * the node that answered (qdl_response_t's), for the error line naming the sample. */
+    const char *error;
+    const char *node;
 } lg_response_t;
 
 typedef struct lg_sut lg_sut_t;

@@ -75,6 +75,11 @@ typedef struct {
      * that together they are no longer than the round trip the QDL measured (sent_ns to the
      * result's arrival): a node reporting more is warned about once, naming it. */
     uint64_t node_queue_ns, node_backend_ns;
+    /* A failed sample's reason as its node's backend gave it (an engine's own error text,
+     * printable, at most 240 bytes), or NULL; and the name of the node that answered, or NULL
+     * (a sample that failed in the QDL). Valid during the callback only. */
+    const char *error;
+    const char *node;
 } qdl_response_t;
 
 /* Called on the QDL loop thread with one or more completions (all responses of one frame). */
@@ -142,6 +147,13 @@ typedef struct {
      * samples go to other nodes. Default 1 GiB (with up to 4 connections, each keeps the 256 MiB
      * max_frame_size; a hostile node holds no more than that); at least 16 KiB per connection. */
     uint64_t node_memory_budget;
+
+    /* A node whose HelloAck says it is not ready (its engine is down or loading its model) gets
+     * no samples. qdl_create fails with CMN_ENOTREADY naming the node and the engine's reason
+     * when this is 0 (the default); with N > 0 it waits up to N ms (instead of
+     * connect_timeout_ms) for every node to be ready, reconnecting with the usual backoff, which
+     * also covers a node not yet listening (connection refused). */
+    uint64_t wait_ready_ms;
 } qdl_config_t;
 
 /* Fills |cfg| with the defaults above (no nodes, no callback). */
@@ -149,7 +161,8 @@ void qdl_config_init(qdl_config_t *cfg);
 
 /* Starts the loop thread, connects to every node and completes the handshake. Returns 0 and
  * *out, or a negative code when a node cannot be reached within connect_timeout_ms, refuses the
- * handshake, or two nodes report the same name. */
+ * handshake, is not ready (CMN_ENOTREADY; see wait_ready_ms), or two nodes report the same
+ * name. */
 int qdl_create(const qdl_config_t *cfg, qdl_t **out, char *err, size_t errlen);
 
 /* LoadGen's Name(): sends a NameRequest to every node and waits for all replies (a network round

@@ -32,7 +32,12 @@
  * append fields to sut_backend_ops_t. A minor version only appends optional (NULL-able) fields:
  * the node calls one only when struct_size covers it, so a plugin built against an older header
  * keeps loading, and a plugin built against this one loads into an older node (which never calls
- * the fields it does not know). Minor versions: 1.0 the table up to free_input; 1.1 cancel. */
+ * the fields it does not know). Minor versions: 1.0 the table up to free_input; 1.1 cancel;
+ * 1.2 ready, and a failed sample's message (sut_result_t below).
+ *
+ * Readiness (ABI 1.2, optional): a forwarding backend's engine may still be loading its model,
+ * or be down; ready() tells the node, which says so in every handshake, so that the LoadGen host
+ * refuses (or waits for) a node whose engine cannot serve instead of failing every sample. */
 #ifndef SUT_BACKEND_H
 #define SUT_BACKEND_H
 
@@ -44,7 +49,7 @@ extern "C" {
 #endif
 
 #define SUT_BACKEND_ABI_VERSION 1u
-#define SUT_BACKEND_ABI_MINOR 1u /* the fields appended since 1.0 (see Versioning above) */
+#define SUT_BACKEND_ABI_MINOR 2u /* the fields appended since 1.0 (see Versioning above) */
 #define SUT_BACKEND_ENTRY_SYMBOL "sut_backend_entry"
 
 /* Flags in sut_backend_info_t.flags. INLINE: infer() is cheap and never blocks, so it may run on
@@ -86,10 +91,18 @@ typedef struct {
     size_t size;
 } sut_sample_t;
 
+/* A failed sample's message (ABI 1.2): with status < 0, data/size may hold the reason as text
+ * (the engine's own error, e.g. "HTTP 400: token id 9999 is outside the vocabulary"), not
+ * NUL-terminated. The node copies at most SUT_BACKEND_ERROR_MAX bytes, replaces what is not
+ * printable, and sends it to the client with the failure. Nodes older than 1.2 ignore data on a
+ * failure; a node reads it only from a plugin whose table covers ready (a 1.2 plugin). */
+#define SUT_BACKEND_ERROR_MAX 240u
+
 typedef struct {
     size_t index;     /* which sample of the batch */
     int status;       /* 0, or a negative code: the sample failed */
-    const void *data; /* result bytes (copied by the node before the call returns) */
+    const void *data; /* result bytes (copied by the node before the call returns); with
+                       * status < 0, the failure's message or NULL (ABI 1.2, above) */
     size_t size;
     int64_t n_tokens; /* output tokens for LLMs (first_token: 1), else 0 */
 } sut_result_t;
@@ -149,6 +162,16 @@ typedef struct {
      * so the backend must resolve which of its requests it means before returning (e.g. mark
      * them under its lock), not later on another thread. A sample may be named more than once. */
     void (*cancel)(sut_backend_t *b, sut_batch_t *batch, const size_t *indices, size_t n);
+
+    /* ABI 1.2, optional (NULL: ready as soon as create() returned, as the built-ins are).
+     *
+     * Returns 1 when the engine serves, 0 when it does not yet (or no longer), with the reason
+     * in why[0..whylen) as the engine gave it ("HTTP 503 from http://...: Loading model",
+     * "connection refused"), or a negative code. It may block, but for a bounded time of its own
+     * (a probe deadline of a few seconds). The node calls it at start and again every second
+     * while the answer is 0 (less often once it is 1), from a thread of its own: never
+     * concurrently with itself, concurrently with infer() and the backend's own threads. */
+    int (*ready)(sut_backend_t *b, char *why, size_t whylen);
 } sut_backend_ops_t;
 
 /* The status a backend completes a cancelled sample with: -ECANCELED on Linux. */

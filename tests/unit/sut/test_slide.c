@@ -105,6 +105,7 @@ static const sut_backend_ops_t rec_ops = {SUT_BACKEND_ABI_VERSION,
                                           rec_infer,
                                           NULL,
                                           NULL,
+                                          NULL,
                                           NULL};
 
 /* What the window answers, per sample of the outer batch. */

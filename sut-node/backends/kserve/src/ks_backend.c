@@ -7,6 +7,7 @@
 #include "httpc/httpc.h"
 #include "httpc/live.h"
 #include "httpc/opts.h"
+#include "httpc/probe.h"
 #include "sut/sut_backend.h"
 
 #include <errno.h>
@@ -26,6 +27,7 @@ struct sut_backend {
     httpc_lives_t lives; /* the requests cancel() can find */
     ks_tensor_t t;
     char *url, *input, *output, *datatype;
+    char *health; /* base URL + health_path, or NULL (empty health_path: ready at once) */
     size_t sample_bytes;
     uint32_t max_batch, engines;
     long timeout_ms;
@@ -62,6 +64,7 @@ static const httpc_optdef_t known[] = {
     {"engines", "2"},
     {"timeout_ms", "60000"},
     {"max_response_mb", "64"},
+    {"health_path", "/v2/health/ready"},
 };
 
 #define N_KNOWN (sizeof(known) / sizeof(known[0]))
@@ -88,6 +91,7 @@ static int ks_create(const sut_backend_config_t *cfg, sut_backend_t **out, char 
     const char *model = opt(cfg, "model");
     const char *version = opt(cfg, "version");
     const char *shape = opt(cfg, "shape");
+    const char *hp;
     sut_backend_t *b;
     httpc_cfg_t hc = {0};
     unsigned long long u;
@@ -159,6 +163,18 @@ static int ks_create(const sut_backend_config_t *cfg, sut_backend_t **out, char 
     b->url = malloc(ul + strlen(model) + (version ? strlen(version) : 0) + 40);
     if (!b->url)
         goto fail;
+    hp = opt(cfg, "health_path");
+    if (*hp && *hp != '/') {
+        snprintf(err, errlen, "option health_path=%s: expected a path from / (or empty)", hp);
+        rc = -EINVAL;
+        goto fail;
+    }
+    if (*hp) {
+        b->health = malloc(ul + strlen(hp) + 1);
+        if (!b->health)
+            goto fail;
+        sprintf(b->health, "%.*s%s", (int)ul, url, hp);
+    }
     if (version)
         sprintf(b->url, "%.*s/v2/models/%s/versions/%s/infer", (int)ul, url, model, version);
     else
@@ -180,6 +196,7 @@ static int ks_create(const sut_backend_config_t *cfg, sut_backend_t **out, char 
     *out = b;
     return 0;
 fail:
+    free(b->health);
     free(b->url);
     free(b->input);
     free(b->output);
@@ -192,6 +209,7 @@ static void ks_destroy(sut_backend_t *b)
 {
     httpc_destroy(b->http);
     httpc_lives_destroy(&b->lives);
+    free(b->health);
     free(b->url);
     free(b->input);
     free(b->output);
@@ -261,11 +279,12 @@ static void call_free(call_t *c)
     free(c);
 }
 
-static void fail_all(sut_batch_t *batch, size_t n, int status)
+/* |why| (or NULL) goes to the client with each failure (ABI 1.2). */
+static void fail_all(sut_batch_t *batch, size_t n, int status, const char *why)
 {
     size_t i;
     for (i = 0; i < n; i++) {
-        sut_result_t res = {i, status, NULL, 0, 0};
+        sut_result_t res = {i, status, why, why ? strlen(why) : 0, 0};
         batch->complete(batch, &res, 1);
     }
 }
@@ -279,7 +298,7 @@ static void on_done(httpc_req_t *r, int status, const char *msg)
 
     httpc_live_del(&b->lives, &c->live); /* before the batch may go back to the node */
     if (status == HTTPC_ECANCEL) {       /* every sample's client is gone: nothing to tell */
-        fail_all(c->batch, n, SUT_BACKEND_ECANCELED);
+        fail_all(c->batch, n, SUT_BACKEND_ECANCELED, NULL);
         call_free(c);
         return;
     }
@@ -289,13 +308,13 @@ static void on_done(httpc_req_t *r, int status, const char *msg)
     if (status != 0 || c->err[0]) {
         httpc_logf(b->log, SUT_LOG_WARN, "kserve backend: batch of %zu failed: %s", n,
                    c->err[0] ? c->err : msg);
-        fail_all(c->batch, n, status ? status : -EPROTO);
+        fail_all(c->batch, n, status ? status : -EPROTO, c->err[0] ? c->err : msg);
         call_free(c);
         return;
     }
     res = calloc(n, sizeof(*res));
     if (!res) {
-        fail_all(c->batch, n, -ENOMEM);
+        fail_all(c->batch, n, -ENOMEM, "out of memory for the results");
         call_free(c);
         return;
     }
@@ -378,6 +397,12 @@ static void ks_cancel(sut_backend_t *b, sut_batch_t *batch, const size_t *indice
     httpc_live_cancel(&b->lives, b->http, batch, indices, n);
 }
 
+/* ABI 1.2: the server's readiness endpoint answers (httpc/probe.h). */
+static int ks_ready(sut_backend_t *b, char *why, size_t whylen)
+{
+    return b->health ? httpc_probe_get(b->health, NULL, 2000, why, whylen) : 1;
+}
+
 static const sut_backend_ops_t ops = {
     SUT_BACKEND_ABI_VERSION,
     sizeof(sut_backend_ops_t),
@@ -389,6 +414,7 @@ static const sut_backend_ops_t ops = {
     NULL,
     NULL,
     ks_cancel,
+    ks_ready,
 };
 
 EXPORT const sut_backend_ops_t *sut_backend_entry(void);

@@ -21,6 +21,7 @@
 #include "httpc/httpc.h"
 #include "httpc/live.h"
 #include "httpc/opts.h"
+#include "httpc/probe.h"
 #include "httpc/sse.h"
 #include "sut/sut_backend.h"
 
@@ -39,9 +40,11 @@ struct sut_backend {
     httpc_t *http;
     httpc_lives_t lives; /* the streams cancel() can find */
     oai_gen_t gen;
-    char *url;   /* base URL + the dialect's path */
-    char *model; /* owned copy for gen.model */
-    char *auth;  /* "Authorization: Bearer ..." or NULL */
+    char *url;    /* base URL + the dialect's path */
+    char *model;  /* owned copy for gen.model */
+    char *auth;   /* "Authorization: Bearer ..." or NULL */
+    char *health; /* base URL + health_path, or NULL (health_path empty: ready at once) */
+    long health_timeout_ms;
     const char *headers[3];
     char device[320];
     uint32_t max_concurrency;
@@ -89,6 +92,8 @@ static const httpc_optdef_t known[] = {
     {"max_event", "65536"},
     {"api_key", NULL},
     {"coalesce_us", OAI_STR(HTTPC_COALESCE_US_DEFAULT)},
+    {"health_path", "/health"},
+    {"health_timeout_ms", "2000"},
 };
 
 #define N_KNOWN (sizeof(known) / sizeof(known[0]))
@@ -211,6 +216,28 @@ static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
         memcpy(b->url, url, ul);
         strcpy(b->url + ul, path);
     }
+    if (httpc_opts_u("health_timeout_ms", opt(cfg, "health_timeout_ms"), 1, 600000, &u, err,
+                     errlen) < 0) {
+        rc = -EINVAL;
+        goto fail;
+    }
+    b->health_timeout_ms = (long)u;
+    s = opt(cfg, "health_path");
+    if (*s) {
+        size_t ul = strlen(url);
+        if (*s != '/' || !printable(s)) {
+            snprintf(err, errlen, "option health_path=%s: expected a path from / (or empty)", s);
+            rc = -EINVAL;
+            goto fail;
+        }
+        while (ul && url[ul - 1] == '/')
+            ul--;
+        b->health = malloc(ul + strlen(s) + 1);
+        if (!b->health)
+            goto fail;
+        memcpy(b->health, url, ul);
+        strcpy(b->health + ul, s);
+    }
     b->model = strdup(opt(cfg, "model"));
     if (!b->model)
         goto fail;
@@ -249,6 +276,7 @@ static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
     return 0;
 
 fail:
+    free(b->health);
     free(b->auth);
     free(b->model);
     free(b->url);
@@ -260,6 +288,7 @@ static void oai_destroy(sut_backend_t *b)
 {
     httpc_destroy(b->http);
     httpc_lives_destroy(&b->lives);
+    free(b->health);
     free(b->auth);
     free(b->model);
     free(b->url);
@@ -374,14 +403,32 @@ static int on_data(httpc_req_t *r, const char *p, size_t n)
     return 0;
 }
 
+/* An engine's error answer as its own words: "HTTP 400: <message>" from the JSON error bodies of
+ * vLLM, SGLang, llama.cpp, OpenAI and TGI (httpc_json_message); |msg| as it is otherwise. */
+static const char *engine_error(const httpc_req_t *r, const char *msg, char *buf, size_t len)
+{
+    const char *body = strstr(msg, ": ");
+    char m[256];
+
+    if (r->http_code < 400 || !body || !httpc_json_message(body + 2, m, sizeof(m)))
+        return msg;
+    /* Truncated to |len| as the reason on the wire is (SUT_BACKEND_ERROR_MAX). */
+    if (snprintf(buf, len, "HTTP %ld: %s", r->http_code, m) < 0)
+        return msg;
+    return buf;
+}
+
 static void on_done(httpc_req_t *r, int status, const char *msg)
 {
     stream_t *s = (stream_t *)r;
     sut_backend_t *b = s->b;
     sut_result_t res = {s->index, 0, NULL, 0, 0};
+    char ebuf[SUT_BACKEND_ERROR_MAX + 1] = "";
 
     if (!s->failed && status == 0 && b->gen.oneshot)
         read_whole(s);
+    if (status == HTTPC_ESTATUS)
+        msg = engine_error(r, msg, ebuf, sizeof(ebuf));
     if (!s->failed && status == 0 && !s->out.done) {
         snprintf(s->err, sizeof(s->err),
                  "the engine ended the stream after %zu tokens without "
@@ -399,6 +446,9 @@ static void on_done(httpc_req_t *r, int status, const char *msg)
         httpc_logf(b->log, SUT_LOG_WARN, "openai backend: sample %zu failed: %s%s", s->index,
                    s->failed ? s->err : msg, status == HTTPC_EIDLE ? " (stream_idle_ms)" : "");
         res.status = s->failed ? -EPROTO : status;
+        /* The reason goes to the client too (ABI 1.2): the engine's words in its log. */
+        res.data = s->failed ? s->err : msg;
+        res.size = strlen(res.data);
     } else {
         res.data = s->out.toks;
         res.size = s->out.n * sizeof(int32_t);
@@ -487,6 +537,14 @@ static void oai_cancel(sut_backend_t *b, sut_batch_t *batch, const size_t *indic
                k, n);
 }
 
+/* ABI 1.2: the engine's health endpoint answers (httpc/probe.h). */
+static int oai_ready(sut_backend_t *b, char *why, size_t whylen)
+{
+    if (!b->health)
+        return 1;
+    return httpc_probe_get(b->health, b->headers + 1, b->health_timeout_ms, why, whylen);
+}
+
 static const sut_backend_ops_t ops = {
     SUT_BACKEND_ABI_VERSION,
     sizeof(sut_backend_ops_t),
@@ -498,6 +556,7 @@ static const sut_backend_ops_t ops = {
     NULL,
     NULL,
     oai_cancel,
+    oai_ready,
 };
 
 EXPORT const sut_backend_ops_t *sut_backend_entry(void);

@@ -1,0 +1,23 @@
+/* httpc/probe.h: the readiness probe of the forwarding backends (ABI 1.2 ready()): one blocking
+ * HTTP GET of the engine's health endpoint with a deadline of its own, on the node's probe thread
+ * (never on the request pool's loop, so a slow probe delays no sample).
+ *
+ * Ready: a 2xx answer; also 404, 405 and 501, the answers of an engine without such an endpoint
+ * (it answers HTTP, so it runs; the samples tell the rest). Not ready: no connection, no answer
+ * within the deadline, any other status (vLLM and llama.cpp answer 503 while they load a model),
+ * with the reason as the engine gave it. Thread-safe (one curl easy handle per call). */
+#ifndef HTTPC_PROBE_H
+#define HTTPC_PROBE_H
+
+#include <stddef.h>
+
+/* 1 ready, 0 not ready with the reason in why[0..whylen), or a negative code (out of memory). */
+int httpc_probe_get(const char *url, const char *const *headers, long timeout_ms, char *why,
+                    size_t whylen);
+
+/* The engine's own words from a JSON error body: {"error": {"message": ...}} as llama.cpp and
+ * OpenAI write it, {"message": ...} as vLLM and SGLang, {"error": "..."} as TGI. 1 with the
+ * message in out[0..outlen) (truncated), 0 when |body| is not such JSON. */
+int httpc_json_message(const char *body, char *out, size_t outlen);
+
+#endif

@@ -1,0 +1,109 @@
+/* The forwarding backends' readiness probe (httpc/probe.h). */
+#include "httpc/probe.h"
+
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+/* The start of an error body, for the reason (the engine's own words). */
+#define BODY_MAX 200u
+
+typedef struct {
+    char buf[BODY_MAX + 1];
+    size_t n;
+} body_t;
+
+static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
+{
+    body_t *b = ud;
+    size_t n = size * nmemb, k = BODY_MAX - b->n;
+
+    if (k > n)
+        k = n;
+    memcpy(b->buf + b->n, p, k);
+    b->n += k;
+    b->buf[b->n] = '\0';
+    return n; /* the rest is read and dropped */
+}
+
+/* Control bytes and quotes out of the engine's text, so it fits one log line. */
+static void clean(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e)
+            *s = ' ';
+}
+
+int httpc_json_message(const char *body, char *out, size_t outlen)
+{
+    cJSON *j = cJSON_Parse(body), *e, *m;
+    int found = 0;
+
+    if (!j)
+        return 0;
+    e = cJSON_GetObjectItemCaseSensitive(j, "error");
+    m = cJSON_GetObjectItemCaseSensitive(j, "message");
+    if (!cJSON_IsString(m) && cJSON_IsObject(e))
+        m = cJSON_GetObjectItemCaseSensitive(e, "message");
+    if (!cJSON_IsString(m) && cJSON_IsString(e))
+        m = e;
+    if (cJSON_IsString(m) && m->valuestring[0] && outlen) {
+        snprintf(out, outlen, "%s", m->valuestring);
+        found = 1;
+    }
+    cJSON_Delete(j);
+    return found;
+}
+
+int httpc_probe_get(const char *url, const char *const *headers, long timeout_ms, char *why,
+                    size_t whylen)
+{
+    CURL *e = curl_easy_init();
+    struct curl_slist *hl = NULL;
+    char errbuf[CURL_ERROR_SIZE] = "";
+    body_t body = {.n = 0};
+    char msg[BODY_MAX + 1];
+    long code = 0;
+    CURLcode res;
+
+    if (!e)
+        return -ENOMEM;
+    for (; headers && *headers; headers++) {
+        struct curl_slist *t = curl_slist_append(hl, *headers);
+        if (!t) {
+            curl_slist_free_all(hl);
+            curl_easy_cleanup(e);
+            return -ENOMEM;
+        }
+        hl = t;
+    }
+    body.buf[0] = '\0';
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, &body);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    res = curl_easy_perform(e);
+    if (res == CURLE_OK)
+        curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &code);
+    curl_slist_free_all(hl);
+    curl_easy_cleanup(e);
+    if (res != CURLE_OK) {
+        snprintf(why, whylen, "GET %s: %s", url, errbuf[0] ? errbuf : curl_easy_strerror(res));
+        return 0;
+    }
+    if ((code >= 200 && code <= 299) || code == 404 || code == 405 || code == 501)
+        return 1;
+    clean(body.buf);
+    if (body.n && httpc_json_message(body.buf, msg, sizeof(msg)))
+        snprintf(why, whylen, "GET %s: HTTP %ld: %s", url, code, msg);
+    else
+        snprintf(why, whylen, "GET %s: HTTP %ld: %s", url, code, body.n ? body.buf : "(no body)");
+    return 0;
+}
