@@ -495,6 +495,44 @@ static const node_case_t cast_cases[] = {
 };
 NODE_TCASE(cast, cast_cases)
 
+/* The 3-D U-Net's operators. The CUDA engine does not have them (all_tables leaves them out). */
+static const node_case_t convtranspose_cases[] = {
+    {"test_convtranspose", PASS, NULL},
+    {"test_convtranspose_1d", PASS, NULL},
+    {"test_convtranspose_3d", PASS, NULL},
+    {"test_convtranspose_dilations", PASS, NULL},
+    {"test_convtranspose_kernel_shape", PASS, NULL},
+    {"test_convtranspose_output_shape", PASS, NULL},
+    {"test_convtranspose_pad", PASS, NULL},
+    {"test_convtranspose_pads", PASS, NULL},
+    {"test_convtranspose_with_kernel", PASS, NULL},
+    {"test_convtranspose_autopad_same", REJECT, "auto_pad \"SAME_UPPER\" is not supported"},
+};
+NODE_TCASE(convtranspose, convtranspose_cases)
+
+static const node_case_t instancenorm_cases[] = {
+    {"test_instancenorm_epsilon", PASS, NULL},
+    {"test_instancenorm_example", PASS, NULL},
+};
+NODE_TCASE(instancenorm, instancenorm_cases)
+
+static const node_case_t leakyrelu_cases[] = {
+    {"test_leakyrelu", PASS, NULL},
+    {"test_leakyrelu_default", PASS, NULL},
+    {"test_leakyrelu_example", PASS, NULL},
+};
+NODE_TCASE(leakyrelu, leakyrelu_cases)
+
+static const node_case_t concat_cases[] = {
+    {"test_concat_1d_axis_0", PASS, NULL},          {"test_concat_1d_axis_negative_1", PASS, NULL},
+    {"test_concat_2d_axis_0", PASS, NULL},          {"test_concat_2d_axis_1", PASS, NULL},
+    {"test_concat_2d_axis_negative_1", PASS, NULL}, {"test_concat_2d_axis_negative_2", PASS, NULL},
+    {"test_concat_3d_axis_0", PASS, NULL},          {"test_concat_3d_axis_1", PASS, NULL},
+    {"test_concat_3d_axis_2", PASS, NULL},          {"test_concat_3d_axis_negative_1", PASS, NULL},
+    {"test_concat_3d_axis_negative_2", PASS, NULL}, {"test_concat_3d_axis_negative_3", PASS, NULL},
+};
+NODE_TCASE(concat, concat_cases)
+
 /* ---- every vector on the CUDA engine: its plans emulated on the CPU, or a real GPU ---- */
 
 #define N_OF(t) (sizeof(t) / sizeof(t[0]))

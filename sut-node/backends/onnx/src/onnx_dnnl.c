@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_ARGS 10
+#define MAX_ARGS (ONNX_MAX_IN + 2)
 #define ALIGN 64
 
 typedef struct {
@@ -74,6 +74,8 @@ struct onnx_dnnl {
     size_t scratch_size;
     cconst_t *consts;
     size_t n_consts, cap_consts, const_bytes;
+    void **owned; /* constants the executor derived (per-sample copies of a per-channel vector) */
+    size_t n_owned, cap_owned;
     uint8_t *gather; /* several graph outputs, interleaved per sample */
     void **inp;      /* per graph input: where it is in the current run */
     size_t *in_off;  /* per graph input: offset in a sample, and size */
@@ -445,14 +447,60 @@ static const dnnl_memory_desc_t *pd_md(dnnl_primitive_desc_t pd, dnnl_query_t q)
 
 /* ---- one emitter per op ---------------------------------------------------------------------- */
 
+/* Row-major strides of the kernel dims wd[from..nd-1] into |st| (from |from| on); returns their
+ * element count. */
+static int64_t kernel_strides(const dnnl_dims_t wd, int from, int nd, dnnl_dims_t st)
+{
+    int64_t k = 1;
+    int i;
+    for (i = nd - 1; i >= from; i--) {
+        st[i] = k;
+        k *= wd[i];
+    }
+    return k;
+}
+
+/* The weights of a ConvTranspose as oneDNN's deconvolution reads them: ONNX stores W as
+ * [C, M/g, k...] (input channels first); oneDNN's dims are [M, C, k...], or [g, M/g, C/g, k...],
+ * so the plain view swaps the strides of the two channel dims instead of moving bytes. */
+static void deconv_weights(const dnnl_dims_t wd, int nd, int64_t group, dnnl_memory_desc_t *any,
+                           dnnl_memory_desc_t *view)
+{
+    dnnl_dims_t d, st;
+    int64_t k, ocg = wd[1], icg = wd[0] / group;
+    int i, o = group > 1;
+    k = kernel_strides(wd, 2, nd, st);
+    for (i = 2; i < nd; i++) {
+        d[i + o] = wd[i];
+        st[i + o] = st[i];
+    }
+    if (o) {
+        d[0] = group;
+        st[0] = icg * ocg * k;
+    }
+    d[o] = ocg;
+    st[o] = k;
+    d[o + 1] = icg;
+    st[o + 1] = ocg * k;
+    md_any(any, nd + o, d, dnnl_f32);
+    dnnl_memory_desc_init_by_strides(view, nd + o, d, dnnl_f32, st);
+}
+
+/* Conv and ConvTranspose (oneDNN's convolution and deconvolution): the same arguments, weights
+ * viewed differently. */
 static int emit_conv(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
 {
     dnnl_memory_desc_t src_md, w_md, b_md, dst_md, w_view;
     dnnl_dims_t sd, wd, od, bd, strides, dil, pl, pr;
-    dnnl_convolution_desc_t cd;
+    union {
+        dnnl_convolution_desc_t conv;
+        dnnl_deconvolution_desc_t deconv;
+    } cd;
     dnnl_primitive_attr_t attr;
     dnnl_primitive_desc_t pd;
     int ids[5], xvs[5], na = 0, nd, i, s, rc, src, w, b = -1, dst, has_bias;
+    int transposed = n->op == ONNX_OP_CONVTRANSPOSE;
+    const char *what = transposed ? "deconvolution" : "convolution";
 
     nd = vdims(x, n->in[0], sd);
     vdims(x, n->in[1], wd);
@@ -466,7 +514,9 @@ static int emit_conv(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
     }
     md_any(&src_md, nd, sd, dnnl_f32);
     md_any(&dst_md, nd, od, dnnl_f32);
-    if (n->group > 1) {
+    if (transposed) {
+        deconv_weights(wd, nd, n->group, &w_md, &w_view);
+    } else if (n->group > 1) {
         /* grouped weights: [g, M/g, C/g, k...] */
         dnnl_dims_t gd;
         gd[0] = n->group;
@@ -479,14 +529,19 @@ static int emit_conv(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
         md_any(&w_md, nd, wd, dnnl_f32);
         md_plain(&w_view, nd, wd, dnnl_f32);
     }
-    bd[0] = wd[0];
+    bd[0] = od[1];
     md_plain(&b_md, 1, bd, dnnl_f32);
-    CK(dnnl_dilated_convolution_forward_desc_init(
-           &cd, dnnl_forward_inference, dnnl_convolution_direct, &src_md, &w_md,
-           has_bias ? &b_md : NULL, &dst_md, strides, dil, pl, pr),
-       "convolution");
-    if ((rc = make_attr(x, n, 1.0f, &attr)) < 0 ||
-        (rc = make_pd(x, &cd, attr, &pd, "convolution")) < 0)
+    if (transposed)
+        CK(dnnl_dilated_deconvolution_forward_desc_init(
+               &cd.deconv, dnnl_forward_inference, dnnl_deconvolution_direct, &src_md, &w_md,
+               has_bias ? &b_md : NULL, &dst_md, strides, dil, pl, pr),
+           what);
+    else
+        CK(dnnl_dilated_convolution_forward_desc_init(
+               &cd.conv, dnnl_forward_inference, dnnl_convolution_direct, &src_md, &w_md,
+               has_bias ? &b_md : NULL, &dst_md, strides, dil, pl, pr),
+           what);
+    if ((rc = make_attr(x, n, 1.0f, &attr)) < 0 || (rc = make_pd(x, &cd, attr, &pd, what)) < 0)
         return rc;
 
     TRY(src, get_xv(x, p, n->in[0]));
@@ -613,6 +668,182 @@ fail_pd:
     return rc;
 }
 
+/* A buffer the executor allocated for a derived constant, freed with it. */
+static void *owned_alloc(onnx_dnnl_t *x, size_t size)
+{
+    void *b;
+    if (x->n_owned == x->cap_owned) {
+        size_t cap = x->cap_owned ? x->cap_owned * 2 : 16;
+        void **n = realloc(x->owned, cap * sizeof(*n));
+        if (!n)
+            return NULL;
+        x->owned = n;
+        x->cap_owned = cap;
+    }
+    if (!(b = malloc(size ? size : 1)))
+        return NULL;
+    x->owned[x->n_owned++] = b;
+    return b;
+}
+
+/* The per-channel vector |v| (C floats) repeated for each of |n| samples, as a plain xval of
+ * n * C: a constant (maybe through an Identity) is repeated once at load; a runtime input is
+ * copied n times every run. */
+static int per_sample_const(onnx_dnnl_t *x, plan_t *p, int v, int64_t n)
+{
+    int64_t c = x->g->values[v].dims[0], i;
+    dnnl_memory_desc_t md;
+    dnnl_dims_t d;
+    float *buf;
+    int xv;
+
+    d[0] = c;
+    md_plain(&md, 1, d, dnnl_f32);
+    if ((xv = get_xv(x, p, v)) < 0 || (xv = ensure(x, p, xv, &md)) < 0)
+        return xv;
+    if (n == 1)
+        return xv;
+    if (p->xv[xv].slot.store != ONNX_STORE_CONST) {
+        /* a runtime input (the model then runs one whole tensor per batch): n copies a run */
+        int all, one, rc;
+        d[0] = n * c;
+        md_plain(&md, 1, d, dnnl_f32);
+        if ((all = new_xv(x, p, ONNX_STORE_ARENA, &md)) < 0)
+            return all;
+        for (i = 0; i < n; i++) {
+            d[0] = c;
+            md_plain(&md, 1, d, dnnl_f32);
+            md.offset0 = i * c;
+            if ((one = alias(x, p, all, &md)) < 0 || (rc = add_reorder(x, p, xv, one, 1.0f)) < 0)
+                return one < 0 ? one : rc;
+        }
+        d[0] = n * c;
+        md_plain(&md, 1, d, dnnl_f32);
+        return alias(x, p, all, &md);
+    }
+    if (!(buf = owned_alloc(x, (size_t)(n * c) * sizeof(float))))
+        return fail(x, -ENOMEM, "out of memory");
+    for (i = 0; i < n; i++)
+        memcpy(buf + i * c, p->xv[xv].data, (size_t)c * sizeof(float));
+    d[0] = n * c;
+    md_plain(&md, 1, d, dnnl_f32);
+    return const_in(x, p, buf, &md, &md, 1.0f);
+}
+
+/* InstanceNormalization as oneDNN's batch normalization computing its own statistics: the
+ * tensor [N, C, spatial] is viewed as [1, N * C, spatial] (the same bytes in the plain layout,
+ * and in a channel-blocked one when the block divides C), so that each (sample, channel) is a
+ * channel of one sample. A fused ReLU becomes the primitive's fuse_norm_relu flag. */
+static int emit_instancenorm(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
+{
+    static const dnnl_format_tag_t tags[3][4] = {
+        {dnnl_ncw, dnnl_nCw16c, dnnl_nCw8c, dnnl_nCw4c},
+        {dnnl_nchw, dnnl_nChw16c, dnnl_nChw8c, dnnl_nChw4c},
+        {dnnl_ncdhw, dnnl_nCdhw16c, dnnl_nCdhw8c, dnnl_nCdhw4c},
+    };
+    static const int64_t block[4] = {1, 16, 8, 4};
+    const int ids[6] = {DNNL_ARG_SRC,  DNNL_ARG_SCALE,    DNNL_ARG_SHIFT,
+                        DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_DST};
+    dnnl_batch_normalization_desc_t bd;
+    dnnl_primitive_attr_t attr;
+    dnnl_primitive_desc_t pd;
+    dnnl_memory_desc_t md, vmd, stat_md;
+    dnnl_dims_t d, vd, cd;
+    unsigned flags = dnnl_use_scale | dnnl_use_shift;
+    int xvs[6], nd, k, rc, src, dst, i;
+
+    if (n->n_post > 1 || (n->n_post == 1 && n->post[0].kind != ONNX_POST_RELU))
+        return fail(x, CMN_EBACKEND, "only a ReLU can be fused into InstanceNormalization");
+    if (n->n_post)
+        flags |= dnnl_fuse_norm_relu;
+    nd = vdims(x, n->in[0], d);
+    if (nd < 3 || nd > 5)
+        return fail(x, CMN_EBACKEND, "rank %d; 1 to 3 spatial dims are supported", nd);
+    if ((src = get_xv(x, p, n->in[0])) < 0)
+        return src;
+    for (k = 0; k < 4; k++) {
+        dnnl_memory_desc_init_by_tag(&md, nd, d, dnnl_f32, tags[nd - 3][k]);
+        if (d[1] % block[k] == 0 && md_eq(&md, &p->xv[src].md))
+            break;
+    }
+    if (k == 4) { /* another layout: plain first */
+        k = 0;
+        dnnl_memory_desc_init_by_tag(&md, nd, d, dnnl_f32, tags[nd - 3][0]);
+        if ((src = ensure(x, p, src, &md)) < 0)
+            return src;
+    }
+    memcpy(vd, d, sizeof(vd));
+    vd[0] = 1;
+    vd[1] = d[0] * d[1];
+    dnnl_memory_desc_init_by_tag(&vmd, nd, vd, dnnl_f32, tags[nd - 3][k]);
+    if ((src = alias(x, p, src, &vmd)) < 0)
+        return src;
+    CK(dnnl_batch_normalization_forward_desc_init(&bd, dnnl_forward_inference, &vmd, n->epsilon,
+                                                  flags),
+       "instance normalization (batch normalization)");
+    if ((rc = make_attr(x, NULL, 1.0f, &attr)) < 0 ||
+        (rc = make_pd(x, &bd, attr, &pd, "instance normalization (batch normalization)")) < 0)
+        return rc;
+    cd[0] = vd[1];
+    md_plain(&stat_md, 1, cd, dnnl_f32);
+    TRY(src, ensure(x, p, src, pd_md(pd, dnnl_query_src_md)));
+    xvs[0] = src;
+    for (i = 1; i < 3; i++)
+        TRY(xvs[i], per_sample_const(x, p, n->in[i], d[0]));
+    for (i = 3; i < 5; i++)
+        TRY(xvs[i], new_xv(x, p, ONNX_STORE_ARENA, &stat_md));
+    TRY(dst, new_xv(x, p, ONNX_STORE_ARENA, pd_md(pd, dnnl_query_dst_md)));
+    xvs[5] = dst;
+    if ((rc = add_step(x, p, pd, 6, ids, xvs)) < 0)
+        return rc;
+    if ((dst = alias(x, p, dst, &md)) < 0)
+        return dst;
+    onnx_lower_set_value(&x->lw, n->out, dst);
+    return 0;
+
+fail_pd:
+    dnnl_primitive_desc_destroy(pd);
+    return rc;
+}
+
+/* Concat in whatever layouts its inputs have; oneDNN picks the output's (blocked channels stay
+ * blocked when every input's channel count is a multiple of the block). */
+static int emit_concat(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
+{
+    dnnl_memory_desc_t mds[ONNX_MAX_IN], dst_md;
+    dnnl_primitive_attr_t attr;
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t st;
+    dnnl_dims_t od;
+    int ids[ONNX_MAX_IN + 1], xvs[ONNX_MAX_IN + 1], i, nd, rc, dst;
+
+    for (i = 0; i < n->n_in; i++) {
+        if ((xvs[i] = get_xv(x, p, n->in[i])) < 0)
+            return xvs[i];
+        mds[i] = p->xv[xvs[i]].md;
+        ids[i] = DNNL_ARG_MULTIPLE_SRC + i;
+    }
+    nd = vdims(x, n->out, od);
+    md_any(&dst_md, nd, od, mds[0].data_type);
+    if ((rc = make_attr(x, NULL, 1.0f, &attr)) < 0)
+        return rc;
+    st = dnnl_concat_primitive_desc_create(&pd, &dst_md, n->n_in, n->axis, mds, attr, x->eng);
+    dnnl_primitive_attr_destroy(attr);
+    if (st != dnnl_success)
+        return dfail(x, st, "concat");
+    for (i = 0; i < n->n_in; i++)
+        TRY(xvs[i], ensure(x, p, xvs[i], dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, i)));
+    TRY(dst, new_xv(x, p, ONNX_STORE_ARENA, pd_md(pd, dnnl_query_dst_md)));
+    ids[n->n_in] = DNNL_ARG_DST;
+    xvs[n->n_in] = dst;
+    onnx_lower_set_value(&x->lw, n->out, dst);
+    return add_step(x, p, pd, n->n_in + 1, ids, xvs);
+
+fail_pd:
+    dnnl_primitive_desc_destroy(pd);
+    return rc;
+}
+
 static int emit_relu(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
 {
     dnnl_eltwise_desc_t ed;
@@ -622,8 +853,10 @@ static int emit_relu(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
 
     if ((src = get_xv(x, p, n->in[0])) < 0)
         return src;
+    /* LeakyRelu is oneDNN's relu with a slope below zero */
     CK(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, dnnl_eltwise_relu,
-                                      &p->xv[src].md, 0.0f, 0.0f),
+                                      &p->xv[src].md, n->op == ONNX_OP_LEAKYRELU ? n->alpha : 0.0f,
+                                      0.0f),
        "relu");
     if ((rc = make_attr(x, n, 1.0f, &attr)) < 0 || (rc = make_pd(x, &ed, attr, &pd, "relu")) < 0)
         return rc;
@@ -907,7 +1140,12 @@ static int emit_node(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
     int src;
     switch (n->op) {
     case ONNX_OP_CONV:
+    case ONNX_OP_CONVTRANSPOSE:
         return emit_conv(x, p, n);
+    case ONNX_OP_INSTANCENORM:
+        return emit_instancenorm(x, p, n);
+    case ONNX_OP_CONCAT:
+        return emit_concat(x, p, n);
     case ONNX_OP_MAXPOOL:
     case ONNX_OP_AVGPOOL:
     case ONNX_OP_GLOBALAVGPOOL:
@@ -915,6 +1153,7 @@ static int emit_node(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
     case ONNX_OP_BATCHNORM:
         return emit_batchnorm(x, p, n);
     case ONNX_OP_RELU:
+    case ONNX_OP_LEAKYRELU:
         return emit_relu(x, p, n);
     case ONNX_OP_ADD:
     case ONNX_OP_SUB:
@@ -1153,6 +1392,9 @@ void onnx_dnnl_destroy(onnx_dnnl_t *x)
         free_plan(&x->plans[i]);
     for (i = 0; i < x->n_consts; i++)
         free(x->consts[i].data);
+    for (i = 0; i < x->n_owned; i++)
+        free(x->owned[i]);
+    free(x->owned);
     if (x->stream)
         dnnl_stream_destroy(x->stream);
     if (x->eng)
