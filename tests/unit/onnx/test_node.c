@@ -38,9 +38,13 @@ typedef struct {
 
 /* The vectors' folder: as CMake found it, or $ONNX_NODE_DIR (a GPU host that got the data
  * package unpacked elsewhere: deploy/gpu/README.md). */
+static const char *node_root; /* the node_3d vectors' folder, while they run */
+
 static char *case_path(const char *dir, const char *file)
 {
-    const char *root = getenv("ONNX_NODE_DIR") ? getenv("ONNX_NODE_DIR") : ONNX_NODE_DIR;
+    const char *root = node_root                 ? node_root
+                       : getenv("ONNX_NODE_DIR") ? getenv("ONNX_NODE_DIR")
+                                                 : ONNX_NODE_DIR;
     size_t len = strlen(root) + strlen(dir) + strlen(file) + 3;
     char *p = malloc(len);
     ck_assert_ptr_nonnull(p);
@@ -532,6 +536,52 @@ static const node_case_t concat_cases[] = {
     {"test_concat_3d_axis_negative_2", PASS, NULL}, {"test_concat_3d_axis_negative_3", PASS, NULL},
 };
 NODE_TCASE(concat, concat_cases)
+
+/* The 3-D vectors that gen_vectors_3d.py writes into $ONNX_3D_DIR (a CTest fixture): expected
+ * outputs from numpy straight from the operator definitions, and the whole --small 3D-UNet of
+ * bench/onnx/unet3d_onnx. */
+static const node_case_t node3d_cases[] = {
+    {"conv3d_bias_pads", PASS, NULL},
+    {"conv3d_stride2", PASS, NULL},
+    {"conv3d_group_dilation_asym_pads", PASS, NULL},
+    {"convtranspose3d_stride2_bias", PASS, NULL},
+    {"convtranspose3d_pads_output_padding_group", PASS, NULL},
+    {"instancenorm3d", PASS, NULL},
+    {"instancenorm3d_runtime_scale", PASS, NULL},
+    {"leakyrelu3d", PASS, NULL},
+    {"concat3d_axis1", PASS, NULL},
+    {"concat3d_axis_last", PASS, NULL},
+    {"conv_instancenorm_relu3d_c32", PASS, NULL},
+    {"conv_instancenorm_relu3d_c20", PASS, NULL},
+    {"unet_up_block3d", PASS, NULL},
+    {"unet3d_small", PASS, NULL},
+};
+
+static void root_3d(void)
+{
+    node_root = getenv("ONNX_3D_DIR");
+    ck_assert_msg(node_root != NULL, "ONNX_3D_DIR is not set (gen_vectors_3d.py writes it)");
+}
+
+static void root_default(void)
+{
+    node_root = NULL;
+}
+
+START_TEST(test_node_3d)
+{
+    run_case_on(&node3d_cases[_i], ENG_CPU);
+}
+END_TEST
+
+TCase *tcase_node_3d(void)
+{
+    TCase *tc = tcase_create("node_3d");
+    tcase_set_timeout(tc, 120);
+    tcase_add_checked_fixture(tc, root_3d, root_default);
+    tcase_add_loop_test(tc, test_node_3d, 0, (int)(sizeof(node3d_cases) / sizeof(node3d_cases[0])));
+    return tc;
+}
 
 /* ---- every vector on the CUDA engine: its plans emulated on the CPU, or a real GPU ---- */
 

@@ -75,6 +75,7 @@ TCase *tcase_node_convtranspose(void);
 TCase *tcase_node_instancenorm(void);
 TCase *tcase_node_leakyrelu(void);
 TCase *tcase_node_concat(void);
+TCase *tcase_node_3d(void);
 TCase *tcase_load_errors(void);
 TCase *tcase_options(void);
 TCase *tcase_plugin(void);

@@ -470,7 +470,7 @@ static void deconv_weights(const dnnl_dims_t wd, int nd, int64_t group, dnnl_mem
     int64_t k, ocg = wd[1], icg = wd[0] / group;
     int i, o = group > 1;
     k = kernel_strides(wd, 2, nd, st);
-    for (i = 2; i < nd; i++) {
+    for (i = nd - 1; i >= 2; i--) { /* downwards: moves the kernel strides up by |o| */
         d[i + o] = wd[i];
         st[i + o] = st[i];
     }
