@@ -34,6 +34,8 @@
 #define MAX_OPTS 16
 #define MAX_WORKERS 64
 #define SKIP_CODE 77
+/* Decimals for a rate: one, or five below 10/s (a 3D-UNet patch takes seconds). */
+#define PREC(r) ((r) < 10.0 ? 5 : 1)
 
 static double now(void)
 {
@@ -278,11 +280,12 @@ int main(int argc, char **argv)
             timed(w, n_workers, warmup, &iters);
         for (i = 0; i < runs; i++) {
             rate[i] = timed(w, n_workers, seconds, &iters);
-            printf("batch %zu run %d: %zu batches in >= %.3f s, %.1f samples/s\n", n, i + 1, iters,
-                   seconds, rate[i]);
+            printf("batch %zu run %d: %zu batches in >= %.3f s, %.*f samples/s\n", n, i + 1, iters,
+                   seconds, PREC(rate[i]), rate[i]);
         }
         qsort(rate, (size_t)runs, sizeof(double), cmp_double);
-        printf("RESULT batch=%zu samples_per_s=%.1f runs=%d\n", n, rate[runs / 2], runs);
+        printf("RESULT batch=%zu samples_per_s=%.*f runs=%d\n", n, PREC(rate[runs / 2]),
+               rate[runs / 2], runs);
         fflush(stdout);
         for (i = 0; i < n_workers; i++) {
             if (ops->free_input)
