@@ -31,7 +31,9 @@ typedef enum { ENG_CPU, ENG_EMU, ENG_CUDA } node_engine_t;
 typedef struct {
     const char *dir;
     expect_t expect;
-    const char *detail; /* REJECT: part of the error message; BIND: input indices, "1" */
+    /* REJECT: part of the error message; BIND: input indices, "1"; PASS: NULL, or an absolute
+     * tolerance other than the default 1e-5 ("1e-4") */
+    const char *detail;
 } node_case_t;
 
 #define MAX_IO 8
@@ -148,12 +150,12 @@ static char *bind_inputs(const char *dir, const char *which)
     return out;
 }
 
-static void compare(const onnx_tensor_t *want, const uint8_t *got, const char *what)
+static void compare(const onnx_tensor_t *want, const uint8_t *got, float atol, const char *what)
 {
     if (want->dtype == ONNX_DT_FLOAT)
         /* the tolerance of ONNX's own backend test runner (rtol 1e-3), atol for float noise */
         assert_close((const float *)(const void *)got /* malloc-aligned */, want->data,
-                     want->size / 4, 1e-5f, 1e-3f, what);
+                     want->size / 4, atol > 0 ? atol : 1e-5f, 1e-3f, what);
     else
         ck_assert_msg(memcmp(got, want->data, want->size) == 0, "%s differs", what);
 }
@@ -284,7 +286,8 @@ static void run_case_on(const node_case_t *c, node_engine_t engine)
             for (s = 0; s < k; s++) {
                 char what[160];
                 snprintf(what, sizeof(what), "%s output %d sample %zu of %zu", c->dir, i, s, k);
-                compare(&out[i], result + s * out_size + off, what);
+                compare(&out[i], result + s * out_size + off,
+                        c->expect == PASS && c->detail ? strtof(c->detail, NULL) : 0.0f, what);
             }
             off += out[i].size;
         }
@@ -554,7 +557,9 @@ static const node_case_t node3d_cases[] = {
     {"conv_instancenorm_relu3d_c32", PASS, NULL},
     {"conv_instancenorm_relu3d_c20", PASS, NULL},
     {"unet_up_block3d", PASS, NULL},
-    {"unet3d_small", PASS, NULL},
+    /* 40 layers, logits up to 9: float32 sums in another order (the thread count changes it)
+     * differ from numpy's float64 by up to 2e-5 near zero */
+    {"unet3d_small", PASS, "1e-4"},
 };
 
 static void root_3d(void)

@@ -26,6 +26,7 @@ typedef struct {
     onnx_slot_t slot; /* storage, lifetime and place: onnx_lower.h */
     dnnl_memory_desc_t md;
     void *data; /* constants: the contents, laid out as md */
+    size_t off; /* bytes from the start of the root's storage (one sample of a batch) */
     dnnl_memory_t mem;
 } xval_t;
 
@@ -74,8 +75,6 @@ struct onnx_dnnl {
     size_t scratch_size;
     cconst_t *consts;
     size_t n_consts, cap_consts, const_bytes;
-    void **owned; /* constants the executor derived (per-sample copies of a per-channel vector) */
-    size_t n_owned, cap_owned;
     uint8_t *gather; /* several graph outputs, interleaved per sample */
     void **inp;      /* per graph input: where it is in the current run */
     size_t *in_off;  /* per graph input: offset in a sample, and size */
@@ -179,6 +178,15 @@ static int alias(onnx_dnnl_t *x, plan_t *p, int of, const dnnl_memory_desc_t *md
         return i;
     synced(p, &x->lw, i);
     p->xv[i].md = m;
+    return i;
+}
+
+/* A view of |off| bytes further into |of|'s storage (one sample of a batched tensor). */
+static int alias_at(onnx_dnnl_t *x, plan_t *p, int of, const dnnl_memory_desc_t *md, size_t off)
+{
+    int i = alias(x, p, of, md);
+    if (i >= 0)
+        p->xv[i].off += off;
     return i;
 }
 
@@ -668,89 +676,29 @@ fail_pd:
     return rc;
 }
 
-/* A buffer the executor allocated for a derived constant, freed with it. */
-static void *owned_alloc(onnx_dnnl_t *x, size_t size)
-{
-    void *b;
-    if (x->n_owned == x->cap_owned) {
-        size_t cap = x->cap_owned ? x->cap_owned * 2 : 16;
-        void **n = realloc(x->owned, cap * sizeof(*n));
-        if (!n)
-            return NULL;
-        x->owned = n;
-        x->cap_owned = cap;
-    }
-    if (!(b = malloc(size ? size : 1)))
-        return NULL;
-    x->owned[x->n_owned++] = b;
-    return b;
-}
-
-/* The per-channel vector |v| (C floats) repeated for each of |n| samples, as a plain xval of
- * n * C: a constant (maybe through an Identity) is repeated once at load; a runtime input is
- * copied n times every run. */
-static int per_sample_const(onnx_dnnl_t *x, plan_t *p, int v, int64_t n)
-{
-    int64_t c = x->g->values[v].dims[0], i;
-    dnnl_memory_desc_t md;
-    dnnl_dims_t d;
-    float *buf;
-    int xv;
-
-    d[0] = c;
-    md_plain(&md, 1, d, dnnl_f32);
-    if ((xv = get_xv(x, p, v)) < 0 || (xv = ensure(x, p, xv, &md)) < 0)
-        return xv;
-    if (n == 1)
-        return xv;
-    if (p->xv[xv].slot.store != ONNX_STORE_CONST) {
-        /* a runtime input (the model then runs one whole tensor per batch): n copies a run */
-        int all, one, rc;
-        d[0] = n * c;
-        md_plain(&md, 1, d, dnnl_f32);
-        if ((all = new_xv(x, p, ONNX_STORE_ARENA, &md)) < 0)
-            return all;
-        for (i = 0; i < n; i++) {
-            d[0] = c;
-            md_plain(&md, 1, d, dnnl_f32);
-            md.offset0 = i * c;
-            if ((one = alias(x, p, all, &md)) < 0 || (rc = add_reorder(x, p, xv, one, 1.0f)) < 0)
-                return one < 0 ? one : rc;
-        }
-        d[0] = n * c;
-        md_plain(&md, 1, d, dnnl_f32);
-        return alias(x, p, all, &md);
-    }
-    if (!(buf = owned_alloc(x, (size_t)(n * c) * sizeof(float))))
-        return fail(x, -ENOMEM, "out of memory");
-    for (i = 0; i < n; i++)
-        memcpy(buf + i * c, p->xv[xv].data, (size_t)c * sizeof(float));
-    d[0] = n * c;
-    md_plain(&md, 1, d, dnnl_f32);
-    return const_in(x, p, buf, &md, &md, 1.0f);
-}
-
-/* InstanceNormalization as oneDNN's batch normalization computing its own statistics: the
- * tensor [N, C, spatial] is viewed as [1, N * C, spatial] (the same bytes in the plain layout,
- * and in a channel-blocked one when the block divides C), so that each (sample, channel) is a
- * channel of one sample. A fused ReLU becomes the primitive's fuse_norm_relu flag. */
+/* InstanceNormalization as oneDNN's batch normalization computing its own statistics, one step
+ * per sample: each sample is a tensor [1, C, spatial] of the batch's layout at its own offset,
+ * whose per-channel statistics are the instance's. The layout is the producer's when oneDNN's
+ * normalization takes it (plain, channels-last as brgconv picks, or channel-blocked), else the
+ * input is reordered to plain first. A fused ReLU becomes the primitive's fuse_norm_relu flag. */
 static int emit_instancenorm(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
 {
-    static const dnnl_format_tag_t tags[3][4] = {
-        {dnnl_ncw, dnnl_nCw16c, dnnl_nCw8c, dnnl_nCw4c},
-        {dnnl_nchw, dnnl_nChw16c, dnnl_nChw8c, dnnl_nChw4c},
-        {dnnl_ncdhw, dnnl_nCdhw16c, dnnl_nCdhw8c, dnnl_nCdhw4c},
+    static const dnnl_format_tag_t tags[3][5] = {
+        {dnnl_ncw, dnnl_nwc, dnnl_nCw16c, dnnl_nCw8c, dnnl_nCw4c},
+        {dnnl_nchw, dnnl_nhwc, dnnl_nChw16c, dnnl_nChw8c, dnnl_nChw4c},
+        {dnnl_ncdhw, dnnl_ndhwc, dnnl_nCdhw16c, dnnl_nCdhw8c, dnnl_nCdhw4c},
     };
-    static const int64_t block[4] = {1, 16, 8, 4};
     const int ids[6] = {DNNL_ARG_SRC,  DNNL_ARG_SCALE,    DNNL_ARG_SHIFT,
                         DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_DST};
     dnnl_batch_normalization_desc_t bd;
     dnnl_primitive_attr_t attr;
-    dnnl_primitive_desc_t pd;
-    dnnl_memory_desc_t md, vmd, stat_md;
-    dnnl_dims_t d, vd, cd;
+    dnnl_primitive_desc_t pd, one;
+    dnnl_memory_desc_t md, smd, stat_md;
+    dnnl_dims_t d, sd, cd;
     unsigned flags = dnnl_use_scale | dnnl_use_shift;
-    int xvs[6], nd, k, rc, src, dst, i;
+    int xvs[6], nd, k, rc, src, dst, scale, shift;
+    int64_t s;
+    size_t per;
 
     if (n->n_post > 1 || (n->n_post == 1 && n->post[0].kind != ONNX_POST_RELU))
         return fail(x, CMN_EBACKEND, "only a ReLU can be fused into InstanceNormalization");
@@ -761,45 +709,63 @@ static int emit_instancenorm(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
         return fail(x, CMN_EBACKEND, "rank %d; 1 to 3 spatial dims are supported", nd);
     if ((src = get_xv(x, p, n->in[0])) < 0)
         return src;
-    for (k = 0; k < 4; k++) {
+    for (k = 0; k < 5; k++) {
         dnnl_memory_desc_init_by_tag(&md, nd, d, dnnl_f32, tags[nd - 3][k]);
-        if (d[1] % block[k] == 0 && md_eq(&md, &p->xv[src].md))
+        if (md_eq(&md, &p->xv[src].md))
             break;
     }
-    if (k == 4) { /* another layout: plain first */
+    if (k == 5) { /* another layout: plain first */
         k = 0;
         dnnl_memory_desc_init_by_tag(&md, nd, d, dnnl_f32, tags[nd - 3][0]);
         if ((src = ensure(x, p, src, &md)) < 0)
             return src;
     }
-    memcpy(vd, d, sizeof(vd));
-    vd[0] = 1;
-    vd[1] = d[0] * d[1];
-    dnnl_memory_desc_init_by_tag(&vmd, nd, vd, dnnl_f32, tags[nd - 3][k]);
-    if ((src = alias(x, p, src, &vmd)) < 0)
-        return src;
-    CK(dnnl_batch_normalization_forward_desc_init(&bd, dnnl_forward_inference, &vmd, n->epsilon,
+    memcpy(sd, d, sizeof(sd));
+    sd[0] = 1;
+    dnnl_memory_desc_init_by_tag(&smd, nd, sd, dnnl_f32, tags[nd - 3][k]);
+    per = dnnl_memory_desc_get_size(&smd); /* every tag above has the sample outermost */
+    CK(dnnl_batch_normalization_forward_desc_init(&bd, dnnl_forward_inference, &smd, n->epsilon,
                                                   flags),
        "instance normalization (batch normalization)");
     if ((rc = make_attr(x, NULL, 1.0f, &attr)) < 0 ||
         (rc = make_pd(x, &bd, attr, &pd, "instance normalization (batch normalization)")) < 0)
         return rc;
-    cd[0] = vd[1];
+    cd[0] = d[1];
     md_plain(&stat_md, 1, cd, dnnl_f32);
-    TRY(src, ensure(x, p, src, pd_md(pd, dnnl_query_src_md)));
-    xvs[0] = src;
-    for (i = 1; i < 3; i++)
-        TRY(xvs[i], per_sample_const(x, p, n->in[i], d[0]));
-    for (i = 3; i < 5; i++)
-        TRY(xvs[i], new_xv(x, p, ONNX_STORE_ARENA, &stat_md));
-    TRY(dst, new_xv(x, p, ONNX_STORE_ARENA, pd_md(pd, dnnl_query_dst_md)));
-    xvs[5] = dst;
-    if ((rc = add_step(x, p, pd, 6, ids, xvs)) < 0)
-        return rc;
-    if ((dst = alias(x, p, dst, &md)) < 0)
-        return dst;
+    TRY(scale, get_xv(x, p, n->in[1]));
+    TRY(scale, ensure(x, p, scale, &stat_md));
+    TRY(shift, get_xv(x, p, n->in[2]));
+    TRY(shift, ensure(x, p, shift, &stat_md));
+    TRY(dst, new_xv(x, p, ONNX_STORE_ARENA, &md));
+    for (s = 0; s < d[0]; s++) {
+        if (s + 1 < d[0]) {
+            if (dnnl_primitive_desc_clone(&one, pd) != dnnl_success) {
+                rc = dfail(x, dnnl_out_of_memory, "instance normalization");
+                goto fail_pd;
+            }
+        } else {
+            one = pd; /* the last step takes the original */
+        }
+        if ((xvs[0] = alias_at(x, p, src, &smd, (size_t)s * per)) < 0 ||
+            (xvs[3] = new_xv(x, p, ONNX_STORE_ARENA, &stat_md)) < 0 ||
+            (xvs[4] = new_xv(x, p, ONNX_STORE_ARENA, &stat_md)) < 0 ||
+            (xvs[5] = alias_at(x, p, dst, &smd, (size_t)s * per)) < 0) {
+            dnnl_primitive_desc_destroy(one);
+            rc = -ENOMEM;
+            goto fail_last;
+        }
+        xvs[1] = scale;
+        xvs[2] = shift;
+        if ((rc = add_step(x, p, one, 6, ids, xvs)) < 0)
+            goto fail_last;
+    }
     onnx_lower_set_value(&x->lw, n->out, dst);
     return 0;
+
+fail_last:
+    if (s + 1 < d[0])
+        dnnl_primitive_desc_destroy(pd);
+    return rc < 0 ? rc : fail(x, -ENOMEM, "out of memory");
 
 fail_pd:
     dnnl_primitive_desc_destroy(pd);
@@ -1279,7 +1245,8 @@ static int bind_plan(onnx_dnnl_t *x, plan_t *p)
     for (i = 0; i < p->n_xv; i++) {
         xval_t *v = &p->xv[i];
         const xval_t *r = &p->xv[v->slot.root];
-        void *h = r->slot.store == ONNX_STORE_CONST ? r->data : x->arena + r->slot.offset;
+        uint8_t *h = r->slot.store == ONNX_STORE_CONST ? r->data : x->arena + r->slot.offset;
+        h += v->off;
         CK(dnnl_memory_create(&v->mem, &v->md, x->eng, h), "memory");
         if (r->slot.input >= 0)
             p->in_refs[p->n_in_refs++] = i;
@@ -1392,9 +1359,6 @@ void onnx_dnnl_destroy(onnx_dnnl_t *x)
         free_plan(&x->plans[i]);
     for (i = 0; i < x->n_consts; i++)
         free(x->consts[i].data);
-    for (i = 0; i < x->n_owned; i++)
-        free(x->owned[i]);
-    free(x->owned);
     if (x->stream)
         dnnl_stream_destroy(x->stream);
     if (x->eng)
@@ -1415,11 +1379,12 @@ void onnx_dnnl_destroy(onnx_dnnl_t *x)
 static const uint8_t *xv_ptr(const onnx_dnnl_t *x, const plan_t *p, int i, void *const *in_ptr)
 {
     const xval_t *r = &p->xv[p->xv[i].slot.root];
+    size_t off = p->xv[i].off;
     if (r->slot.store == ONNX_STORE_CONST)
-        return r->data;
+        return (const uint8_t *)r->data + off;
     if (r->slot.input >= 0)
-        return in_ptr[r->slot.input];
-    return x->arena + r->slot.offset;
+        return (const uint8_t *)in_ptr[r->slot.input] + off;
+    return x->arena + r->slot.offset + off;
 }
 
 int onnx_dnnl_run(onnx_dnnl_t *x, size_t n, const void *input, const void **output,
