@@ -98,12 +98,14 @@ typedef struct {
 static void *worker_main(void *arg)
 {
     worker_t *w = arg;
-    while (!atomic_load(&stop))
+    /* at least one batch: on a loaded machine a short run may end before the thread starts */
+    do
         run_batch(w->ops, w->b, &w->batch);
+    while (!atomic_load(&stop));
     return NULL;
 }
 
-/* All workers running batches for at least |seconds|; returns samples/s. */
+/* All workers running batches for at least |seconds| (and one batch each); returns samples/s. */
 static double timed(worker_t *w, int n_workers, double seconds, size_t *batches)
 {
     double t0, t1;
