@@ -2,11 +2,12 @@
 """3D-UNet patch inference: the onnx backend (oneDNN) against PyTorch CPU, same patch, same weights.
 
     bench_unet3d.py [--build build] [--patch 128] [--filters 32,64,128,256,320] [--small]
-                    [--threads 2] [--runs 3] [--torch eager,jit] [--check]
+                    [--model M.onnx] [--threads 2] [--runs 3] [--torch eager,jit] [--check]
 
 The model is bench/onnx/unet3d_onnx's (MLCommons' 3D-UNet for KiTS19 with seeded weights, batch
-1, input [1, 1, N, N, N], logits [1, 3, N, N, N]), written to a temporary folder. PyTorch runs
-that same file: each ONNX node (Conv, ConvTranspose, InstanceNormalization, Relu, Concat) as the
+1, input [1, 1, N, N, N], logits [1, 3, N, N, N]), written to a temporary folder, or --model's
+(the reference's own export, whose Identity nodes pass shared weights on). PyTorch runs that
+same file: each ONNX node (Conv, ConvTranspose, InstanceNormalization, Relu, Concat) as the
 torch.nn.functional call that nn.Conv3d, nn.ConvTranspose3d, nn.InstanceNorm3d (affine) and
 torch.cat make in the reference's Unet3D, on the weights read back from the file, under
 torch.no_grad(), with torch.set_num_threads(--threads). Modes:
@@ -80,6 +81,8 @@ class TorchGraph:
                 v[out] = F.relu(t[0])
             elif op == "Concat":
                 v[out] = torch.cat(t, dim=a["axis"])
+            elif op == "Identity":  # torch.onnx.export passes shared weights on so
+                v[out] = t[0]
             else:
                 raise SystemExit("bench_unet3d: %s is not in the 3D-UNet" % op)
         return v[self.output]
@@ -149,6 +152,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default="build")
     ap.add_argument("--small", action="store_true", help="unet3d_onnx --small")
+    ap.add_argument("--model", help="an existing 3D-UNet .onnx (e.g. the reference's export) "
+                    "instead of unet3d_onnx's")
     ap.add_argument("--patch", type=int)
     ap.add_argument("--filters")
     ap.add_argument("--threads", type=int, default=2)
@@ -159,7 +164,7 @@ def main():
     torch.set_num_threads(args.threads)
     modes = args.torch.split(",")
     with tempfile.TemporaryDirectory(prefix="bench_unet3d.") as tmp:
-        model = os.path.join(tmp, "unet3d.onnx")
+        model = args.model or os.path.join(tmp, "unet3d.onnx")
         gen = [os.path.join(args.build, "bench", "onnx", "unet3d_onnx"), model]
         if args.small:
             gen.append("--small")
@@ -167,7 +172,10 @@ def main():
             gen += ["--patch", str(args.patch)]
         if args.filters:
             gen += ["--filters", args.filters]
-        print(subprocess.run(gen, check=True, capture_output=True, text=True).stdout.strip())
+        if args.model:
+            print("%s: %d bytes" % (model, os.path.getsize(model)))
+        else:
+            print(subprocess.run(gen, check=True, capture_output=True, text=True).stdout.strip())
         n = onnx.load(model).graph.input[0].type.tensor_type.shape.dim[2].dim_value
         x = torch.from_numpy(
             np.random.default_rng(37).normal(0, 1, size=(1, 1, n, n, n)).astype(np.float32))
