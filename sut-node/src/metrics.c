@@ -5,6 +5,9 @@
 #include "cmn/log.h"
 #include "cmn/metrics.h"
 #include "cmn/metrics_http.h"
+#include "cmn/metrics_process.h"
+
+#include "build_info.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -17,12 +20,28 @@
 /* Durations are kept in nanoseconds and shown in seconds. */
 #define NS 9
 
-/* 50 us .. 10 s: from a null backend's round trip to a large LLM batch. */
-static const uint64_t time_bounds[] = {50000,      100000,     250000,    500000,     1000000,
-                                       2500000,    5000000,    10000000,  25000000,   50000000,
-                                       100000000,  250000000,  500000000, 1000000000, 2500000000,
-                                       5000000000, 10000000000};
-#define N_TIME_BOUNDS (sizeof(time_bounds) / sizeof(time_bounds[0]))
+/* 50 us .. 7680 s: from a null backend's round trip to a long LLM generation (vLLM's request
+ * latency buckets reach 7680 s). */
+static const uint64_t time_bounds[] = {
+    50000,         100000,       250000,       500000,       1000000,      2500000,
+    5000000,       10000000,     25000000,     50000000,     100000000,    250000000,
+    500000000,     1000000000,   2500000000,   5000000000,   10000000000,  20000000000,
+    40000000000,   80000000000,  160000000000, 320000000000, 640000000000, 1280000000000,
+    2560000000000, 7680000000000};
+/* Time to first token: vLLM's list (1 ms .. 2560 s). */
+static const uint64_t ttft_bounds[] = {
+    1000000,     5000000,      10000000,     20000000,     40000000,    60000000,
+    80000000,    100000000,    250000000,    500000000,    750000000,   1000000000,
+    2500000000,  5000000000,   7500000000,   10000000000,  20000000000, 40000000000,
+    80000000000, 160000000000, 640000000000, 2560000000000};
+/* Time per output token: vLLM's list (10 ms .. 80 s) below which a fast engine's 0.1-5 ms. */
+static const uint64_t tpot_bounds[] = {
+    100000,      250000,      500000,      1000000,    2500000,    5000000,    10000000,
+    25000000,    50000000,    75000000,    100000000,  150000000,  200000000,  300000000,
+    400000000,   500000000,   750000000,   1000000000, 2500000000, 5000000000, 7500000000,
+    10000000000, 20000000000, 40000000000, 80000000000};
+#define N_BOUNDS(a) (sizeof(a) / sizeof((a)[0]))
+#define N_TIME_BOUNDS N_BOUNDS(time_bounds)
 
 /* The counters read from their owners at each scrape. */
 enum {
@@ -48,6 +67,7 @@ enum {
     G_MEM_PEAK,
     G_RSS,
     G_UPTIME,
+    G_WAITING,
     N_SNAP
 };
 
@@ -109,6 +129,10 @@ static const snap_desc_t snap_descs[N_SNAP] = {
     [G_RSS] = {"sut_node_resident_memory_bytes", "Resident memory of the process.",
                CMN_METRIC_GAUGE, 0},
     [G_UPTIME] = {"sut_node_uptime_seconds", "Time since the node started.", CMN_METRIC_GAUGE, NS},
+    [G_WAITING] = {"sut_node_streams_waiting",
+                   "Samples received and not yet started by the backend (batching, queued for an "
+                   "engine).",
+                   CMN_METRIC_GAUGE, 0},
 };
 
 struct sut_metrics {
@@ -117,6 +141,7 @@ struct sut_metrics {
     cmn_metrics_http_t *http;
     cmn_series_t *snap[N_SNAP];
     cmn_series_t *batch_size, *batch_wait, *infer, *latency;
+    sut_obs_t obs; /* observed by workers.c on the completion path */
     uint64_t *size_bounds;
     /* A scrape asks the loop for a snapshot: request |req|, wait until |done| reaches it. */
     uv_async_t async;
@@ -171,6 +196,12 @@ static void take_snapshot(sut_metrics_t *m)
     cmn_series_set(s[G_MEM_PEAK], (int64_t)atomic_load(&b->peak));
     cmn_series_set(s[G_RSS], (int64_t)resident_bytes());
     cmn_series_set(s[G_UPTIME], (int64_t)st.uptime_ns);
+    {
+        /* Received and not answered, less those the backend runs: the rest wait. */
+        int64_t running = cmn_series_value(m->obs.running);
+        int64_t waiting = (int64_t)st.inflight_samples - running;
+        cmn_series_set(s[G_WAITING], waiting > 0 ? waiting : 0);
+    }
 }
 
 static void on_async(uv_async_t *a)
@@ -248,6 +279,64 @@ static size_t size_bounds(sut_metrics_t *m)
     return n;
 }
 
+static int add_plain(sut_metrics_t *m, const char *name, const char *help, cmn_metric_type_t type,
+                     cmn_series_t **out, cmn_errbuf_t *eb)
+{
+    cmn_metric_desc_t d = {.name = name, .help = help, .type = type};
+    cmn_metric_t *mt;
+    int rc = cmn_metrics_add(m->reg, &d, &mt, eb);
+
+    return rc < 0 ? rc : cmn_metric_series(mt, NULL, out);
+}
+
+/* What workers.c observes per sample (sut_obs_t), named as vLLM names its own. */
+static int register_llm(sut_metrics_t *m, cmn_errbuf_t *eb)
+{
+    sut_obs_t *o = &m->obs;
+    int rc;
+
+    rc = add_histogram(m, "sut_node_time_to_first_token_seconds",
+                       "From a sample's Query frame's arrival to its first token (streaming "
+                       "backends).",
+                       NS, ttft_bounds, N_BOUNDS(ttft_bounds), &o->ttft, eb);
+    if (rc == 0)
+        rc = add_histogram(m, "sut_node_time_per_output_token_seconds",
+                           "Per sample, from its first token to its result, divided by its "
+                           "output tokens less one (streaming backends).",
+                           NS, tpot_bounds, N_BOUNDS(tpot_bounds), &o->tpot, eb);
+    if (rc == 0)
+        rc = add_histogram(m, "sut_node_e2e_request_latency_seconds",
+                           "From a sample's Query frame's arrival to its own result, successful "
+                           "samples.",
+                           NS, time_bounds, N_TIME_BOUNDS, &o->e2e, eb);
+    if (rc == 0)
+        rc = add_histogram(m, "sut_node_request_queue_time_seconds",
+                           "From a sample's Query frame's arrival to the backend starting its "
+                           "batch, successful samples.",
+                           NS, time_bounds, N_TIME_BOUNDS, &o->queue, eb);
+    if (rc == 0)
+        rc = add_plain(m, "sut_node_prompt_tokens_total",
+                       "Input tokens of the samples a streaming backend started (int32 token "
+                       "ids: sample bytes / 4).",
+                       CMN_METRIC_COUNTER, &o->prompt_tokens, eb);
+    if (rc == 0)
+        rc = add_plain(m, "sut_node_output_tokens_total",
+                       "Output tokens the backend reported for its successful samples.",
+                       CMN_METRIC_COUNTER, &o->output_tokens, eb);
+    if (rc == 0)
+        rc = add_plain(m, "sut_node_streams_running",
+                       "Samples the backend has started and not completed.", CMN_METRIC_GAUGE,
+                       &o->running, eb);
+    if (rc == 0)
+        rc = add_plain(m, "sut_node_engine_up",
+                       "1 when the backend's last finished sample succeeded, 0 when it failed "
+                       "(the engine unreachable or erroring), -1 before any.",
+                       CMN_METRIC_GAUGE, &o->engine_up, eb);
+    if (rc == 0)
+        cmn_series_set(o->engine_up, -1);
+    return rc;
+}
+
 static int register_all(sut_metrics_t *m, cmn_errbuf_t *eb)
 {
     const char *const info_labels[] = {"name", "backend", NULL};
@@ -297,6 +386,12 @@ static int register_all(sut_metrics_t *m, cmn_errbuf_t *eb)
                            "Each sample's time in the node: from its Query frame's arrival to its "
                            "batch's completion (decode, batching, queueing, inference).",
                            NS, time_bounds, N_TIME_BOUNDS, &m->latency, eb);
+    if (rc == 0)
+        rc = register_llm(m, eb);
+    if (rc == 0)
+        rc = cmn_metrics_process(m->reg, eb);
+    if (rc == 0)
+        rc = cmn_metrics_build_info(m->reg, "sut_node", SUT_VERSION, BUILD_GIT_COMMIT, eb);
     return rc;
 }
 
@@ -334,6 +429,7 @@ int sut__metrics_start(sut_metrics_t **out, uv_loop_t *loop, const sut_metrics_e
     rc = cmn_metrics_http_start(m->reg, env->listen, &m->http, eb);
     if (rc < 0)
         return rc;
+    atomic_store_explicit(&m->env.workers->obs, &m->obs, memory_order_release);
     cmn_log_info("metrics on http://%s/metrics", cmn_metrics_http_addr(m->http));
     return 0;
 }
