@@ -5,7 +5,7 @@
 #include "cmn/log.h"
 #include "cmn/metrics.h"
 #include "cmn/metrics_http.h"
-#include "cmn/metrics_process.h"
+#include "cmn/metrics_std.h"
 
 #include "build_info.h"
 
@@ -19,29 +19,6 @@
 
 /* Durations are kept in nanoseconds and shown in seconds. */
 #define NS 9
-
-/* 50 us .. 7680 s: from a null backend's round trip to a long LLM generation (vLLM's request
- * latency buckets reach 7680 s). */
-static const uint64_t time_bounds[] = {
-    50000,         100000,       250000,       500000,       1000000,      2500000,
-    5000000,       10000000,     25000000,     50000000,     100000000,    250000000,
-    500000000,     1000000000,   2500000000,   5000000000,   10000000000,  20000000000,
-    40000000000,   80000000000,  160000000000, 320000000000, 640000000000, 1280000000000,
-    2560000000000, 7680000000000};
-/* Time to first token: vLLM's list (1 ms .. 2560 s). */
-static const uint64_t ttft_bounds[] = {
-    1000000,     5000000,      10000000,     20000000,     40000000,    60000000,
-    80000000,    100000000,    250000000,    500000000,    750000000,   1000000000,
-    2500000000,  5000000000,   7500000000,   10000000000,  20000000000, 40000000000,
-    80000000000, 160000000000, 640000000000, 2560000000000};
-/* Time per output token: vLLM's list (10 ms .. 80 s) below which a fast engine's 0.1-5 ms. */
-static const uint64_t tpot_bounds[] = {
-    100000,      250000,      500000,      1000000,    2500000,    5000000,    10000000,
-    25000000,    50000000,    75000000,    100000000,  150000000,  200000000,  300000000,
-    400000000,   500000000,   750000000,   1000000000, 2500000000, 5000000000, 7500000000,
-    10000000000, 20000000000, 40000000000, 80000000000};
-#define N_BOUNDS(a) (sizeof(a) / sizeof((a)[0]))
-#define N_TIME_BOUNDS N_BOUNDS(time_bounds)
 
 /* The counters read from their owners at each scrape. */
 enum {
@@ -298,22 +275,22 @@ static int register_llm(sut_metrics_t *m, cmn_errbuf_t *eb)
     rc = add_histogram(m, "sut_node_time_to_first_token_seconds",
                        "From a sample's Query frame's arrival to its first token (streaming "
                        "backends).",
-                       NS, ttft_bounds, N_BOUNDS(ttft_bounds), &o->ttft, eb);
+                       NS, cmn_metrics_ttft_ns, CMN_METRICS_TTFT_N, &o->ttft, eb);
     if (rc == 0)
         rc = add_histogram(m, "sut_node_time_per_output_token_seconds",
                            "Per sample, from its first token to its result, divided by its "
                            "output tokens less one (streaming backends).",
-                           NS, tpot_bounds, N_BOUNDS(tpot_bounds), &o->tpot, eb);
+                           NS, cmn_metrics_tpot_ns, CMN_METRICS_TPOT_N, &o->tpot, eb);
     if (rc == 0)
         rc = add_histogram(m, "sut_node_e2e_request_latency_seconds",
                            "From a sample's Query frame's arrival to its own result, successful "
                            "samples.",
-                           NS, time_bounds, N_TIME_BOUNDS, &o->e2e, eb);
+                           NS, cmn_metrics_latency_ns, CMN_METRICS_LATENCY_N, &o->e2e, eb);
     if (rc == 0)
         rc = add_histogram(m, "sut_node_request_queue_time_seconds",
                            "From a sample's Query frame's arrival to the backend starting its "
                            "batch, successful samples.",
-                           NS, time_bounds, N_TIME_BOUNDS, &o->queue, eb);
+                           NS, cmn_metrics_latency_ns, CMN_METRICS_LATENCY_N, &o->queue, eb);
     if (rc == 0)
         rc = add_plain(m, "sut_node_prompt_tokens_total",
                        "Input tokens of the samples a streaming backend started (int32 token "
@@ -376,16 +353,16 @@ static int register_all(sut_metrics_t *m, cmn_errbuf_t *eb)
         rc = add_histogram(m, "sut_node_batch_wait_seconds",
                            "From a batch's first sample to the backend starting it: the batching "
                            "wait plus the wait for an engine.",
-                           NS, time_bounds, N_TIME_BOUNDS, &m->batch_wait, eb);
+                           NS, cmn_metrics_latency_ns, CMN_METRICS_LATENCY_N, &m->batch_wait, eb);
     if (rc == 0)
         rc = add_histogram(m, "sut_node_infer_duration_seconds",
                            "From the backend starting a batch to its last completion.", NS,
-                           time_bounds, N_TIME_BOUNDS, &m->infer, eb);
+                           cmn_metrics_latency_ns, CMN_METRICS_LATENCY_N, &m->infer, eb);
     if (rc == 0)
         rc = add_histogram(m, "sut_node_sample_latency_seconds",
                            "Each sample's time in the node: from its Query frame's arrival to its "
                            "batch's completion (decode, batching, queueing, inference).",
-                           NS, time_bounds, N_TIME_BOUNDS, &m->latency, eb);
+                           NS, cmn_metrics_latency_ns, CMN_METRICS_LATENCY_N, &m->latency, eb);
     if (rc == 0)
         rc = register_llm(m, eb);
     if (rc == 0)

@@ -4,7 +4,7 @@
 
 #include "cmn/metrics.h"
 #include "cmn/metrics_http.h"
-#include "cmn/metrics_process.h"
+#include "cmn/metrics_std.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
-/* process_* and *_build_info (cmn/metrics_process.h). */
-#include "cmn/metrics_process.h"
+/* process_*, *_build_info and the duration buckets (cmn/metrics_std.h). */
+#include "cmn/metrics_std.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -10,6 +10,27 @@
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
+
+/* 50 us .. 7680 s: from a null backend's round trip to a long LLM generation (vLLM's request
+ * latency buckets reach 7680 s). */
+const uint64_t cmn_metrics_latency_ns[CMN_METRICS_LATENCY_N] = {
+    50000,         100000,       250000,       500000,       1000000,      2500000,
+    5000000,       10000000,     25000000,     50000000,     100000000,    250000000,
+    500000000,     1000000000,   2500000000,   5000000000,   10000000000,  20000000000,
+    40000000000,   80000000000,  160000000000, 320000000000, 640000000000, 1280000000000,
+    2560000000000, 7680000000000};
+/* Time to first token: vLLM's list (1 ms .. 2560 s). */
+const uint64_t cmn_metrics_ttft_ns[CMN_METRICS_TTFT_N] = {
+    1000000,     5000000,      10000000,     20000000,     40000000,    60000000,
+    80000000,    100000000,    250000000,    500000000,    750000000,   1000000000,
+    2500000000,  5000000000,   7500000000,   10000000000,  20000000000, 40000000000,
+    80000000000, 160000000000, 640000000000, 2560000000000};
+/* Time per output token: vLLM's list (10 ms .. 80 s) below which a fast engine's 0.1-5 ms. */
+const uint64_t cmn_metrics_tpot_ns[CMN_METRICS_TPOT_N] = {
+    100000,      250000,      500000,      1000000,    2500000,    5000000,    10000000,
+    25000000,    50000000,    75000000,    100000000,  150000000,  200000000,  300000000,
+    400000000,   500000000,   750000000,   1000000000, 2500000000, 5000000000, 7500000000,
+    10000000000, 20000000000, 40000000000, 80000000000};
 
 enum { P_CPU, P_RSS, P_VSZ, P_FDS, P_MAX_FDS, P_START, P_N };
 
