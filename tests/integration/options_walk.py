@@ -31,7 +31,8 @@ LOADGEN_NOT_NUMERIC = {
     "scenario", "mode", "model", "mlperf-conf", "user-conf", "audit-config", "set", "qsl-npy",
     "qsl-raw", "synthetic-kind", "compress", "sut", "nodes", "policy", "result-codec", "tls-ca",
     "tls-cert", "tls-key", "tls-server-name", "ucx-busy-poll", "ucx-trusted-fabric",
-    "null-threaded", "null-digest", "verify-digest", "output-dir", "metrics-listen", "log-prefix", "log-suffix",
+    "null-threaded", "null-digest", "verify-digest", "output-dir", "metrics-listen", "metrics-push",
+    "log-prefix", "log-suffix",
     "prefix-datetime", "quiet", "progress", "sample-latencies", "issue-thread-io", "loadgen",
     "log-level", "config", "version", "help",
 }

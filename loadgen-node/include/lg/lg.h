@@ -30,7 +30,8 @@
 typedef struct lg_run lg_run_t;
 
 /* This implementation's name and version, as logged in loadgen_version. */
-#define LG_VERSION_STRING "loadgen-node 0.1.0 (LoadGen 6.0.17 compatible)"
+#define LG_VERSION "0.1.0"
+#define LG_VERSION_STRING "loadgen-node " LG_VERSION " (LoadGen 6.0.17 compatible)"
 
 /* One sample of an issued query. Same fields as qdl_sample_t plus the QSL index. */
 typedef struct {
