@@ -13,6 +13,7 @@
 #include "build_info.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,26 +154,34 @@ static int add(lg__metrics_t *m, const char *name, const char *help, cmn_metric_
 static int add_plain(lg__metrics_t *m, const char *name, const char *help, cmn_metric_type_t type,
                      cmn_series_t **out, cmn_errbuf_t *eb)
 {
-    cmn_metric_t *mt;
-    int rc = add(m, name, help, type, 0, NULL, &mt, eb);
+    cmn_metric_desc_t d = {.name = name, .help = help, .type = type};
 
-    return rc < 0 ? rc : cmn_metric_series(mt, NULL, out);
+    return cmn_metrics_add_series(m->reg, &d, out, eb);
 }
 
-static int add_histogram(lg__metrics_t *m, const char *name, const char *help,
-                         const uint64_t *bounds, size_t n, cmn_series_t **out, cmn_errbuf_t *eb)
-{
-    cmn_metric_desc_t d = {.name = name,
-                           .help = help,
-                           .type = CMN_METRIC_HISTOGRAM,
-                           .decimals = NS,
-                           .bounds = bounds,
-                           .nbounds = n};
-    cmn_metric_t *mt;
-    int rc = cmn_metrics_add(m->reg, &d, &mt, eb);
-
-    return rc < 0 ? rc : cmn_metric_series(mt, NULL, out);
-}
+/* The histograms the run observes (lg_observe_t). */
+static const struct {
+    cmn_metric_desc_t d;
+    size_t series; /* offsetof its pointer in lg_observe_t */
+} hist_descs[] = {
+    {{"loadgen_sample_latency_seconds",
+      "Each successful performance-run sample: from its scheduled issue to its completion (the "
+      "latency LoadGen judges).",
+      CMN_METRIC_HISTOGRAM, NS, NULL, cmn_metrics_latency_ns, CMN_METRICS_LATENCY_N},
+     offsetof(lg_observe_t, latency)},
+    {{"loadgen_time_to_first_token_seconds",
+      "Token runs: each sample's time from its scheduled issue to its first token.",
+      CMN_METRIC_HISTOGRAM, NS, NULL, cmn_metrics_ttft_ns, CMN_METRICS_TTFT_N},
+     offsetof(lg_observe_t, ttft)},
+    {{"loadgen_time_per_output_token_seconds",
+      "Token runs: each sample's (latency - time to first token) / (output tokens - 1).",
+      CMN_METRIC_HISTOGRAM, NS, NULL, cmn_metrics_tpot_ns, CMN_METRICS_TPOT_N},
+     offsetof(lg_observe_t, tpot)},
+    {{"loadgen_issue_lateness_seconds",
+      "Server: how long after its scheduled time each sample was issued.", CMN_METRIC_HISTOGRAM, NS,
+      NULL, cmn_metrics_latency_ns, CMN_METRICS_LATENCY_N},
+     offsetof(lg_observe_t, late)},
+};
 
 /* The scenario's target as a label value: what the run was asked to reach. */
 static void target_text(const lg_test_settings_t *s, char *buf, size_t len)
@@ -216,25 +225,9 @@ static int register_run(lg__metrics_t *m, const lg__metrics_cfg_t *cfg, cmn_errb
              CMN_METRIC_GAUGE, 0, info_labels, &mt, eb);
     if (rc == 0 && (rc = cmn_metric_series(mt, values, &s)) == 0)
         cmn_series_set(s, 1);
-    if (rc == 0)
-        rc = add_histogram(m, "loadgen_sample_latency_seconds",
-                           "Each successful performance-run sample: from its scheduled issue to "
-                           "its completion (the latency LoadGen judges).",
-                           cmn_metrics_latency_ns, CMN_METRICS_LATENCY_N, &m->obs.latency, eb);
-    if (rc == 0)
-        rc = add_histogram(m, "loadgen_time_to_first_token_seconds",
-                           "Token runs: each sample's time from its scheduled issue to its first "
-                           "token.",
-                           cmn_metrics_ttft_ns, CMN_METRICS_TTFT_N, &m->obs.ttft, eb);
-    if (rc == 0)
-        rc = add_histogram(m, "loadgen_time_per_output_token_seconds",
-                           "Token runs: each sample's (latency - time to first token) / "
-                           "(output tokens - 1).",
-                           cmn_metrics_tpot_ns, CMN_METRICS_TPOT_N, &m->obs.tpot, eb);
-    if (rc == 0)
-        rc = add_histogram(m, "loadgen_issue_lateness_seconds",
-                           "Server: how long after its scheduled time each sample was issued.",
-                           cmn_metrics_latency_ns, CMN_METRICS_LATENCY_N, &m->obs.late, eb);
+    for (size_t i = 0; rc == 0 && i < sizeof(hist_descs) / sizeof(hist_descs[0]); i++)
+        rc = cmn_metrics_add_series(m->reg, &hist_descs[i].d,
+                                    (cmn_series_t **)((char *)&m->obs + hist_descs[i].series), eb);
     if (rc == 0)
         rc = add_plain(m, "loadgen_run_result_valid",
                        "1 when the performance run's result is VALID, 0 when INVALID, -1 until "

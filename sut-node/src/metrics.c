@@ -10,6 +10,7 @@
 #include "build_info.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -233,10 +234,8 @@ static int add_histogram(sut_metrics_t *m, const char *name, const char *help, u
                            .decimals = decimals,
                            .bounds = bounds,
                            .nbounds = n};
-    cmn_metric_t *mt;
-    int rc = cmn_metrics_add(m->reg, &d, &mt, eb);
 
-    return rc < 0 ? rc : cmn_metric_series(mt, NULL, out);
+    return cmn_metrics_add_series(m->reg, &d, out, eb);
 }
 
 /* Powers of two up to the node's largest batch. */
@@ -256,62 +255,58 @@ static size_t size_bounds(sut_metrics_t *m)
     return n;
 }
 
-static int add_plain(sut_metrics_t *m, const char *name, const char *help, cmn_metric_type_t type,
-                     cmn_series_t **out, cmn_errbuf_t *eb)
-{
-    cmn_metric_desc_t d = {.name = name, .help = help, .type = type};
-    cmn_metric_t *mt;
-    int rc = cmn_metrics_add(m->reg, &d, &mt, eb);
-
-    return rc < 0 ? rc : cmn_metric_series(mt, NULL, out);
-}
-
 /* What workers.c observes per sample (sut_obs_t), named as vLLM names its own. */
+static const struct {
+    cmn_metric_desc_t d;
+    size_t series; /* offsetof its pointer in sut_obs_t */
+} llm_descs[] = {
+    {{"sut_node_time_to_first_token_seconds",
+      "From a sample's Query frame's arrival to its first token (streaming backends).",
+      CMN_METRIC_HISTOGRAM, NS, NULL, cmn_metrics_ttft_ns, CMN_METRICS_TTFT_N},
+     offsetof(sut_obs_t, ttft)},
+    {{"sut_node_time_per_output_token_seconds",
+      "Per sample, from its first token to its result, divided by its output tokens less one "
+      "(streaming backends).",
+      CMN_METRIC_HISTOGRAM, NS, NULL, cmn_metrics_tpot_ns, CMN_METRICS_TPOT_N},
+     offsetof(sut_obs_t, tpot)},
+    {{"sut_node_e2e_request_latency_seconds",
+      "From a sample's Query frame's arrival to its own result, successful samples.",
+      CMN_METRIC_HISTOGRAM, NS, NULL, cmn_metrics_latency_ns, CMN_METRICS_LATENCY_N},
+     offsetof(sut_obs_t, e2e)},
+    {{"sut_node_request_queue_time_seconds",
+      "From a sample's Query frame's arrival to the backend starting its batch, successful "
+      "samples.",
+      CMN_METRIC_HISTOGRAM, NS, NULL, cmn_metrics_latency_ns, CMN_METRICS_LATENCY_N},
+     offsetof(sut_obs_t, queue)},
+    {{"sut_node_prompt_tokens_total",
+      "Input tokens of the samples a streaming backend started (int32 token ids: sample bytes / "
+      "4).",
+      CMN_METRIC_COUNTER, 0, NULL, NULL, 0},
+     offsetof(sut_obs_t, prompt_tokens)},
+    {{"sut_node_output_tokens_total",
+      "Output tokens the backend reported for its successful samples.", CMN_METRIC_COUNTER, 0, NULL,
+      NULL, 0},
+     offsetof(sut_obs_t, output_tokens)},
+    {{"sut_node_streams_running", "Samples the backend has started and not completed.",
+      CMN_METRIC_GAUGE, 0, NULL, NULL, 0},
+     offsetof(sut_obs_t, running)},
+    {{"sut_node_engine_up",
+      "1 when the backend's last finished sample succeeded, 0 when it failed (the engine "
+      "unreachable or erroring), -1 before any.",
+      CMN_METRIC_GAUGE, 0, NULL, NULL, 0},
+     offsetof(sut_obs_t, engine_up)},
+};
+
 static int register_llm(sut_metrics_t *m, cmn_errbuf_t *eb)
 {
-    sut_obs_t *o = &m->obs;
-    int rc;
-
-    rc = add_histogram(m, "sut_node_time_to_first_token_seconds",
-                       "From a sample's Query frame's arrival to its first token (streaming "
-                       "backends).",
-                       NS, cmn_metrics_ttft_ns, CMN_METRICS_TTFT_N, &o->ttft, eb);
-    if (rc == 0)
-        rc = add_histogram(m, "sut_node_time_per_output_token_seconds",
-                           "Per sample, from its first token to its result, divided by its "
-                           "output tokens less one (streaming backends).",
-                           NS, cmn_metrics_tpot_ns, CMN_METRICS_TPOT_N, &o->tpot, eb);
-    if (rc == 0)
-        rc = add_histogram(m, "sut_node_e2e_request_latency_seconds",
-                           "From a sample's Query frame's arrival to its own result, successful "
-                           "samples.",
-                           NS, cmn_metrics_latency_ns, CMN_METRICS_LATENCY_N, &o->e2e, eb);
-    if (rc == 0)
-        rc = add_histogram(m, "sut_node_request_queue_time_seconds",
-                           "From a sample's Query frame's arrival to the backend starting its "
-                           "batch, successful samples.",
-                           NS, cmn_metrics_latency_ns, CMN_METRICS_LATENCY_N, &o->queue, eb);
-    if (rc == 0)
-        rc = add_plain(m, "sut_node_prompt_tokens_total",
-                       "Input tokens of the samples a streaming backend started (int32 token "
-                       "ids: sample bytes / 4).",
-                       CMN_METRIC_COUNTER, &o->prompt_tokens, eb);
-    if (rc == 0)
-        rc = add_plain(m, "sut_node_output_tokens_total",
-                       "Output tokens the backend reported for its successful samples.",
-                       CMN_METRIC_COUNTER, &o->output_tokens, eb);
-    if (rc == 0)
-        rc = add_plain(m, "sut_node_streams_running",
-                       "Samples the backend has started and not completed.", CMN_METRIC_GAUGE,
-                       &o->running, eb);
-    if (rc == 0)
-        rc = add_plain(m, "sut_node_engine_up",
-                       "1 when the backend's last finished sample succeeded, 0 when it failed "
-                       "(the engine unreachable or erroring), -1 before any.",
-                       CMN_METRIC_GAUGE, &o->engine_up, eb);
-    if (rc == 0)
-        cmn_series_set(o->engine_up, -1);
-    return rc;
+    for (size_t i = 0; i < sizeof(llm_descs) / sizeof(llm_descs[0]); i++) {
+        cmn_series_t **s = (cmn_series_t **)((char *)&m->obs + llm_descs[i].series);
+        int rc = cmn_metrics_add_series(m->reg, &llm_descs[i].d, s, eb);
+        if (rc < 0)
+            return rc;
+    }
+    cmn_series_set(m->obs.engine_up, -1);
+    return 0;
 }
 
 static int register_all(sut_metrics_t *m, cmn_errbuf_t *eb)

@@ -109,9 +109,7 @@ def main():
     prom = ps.Prometheus(tmp)
     ok = False
     try:
-        if not prom.ready():
-            print("SKIP: prometheus cannot start here:")
-            print(open(prom.log, errors="replace").read()[-2000:])
+        if not prom.ready_or_say():
             return 77
         tools = os.path.join(src, "loadgen-node", "tools")
         pkl, qsl = os.path.join(tmp, "tokens.pkl"), os.path.join(tmp, "qsl")
@@ -269,12 +267,8 @@ def main():
         procs.stop_all()
         prom.stop()
         if not ok:
-            for name in ("llm-metrics.log", "lg.log", "engine.log", "prometheus.log",
-                         "pushgateway.log"):
-                path = os.path.join(tmp, name)
-                if os.path.exists(path):
-                    print(f"---- {name} (last lines)")
-                    print(open(path, errors="replace").read()[-3000:])
+            ps.dump_logs(tmp, ("llm-metrics.log", "lg.log", "engine.log", "prometheus.log",
+                               "pushgateway.log"))
         shutil.rmtree(tmp, ignore_errors=True)
 
 
