@@ -284,6 +284,30 @@ static double sample_value(const char *out, const char *name)
     return p ? strtod(p + strlen(key), NULL) : -1.0;
 }
 
+START_TEST(add_series)
+{
+    static const char *const labels[] = {"a", NULL};
+    const cmn_metric_desc_t plain = {.name = "x_total", .help = "X.", .type = CMN_METRIC_COUNTER};
+    const cmn_metric_desc_t labelled = {
+        .name = "y_total", .help = "Y.", .type = CMN_METRIC_COUNTER, .labels = labels};
+    cmn_errbuf_t eb = {{0}};
+    cmn_metrics_t *m;
+    cmn_series_t *s = NULL;
+    char *out;
+
+    ck_assert_int_eq(cmn_metrics_new(&m), 0);
+    ck_assert_int_eq(cmn_metrics_add_series(m, &plain, &s, &eb), 0);
+    cmn_series_add(s, 3);
+    ck_assert_int_eq(cmn_metrics_add_series(m, &labelled, &s, &eb), CMN_ECONFIG);
+    ck_assert_str_eq(eb.msg, "metric y_total: labels, so no single series");
+    ck_assert_int_eq(cmn_metrics_add_series(m, &plain, &s, &eb), CMN_ECONFIG); /* twice */
+    out = render(m);
+    ck_assert_str_eq(out, "# HELP x_total X.\n# TYPE x_total counter\nx_total 3\n");
+    free(out);
+    cmn_metrics_free(m);
+}
+END_TEST
+
 START_TEST(process_and_build_info)
 {
     cmn_metrics_t *m;
@@ -464,6 +488,7 @@ TCase *tcase_metrics(void)
     tcase_add_test(tc, text_histogram);
     tcase_add_test(tc, bad_descriptions);
     tcase_add_test(tc, collect_callback);
+    tcase_add_test(tc, add_series);
     tcase_add_test(tc, process_and_build_info);
     tcase_add_test(tc, threads_lose_nothing);
     tcase_set_timeout(tc, 60);
