@@ -721,15 +721,20 @@ static int check_args(lg_args_t *o, cmn_errbuf_t *eb)
         return cmn_errf(eb, CMN_ECONFIG, "give --nodes host:port,... (the QDL) or --sut null");
     if (o->nodes && (rc = check_nodes(o->nodes, eb)) < 0)
         return rc;
+    if ((o->metrics_listen || o->metrics_push) && o->loadgen && strcmp(o->loadgen, "builtin") != 0)
+        return cmn_errf(eb, CMN_ECONFIG,
+                        "--metrics-listen and --metrics-push report the built-in scheduler's run; "
+                        "not with --loadgen %s",
+                        o->loadgen);
+    if (o->metrics_push && strncmp(o->metrics_push, "http://", 7) != 0 &&
+        strncmp(o->metrics_push, "https://", 8) != 0)
+        return cmn_errf(eb, CMN_ECONFIG, "--metrics-push: '%s' is not an http:// or https:// URL",
+                        o->metrics_push);
 #ifndef LG_HAVE_CURL
     if (o->metrics_push)
         return cmn_errf(eb, CMN_ECONFIG,
                         "--metrics-push: this build has no libcurl (libcurl4-openssl-dev)");
 #endif
-    if (o->metrics_push && strncmp(o->metrics_push, "http://", 7) != 0 &&
-        strncmp(o->metrics_push, "https://", 8) != 0)
-        return cmn_errf(eb, CMN_ECONFIG, "--metrics-push: '%s' is not an http:// or https:// URL",
-                        o->metrics_push);
     if ((rc = check_readable("--tls-ca", o->tls_ca, eb)) < 0 ||
         (rc = check_readable("--tls-cert", o->tls_cert, eb)) < 0 ||
         (rc = check_readable("--tls-key", o->tls_key, eb)) < 0)
