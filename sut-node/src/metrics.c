@@ -46,6 +46,7 @@ enum {
     G_RSS,
     G_UPTIME,
     G_WAITING,
+    G_READY,
     N_SNAP
 };
 
@@ -111,6 +112,10 @@ static const snap_desc_t snap_descs[N_SNAP] = {
                    "Samples received and not yet started by the backend (batching, queued for an "
                    "engine).",
                    CMN_METRIC_GAUGE, 0},
+    [G_READY] = {"sut_node_engine_ready",
+                 "1 while the backend's readiness probe finds its engine ready (what the handshake "
+                 "tells clients), 0 while it does not.",
+                 CMN_METRIC_GAUGE, 0},
 };
 
 struct sut_metrics {
@@ -174,6 +179,7 @@ static void take_snapshot(sut_metrics_t *m)
     cmn_series_set(s[G_MEM_PEAK], (int64_t)atomic_load(&b->peak));
     cmn_series_set(s[G_RSS], (int64_t)resident_bytes());
     cmn_series_set(s[G_UPTIME], (int64_t)st.uptime_ns);
+    cmn_series_set(s[G_READY], m->env.probe ? sut__probe_get(m->env.probe, NULL, 0) : 1);
     {
         /* Received and not answered, less those the backend runs: the rest wait. */
         int64_t running = cmn_series_value(m->obs.running);

@@ -482,6 +482,7 @@ static int start_metrics(sut_node_t *n, cmn_errbuf_t *eb)
     env.batcher = &n->batcher;
     env.workers = &n->workers;
     env.budget = &n->budget;
+    env.probe = &n->probe;
     return sut__metrics_start(&n->metrics, n->loop, &env, eb);
 }
 
