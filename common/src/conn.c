@@ -172,7 +172,7 @@ static void batch_done(cmn_conn_t *c, cmn_wbatch_t *b, int status)
     size_t bytes = b->bytes;
 
     if (status == 0)
-        c->bytes_out += bytes;
+        c->st.bytes_out += bytes;
     batch_complete(b, status);
     batch_put(c, b); /* may free b */
     written(c, bytes);
@@ -307,7 +307,7 @@ static void tls_pump(cmn_conn_t *c)
             c->tls_tail = NULL;
         c->tls_buf = c->tls_off = 0;
         c->bytes_pending -= b->bytes;
-        c->bytes_out += b->bytes;
+        c->st.bytes_out += b->bytes;
         batch_complete(b, 0);
         batch_put(c, b);
     }
@@ -362,7 +362,7 @@ static void flush_now(cmn_conn_t *c)
     if (!b)
         return;
     c->cur = NULL;
-    c->batches_out++;
+    c->st.batches_out++;
     for (i = 0; i < b->nbufs; i++) {
         if (b->head_off[i] != SIZE_MAX)
             b->bufs[i].base = (char *)b->heads + b->head_off[i];
@@ -409,9 +409,9 @@ static void flush_now(cmn_conn_t *c)
  * idle handle keeps the loop turning meanwhile; a turn that reads nothing writes at once. */
 static int hold(cmn_conn_t *c)
 {
-    int active = c->frames_in != c->frames_at_check;
+    int active = c->st.frames_in != c->frames_at_check;
 
-    c->frames_at_check = c->frames_in;
+    c->frames_at_check = c->st.frames_in;
     if (!c->opt.hold_ns || !active || !c->cur || c->cur->bytes > HOLD_MAX_BYTES || !c->reading ||
         c->read_paused || c->closing)
         return 0;
@@ -604,7 +604,7 @@ static int feed_plain(void *arg, const uint8_t *p, size_t left)
         p += used;
         left -= used;
         if (rc == CMN_FRAME_READY) {
-            c->frames_in++;
+            c->st.frames_in++;
             c->large_frames = (size_t)f.hdr.meta_len + f.hdr.payload_len >= DIRECT_READ_MIN;
             c->cb.on_frame(c, &f);
         }
@@ -662,13 +662,11 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     if (nread == 0 || c->closing)
         return;
-    c->bytes_in += (size_t)nread;
-    c->in_read = 1;
+    c->st.bytes_in += (size_t)nread;
     if (c->tls)
         on_tls_read(c, (const uint8_t *)buf->base, (size_t)nread);
     else
         (void)feed_plain(c, (const uint8_t *)buf->base, (size_t)nread);
-    c->in_read = 0;
     if (!c->closing && c->on_partial && cmn_frame_decoder_partial(&c->dec))
         c->on_partial(c);
 }
@@ -819,7 +817,7 @@ int cmn_conn_send(cmn_conn_t *c, unsigned type, const ProtobufCMessage *meta,
     total = (size_t)hl + (size_t)plen;
     b->bytes += total;
     c->bytes_pending += total;
-    c->frames_out++;
+    c->st.frames_out++;
     if (cmn_conn_congested(c))
         c->above_high_water = 1;
     flush_arm(c);
@@ -945,4 +943,68 @@ void cmn_conn_shutdown(cmn_conn_t *c, int reason)
         return;
     }
     finish_shutdown(c);
+}
+
+int cmn_conn_accept(cmn_conn_t *c, uv_stream_t *server)
+{
+    struct sockaddr_storage ss;
+    int len = sizeof(ss), rc;
+
+    if (c->closing || c->ucx)
+        return CMN_ECLOSED;
+    rc = uv_accept(server, (uv_stream_t *)&c->tcp);
+    if (rc == 0 && uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0)
+        cmn_addr_format((struct sockaddr *)&ss, c->peer, sizeof(c->peer));
+    return rc;
+}
+
+const char *cmn_conn_peer(const cmn_conn_t *c)
+{
+    return c->peer;
+}
+
+int cmn_conn_closing(const cmn_conn_t *c)
+{
+    return c->closing;
+}
+
+int cmn_conn_read_paused(const cmn_conn_t *c)
+{
+    return c->read_paused;
+}
+
+const cmn_frame_decoder_t *cmn_conn_decoder(const cmn_conn_t *c)
+{
+    return &c->dec;
+}
+
+void cmn_conn_set_sink(cmn_conn_t *c, cmn_frame_sink_fn sink, void *arg, size_t min_payload)
+{
+    cmn_frame_decoder_set_sink(&c->dec, sink, arg, min_payload);
+}
+
+void cmn_conn_set_on_partial(cmn_conn_t *c, void (*on_partial)(cmn_conn_t *c))
+{
+    c->on_partial = on_partial;
+}
+
+const cmn_conn_stats_t *cmn_conn_stats(const cmn_conn_t *c)
+{
+    return &c->st;
+}
+
+int cmn_conn_whole_payloads(const cmn_conn_t *c)
+{
+    return c->ucx != NULL;
+}
+
+int cmn_conn_fileno(const cmn_conn_t *c)
+{
+    uv_os_fd_t fd;
+    int rc;
+
+    if (c->ucx)
+        return CMN_ECONFIG;
+    rc = uv_fileno((const uv_handle_t *)&c->tcp, &fd);
+    return rc < 0 ? rc : (int)fd;
 }

@@ -701,8 +701,8 @@ static void deliver_frame(ep_t *e, const cmn_frame_header_t *h, const uint8_t *m
     f.hdr = *h;
     f.meta = meta;
     f.payload = payload;
-    c->frames_in++;
-    c->bytes_in += CMN_FRAME_HEADER_SIZE + (uint64_t)h->meta_len + h->payload_len;
+    c->st.frames_in++;
+    c->st.bytes_in += CMN_FRAME_HEADER_SIZE + (uint64_t)h->meta_len + h->payload_len;
     c->cb.on_frame(c, &f);
 }
 
@@ -1009,7 +1009,7 @@ static void on_sent(void *req, ucs_status_t st, void *user_data)
     e->inflight--;
     tx_unlink(e, t);
     if (st == UCS_OK)
-        c->bytes_out += t->bytes;
+        c->st.bytes_out += t->bytes;
     bytes = t->bytes;
     if (t->cb)
         t->cb(t->arg, status_code(st));
@@ -1133,7 +1133,7 @@ int cmn__ucx_send(cmn_conn_t *c, unsigned type, const ProtobufCMessage *meta,
                  ucs_status_string(UCS_PTR_STATUS(req)));
         return CMN_ECLOSED;
     }
-    c->frames_out++;
+    c->st.frames_out++;
     if (c->bytes_writing > c->opt.write_high_water)
         c->above_high_water = 1;
     if (early) /* the caller's buffers are free now */

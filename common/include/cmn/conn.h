@@ -14,9 +14,9 @@
  * Backpressure: cmn_conn_backlog() is the bytes queued and not yet taken by the kernel; producers
  * stop above the high-water mark and on_drain fires when it falls under the low-water mark.
  *
- * Lifecycle (libuv style): cmn_conn_init, then either uv_accept() into c->tcp or
- * cmn_conn_connect(); cmn_conn_start() begins reading. cmn_conn_close() or cmn_conn_shutdown()
- * end it; on_close runs once every handle is closed, after which the memory may be freed.
+ * Lifecycle (libuv style): cmn_conn_init, then either cmn_conn_accept() or cmn_conn_connect();
+ * cmn_conn_start() begins reading. cmn_conn_close() or cmn_conn_shutdown() end it; on_close runs
+ * once every handle is closed, after which the memory may be freed.
  *
  * UCX (cmn_conn_connect_ucx / cmn_conn_accept_ucx instead of connect / uv_accept): each frame
  * is one UCX active message, sent at once (UCX gathers itself); the payload goes from the
@@ -95,6 +95,15 @@ typedef struct {
 
 cmn_conn_options_t cmn_conn_options_default(void);
 
+/* What crossed the connection so far (cmn_conn_stats). */
+typedef struct {
+    uint64_t bytes_in, bytes_out;   /* on the wire (TLS: ciphertext in, plaintext out) */
+    uint64_t frames_in, frames_out; /* frames handed to on_frame / queued by cmn_conn_send */
+    uint64_t batches_out;           /* gathered writes: one per flushed batch of frames */
+} cmn_conn_stats_t;
+
+/* Private: read a connection through the functions below (the fields are about to move out of
+ * the public header, behind the framing core). */
 struct cmn_conn {
     uv_tcp_t tcp;
     void *data; /* owner's pointer */
@@ -123,7 +132,6 @@ struct cmn_conn {
     int handles_open;
     int reading;
     int read_paused;
-    int in_read;
     int large_frames; /* the last frame was large: read headers alone (see on_alloc) */
     /* Optional: a read ended with a frame still partial (its bytes are in the decoder), so the
      * owner can charge its buffer as it fills, or pause reading. TCP and TLS. */
@@ -140,9 +148,8 @@ struct cmn_conn {
     int tls_shutdown_due;    /* cmn_conn_shutdown waits for the queue to be encrypted */
     char last_error[320];    /* why the connection closed itself (TLS, read error), or "" */
 
-    uint64_t bytes_in, bytes_out, frames_in, frames_out;
-    uint64_t frames_at_check; /* frames_in at the last flush check (hold_ns) */
-    uint64_t batches_out;     /* gathered writes: one per flushed batch of frames */
+    cmn_conn_stats_t st;
+    uint64_t frames_at_check; /* st.frames_in at the last flush check (hold_ns) */
 };
 
 /* |opt| may be NULL for defaults. Returns 0 or a negative code. */
@@ -206,6 +213,44 @@ int cmn_conn_copies_segments(const cmn_conn_t *c);
 
 void cmn_conn_read_pause(cmn_conn_t *c);
 void cmn_conn_read_resume(cmn_conn_t *c);
+
+/* Accepts a pending TCP connection from |server| (a listening uv_tcp_t) into |c| (after
+ * cmn_conn_init, before cmn_conn_start); the peer's address is known from here on. Returns 0 or
+ * a negative code (the caller then closes the connection). */
+int cmn_conn_accept(cmn_conn_t *c, uv_stream_t *server);
+
+/* "1.2.3.4:5678" or "[::1]:5678" (ucx://: the address UCX's connection request named), for log
+ * messages; "(unconnected)" before connect/accept. */
+const char *cmn_conn_peer(const cmn_conn_t *c);
+
+/* 0 while open, 1 during cmn_conn_shutdown (flushing, waiting for the peer), 2 once closing or
+ * closed (cmn_conn_close, an error, the peer's close). */
+int cmn_conn_closing(const cmn_conn_t *c);
+
+/* Whether reading is paused by cmn_conn_read_pause. */
+int cmn_conn_read_paused(const cmn_conn_t *c);
+
+/* The connection's frame decoder, read-only: the header of the frame being received (valid in
+ * on_decode_error too), its limits, cmn_frame_decoder_partial(). */
+const cmn_frame_decoder_t *cmn_conn_decoder(const cmn_conn_t *c);
+
+/* The decoder's payload sink (cmn_frame_decoder_set_sink). */
+void cmn_conn_set_sink(cmn_conn_t *c, cmn_frame_sink_fn sink, void *arg, size_t min_payload);
+
+/* Optional (TCP and TLS): called when a read ended with a frame still partial (its bytes are in
+ * the decoder), so the owner can charge its buffer as it fills, or pause reading. */
+void cmn_conn_set_on_partial(cmn_conn_t *c, void (*on_partial)(cmn_conn_t *c));
+
+/* Counters since cmn_conn_init. */
+const cmn_conn_stats_t *cmn_conn_stats(const cmn_conn_t *c);
+
+/* Whether a frame's payload arrives whole, at once (ucx://: fetched by the transport), rather
+ * than as a byte stream read piece by piece (tcp://, TLS). */
+int cmn_conn_whole_payloads(const cmn_conn_t *c);
+
+/* The socket's file descriptor (tcp://, TLS), for diagnostics and tests; a negative code when
+ * the connection has none (ucx://, not connected). */
+int cmn_conn_fileno(const cmn_conn_t *c);
 
 /* Closes at once; queued frames are cancelled (their callbacks get UV_ECANCELED). Idempotent. */
 void cmn_conn_close(cmn_conn_t *c, int reason);
