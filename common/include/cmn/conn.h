@@ -18,7 +18,7 @@
  * cmn_conn_start() begins reading. cmn_conn_close() or cmn_conn_shutdown() end it; on_close runs
  * once every handle is closed, after which the memory may be freed.
  *
- * UCX (cmn_conn_connect_ucx / cmn_conn_accept_ucx instead of connect / uv_accept): each frame
+ * UCX (cmn_conn_connect_ucx / cmn_conn_accept_ucx instead of connect / accept): each frame
  * is one UCX active message, sent at once (UCX gathers itself); the payload goes from the
  * caller's memory and, when large, by rendezvous straight into the frame decoder's payload sink.
  * Frames arrive in order; read_pause holds them (a large payload stays at the sender until
@@ -37,10 +37,7 @@
 #include <uv.h>
 
 typedef struct cmn_conn cmn_conn_t;
-typedef struct cmn_wbatch cmn_wbatch_t;
-struct cmn__tls;
 struct cmn_tls_ctx;
-struct cmn__ucx_ep;
 struct cmn_ucx;
 struct cmn_ucx_incoming;
 
@@ -102,54 +99,20 @@ typedef struct {
     uint64_t batches_out;           /* gathered writes: one per flushed batch of frames */
 } cmn_conn_stats_t;
 
-/* Private: read a connection through the functions below (the fields are about to move out of
- * the public header, behind the framing core). */
+/* Room for the connection's private state (common/src/core.h checks at build time that it fits). */
+#define CMN_CONN_PRIVATE_SIZE 1536
+
+/* A connection. Only |data| is the owner's; the rest is private to common/ (the framing core and
+ * its transport, common/src/core.h), kept here so that an owner can embed the connection. Read it
+ * through the functions below. */
 struct cmn_conn {
-    uv_tcp_t tcp;
     void *data; /* owner's pointer */
-    uv_loop_t *loop;
-    cmn_conn_callbacks_t cb;
-    cmn_conn_options_t opt;
-    cmn_frame_decoder_t dec;
-    uint8_t *rbuf;
-    char peer[64]; /* "1.2.3.4:5678" or "[::1]:5678", for log messages */
-
-    uv_check_t flush_check;
-    uv_idle_t flush_idle; /* keeps the loop from blocking in poll while a flush is due */
-    uv_timer_t shutdown_timer;
-    uv_connect_t connect_req;
-    uv_shutdown_t shutdown_req;
-    void (*connect_cb)(cmn_conn_t *c, int status);
-
-    cmn_wbatch_t *cur;    /* frames queued this turn */
-    cmn_wbatch_t *pool;   /* reusable batches */
-    size_t bytes_pending; /* queued in cur */
-    size_t bytes_writing; /* handed to uv_write, not yet completed */
-    int above_high_water;
-
-    int closing;
-    int close_reason;
-    int handles_open;
-    int reading;
-    int read_paused;
-    int large_frames; /* the last frame was large: read headers alone (see on_alloc) */
-    /* Optional: a read ended with a frame still partial (its bytes are in the decoder), so the
-     * owner can charge its buffer as it fills, or pause reading. TCP and TLS. */
-    void (*on_partial)(cmn_conn_t *c);
-    struct cmn__tls *tls;       /* NULL: plaintext */
-    struct cmn__ucx_ep *ucx;    /* NULL: TCP */
-    struct cmn__writer *writer; /* NULL: every write from the loop thread (write_thread_min) */
-    size_t writer_bytes;        /* of bytes_writing, those handed to the writer */
-    int writer_shutdown_due;    /* cmn_conn_shutdown waits for the writer to finish */
-    /* TLS: batches waiting to be encrypted, oldest first; encryption pauses while much
-     * ciphertext waits for the socket, so memory stays bounded whatever is queued. */
-    cmn_wbatch_t *tls_head, *tls_tail;
-    size_t tls_buf, tls_off; /* progress inside tls_head */
-    int tls_shutdown_due;    /* cmn_conn_shutdown waits for the queue to be encrypted */
-    char last_error[320];    /* why the connection closed itself (TLS, read error), or "" */
-
-    cmn_conn_stats_t st;
-    uint64_t frames_at_check; /* st.frames_in at the last flush check (hold_ns) */
+    union {
+        void *p;
+        uint64_t u;
+        long double ld;
+        unsigned char bytes[CMN_CONN_PRIVATE_SIZE];
+    } private_;
 };
 
 /* |opt| may be NULL for defaults. Returns 0 or a negative code. */

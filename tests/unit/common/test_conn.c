@@ -4,6 +4,8 @@
 #include "cmn/conn.h"
 #include "cmn/msg.h"
 #include "cmn/net.h"
+#include "core.h"         /* white box: the core's backlog */
+#include "tcp_internal.h" /* and the write thread's share of it */
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -278,7 +280,7 @@ static void on_connect_many(cmn_conn_t *c, int status)
         send_query(c, (uint64_t)i, small[i], sizeof(small[i]));
     }
     /* Nothing is written yet: the frames wait for the end of this loop turn, then go together. */
-    ck_assert_uint_eq(c->bytes_writing, 0);
+    ck_assert_uint_eq(cmn__core(c)->bytes_writing, 0);
     ck_assert_uint_gt(cmn_conn_backlog(c), 200 * (sizeof(small[0]) + CMN_FRAME_HEADER_SIZE));
     ck_assert_uint_eq(cmn_conn_stats(c)->frames_out, 200);
     fx.want_responses = 200;
@@ -406,8 +408,8 @@ END_TEST
 static void on_probe(uv_prepare_t *h)
 {
     (void)h;
-    if (fx.cli.writer_bytes > fx.max_writer_bytes)
-        fx.max_writer_bytes = fx.cli.writer_bytes;
+    if (cmn__tcp_writer_bytes(cmn__core(&fx.cli)) > fx.max_writer_bytes)
+        fx.max_writer_bytes = cmn__tcp_writer_bytes(cmn__core(&fx.cli));
 }
 
 /* One frame per tick, large and small in turn: a small frame queued while the thread still
@@ -481,7 +483,7 @@ static void on_close_timer(uv_timer_t *t)
 {
     (void)t;
     /* The thread is waiting for room the paused server never makes: closing must not hang. */
-    ck_assert_uint_gt(fx.cli.writer_bytes, 0);
+    ck_assert_uint_gt(cmn__tcp_writer_bytes(cmn__core(&fx.cli)), 0);
     cmn_conn_close(&fx.cli, 0);
 }
 
@@ -518,7 +520,7 @@ START_TEST(write_thread_close_while_stuck)
     ck_assert_int_eq(fx.sent_done, 16);
     ck_assert_int_ge(fx.cancelled, 1);
     ck_assert_int_eq(fx.client_closed, 1);
-    ck_assert_uint_eq(fx.cli.writer_bytes, 0);
+    ck_assert_uint_eq(cmn__tcp_writer_bytes(cmn__core(&fx.cli)), 0);
 }
 END_TEST
 
