@@ -99,7 +99,7 @@ typedef struct {
     uint64_t batches_out;           /* gathered writes: one per flushed batch of frames */
 } cmn_conn_stats_t;
 
-/* Room for the connection's private state (common/src/core.h checks at build time that it fits). */
+/* Room for the connection's private state (common/src/core.c checks at build time that it fits). */
 #define CMN_CONN_PRIVATE_SIZE 1536
 
 /* A connection. Only |data| is the owner's; the rest is private to common/ (the framing core and
@@ -133,7 +133,7 @@ int cmn_conn_connect_ucx(cmn_conn_t *c, struct cmn_ucx *u, const struct sockaddr
 int cmn_conn_accept_ucx(cmn_conn_t *c, struct cmn_ucx_incoming *in);
 
 /* "tcp", "tcp+write-thread" (write_thread_min), "tls" or "ucx:<UCX transports in use>" (e.g.
- * "ucx:posix", "ucx:tcp", "ucx:rc_mlx5"). */
+ * "ucx:posix", "ucx:tcp", "ucx:rc_mlx5"); "unconnected" before connect / accept. */
 void cmn_conn_describe(const cmn_conn_t *c, char *buf, size_t len);
 
 /* Runs TLS on this connection (cmn/tls.h); call before cmn_conn_start. |peer_name|: for a client,
