@@ -120,7 +120,7 @@ void cmn__core_writing(cmn__core_t *k, size_t bytes, unsigned frames)
 {
     k->bytes_writing += bytes;
     k->st.frames_out += frames;
-    if (k->bytes_pending + k->bytes_writing > k->opt.write_high_water)
+    if (frames && k->bytes_pending + k->bytes_writing > k->opt.write_high_water)
         k->above_high_water = 1;
 }
 

@@ -189,7 +189,8 @@ void cmn__core_frame_header(cmn__core_t *k, const cmn_frame_header_t *h);
 void cmn__core_decode_error(cmn__core_t *k, int err);
 /* Whether frames may be handed to on_frame now (started, not paused, not closing). */
 int cmn__core_can_read(const cmn__core_t *k);
-/* |bytes| more are on their way out (|frames| of them frames): the backlog grows. */
+/* |bytes| more are on their way out: the backlog grows. With |frames| > 0 (counted as sent
+ * frames) the high-water mark is checked too, as when a frame is queued. */
 void cmn__core_writing(cmn__core_t *k, size_t bytes, unsigned frames);
 /* |bytes| of the backlog were written (counted in bytes_out when |count_out|) or dropped. */
 void cmn__core_written(cmn__core_t *k, size_t bytes, int count_out);
