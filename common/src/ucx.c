@@ -1,6 +1,9 @@
 /* The UCX transport under cmn_conn_t: one UCX worker per loop, one endpoint per connection, one
- * active message per frame. See cmn/ucx.h for the design; conn.c calls in through
- * ucx_internal.h. */
+ * active message per frame. See cmn/ucx.h for the design. Two concerns: the worker (context,
+ * progress on the loop, registered memory, listeners) and the endpoint, a message transport
+ * behind the core (core.h): conn.c picks it with cmn__ucx_connect / cmn__ucx_accept, and it
+ * enters the core through the cmn__core_* entry points (a frame arrived, a send finished, the
+ * endpoint ended). */
 #include "cmn/err.h"
 #include "cmn/frame.h"
 #include "cmn/log.h"
@@ -82,9 +85,8 @@ typedef struct tx tx_t;
 
 struct cmn__ucx_ep {
     cmn_ucx_t *u;
-    cmn_conn_t *c;
+    cmn__core_t *k;
     ucp_ep_h ep;
-    const cmn__ucx_hooks_t *hooks;
     ep_t *next, *prev; /* in u->eps while frames may arrive */
     rx_t *rx_head, *rx_tail;
     tx_t *tx_head;   /* sends UCX has not completed */
@@ -110,12 +112,13 @@ struct tx {
     cmn_conn_sent_cb cb;
     void *arg;
     size_t bytes;
-    uint8_t *gather; /* several segments copied into one (see cmn__ucx_send) */
+    uint8_t *gather; /* several segments copied into one (see ucx_send) */
     ucp_dt_iov_t *iov;
     uint8_t head[];
 };
 
 static void ucx_progress(cmn_ucx_t *u);
+static void deliver(cmn__core_t *k);
 static void on_idle(uv_idle_t *h);
 static void report_errors(cmn_ucx_t *u);
 
@@ -447,19 +450,18 @@ static ep_t *ep_find(cmn_ucx_t *u, ucp_ep_h ep)
     return NULL;
 }
 
-/* Once the endpoint is released and UCX owes no callback, conn.c gets the connection back. */
+/* Once the endpoint is released and UCX owes no callback, the core gets the connection back. */
 static void maybe_released(ep_t *e)
 {
-    cmn_conn_t *c = e->c;
-    const cmn__ucx_hooks_t *hooks = e->hooks;
+    cmn__core_t *k = e->k;
     cmn_ucx_t *u = e->u;
 
     if (!e->closing || !e->ep_released || e->inflight > 0)
         return;
-    c->ucx = NULL;
+    cmn__core_attach(k, k->ops, NULL);
     free(e);
     unref(u);
-    hooks->released(c);
+    cmn__core_released(k);
 }
 
 static int status_code(ucs_status_t st)
@@ -481,13 +483,10 @@ static int status_code(ucs_status_t st)
 
 static void connect_done(ep_t *e, int status)
 {
-    cmn_conn_t *c = e->c;
-
     if (!e->connecting)
         return;
     e->connecting = 0;
-    if (c->connect_cb)
-        c->connect_cb(c, c->closing && status == 0 ? CMN_ECLOSED : status);
+    cmn__core_connected(e->k, status);
 }
 
 /* The connection is to end with |reason|, reported once UCX's progress call has returned (a
@@ -503,7 +502,6 @@ static void end_later(ep_t *e, int reason)
 static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t st)
 {
     ep_t *e = arg;
-    cmn_conn_t *c = e->c;
     int reason;
 
     (void)ep;
@@ -513,8 +511,7 @@ static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t st)
     reason = status_code(st);
     if (e->connecting && reason == CMN_ECLOSED)
         reason = UV_ECONNREFUSED;
-    snprintf(c->last_error, sizeof(c->last_error), "UCX endpoint to %s: %s", c->peer,
-             ucs_status_string(st));
+    cmn__core_set_error(e->k, "UCX endpoint to %s: %s", e->k->peer, ucs_status_string(st));
     end_later(e, reason == UV_ECANCELED ? CMN_ECLOSED : reason);
 }
 
@@ -533,14 +530,14 @@ static void report_errors(cmn_ucx_t *u)
         if (e->connecting)
             connect_done(e, reason);
         else
-            e->hooks->end(e->c, reason);
+            cmn__core_close(e->k, reason);
         /* The callee may have closed endpoints: start over (each reports once). */
         next = u->eps;
     }
 }
 
 /* Flushes the endpoint (connect: wired up to the peer; shutdown: everything sent has arrived);
- * |cb| follows unless cmn__ucx_close abandons the flush first. */
+ * |cb| follows unless ucx_close abandons the flush first. */
 static int flush_start(ep_t *e, ucp_send_nbx_callback_t cb)
 {
     ucp_request_param_t rp;
@@ -582,8 +579,8 @@ static void on_connect_flushed(void *req, ucs_status_t st, void *user_data)
             connect_done(e, 0);
         } else {
             if (!e->failed)
-                snprintf(e->c->last_error, sizeof(e->c->last_error), "UCX endpoint to %s: %s",
-                         e->c->peer, ucs_status_string(st));
+                cmn__core_set_error(e->k, "UCX endpoint to %s: %s", e->k->peer,
+                                    ucs_status_string(st));
             e->failed = e->broken = 1;
             end_later(e, UV_ECONNREFUSED);
         }
@@ -591,14 +588,13 @@ static void on_connect_flushed(void *req, ucs_status_t st, void *user_data)
     maybe_released(e);
 }
 
-static ep_t *ep_new(cmn_ucx_t *u, cmn_conn_t *c, const cmn__ucx_hooks_t *hooks)
+static ep_t *ep_new(cmn_ucx_t *u, cmn__core_t *k)
 {
     ep_t *e = calloc(1, sizeof(*e));
     if (!e)
         return NULL;
     e->u = u;
-    e->c = c;
-    e->hooks = hooks;
+    e->k = k;
     return e;
 }
 
@@ -610,8 +606,7 @@ static void ep_params_common(ucp_ep_params_t *p, ep_t *e)
     p->err_handler.arg = e;
 }
 
-int cmn__ucx_connect(cmn_ucx_t *u, cmn_conn_t *c, const struct sockaddr *addr,
-                     const cmn__ucx_hooks_t *hooks)
+int cmn__ucx_connect(cmn_ucx_t *u, cmn__core_t *k, const struct sockaddr *addr)
 {
     ucp_ep_params_t p;
     ucs_status_t st;
@@ -619,7 +614,8 @@ int cmn__ucx_connect(cmn_ucx_t *u, cmn_conn_t *c, const struct sockaddr *addr,
 
     if (u->closing)
         return CMN_ECLOSED;
-    e = ep_new(u, c, hooks);
+    cmn_addr_format(addr, k->peer, sizeof(k->peer));
+    e = ep_new(u, k);
     if (!e)
         return UV_ENOMEM;
     memset(&p, 0, sizeof(p));
@@ -631,14 +627,13 @@ int cmn__ucx_connect(cmn_ucx_t *u, cmn_conn_t *c, const struct sockaddr *addr,
     ep_params_common(&p, e);
     st = ucp_ep_create(u->worker, &p, &e->ep);
     if (st != UCS_OK) {
-        snprintf(c->last_error, sizeof(c->last_error), "UCX endpoint to %s: %s", c->peer,
-                 ucs_status_string(st));
-        cmn_log_warn("%s", c->last_error);
+        cmn__core_set_error(k, "UCX endpoint to %s: %s", k->peer, ucs_status_string(st));
+        cmn_log_warn("%s", k->last_error);
         free(e);
         return CMN_ECONFIG;
     }
     ref(u);
-    c->ucx = e;
+    cmn__core_attach(k, &cmn__ucx_ops, e);
     e->connecting = 1;
     ep_link(e);
     /* The flush completes once the endpoint is wired up to the peer's listener. */
@@ -650,7 +645,7 @@ int cmn__ucx_connect(cmn_ucx_t *u, cmn_conn_t *c, const struct sockaddr *addr,
     return 0;
 }
 
-int cmn__ucx_accept(cmn_ucx_incoming_t *in, cmn_conn_t *c, const cmn__ucx_hooks_t *hooks)
+int cmn__ucx_accept(cmn_ucx_incoming_t *in, cmn__core_t *k)
 {
     cmn_ucx_t *u = in->u;
     ucp_conn_request_attr_t ra;
@@ -660,13 +655,13 @@ int cmn__ucx_accept(cmn_ucx_incoming_t *in, cmn_conn_t *c, const cmn__ucx_hooks_
 
     if (in->taken)
         return CMN_ESTATE;
-    e = ep_new(u, c, hooks);
+    e = ep_new(u, k);
     if (!e)
         return UV_ENOMEM;
     memset(&ra, 0, sizeof(ra));
     ra.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
     if (ucp_conn_request_query(in->req, &ra) == UCS_OK)
-        cmn_addr_format((const struct sockaddr *)&ra.client_address, c->peer, sizeof(c->peer));
+        cmn_addr_format((const struct sockaddr *)&ra.client_address, k->peer, sizeof(k->peer));
     memset(&p, 0, sizeof(p));
     p.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST;
     p.conn_request = in->req;
@@ -674,12 +669,12 @@ int cmn__ucx_accept(cmn_ucx_incoming_t *in, cmn_conn_t *c, const cmn__ucx_hooks_
     in->taken = 1; /* ucp_ep_create consumes the request even when it fails */
     st = ucp_ep_create(u->worker, &p, &e->ep);
     if (st != UCS_OK) {
-        cmn_log_warn("ucx: cannot accept %s: %s", c->peer, ucs_status_string(st));
+        cmn_log_warn("ucx: cannot accept %s: %s", k->peer, ucs_status_string(st));
         free(e);
         return CMN_ECLOSED;
     }
     ref(u);
-    c->ucx = e;
+    cmn__core_attach(k, &cmn__ucx_ops, e);
     ep_link(e);
     return 0;
 }
@@ -688,34 +683,25 @@ int cmn__ucx_accept(cmn_ucx_incoming_t *in, cmn_conn_t *c, const cmn__ucx_hooks_
 
 static int can_deliver(const ep_t *e)
 {
-    const cmn_conn_t *c = e->c;
-    return !e->broken && !e->closing && !c->closing && c->reading && !c->read_paused;
+    return !e->broken && !e->closing && cmn__core_can_read(e->k);
 }
 
 static void deliver_frame(ep_t *e, const cmn_frame_header_t *h, const uint8_t *meta,
                           const uint8_t *payload)
 {
-    cmn_conn_t *c = e->c;
     cmn_frame_t f;
 
     f.hdr = *h;
     f.meta = meta;
     f.payload = payload;
-    c->frames_in++;
-    c->bytes_in += CMN_FRAME_HEADER_SIZE + (uint64_t)h->meta_len + h->payload_len;
-    c->cb.on_frame(c, &f);
+    cmn__core_frame(e->k, &f, CMN_FRAME_HEADER_SIZE + (uint64_t)h->meta_len + h->payload_len);
 }
 
 /* The frame broke the rules (limits, lengths): as on the TCP path, on_decode_error or close. */
 static void frame_error(ep_t *e, int err)
 {
-    cmn_conn_t *c = e->c;
-
     e->broken = 1;
-    if (c->cb.on_decode_error)
-        c->cb.on_decode_error(c, err);
-    else
-        e->hooks->end(c, err);
+    cmn__core_decode_error(e->k, err);
 }
 
 static void rx_free(ep_t *e, rx_t *r)
@@ -742,11 +728,10 @@ static void on_rndv_done(void *req, ucs_status_t st, size_t length, void *user_d
     r->state = st == UCS_OK ? RX_READY : RX_FAILED;
     if (st == UCS_OK) {
         if (!e->fetching)
-            cmn__ucx_deliver(e->c);
+            deliver(e->k);
     } else if (!e->closing && !e->broken) {
         e->broken = 1;
-        snprintf(e->c->last_error, sizeof(e->c->last_error), "UCX receive from %s: %s", e->c->peer,
-                 ucs_status_string(st));
+        cmn__core_set_error(e->k, "UCX receive from %s: %s", e->k->peer, ucs_status_string(st));
         end_later(e, CMN_ECLOSED);
     }
     maybe_released(e);
@@ -756,7 +741,7 @@ static void on_rndv_done(void *req, ucs_status_t st, size_t length, void *user_d
  * is one, else ours, within the limits already checked) and fetch it. */
 static int rndv_start(ep_t *e, rx_t *r)
 {
-    cmn_conn_t *c = e->c;
+    cmn__core_t *k = e->k;
     ucp_request_param_t rp;
     ucs_status_ptr_t req;
     size_t len = r->hdr.payload_len;
@@ -772,8 +757,8 @@ static int rndv_start(ep_t *e, rx_t *r)
         dst = r->buf;
         r->payload = r->buf + r->hdr.meta_len;
     } else {
-        if (c->dec.sink && r->hdr.payload_len >= c->dec.sink_min)
-            dst = c->dec.sink(c->dec.sink_arg, &r->hdr, r->meta);
+        if (k->dec.sink && r->hdr.payload_len >= k->dec.sink_min)
+            dst = k->dec.sink(k->dec.sink_arg, &r->hdr, r->meta);
         if (!dst) {
             r->buf = malloc(len);
             if (!r->buf)
@@ -795,8 +780,8 @@ static int rndv_start(ep_t *e, rx_t *r)
     if (UCS_PTR_IS_ERR(req) || req == NULL)
         e->inflight--;
     if (UCS_PTR_IS_ERR(req)) {
-        snprintf(c->last_error, sizeof(c->last_error), "UCX receive from %s: %s", c->peer,
-                 ucs_status_string(UCS_PTR_STATUS(req)));
+        cmn__core_set_error(k, "UCX receive from %s: %s", k->peer,
+                            ucs_status_string(UCS_PTR_STATUS(req)));
         return CMN_ECLOSED;
     }
     if (req == NULL)
@@ -806,9 +791,10 @@ static int rndv_start(ep_t *e, rx_t *r)
     return 0;
 }
 
-void cmn__ucx_deliver(cmn_conn_t *c)
+/* Hands frames held while reading was paused or not started to on_frame, in order. */
+static void deliver(cmn__core_t *k)
 {
-    ep_t *e = c->ucx;
+    ep_t *e = k->tp;
     rx_t *r;
     int rc;
 
@@ -817,7 +803,7 @@ void cmn__ucx_deliver(cmn_conn_t *c)
             rc = rndv_start(e, r);
             if (rc < 0) {
                 e->broken = 1;
-                e->hooks->end(c, rc);
+                cmn__core_close(k, rc);
                 return;
             }
         }
@@ -828,7 +814,7 @@ void cmn__ucx_deliver(cmn_conn_t *c)
             e->rx_tail = NULL;
         deliver_frame(e, &r->hdr, r->meta, r->payload);
         rx_free(e, r);
-        e = c->ucx; /* on_frame may have closed the connection; e stays until released */
+        e = k->tp; /* on_frame may have closed the connection; e stays until released */
     }
 }
 
@@ -853,40 +839,42 @@ static ucs_status_t on_am(void *arg, const void *header, size_t header_length, v
         return UCS_OK;
     }
     e = ep_find(u, param->reply_ep);
-    if (!e || e->broken || e->closing || e->c->closing)
+    if (!e || e->broken || e->closing || e->k->closing)
         return UCS_OK; /* dropped, as bytes after a close are */
     rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
     if (header_length < CMN_FRAME_HEADER_SIZE) {
         /* Nothing of it is read: the frame header is the first bytes of the message header. */
-        snprintf(e->c->last_error, sizeof(e->c->last_error),
-                 "UCX message of %zu header + %zu data bytes: its header is shorter than a "
-                 "frame header (%u bytes)",
-                 header_length, length, CMN_FRAME_HEADER_SIZE);
+        cmn__core_set_error(e->k,
+                            "UCX message of %zu header + %zu data bytes: its header is shorter "
+                            "than a frame header (%u bytes)",
+                            header_length, length, CMN_FRAME_HEADER_SIZE);
         frame_error(e, CMN_EFIELD);
         return UCS_OK;
     }
     /* Limits first: before a byte of a rendezvous payload moves or anything is allocated. */
-    rc = cmn_frame_header_parse(hb, &e->c->dec.limits, &h);
+    rc = cmn_frame_header_parse(hb, &e->k->dec.limits, &h);
     if (rc < 0) {
         /* For the owner's message (sut-node names the sizes against the limit). */
-        e->c->dec.hdr.type = hb[5];
-        e->c->dec.hdr.meta_len =
+        cmn_frame_header_t bad = e->k->dec.hdr;
+        bad.type = hb[5];
+        bad.meta_len =
             (uint32_t)hb[8] << 24 | (uint32_t)hb[9] << 16 | (uint32_t)hb[10] << 8 | hb[11];
-        e->c->dec.hdr.payload_len =
+        bad.payload_len =
             (uint32_t)hb[12] << 24 | (uint32_t)hb[13] << 16 | (uint32_t)hb[14] << 8 | hb[15];
+        cmn__core_frame_header(e->k, &bad);
         frame_error(e, rc);
         return UCS_OK;
     }
-    e->c->dec.hdr = h;
+    cmn__core_frame_header(e->k, &h);
     meta_in_data = header_length == CMN_FRAME_HEADER_SIZE && h.meta_len > 0;
     if ((!meta_in_data && header_length != CMN_FRAME_HEADER_SIZE + h.meta_len) ||
         length != (size_t)h.payload_len + (meta_in_data ? h.meta_len : 0)) {
         /* A message is whole or absent: no partial frame to wait for, so the lengths must add up.
          */
-        snprintf(e->c->last_error, sizeof(e->c->last_error),
-                 "UCX message of %zu header + %zu data bytes does not match its frame header "
-                 "(%u metadata + %u payload bytes)",
-                 header_length, length, h.meta_len, h.payload_len);
+        cmn__core_set_error(e->k,
+                            "UCX message of %zu header + %zu data bytes does not match its frame "
+                            "header (%u metadata + %u payload bytes)",
+                            header_length, length, h.meta_len, h.payload_len);
         frame_error(e, CMN_EFIELD);
         return UCS_OK;
     }
@@ -903,13 +891,13 @@ static ucs_status_t on_am(void *arg, const void *header, size_t header_length, v
      * what is held is bounded: twice the frame limit plus 16 MiB, 65536 frames. */
     {
         size_t add = header_length + (rndv ? 0 : length) + sizeof(rx_t);
-        uint64_t cap = 2 * e->c->dec.limits.max_frame + ((uint64_t)16 << 20);
+        uint64_t cap = 2 * e->k->dec.limits.max_frame + ((uint64_t)16 << 20);
         if ((uint64_t)e->held_bytes + add > cap || e->held_frames >= 65536) {
-            snprintf(e->c->last_error, sizeof(e->c->last_error),
-                     "UCX peer sent %zu more bytes while %zu frames (%zu bytes) were held "
-                     "(reading paused or a payload still to fetch): over the limit of %llu "
-                     "bytes or 65536 frames",
-                     add, e->held_frames, e->held_bytes, (unsigned long long)cap);
+            cmn__core_set_error(e->k,
+                                "UCX peer sent %zu more bytes while %zu frames (%zu bytes) were "
+                                "held (reading paused or a payload still to fetch): over the "
+                                "limit of %llu bytes or 65536 frames",
+                                add, e->held_frames, e->held_bytes, (unsigned long long)cap);
             frame_error(e, CMN_EOVERLOAD);
             return UCS_OK;
         }
@@ -961,21 +949,11 @@ static ucs_status_t on_am(void *arg, const void *header, size_t header_length, v
         /* Held eager data stays ours until rx_free (ucp_am_data_release); it is delivered from
          * a later call (a finished rendezvous ahead of it, or resumed reading). */
         return r->held ? UCS_INPROGRESS : UCS_OK;
-    cmn__ucx_deliver(e->c); /* fetches the payload now when this frame is first in line */
+    deliver(e->k); /* fetches the payload now when this frame is first in line */
     return UCS_INPROGRESS;
 }
 
 /* ---- Sending --------------------------------------------------------------------------- */
-
-static void written(cmn_conn_t *c, size_t n)
-{
-    c->bytes_writing -= n;
-    if (c->above_high_water && c->bytes_writing <= c->opt.write_low_water) {
-        c->above_high_water = 0;
-        if (c->cb.on_drain && !c->closing)
-            c->cb.on_drain(c);
-    }
-}
 
 static void tx_unlink(ep_t *e, tx_t *t)
 {
@@ -989,10 +967,10 @@ static void tx_unlink(ep_t *e, tx_t *t)
         t->next->prev = t->prev;
 }
 
-static void gather_free(cmn_conn_t *c, tx_t *t)
+static void gather_free(const cmn__core_t *k, tx_t *t)
 {
-    if (t->gather && c->opt.copy_free)
-        c->opt.copy_free(c->opt.copy_ctx, t->gather, t->bytes);
+    if (t->gather && k->opt.copy_free)
+        k->opt.copy_free(k->opt.copy_ctx, t->gather, t->bytes);
     else
         free(t->gather);
     t->gather = NULL;
@@ -1002,27 +980,26 @@ static void on_sent(void *req, ucs_status_t st, void *user_data)
 {
     tx_t *t = user_data;
     ep_t *e = t->e;
-    cmn_conn_t *c = e->c;
+    cmn__core_t *k = e->k;
     size_t bytes;
 
     ucp_request_free(req);
     e->inflight--;
     tx_unlink(e, t);
-    if (st == UCS_OK)
-        c->bytes_out += t->bytes;
     bytes = t->bytes;
     if (t->cb)
         t->cb(t->arg, status_code(st));
-    gather_free(c, t);
+    gather_free(k, t);
     free(t);
-    written(c, bytes);
+    cmn__core_written(k, bytes, st == UCS_OK);
     maybe_released(e);
 }
 
-int cmn__ucx_send(cmn_conn_t *c, unsigned type, const ProtobufCMessage *meta,
-                  const struct iovec *payload, size_t n_payload, cmn_conn_sent_cb cb, void *arg)
+/* Sends one frame at once (the cmn_conn_send contract): an ops->send. */
+static int ucx_send(cmn__core_t *k, unsigned type, const ProtobufCMessage *meta,
+                    const struct iovec *payload, size_t n_payload, cmn_conn_sent_cb cb, void *arg)
 {
-    ep_t *e = c->ucx;
+    ep_t *e = k->tp;
     ucp_request_param_t rp;
     ucs_status_ptr_t req;
     size_t hsize, i, nseg = 0, hlen, bytes;
@@ -1090,7 +1067,7 @@ int cmn__ucx_send(cmn_conn_t *c, unsigned type, const ProtobufCMessage *meta,
          * one segment. */
         size_t off = 0;
         t->gather =
-            c->opt.copy_alloc ? c->opt.copy_alloc(c->opt.copy_ctx, t->bytes) : malloc(t->bytes);
+            k->opt.copy_alloc ? k->opt.copy_alloc(k->opt.copy_ctx, t->bytes) : malloc(t->bytes);
         if (!t->gather) {
             free(t);
             return UV_ENOMEM;
@@ -1105,7 +1082,7 @@ int cmn__ucx_send(cmn_conn_t *c, unsigned type, const ProtobufCMessage *meta,
     /* Accounted before the call: UCX may complete the send (on_sent frees |t|) inside it. */
     bytes = t->bytes;
     e->inflight++;
-    c->bytes_writing += bytes;
+    cmn__core_writing(k, bytes, 0);
     t->req = NULL;
     t->prev = NULL;
     t->next = e->tx_head;
@@ -1116,7 +1093,7 @@ int cmn__ucx_send(cmn_conn_t *c, unsigned type, const ProtobufCMessage *meta,
     req = ucp_am_send_nbx(e->ep, AM_FRAME, t->head, hlen, buf, count, &rp);
     if (e->sending == t && !UCS_PTR_IS_ERR(req)) { /* on_sent has not run inside the call */
         t->req = req;
-        if (t->gather && c->opt.copy_alloc) { /* the copy is what UCX sends (conn.h) */
+        if (t->gather && k->opt.copy_alloc) { /* the copy is what UCX sends (conn.h) */
             early = t->cb;
             early_arg = t->arg;
             t->cb = NULL;
@@ -1126,16 +1103,14 @@ int cmn__ucx_send(cmn_conn_t *c, unsigned type, const ProtobufCMessage *meta,
     if (UCS_PTR_IS_ERR(req)) {
         tx_unlink(e, t);
         e->inflight--;
-        c->bytes_writing -= bytes;
-        gather_free(c, t);
+        gather_free(k, t);
         free(t);
-        snprintf(c->last_error, sizeof(c->last_error), "UCX send to %s: %s", c->peer,
-                 ucs_status_string(UCS_PTR_STATUS(req)));
+        cmn__core_set_error(k, "UCX send to %s: %s", k->peer,
+                            ucs_status_string(UCS_PTR_STATUS(req)));
+        cmn__core_written(k, bytes, 0);
         return CMN_ECLOSED;
     }
-    c->frames_out++;
-    if (c->bytes_writing > c->opt.write_high_water)
-        c->above_high_water = 1;
+    cmn__core_writing(k, 0, 1);
     if (early) /* the caller's buffers are free now */
         early(early_arg, 0);
     return 0;
@@ -1150,24 +1125,26 @@ static void on_shutdown_flushed(void *req, ucs_status_t st, void *user_data)
     (void)st;
     flush_done(e, req);
     if (!e->closing)
-        end_later(e, e->c->close_reason ? e->c->close_reason : CMN_ECLOSED);
+        end_later(e, e->k->close_reason ? e->k->close_reason : CMN_ECLOSED);
     maybe_released(e);
 }
 
-void cmn__ucx_shutdown(cmn_conn_t *c)
+/* Waits until everything sent has reached the peer, then ends the connection (an ops->shutdown).
+ */
+static void ucx_shutdown(cmn__core_t *k)
 {
-    ep_t *e = c->ucx;
+    ep_t *e = k->tp;
 
     if (!e || e->closing)
         return;
     if (e->failed || e->connecting) {
-        e->hooks->end(c, c->close_reason);
+        cmn__core_close(k, k->close_reason);
         return;
     }
     if (e->flushing) /* a shutdown flush is under way already */
         return;
     if (flush_start(e, on_shutdown_flushed) < 0)
-        e->hooks->end(c, c->close_reason);
+        cmn__core_close(k, k->close_reason);
 }
 
 /* UCX has closed the endpoint (forced) yet still owes callbacks: seen with UCX 1.13 over shared
@@ -1176,7 +1153,7 @@ void cmn__ucx_shutdown(cmn_conn_t *c)
  * back to UCX without its callback (ucp_request_free), and its owner told UV_ECANCELED. */
 static void abandon(ep_t *e)
 {
-    cmn_conn_t *c = e->c;
+    cmn__core_t *k = e->k;
     int n = 0;
     tx_t *t;
     rx_t *r;
@@ -1198,9 +1175,9 @@ static void abandon(ep_t *e)
         n++;
         if (t->cb)
             t->cb(t->arg, UV_ECANCELED);
-        gather_free(c, t);
+        gather_free(k, t);
         free(t);
-        written(c, bytes);
+        cmn__core_written(k, bytes, 0);
     }
     r = e->rx_head;
     if (r && r->state == RX_RNDV_BUSY && r->req) {
@@ -1214,7 +1191,7 @@ static void abandon(ep_t *e)
     if (n > 0)
         cmn_log_debug("ucx: %s: %d operations UCX did not complete after closing the endpoint: "
                       "abandoned",
-                      c->peer, n);
+                      k->peer, n);
 }
 
 static void on_ep_closed(void *req, ucs_status_t st, void *user_data)
@@ -1238,15 +1215,18 @@ static void on_release_timer_closed(uv_handle_t *h)
     maybe_released(e);
 }
 
-void cmn__ucx_close(cmn_conn_t *c)
+/* Releases the endpoint (in-flight sends complete with UV_ECANCELED); the core is told from a
+ * later loop turn (an ops->close). */
+static void ucx_close(cmn__core_t *k)
 {
-    ep_t *e = c->ucx;
+    ep_t *e = k->tp;
     ucp_request_param_t rp;
     ucs_status_ptr_t req;
     rx_t *r;
 
     if (!e || e->closing)
         return;
+    cmn__core_hold(k); /* released by maybe_released */
     e->closing = 1;
     e->connecting = 0;
     ep_unlink(e);
@@ -1280,27 +1260,30 @@ void cmn__ucx_close(cmn_conn_t *c)
             uv_close((uv_handle_t *)h, on_release_timer_closed);
             return;
         }
-        e->ep_released = 1; /* no memory: released now; conn.c still holds its own handles */
+        e->ep_released = 1; /* no memory: released now; the core still holds its own handles */
         abandon(e);
         maybe_released(e);
     }
 }
 
-void cmn__ucx_describe(const cmn_conn_t *c, char *buf, size_t len)
+/* "ucx:tcp", "ucx:posix" ...: the UCX transports the endpoint's lanes use. */
+static void ucx_describe(const cmn__core_t *k, char *buf, size_t len)
 {
     char *text = NULL, *line, *save = NULL, names[256] = "";
     size_t tlen = 0;
     FILE *f;
 
+    const ep_t *e = k->tp;
+
     snprintf(buf, len, "ucx");
-    if (!c->ucx || c->ucx->closing)
+    if (!e || e->closing)
         return;
     /* UCX 1.13 has no query for an endpoint's transports; its info dump names one per lane
      * ("lane[0]:  3:posix/memory.0 md[2] ..."). */
     f = open_memstream(&text, &tlen);
     if (!f)
         return;
-    ucp_ep_print_info(c->ucx->ep, f);
+    ucp_ep_print_info(e->ep, f);
     fclose(f);
     for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         char *p = strstr(line, "lane["), *colon, *slash;
@@ -1332,13 +1315,13 @@ void cmn__ucx_describe(const cmn_conn_t *c, char *buf, size_t len)
     free(text);
     if (names[0])
         snprintf(buf, len, "ucx:%s", names);
-    if (!c->ucx->u->warned_mm && (strstr(names, "posix") || strstr(names, "sysv"))) {
+    if (!e->u->warned_mm && (strstr(names, "posix") || strstr(names, "sysv"))) {
         /* UCX's shared-memory transports (mm) deliver every peer's messages through one queue
          * per worker, a slot claimed first and marked full after the copy: a peer killed between
          * the two leaves a slot that is never marked, and the worker reads nothing after it.
          * Seen in qdl.ucx_shm.kill_offline: after a kill -9 of one node, the two others went
          * silent and their reconnections timed out. */
-        c->ucx->u->warned_mm = 1;
+        e->u->warned_mm = 1;
         cmn_log_warn("ucx: shared memory (%s) in use: a peer killed in the middle of a send can "
                      "stall every other shared-memory connection of this process (UCX's mm "
                      "queue has no recovery); where a node or loadgen-node may be killed, leave "
@@ -1346,6 +1329,43 @@ void cmn__ucx_describe(const cmn_conn_t *c, char *buf, size_t len)
                      names);
     }
 }
+
+/* Reading starts or resumes: frames held meanwhile go at the end of the turn. */
+static int ucx_read_start(cmn__core_t *k)
+{
+    cmn__core_arm(k);
+    return 0;
+}
+
+/* Nothing to stop: UCX delivers anyway, and frames are held while the core does not read. */
+static void ucx_read_stop(cmn__core_t *k)
+{
+    (void)k;
+}
+
+/* The end of a turn in which reading (re)started: the held frames, in order. */
+static void ucx_turn_end(cmn__core_t *k)
+{
+    cmn__core_disarm(k);
+    deliver(k);
+}
+
+const cmn__ops_t cmn__ucx_ops = {
+    .name = "ucx",
+    .flags = CMN__T_COPIES_SEGMENTS | CMN__T_WHOLE_PAYLOADS,
+    .start = ucx_read_start,
+    .send = ucx_send,
+    .write = NULL, /* frames leave at once: no batch is ever flushed */
+    .turn_end = ucx_turn_end,
+    .flush = NULL,
+    .read_start = ucx_read_start,
+    .read_stop = ucx_read_stop,
+    .shutdown = ucx_shutdown,
+    .close = ucx_close,
+    .describe = ucx_describe,
+    .peer_identity = NULL,
+    .fileno = NULL,
+};
 
 /* ---- Listener -------------------------------------------------------------------------- */
 

@@ -2,7 +2,7 @@
  *
  * Events flow one way: the loop thread pushes jobs onto |todo|; the thread writes each in turn
  * and moves it onto |done|, then wakes the loop (uv_async); the loop reports the done jobs to
- * conn.c one at a time, so a report that closes the connection leaves the rest to
+ * tcp.c one at a time, so a report that closes the connection leaves the rest to
  * cmn__writer_stop, which reports them in the same order. Nothing else is shared: the thread
  * touches only the socket, the jobs it holds and the two lists (under |mu|). */
 #include "writer_internal.h"
@@ -25,8 +25,9 @@
 
 struct cmn__writer {
     uv_async_t async;
-    cmn_conn_t *conn;
+    void *owner;
     const cmn__writer_hooks_t *hooks;
+    int stopped; /* cmn__writer_stop was called (loop thread) */
     int fd;
     int wake_fd; /* eventfd: wakes the thread's wait for room when it is to stop */
     pthread_t thread;
@@ -164,16 +165,15 @@ static void *writer_main(void *arg)
 static void on_async(uv_async_t *h)
 {
     cmn__writer_t *w = h->data;
-    cmn_conn_t *c = w->conn;
 
-    while (c->writer == w) {
+    while (!w->stopped) {
         cmn__wjob_t *j;
         pthread_mutex_lock(&w->mu);
         j = list_pop(&w->done_head, &w->done_tail);
         pthread_mutex_unlock(&w->mu);
         if (!j)
             break;
-        w->hooks->done(c, j);
+        w->hooks->done(w->owner, j);
     }
 }
 
@@ -192,14 +192,15 @@ static void on_closed_unstarted(uv_handle_t *h)
 static void on_closed(uv_handle_t *h)
 {
     cmn__writer_t *w = h->data;
-    cmn_conn_t *c = w->conn;
+    void *owner = w->owner;
     const cmn__writer_hooks_t *hooks = w->hooks;
 
     on_closed_unstarted(h);
-    hooks->released(c);
+    hooks->released(owner);
 }
 
-int cmn__writer_start(cmn_conn_t *c, int fd, const cmn__writer_hooks_t *hooks)
+int cmn__writer_start(uv_loop_t *loop, int fd, const cmn__writer_hooks_t *hooks, void *owner,
+                      cmn__writer_t **out)
 {
     cmn__writer_t *w = calloc(1, sizeof(*w));
     sigset_t all, old;
@@ -207,7 +208,7 @@ int cmn__writer_start(cmn_conn_t *c, int fd, const cmn__writer_hooks_t *hooks)
 
     if (!w)
         return UV_ENOMEM;
-    w->conn = c;
+    w->owner = owner;
     w->hooks = hooks;
     w->fd = fd;
     atomic_init(&w->stop, 0);
@@ -217,7 +218,7 @@ int cmn__writer_start(cmn_conn_t *c, int fd, const cmn__writer_hooks_t *hooks)
         free(w);
         return rc;
     }
-    rc = uv_async_init(c->loop, &w->async, on_async);
+    rc = uv_async_init(loop, &w->async, on_async);
     if (rc < 0) {
         close(w->wake_fd);
         free(w);
@@ -235,7 +236,7 @@ int cmn__writer_start(cmn_conn_t *c, int fd, const cmn__writer_hooks_t *hooks)
         uv_close((uv_handle_t *)&w->async, on_closed_unstarted);
         return -rc;
     }
-    c->writer = w;
+    *out = w;
     return 0;
 }
 
@@ -248,15 +249,12 @@ void cmn__writer_push(cmn__writer_t *w, cmn__wjob_t *job)
     pthread_mutex_unlock(&w->mu);
 }
 
-void cmn__writer_stop(cmn_conn_t *c)
+void cmn__writer_stop(cmn__writer_t *w)
 {
-    cmn__writer_t *w = c->writer;
     uint64_t one = 1;
     cmn__wjob_t *j;
 
-    if (!w)
-        return;
-    c->writer = NULL;
+    w->stopped = 1;
     pthread_mutex_lock(&w->mu);
     atomic_store(&w->stop, 1);
     pthread_cond_signal(&w->cv);
@@ -268,10 +266,10 @@ void cmn__writer_stop(cmn_conn_t *c)
     pthread_join(w->thread, NULL);
     /* One thread again: written jobs first, then the ones never taken, in push order. */
     while ((j = list_pop(&w->done_head, &w->done_tail)) != NULL)
-        w->hooks->done(c, j);
+        w->hooks->done(w->owner, j);
     while ((j = list_pop(&w->todo_head, &w->todo_tail)) != NULL) {
         j->status = UV_ECANCELED;
-        w->hooks->done(c, j);
+        w->hooks->done(w->owner, j);
     }
     uv_close((uv_handle_t *)&w->async, on_closed);
 }

@@ -1,6 +1,6 @@
-/* Between conn.c (the cmn_conn_t API) and writer.c (a tcp:// connection's write thread). Calls
- * flow from conn.c to writer.c; writer.c reaches back through the hooks conn.c hands it, always on
- * the loop thread.
+/* A tcp:// connection's write thread (writer.c), used by tcp.c. Calls flow from tcp.c to
+ * writer.c; writer.c reaches back through the hooks tcp.c hands it, always on the loop thread, with
+ * the owner's pointer (it knows no connection).
  *
  * Why a thread: on one TCP connection the kernel's copy of a large payload into the socket (and,
  * over loopback, the receiver's TCP work done in the sender's context) runs in the thread that
@@ -9,8 +9,6 @@
  * (bench/README.md, "Offline: spreading the copies"). */
 #ifndef CMN_WRITER_INTERNAL_H
 #define CMN_WRITER_INTERNAL_H
-
-#include "cmn/conn.h"
 
 #include <stddef.h>
 #include <uv.h>
@@ -30,14 +28,15 @@ typedef struct cmn__wjob {
 typedef struct {
     /* On the loop thread, in the order the jobs were pushed: |job| was written (status 0) or
      * not (the write failed, or the writer stopped first). */
-    void (*done)(cmn_conn_t *c, cmn__wjob_t *job);
-    /* The writer's loop handle is closed and its memory freed (c->writer is NULL already). */
-    void (*released)(cmn_conn_t *c);
+    void (*done)(void *owner, cmn__wjob_t *job);
+    /* The writer's loop handle is closed and its memory freed. */
+    void (*released)(void *owner);
 } cmn__writer_hooks_t;
 
 /* Starts the thread writing to |fd| (the connection's socket, non-blocking; reads stay with
- * libuv) and sets c->writer. Returns 0 or a negative code (c->writer stays NULL). */
-int cmn__writer_start(cmn_conn_t *c, int fd, const cmn__writer_hooks_t *hooks);
+ * libuv) into |*out|. Returns 0 or a negative code (|*out| untouched). */
+int cmn__writer_start(uv_loop_t *loop, int fd, const cmn__writer_hooks_t *hooks, void *owner,
+                      cmn__writer_t **out);
 
 /* Queues |job| behind the jobs already pushed (loop thread). */
 void cmn__writer_push(cmn__writer_t *w, cmn__wjob_t *job);
@@ -46,6 +45,6 @@ void cmn__writer_push(cmn__writer_t *w, cmn__wjob_t *job);
  * wait for room is woken), reports every job not yet reported (written ones with their status,
  * the rest with UV_ECANCELED) and closes the loop handle; hooks->released follows. Call before
  * the socket is closed. Loop thread. */
-void cmn__writer_stop(cmn_conn_t *c);
+void cmn__writer_stop(cmn__writer_t *w);
 
 #endif

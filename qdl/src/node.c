@@ -513,21 +513,22 @@ static void on_frame(cmn_conn_t *c, const cmn_frame_t *f)
 static void on_decode_error(cmn_conn_t *c, int err)
 {
     qdl_conn_t *qc = c->data;
+    const cmn_frame_decoder_t *d = cmn_conn_decoder(c);
     char why[400];
 
     qc->node->st.errors++;
-    if (err == CMN_ETOOBIG && c->dec.hdr.meta_len > c->dec.limits.max_meta)
+    if (err == CMN_ETOOBIG && d->hdr.meta_len > d->limits.max_meta)
         snprintf(why, sizeof(why),
                  "frame rejected by its header: %s metadata of %u bytes, over the limit of %u "
                  "(%llu results in flight at most)",
-                 cmn_msg_type_name(c->dec.hdr.type), c->dec.hdr.meta_len, c->dec.limits.max_meta,
+                 cmn_msg_type_name(d->hdr.type), d->hdr.meta_len, d->limits.max_meta,
                  (unsigned long long)qc->node->window);
     else if (err == CMN_ETOOBIG)
         snprintf(why, sizeof(why),
                  "frame rejected by its header: %s of %u metadata + %u payload bytes, over the "
                  "limit of %llu (%s)",
-                 cmn_msg_type_name(c->dec.hdr.type), c->dec.hdr.meta_len, c->dec.hdr.payload_len,
-                 (unsigned long long)c->dec.limits.max_frame,
+                 cmn_msg_type_name(d->hdr.type), d->hdr.meta_len, d->hdr.payload_len,
+                 (unsigned long long)d->limits.max_frame,
                  qc->state == QC_READY ? "the connection's share of the node memory budget"
                                        : "before the handshake");
     else

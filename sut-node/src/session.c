@@ -82,10 +82,10 @@ static void protocol_error(sut_session_t *s, int code, int wire_err, const char 
 {
     Nsut__Error e = NSUT__ERROR__INIT;
 
-    if (s->conn.closing)
+    if (cmn_conn_closing(&s->conn))
         return;
     s->ss->st.errors++;
-    cmn_log_warn("%s: %s (%s); closing the connection", s->conn.peer, why,
+    cmn_log_warn("%s: %s (%s); closing the connection", cmn_conn_peer(&s->conn), why,
                  wire_error_name(wire_err));
     e.code = (Nsut__ErrorCode)wire_err;
     e.message = (char *)why;
@@ -97,7 +97,7 @@ static void session_send(sut_session_t *s, unsigned type, const ProtobufCMessage
 {
     int rc = cmn_conn_send(&s->conn, type, m, NULL, 0, NULL, NULL);
     if (rc < 0 && rc != CMN_ECLOSED)
-        cmn_log_error("%s: cannot send %s: %s", s->conn.peer, cmn_msg_type_name(type),
+        cmn_log_error("%s: cannot send %s: %s", cmn_conn_peer(&s->conn), cmn_msg_type_name(type),
                       cmn_strerror(rc));
 }
 
@@ -263,8 +263,8 @@ static void send_records(sut_session_t *s, unsigned type, sut_rec_t **recs, size
             return;
         }
         if (rc < 0 && rc != CMN_ECLOSED)
-            cmn_log_error("%s: cannot send %s: %s", s->conn.peer, cmn_msg_type_name(type),
-                          cmn_strerror(rc));
+            cmn_log_error("%s: cannot send %s: %s", cmn_conn_peer(&s->conn),
+                          cmn_msg_type_name(type), cmn_strerror(rc));
         if (rc == 0)
             s->ss->st.bytes_out += bytes;
     }
@@ -309,21 +309,21 @@ static void update_reading(sut_session_t *s)
 
     if (congested && !s->congested_ns) {
         s->congested_ns = cmn_now_ns();
-        s->congested_out = s->conn.bytes_out;
+        s->congested_out = cmn_conn_stats(&s->conn)->bytes_out;
     } else if (!congested) {
         s->congested_ns = 0;
     }
-    if (s->conn.closing || s->refused)
+    if (cmn_conn_closing(&s->conn) || s->refused)
         return;
     /* A peer holding more than its share of the budget gets no new work until it holds less;
      * a frame it has begun goes on while the budget can charge its next chunk (frame_top_up). */
     if (congested || s->inflight >= s->ss->env.opt->max_inflight || frame_top_up(s) < 0 ||
-        (s->joined && !cmn_frame_decoder_partial(&s->conn.dec) &&
+        (s->joined && !cmn_frame_decoder_partial(cmn_conn_decoder(&s->conn)) &&
          sut__budget_peer_used(&s->peer) > sut__budget_share(s->ss->env.budget)) ||
-        (s->decode_till_ns && !cmn_frame_decoder_partial(&s->conn.dec) &&
+        (s->decode_till_ns && !cmn_frame_decoder_partial(cmn_conn_decoder(&s->conn)) &&
          cmn_now_ns() < s->decode_till_ns))
         cmn_conn_read_pause(&s->conn);
-    else if (s->conn.read_paused)
+    else if (cmn_conn_read_paused(&s->conn))
         cmn_conn_read_resume(&s->conn);
 }
 
@@ -484,7 +484,8 @@ static void handle_hello(sut_session_t *s, const Nsut__Hello *h)
         s->ss->n_preauth--;
     }
     cmn_conn_describe(&s->conn, transport, sizeof(transport));
-    cmn_log_info("%s: handshake done (client '%s', result codec %s, transport %s)", s->conn.peer,
+    cmn_log_info("%s: handshake done (client '%s', result codec %s, transport %s)",
+                 cmn_conn_peer(&s->conn),
                  cmn_sanitize(h->client_name ? h->client_name : "",
                               h->client_name ? strlen(h->client_name) : 0, client, sizeof(client)),
                  cmpr_codec_name(result_codec), transport);
@@ -553,7 +554,7 @@ static uint8_t *session_sink(void *arg, const cmn_frame_header_t *h, const uint8
         protocol_error(s, CMN_EOVERLOAD, NSUT__ERROR_CODE__ERROR_OVERLOAD, why);
         return NULL;
     }
-    if (s->conn.ucx) {
+    if (cmn_conn_whole_payloads(&s->conn)) {
         /* Over UCX the node fetches the payload whole, at once: charged whole. */
         if (sut__budget_take_for(ss->env.budget, &s->peer, h->payload_len, 1) < 0) {
             snprintf(why, sizeof(why),
@@ -581,7 +582,7 @@ static uint8_t *session_sink(void *arg, const cmn_frame_header_t *h, const uint8
 static int frame_top_up(sut_session_t *s)
 {
     sut_budget_t *b = s->ss->env.budget;
-    const cmn_frame_decoder_t *d = &s->conn.dec;
+    const cmn_frame_decoder_t *d = cmn_conn_decoder(&s->conn);
     uint64_t got = 0, want;
 
     if (!s->frame_total || !cmn_frame_decoder_partial(d))
@@ -710,7 +711,7 @@ static void on_decode_timer(uv_timer_t *t)
 
     ss->decode_due_ns = 0;
     for (s = ss->head; s; s = s->next) {
-        if (!s->decode_till_ns || s->conn.closing)
+        if (!s->decode_till_ns || cmn_conn_closing(&s->conn))
             continue;
         if (s->decode_till_ns <= now) {
             s->decode_till_ns = 0;
@@ -855,7 +856,8 @@ static void handle_peer_error(sut_session_t *s, const Nsut__Error *e)
 {
     char txt[300];
 
-    cmn_log_warn("%s: client reported %s: %s; closing", s->conn.peer, wire_error_name((int)e->code),
+    cmn_log_warn("%s: client reported %s: %s; closing", cmn_conn_peer(&s->conn),
+                 wire_error_name((int)e->code),
                  cmn_sanitize(e->message ? e->message : "", e->message ? strlen(e->message) : 0,
                               txt, sizeof(txt)));
     cmn_conn_shutdown(&s->conn, CMN_EPEER);
@@ -902,7 +904,7 @@ static void dispatch_message(sut_session_t *s, unsigned type, const ProtobufCMes
         break;
     }
     case CMN_MSG_GOODBYE:
-        cmn_log_info("%s: client said goodbye", s->conn.peer);
+        cmn_log_info("%s: client said goodbye", cmn_conn_peer(&s->conn));
         cmn_conn_shutdown(&s->conn, CMN_ECLOSED);
         break;
     case CMN_MSG_ERROR:
@@ -971,29 +973,29 @@ out:
 static void on_decode_error(cmn_conn_t *c, int err)
 {
     sut_session_t *s = c->data;
+    const cmn_frame_decoder_t *d = cmn_conn_decoder(c);
     char why[256];
     int wire = NSUT__ERROR_CODE__ERROR_PROTOCOL;
 
-    if (err == CMN_ETOOBIG && c->dec.hdr.meta_len > c->dec.limits.max_meta) {
+    if (err == CMN_ETOOBIG && d->hdr.meta_len > d->limits.max_meta) {
         /* The metadata limit (it follows --max-inflight), not the frame limit, refused it. */
         wire = NSUT__ERROR_CODE__ERROR_TOO_LARGE;
         snprintf(why, sizeof(why), "frame of %u metadata bytes over the metadata limit of %u%s",
-                 c->dec.hdr.meta_len, c->dec.limits.max_meta,
-                 s->ready ? "" : " before the handshake");
+                 d->hdr.meta_len, d->limits.max_meta, s->ready ? "" : " before the handshake");
     } else if (err == CMN_ETOOBIG) {
         wire = NSUT__ERROR_CODE__ERROR_TOO_LARGE;
-        snprintf(
-            why, sizeof(why), "frame of %u metadata + %u payload bytes over the limit of %llu%s",
-            c->dec.hdr.meta_len, c->dec.hdr.payload_len,
-            (unsigned long long)c->dec.limits.max_frame, s->ready ? "" : " before the handshake");
+        snprintf(why, sizeof(why),
+                 "frame of %u metadata + %u payload bytes over the limit of %llu%s",
+                 d->hdr.meta_len, d->hdr.payload_len, (unsigned long long)d->limits.max_frame,
+                 s->ready ? "" : " before the handshake");
     } else if (err == UV_ENOMEM) {
         wire = NSUT__ERROR_CODE__ERROR_INTERNAL;
         snprintf(why, sizeof(why), "out of memory for a frame");
-    } else if ((err == CMN_EFIELD || err == CMN_EOVERLOAD) && c->ucx && c->last_error[0]) {
+    } else if ((err == CMN_EFIELD || err == CMN_EOVERLOAD) && cmn_conn_last_error(c)[0]) {
         /* ucx://: lengths that do not add up, or too much sent while frames were held */
         if (err == CMN_EOVERLOAD)
             wire = NSUT__ERROR_CODE__ERROR_OVERLOAD;
-        snprintf(why, sizeof(why), "%.200s", c->last_error);
+        snprintf(why, sizeof(why), "%.200s", cmn_conn_last_error(c));
     } else {
         snprintf(why, sizeof(why), "frame header rejected: %s", cmn_strerror(err));
     }
@@ -1055,7 +1057,7 @@ static void on_session_close(cmn_conn_t *c, int reason)
         fate = ", its samples in flight are cancelled";
     else if (s->inflight)
         fate = ", results still in flight are dropped";
-    cmn_log_info("%s: connection closed (%s)%s", c->peer,
+    cmn_log_info("%s: connection closed (%s)%s", cmn_conn_peer(c),
                  reason == CMN_ECLOSED ? "peer closed" : cmn_strerror(reason), fate);
     session_release(s);
 }
@@ -1101,8 +1103,9 @@ static void evict_idle(sut_sessions_t *ss, sut_session_t *s, int preauth_only, c
     char why[200];
 
     for (it = ss->head; it; it = it->next) {
-        if (it == s || it->refused || it->dead || it->conn.closing || it->inflight || it->sink ||
-            (preauth_only && !it->preauth) || cmn_frame_decoder_partial(&it->conn.dec) ||
+        if (it == s || it->refused || it->dead || cmn_conn_closing(&it->conn) || it->inflight ||
+            it->sink || (preauth_only && !it->preauth) ||
+            cmn_frame_decoder_partial(cmn_conn_decoder(&it->conn)) ||
             now - it->work_ns < EVICT_GRACE_MS * 1000000ull)
             continue;
         if (!v || it->work_ns < v->work_ns)
@@ -1151,17 +1154,10 @@ static const char *admission(sut_sessions_t *ss, sut_session_t *s, char *why, si
 
 static void peer_ip(sut_session_t *s)
 {
-    struct sockaddr_storage sa;
-    int len = sizeof(sa);
     char *colon;
 
-    snprintf(s->peer_ip, sizeof(s->peer_ip), "?");
-    if (s->conn.ucx) /* ucx://: the address UCX's connection request named */
-        snprintf(s->peer_ip, sizeof(s->peer_ip), "%s", s->conn.peer);
-    else if (uv_tcp_getpeername(&s->conn.tcp, (struct sockaddr *)&sa, &len) == 0)
-        cmn_addr_format((struct sockaddr *)&sa, s->peer_ip, sizeof(s->peer_ip));
-    else
-        return;
+    /* The accepted socket's peer (ucx://: the address UCX's connection request named). */
+    snprintf(s->peer_ip, sizeof(s->peer_ip), "%s", cmn_conn_peer(&s->conn));
     colon = strrchr(s->peer_ip, ':');
     if (colon)
         *colon = '\0';
@@ -1213,7 +1209,7 @@ void sut__sessions_accept(sut_sessions_t *ss, uv_stream_t *server, struct cmn_uc
     cmn_idmap_init(&s->ids);
     s->accepted_ns = s->last_frame_ns = s->active_ns = s->work_ns = cmn_now_ns();
     link_session(ss, s);
-    rc = in ? cmn_conn_accept_ucx(&s->conn, in) : uv_accept(server, (uv_stream_t *)&s->conn.tcp);
+    rc = in ? cmn_conn_accept_ucx(&s->conn, in) : cmn_conn_accept(&s->conn, server);
     if (rc < 0) {
         cmn_log_error("accept: %s", cmn_strerror(rc));
         cmn_conn_close(&s->conn, rc);
@@ -1235,10 +1231,10 @@ void sut__sessions_accept(sut_sessions_t *ss, uv_stream_t *server, struct cmn_uc
         cmn_conn_close(&s->conn, rc);
         return;
     }
-    cmn_frame_decoder_set_sink(&s->conn.dec, session_sink, s, SINK_MIN_PAYLOAD);
-    s->conn.on_partial = on_partial;
+    cmn_conn_set_sink(&s->conn, session_sink, s, SINK_MIN_PAYLOAD);
+    cmn_conn_set_on_partial(&s->conn, on_partial);
     ss->st.connections_total++;
-    cmn_log_debug("%s: connected (%u open)", s->conn.peer, ss->n);
+    cmn_log_debug("%s: connected (%u open)", cmn_conn_peer(&s->conn), ss->n);
 }
 
 /* The rate rule (FRAME_MIN_RATE above), checked on every tick: returns 1 with the reason when the
@@ -1246,33 +1242,34 @@ void sut__sessions_accept(sut_sessions_t *ss, uv_stream_t *server, struct cmn_uc
 static int frame_overdue(sut_session_t *s, uint64_t now, char *why, size_t cap)
 {
     const sut_opts_t *o = s->ss->env.opt;
-    int partial = cmn_frame_decoder_partial(&s->conn.dec);
+    int partial = cmn_frame_decoder_partial(cmn_conn_decoder(&s->conn));
     uint64_t size, left, need, got, win_ms;
 
-    if (!partial || s->conn.frames_in != s->frame_frames || !s->frame_start_ns) {
+    if (!partial || cmn_conn_stats(&s->conn)->frames_in != s->frame_frames || !s->frame_start_ns) {
         s->frame_start_ns = partial ? now : 0;
-        s->frame_frames = s->conn.frames_in;
-        s->frame_bytes_in = s->win_bytes_in = s->conn.bytes_in;
+        s->frame_frames = cmn_conn_stats(&s->conn)->frames_in;
+        s->frame_bytes_in = s->win_bytes_in = cmn_conn_stats(&s->conn)->bytes_in;
         s->win_ns = now;
         return 0;
     }
-    if (s->conn.read_paused) { /* the node is not reading: not the peer's doing */
+    if (cmn_conn_read_paused(&s->conn)) { /* the node is not reading: not the peer's doing */
         s->win_ns = now;
-        s->win_bytes_in = s->conn.bytes_in;
+        s->win_bytes_in = cmn_conn_stats(&s->conn)->bytes_in;
         return 0;
     }
     win_ms = (now - s->win_ns) / 1000000u;
     if (win_ms < FRAME_RATE_WINDOW_MS)
         return 0;
-    size = CMN_FRAME_HEADER_SIZE + (uint64_t)s->conn.dec.hdr.meta_len + s->conn.dec.hdr.payload_len;
-    got = s->conn.bytes_in - s->win_bytes_in;
+    size = CMN_FRAME_HEADER_SIZE + (uint64_t)cmn_conn_decoder(&s->conn)->hdr.meta_len +
+           cmn_conn_decoder(&s->conn)->hdr.payload_len;
+    got = cmn_conn_stats(&s->conn)->bytes_in - s->win_bytes_in;
     left = size > s->win_bytes_in - s->frame_bytes_in ? size - (s->win_bytes_in - s->frame_bytes_in)
                                                       : 0;
     need = (uint64_t)FRAME_MIN_RATE * win_ms / 1000u;
     if (need > left)
         need = left;
     s->win_ns = now;
-    s->win_bytes_in = s->conn.bytes_in;
+    s->win_bytes_in = cmn_conn_stats(&s->conn)->bytes_in;
     if (now - s->frame_start_ns <= o->frame_timeout_ms * 1000000u || got >= need)
         return 0;
     snprintf(why, cap,
@@ -1280,8 +1277,8 @@ static int frame_overdue(sut_session_t *s, uint64_t now, char *why, size_t cap)
              "KiB/s (%llu of "
              "%llu bytes after %llu ms)",
              (unsigned long long)got, (unsigned long long)win_ms, FRAME_MIN_RATE >> 10,
-             (unsigned long long)(s->conn.bytes_in - s->frame_bytes_in), (unsigned long long)size,
-             (unsigned long long)((now - s->frame_start_ns) / 1000000u));
+             (unsigned long long)(cmn_conn_stats(&s->conn)->bytes_in - s->frame_bytes_in),
+             (unsigned long long)size, (unsigned long long)((now - s->frame_start_ns) / 1000000u));
     return 1;
 }
 
@@ -1317,15 +1314,15 @@ static void heartbeat(sut_session_t *s, uint64_t now)
 {
     if (s->congested_ns) {
         s->hb_ns = now;
-    } else if (s->conn.frames_out != s->hb_frames) {
-        s->hb_frames = s->conn.frames_out;
+    } else if (cmn_conn_stats(&s->conn)->frames_out != s->hb_frames) {
+        s->hb_frames = cmn_conn_stats(&s->conn)->frames_out;
         s->hb_ns = now;
     } else if (now - s->hb_ns >= s->ss->env.opt->heartbeat_ms * 1000000u) {
         Nsut__Ping hb = NSUT__PING__INIT;
         hb.seq = ++s->hb_seq;
         hb.sent_ns = now;
         session_send(s, CMN_MSG_PING, &hb.base);
-        s->hb_frames = s->conn.frames_out;
+        s->hb_frames = cmn_conn_stats(&s->conn)->frames_out;
         s->hb_ns = now;
     }
 }
@@ -1339,9 +1336,9 @@ static int write_overdue(sut_session_t *s, uint64_t now)
     update_reading(s);
     if (!s->congested_ns)
         return 0;
-    if (s->conn.bytes_out != s->congested_out) { /* it takes them, slowly */
+    if (cmn_conn_stats(&s->conn)->bytes_out != s->congested_out) { /* it takes them, slowly */
         s->congested_ns = now;
-        s->congested_out = s->conn.bytes_out;
+        s->congested_out = cmn_conn_stats(&s->conn)->bytes_out;
         return 0;
     }
     if (now - s->congested_ns <= o->write_timeout_ms * 1000000u)
@@ -1349,7 +1346,8 @@ static int write_overdue(sut_session_t *s, uint64_t now)
     s->ss->st.errors++;
     cmn_log_warn("%s: took none of its %zu bytes of queued results for %llu ms; dropping the "
                  "connection",
-                 s->conn.peer, cmn_conn_backlog(&s->conn), (unsigned long long)o->write_timeout_ms);
+                 cmn_conn_peer(&s->conn), cmn_conn_backlog(&s->conn),
+                 (unsigned long long)o->write_timeout_ms);
     cmn_conn_close(&s->conn, CMN_ETIMEOUT);
     return 1;
 }
@@ -1398,7 +1396,7 @@ void sut__sessions_tick(sut_sessions_t *ss, uint64_t now_ns)
 
     for (s = ss->head; s; s = next) {
         next = s->next;
-        if (!s->conn.closing)
+        if (!cmn_conn_closing(&s->conn))
             tick_session(ss, s, now_ns);
     }
 }
@@ -1415,7 +1413,7 @@ void sut__sessions_goodbye(sut_sessions_t *ss, const char *reason)
     for (s = ss->head; s; s = next) {
         Nsut__Goodbye g = NSUT__GOODBYE__INIT;
         next = s->next;
-        if (s->conn.closing)
+        if (cmn_conn_closing(&s->conn))
             continue;
         g.reason = (char *)reason;
         session_send(s, CMN_MSG_GOODBYE, &g.base);

@@ -104,7 +104,7 @@ static void on_tcp_conn(uv_stream_t *s, int status)
     }
     tc = new_conn(l);
     if (tc)
-        start_conn(tc, uv_accept(s, (uv_stream_t *)&tc->c.tcp));
+        start_conn(tc, cmn_conn_accept(&tc->c, s));
 }
 
 /* A request not taken here (no memory) is rejected by UCX. */

@@ -14,11 +14,11 @@
  * Backpressure: cmn_conn_backlog() is the bytes queued and not yet taken by the kernel; producers
  * stop above the high-water mark and on_drain fires when it falls under the low-water mark.
  *
- * Lifecycle (libuv style): cmn_conn_init, then either uv_accept() into c->tcp or
- * cmn_conn_connect(); cmn_conn_start() begins reading. cmn_conn_close() or cmn_conn_shutdown()
- * end it; on_close runs once every handle is closed, after which the memory may be freed.
+ * Lifecycle (libuv style): cmn_conn_init, then either cmn_conn_accept() or cmn_conn_connect();
+ * cmn_conn_start() begins reading. cmn_conn_close() or cmn_conn_shutdown() end it; on_close runs
+ * once every handle is closed, after which the memory may be freed.
  *
- * UCX (cmn_conn_connect_ucx / cmn_conn_accept_ucx instead of connect / uv_accept): each frame
+ * UCX (cmn_conn_connect_ucx / cmn_conn_accept_ucx instead of connect / accept): each frame
  * is one UCX active message, sent at once (UCX gathers itself); the payload goes from the
  * caller's memory and, when large, by rendezvous straight into the frame decoder's payload sink.
  * Frames arrive in order; read_pause holds them (a large payload stays at the sender until
@@ -37,10 +37,7 @@
 #include <uv.h>
 
 typedef struct cmn_conn cmn_conn_t;
-typedef struct cmn_wbatch cmn_wbatch_t;
-struct cmn__tls;
 struct cmn_tls_ctx;
-struct cmn__ucx_ep;
 struct cmn_ucx;
 struct cmn_ucx_incoming;
 
@@ -95,54 +92,27 @@ typedef struct {
 
 cmn_conn_options_t cmn_conn_options_default(void);
 
+/* What crossed the connection so far (cmn_conn_stats). */
+typedef struct {
+    uint64_t bytes_in, bytes_out;   /* on the wire (TLS: ciphertext in, plaintext out) */
+    uint64_t frames_in, frames_out; /* frames handed to on_frame / queued by cmn_conn_send */
+    uint64_t batches_out;           /* gathered writes: one per flushed batch of frames */
+} cmn_conn_stats_t;
+
+/* Room for the connection's private state (common/src/core.c checks at build time that it fits). */
+#define CMN_CONN_PRIVATE_SIZE 1536
+
+/* A connection. Only |data| is the owner's; the rest is private to common/ (the framing core and
+ * its transport, common/src/core.h), kept here so that an owner can embed the connection. Read it
+ * through the functions below. */
 struct cmn_conn {
-    uv_tcp_t tcp;
     void *data; /* owner's pointer */
-    uv_loop_t *loop;
-    cmn_conn_callbacks_t cb;
-    cmn_conn_options_t opt;
-    cmn_frame_decoder_t dec;
-    uint8_t *rbuf;
-    char peer[64]; /* "1.2.3.4:5678" or "[::1]:5678", for log messages */
-
-    uv_check_t flush_check;
-    uv_idle_t flush_idle; /* keeps the loop from blocking in poll while a flush is due */
-    uv_timer_t shutdown_timer;
-    uv_connect_t connect_req;
-    uv_shutdown_t shutdown_req;
-    void (*connect_cb)(cmn_conn_t *c, int status);
-
-    cmn_wbatch_t *cur;    /* frames queued this turn */
-    cmn_wbatch_t *pool;   /* reusable batches */
-    size_t bytes_pending; /* queued in cur */
-    size_t bytes_writing; /* handed to uv_write, not yet completed */
-    int above_high_water;
-
-    int closing;
-    int close_reason;
-    int handles_open;
-    int reading;
-    int read_paused;
-    int in_read;
-    int large_frames; /* the last frame was large: read headers alone (see on_alloc) */
-    /* Optional: a read ended with a frame still partial (its bytes are in the decoder), so the
-     * owner can charge its buffer as it fills, or pause reading. TCP and TLS. */
-    void (*on_partial)(cmn_conn_t *c);
-    struct cmn__tls *tls;       /* NULL: plaintext */
-    struct cmn__ucx_ep *ucx;    /* NULL: TCP */
-    struct cmn__writer *writer; /* NULL: every write from the loop thread (write_thread_min) */
-    size_t writer_bytes;        /* of bytes_writing, those handed to the writer */
-    int writer_shutdown_due;    /* cmn_conn_shutdown waits for the writer to finish */
-    /* TLS: batches waiting to be encrypted, oldest first; encryption pauses while much
-     * ciphertext waits for the socket, so memory stays bounded whatever is queued. */
-    cmn_wbatch_t *tls_head, *tls_tail;
-    size_t tls_buf, tls_off; /* progress inside tls_head */
-    int tls_shutdown_due;    /* cmn_conn_shutdown waits for the queue to be encrypted */
-    char last_error[320];    /* why the connection closed itself (TLS, read error), or "" */
-
-    uint64_t bytes_in, bytes_out, frames_in, frames_out;
-    uint64_t frames_at_check; /* frames_in at the last flush check (hold_ns) */
-    uint64_t batches_out;     /* gathered writes: one per flushed batch of frames */
+    union {
+        void *p;
+        uint64_t u;
+        long double ld;
+        unsigned char bytes[CMN_CONN_PRIVATE_SIZE];
+    } private_;
 };
 
 /* |opt| may be NULL for defaults. Returns 0 or a negative code. */
@@ -163,7 +133,7 @@ int cmn_conn_connect_ucx(cmn_conn_t *c, struct cmn_ucx *u, const struct sockaddr
 int cmn_conn_accept_ucx(cmn_conn_t *c, struct cmn_ucx_incoming *in);
 
 /* "tcp", "tcp+write-thread" (write_thread_min), "tls" or "ucx:<UCX transports in use>" (e.g.
- * "ucx:posix", "ucx:tcp", "ucx:rc_mlx5"). */
+ * "ucx:posix", "ucx:tcp", "ucx:rc_mlx5"); "unconnected" before connect / accept. */
 void cmn_conn_describe(const cmn_conn_t *c, char *buf, size_t len);
 
 /* Runs TLS on this connection (cmn/tls.h); call before cmn_conn_start. |peer_name|: for a client,
@@ -206,6 +176,44 @@ int cmn_conn_copies_segments(const cmn_conn_t *c);
 
 void cmn_conn_read_pause(cmn_conn_t *c);
 void cmn_conn_read_resume(cmn_conn_t *c);
+
+/* Accepts a pending TCP connection from |server| (a listening uv_tcp_t) into |c| (after
+ * cmn_conn_init, before cmn_conn_start); the peer's address is known from here on. Returns 0 or
+ * a negative code (the caller then closes the connection). */
+int cmn_conn_accept(cmn_conn_t *c, uv_stream_t *server);
+
+/* "1.2.3.4:5678" or "[::1]:5678" (ucx://: the address UCX's connection request named), for log
+ * messages; "(unconnected)" before connect/accept. */
+const char *cmn_conn_peer(const cmn_conn_t *c);
+
+/* 0 while open, 1 during cmn_conn_shutdown (flushing, waiting for the peer), 2 once closing or
+ * closed (cmn_conn_close, an error, the peer's close). */
+int cmn_conn_closing(const cmn_conn_t *c);
+
+/* Whether reading is paused by cmn_conn_read_pause. */
+int cmn_conn_read_paused(const cmn_conn_t *c);
+
+/* The connection's frame decoder, read-only: the header of the frame being received (valid in
+ * on_decode_error too), its limits, cmn_frame_decoder_partial(). */
+const cmn_frame_decoder_t *cmn_conn_decoder(const cmn_conn_t *c);
+
+/* The decoder's payload sink (cmn_frame_decoder_set_sink). */
+void cmn_conn_set_sink(cmn_conn_t *c, cmn_frame_sink_fn sink, void *arg, size_t min_payload);
+
+/* Optional (TCP and TLS): called when a read ended with a frame still partial (its bytes are in
+ * the decoder), so the owner can charge its buffer as it fills, or pause reading. */
+void cmn_conn_set_on_partial(cmn_conn_t *c, void (*on_partial)(cmn_conn_t *c));
+
+/* Counters since cmn_conn_init. */
+const cmn_conn_stats_t *cmn_conn_stats(const cmn_conn_t *c);
+
+/* Whether a frame's payload arrives whole, at once (ucx://: fetched by the transport), rather
+ * than as a byte stream read piece by piece (tcp://, TLS). */
+int cmn_conn_whole_payloads(const cmn_conn_t *c);
+
+/* The socket's file descriptor (tcp://, TLS), for diagnostics and tests; a negative code when
+ * the connection has none (ucx://, not connected). */
+int cmn_conn_fileno(const cmn_conn_t *c);
 
 /* Closes at once; queued frames are cancelled (their callbacks get UV_ECANCELED). Idempotent. */
 void cmn_conn_close(cmn_conn_t *c, int reason);

@@ -11,6 +11,7 @@ TCase *tcase_frame_encode(void);
 TCase *tcase_msg_roundtrip(void);
 TCase *tcase_msg_validate(void);
 TCase *tcase_conn(void);
+TCase *tcase_core(void);
 TCase *tcase_xq(void);
 TCase *tcase_conf(void);
 TCase *tcase_net(void);

@@ -129,7 +129,7 @@ static void on_accept(cmn_ucx_listener_t *l, cmn_ucx_incoming_t *in, void *arg)
     (void)l;
     (void)arg;
     ck_assert_int_eq(cmn_conn_init(&fx.loop, c, &cb, NULL, &fx.srv_limits), 0);
-    cmn_frame_decoder_set_sink(&c->dec, srv_sink, NULL, 64 * 1024);
+    cmn_conn_set_sink(c, srv_sink, NULL, 64 * 1024);
     ck_assert_int_eq(cmn_conn_accept_ucx(c, in), 0);
     ck_assert_int_eq(cmn_conn_start(c), 0);
     if (fx.pause_server)
@@ -299,7 +299,7 @@ START_TEST(ucx_echo)
     ck_assert_msg(fx.responses == fx.want, "responses %d of %d; client: %s (%s)", fx.responses,
                   fx.want, cmn_strerror(fx.cli_reason), cmn_conn_last_error(&fx.cli));
     ck_assert_int_eq(fx.sink_used, 2);
-    ck_assert_uint_eq(fx.cli.frames_in, (uint64_t)fx.want);
+    ck_assert_uint_eq(cmn_conn_stats(&fx.cli)->frames_in, (uint64_t)fx.want);
     ck_assert_msg(strncmp(fx.desc, "ucx", 3) == 0, "describe: %s", fx.desc);
     if (expect && *expect) {
         char alt[64], *tok, *save = NULL;
