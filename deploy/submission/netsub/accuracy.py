@@ -25,6 +25,7 @@ DEBIAN = {
     "torch": "python3-torch",
     "sentencepiece": "python3-sentencepiece",
     "absl": "python3-absl",
+    "yaml": "python3-yaml",  # the submission checker's
     "transformers": "not in Debian 12 (Hugging Face transformers; the tokenizer of the model's "
                     "checkpoint too)",
     "evaluate": "not in Debian 12 (Hugging Face evaluate; its rouge metric is fetched from the "
