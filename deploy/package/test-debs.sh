@@ -10,9 +10,9 @@
 # an LLM run: the token QSL prepared with the packaged tools through a token-streaming sim node,
 # loadgen-node Server with token latencies (TTFT/TPOT lines checked), both programs' metrics
 # scraped (metrics_check.py: counts against the run's logs; the LLM metrics this build has); and
-# a dry-run submission with the packaged runner (resnet50 CPU demo, the official accuracy script,
-# compliance tests and checker of a copy of the inference checkout: MLPERF_INFERENCE_DIR, default
-# ../shared/reference/mlcommons-inference), its tree and NOT_FOR_SUBMISSION.txt checked.
+# a dry-run LLM submission with the packaged runner through that node (llama3.1-8b Offline and
+# Interactive, TEST06 and the checker of a copy of the inference checkout: MLPERF_INFERENCE_DIR,
+# default ../shared/reference/mlcommons-inference; a stand-in accuracy), its tree checked.
 #
 #   deploy/package/test-debs.sh                 build the packages in build-deb/, then test them
 #   deploy/package/test-debs.sh --build DIR     build them from the build folder DIR (configured
@@ -68,6 +68,9 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends ./*.deb gcc libc6-dev pkg-config man-db \
     python3 python3-numpy python3-pandas >/dev/null
+# What the loadgen package recommends (apt installs it unless told not to) comes too.
+recommends=$(dpkg-query -W -f='${Recommends}' mlperf-network-loadgen | sed 's/([^)]*)//g; s/,/ /g')
+apt-get install -y -qq --no-install-recommends $recommends >/dev/null
 echo "test-debs: installed $(ls ./*.deb | tr '\n' ' ')"
 sut-node --version
 loadgen-node --version
@@ -169,44 +172,53 @@ for want in "Completed tokens per second" "99.00 percentile first token latency 
         "99.00 percentile time to output token (ns)" "No errors encountered during test."; do
     grep -qF "$want" $s || { echo "test-debs: the LLM summary has no '$want'"; exit 1; }
 done
-kill -TERM $sut
-wait $sut || { echo "test-debs: the LLM sut-node did not stop cleanly:"; cat /tmp/llm-sut.log; exit 1; }
 echo "test-debs: an LLM Server run from the package: token QSL, token latencies, metrics (exit $status)"
 
-# A dry-run submission with the packaged runner: the resnet50 CPU demo (demo = yes) through a sim
-# node, the official accuracy script, compliance tests and checker of the copied inference
-# checkout. The short runs break the checker's rules (600 s, seeds): exit 1 is the checker's
-# verdict; a step that stops the runner exits 2 or 3.
+# A dry-run LLM submission with the packaged runner through the same node: llama3.1-8b Offline and
+# Interactive on the token QSL, TEST06 verified and the tree checked by the official scripts of the
+# copied inference checkout; accuracy by a stand-in (sub/standin.py: the official script needs
+# Hugging Face packages Debian 12 lacks), so the tree says it is not a valid result. The short
+# runs break the checker's rules (600 s, data-set size, the stand-in's scores): exit 1 is the
+# checker's verdict; a step that stops the runner exits 2 or 3.
 sub=/root/project/sub
-sut-node --listen 127.0.0.1:0 --port-file /tmp/sub-port --backend sim --log-level warn 2>/tmp/sub-sut.log &
-sut=$!
-for _ in $(seq 200); do [[ -s /tmp/sub-port ]] && break; sleep 0.05; done
-[[ -s /tmp/sub-port ]] || { echo "test-debs: the submission sut-node did not start:"; cat /tmp/sub-sut.log; exit 1; }
-addr=127.0.0.1:$(cat /tmp/sub-port)
-sed -i "s/@ADDR@/$addr/; s|@INF@|$inf|" $sub/submission.ini $sub/deployment.ini
-for i in $(seq 256); do printf 'ILSVRC2012_val_%08d.JPEG 0\n' "$i"; done >$sub/val_map.txt
+sed -i "s/@ADDR@/127.0.0.1:$(cat /tmp/llm-port)/; s|@INF@|$inf|" $sub/submission.ini $sub/deployment.ini
 status=0
 (cd $sub && "$share/submission/submit.py" submission.ini --dry-run) >/tmp/submit.log 2>&1 || status=$?
-grep -E "^\[[0-9]+/[0-9]+\]|^submit.py: " /tmp/submit.log | grep -v ' \.\.\.$' || true
+grep -E "^\[[0-9]+/[0-9]+\]|^submit.py: |^NOT A VALID" /tmp/submit.log | grep -v ' \.\.\.$' || true
 [[ $status -le 1 ]] || { echo "test-debs: submit.py --dry-run exited $status:"; cat /tmp/submit.log; exit 1; }
-res=$sub/out/network/PackageTry/results/pkg_1x_sim/resnet/Offline
-for f in "$sub/out/NOT_FOR_SUBMISSION.txt" "$sub/out/network/PackageTry/systems/pkg_1x_sim.json" \
-        "$res/performance/run_1/mlperf_log_summary.txt" "$res/accuracy/mlperf_log_accuracy.json" \
-        "$res/measurements.json" "$res/TEST01/verify_accuracy.txt" "$res/TEST04/verify_performance.txt"; do
-    [[ -s $f ]] || { echo "test-debs: the dry-run tree lacks $f:"; cat /tmp/submit.log; exit 1; }
+# The checker's own lines: it must have judged the tree, not stopped with a Python error.
+grep -A4 "^The official submission checker" /tmp/submit.log || true
+! grep -q "the checker stopped with a Python error" /tmp/submit.log ||
+    { echo "test-debs: the official checker failed to run:"; cat $sub/work/logs/check.log; exit 1; }
+# Its errors are only what a short run with a stand-in accuracy cannot meet.
+short='Test duration less than 600s|accurc?y run does not cover all dataset|Early stopping condition'
+short+='|performance_sample_count, found|Required minimum (Query Count|samples per query)'
+short+='|Some (performance|accuracy|compliance) checks? Checks failed for|NoResults |SUMMARY: submission has errors'
+bad=$(grep ' ERROR\] ' $sub/work/logs/check.log | grep -vE "$short" || true)
+[[ -z $bad ]] || { echo "test-debs: the checker found more than a short run's faults:"; echo "$bad"; exit 1; }
+res=$sub/out/network/PackageTry/results/pkg_1x_sim/llama3.1-8b
+for f in NOT_FOR_SUBMISSION.txt STAND_IN_ACCURACY.txt network/PackageTry/systems/pkg_1x_sim.json; do
+    [[ -s $sub/out/$f ]] || { echo "test-debs: the dry-run tree lacks $f:"; cat /tmp/submit.log; exit 1; }
 done
-grep -q "accuracy=100.000%" "$res/accuracy/accuracy.txt" ||
-    { echo "test-debs: accuracy.txt is not the official script's 100 %:"; cat "$res/accuracy/accuracy.txt"; exit 1; }
+for sc in Offline Interactive; do
+    for f in performance/run_1/mlperf_log_summary.txt accuracy/mlperf_log_accuracy.json \
+            accuracy/accuracy.txt measurements.json TEST06/verify_accuracy.txt; do
+        [[ -s $res/$sc/$f ]] || { echo "test-debs: the dry-run tree lacks $sc/$f:"; cat /tmp/submit.log; exit 1; }
+    done
+    grep -q "TEST06 verification complete" "$res/$sc/TEST06/verify_accuracy.txt" ||
+        { echo "test-debs: $sc TEST06 not verified:"; cat "$res/$sc/TEST06/verify_accuracy.txt"; exit 1; }
+    grep -q "'gen_num': 8}" "$res/$sc/accuracy/accuracy.txt" ||
+        { echo "test-debs: $sc accuracy.txt is not the stand-in's over 8 samples:"; cat "$res/$sc/accuracy/accuracy.txt"; exit 1; }
+done
 kill -TERM $sut
-wait $sut || { echo "test-debs: the submission sut-node did not stop cleanly:"; cat /tmp/sub-sut.log; exit 1; }
+wait $sut || { echo "test-debs: the LLM sut-node did not stop cleanly:"; cat /tmp/llm-sut.log; exit 1; }
 echo "test-debs: submit.py --dry-run wrote $(find $sub/out -type f | wc -l) files, NOT_FOR_SUBMISSION.txt among them (exit $status)"
 INSIDE
 cp "$root/deploy/package/metrics_check.py" "$stage/"
 # The official sources, copied: the runner's `inference =` checkout and the LLM run's mlperf.conf.
 cp -r "$inference" "$stage/inference"
 chmod -R u+w "$stage/inference"
-# The runner's config for the demo (@ADDR@, the node's address, and @INF@ filled in inside):
-# Offline only, short runs, a val_map whose labels are what the sim node answers (class 0).
+# The runner's config (@ADDR@, the node's address, and @INF@ filled in inside): short runs.
 mkdir "$stage/sub"
 cat >"$stage/sub/submission.ini" <<'INI'
 [submission]
@@ -218,32 +230,45 @@ inference = @INF@
 output = out
 work = work
 loadgen_node = /usr/bin/loadgen-node
+mlperf_conf = @INF@/loadgen/mlperf.conf
 system_json = system-base.json
 deployment = deployment.ini
 netmeta_flags = --no-probe
-demo = yes
 
 [nodes]
 addresses = @ADDR@
 
-[benchmark.resnet50]
-scenarios = Offline
+[benchmark.llama3_1-8b]
+scenarios = Offline, Interactive
 user_conf = user.conf
-qsl = --qsl-synthetic 256 --sample-size 3K --synthetic-kind image
-accuracy = python3 {inference}/vision/classification_and_detection/tools/accuracy-imagenet.py
-           --mlperf-accuracy-file {accuracy_log} --imagenet-val-file /root/project/sub/val_map.txt
-           --dtype int32
-measurements.input_data_types = uint8
+qsl = --qsl-npy /tmp/llm-qsl
+accuracy_standin = python3 /root/project/sub/standin.py {accuracy_log}
+verify_flags.TEST06 = --dtype int32 -e 2
+measurements.input_data_types = int32 token IDs
 measurements.retraining = no
 measurements.starting_weights_filename = none (sim backend)
 measurements.weight_data_types = N/A
 measurements.weight_transformations = none
 INI
 cat >"$stage/sub/user.conf" <<'CONF'
-resnet50.Offline.target_qps = 20000
-resnet50.Offline.min_duration = 300
-resnet50.*.min_query_count = 100
+llama3_1-8b.Offline.target_qps = 100
+llama3_1-8b.*.min_duration = 1000
+llama3_1-8b.*.min_query_count = 16
+llama3_1-8b-interactive.Server.target_qps = 8
+llama3_1-8b-interactive.*.min_duration = 1000
+llama3_1-8b-interactive.*.min_query_count = 16
 CONF
+cat >"$stage/sub/standin.py" <<'PY'
+"""A stand-in accuracy for the test (standard library): the samples and output tokens of the
+accuracy log, in the official scripts' dictionary form; the ROUGE scores are not computed (0.0)."""
+import json
+import sys
+
+log = json.load(open(sys.argv[1]))
+tokens = sum(len(e["data"]) // 8 for e in log)  # int32 token IDs as hex
+print("STAND-IN (samples and output tokens only): {'rouge1': '0.0', 'rouge2': '0.0', "
+      f"'rougeL': '0.0', 'rougeLsum': '0.0', 'gen_len': {tokens}, 'gen_num': {len(log)}}}")
+PY
 cat >"$stage/sub/deployment.ini" <<'INI'
 [deployment]
 network_type = Ethernet
@@ -279,7 +304,7 @@ keys = ("system_type_detail host_processor_model_name host_processors_per_node "
         "accelerator_memory_configuration accelerator_on-chip_memories cooling framework "
         "operating_system other_software_stack hw_notes sw_notes").split()
 d = {k: "N/A" for k in keys}
-d.update(status="available", system_type="datacenter,edge", number_of_nodes="1")
+d.update(status="available", system_type="datacenter", number_of_nodes="1")
 json.dump(d, open(sys.argv[1], "w"), indent=2)
 PY
 if [[ -n $fresh ]]; then
