@@ -11,7 +11,7 @@ Rows (bench/README.md explains each, and what limits it):
      on every CPU at once, the gaps they all share
   B1 Server capacity    B2 Offline bandwidth   B3 SingleStream latency   B4 Name() round trip
   B5 memory, start-up   B6 CPU per sample      B7 compression (B7n: 1 Gbit/s netns, root)
-  B8 multi-node scaling
+  B8 multi-node scaling   B9 3D-UNet Offline over 10/25 Gbit/s netns, LZ4 vs none (root; unet_fabric.py)
   T1 TLS cost
   U  the B1-B3 rows over ucx:// (Ut: UCX over TCP, Us: UCX over shared memory), next to tcp://
 """
@@ -27,6 +27,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from unet_fabric import b9_unet_fabric
 
 HZ = os.sysconf("SC_CLK_TCK")
 
@@ -690,7 +692,8 @@ def b_ucx(env, t, ref):
 
 
 ROWS = {"ref": None, "B1": b1_server, "B2": b2_offline, "B3": b3_singlestream, "B4": b4_name, "B5": b5_memory,
-        "B7": b7_compression, "B8": b8_scaling, "T1": t1_tls, "U": b_ucx}
+        "B7": b7_compression, "B8": b8_scaling, "B9": b9_unet_fabric, "T1": t1_tls,
+        "U": b_ucx}
 
 
 def main():
@@ -725,7 +728,7 @@ def main():
             if fn is None or (only and key not in only):
                 continue
             section_t0 = time.time()
-            if key in ("B4", "B5", "B7", "B8", "T1"):
+            if key in ("B4", "B5", "B7", "B8", "B9", "T1"):
                 fn(env, t)
             else:
                 fn(env, t, ref)

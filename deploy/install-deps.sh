@@ -13,8 +13,9 @@ packages=(
     build-essential cmake pkg-config clang clang-format
     # libraries
     libuv1-dev libprotobuf-c-dev protobuf-c-compiler liblz4-dev libssl-dev libxxhash-dev zlib1g-dev
-    # the /metrics endpoint (libmicrohttpd) and the Prometheus server that scrapes it in tests
-    libmicrohttpd-dev prometheus
+    # the /metrics endpoint (libmicrohttpd), the Prometheus server that scrapes it in tests and the
+    # Pushgateway loadgen-node --metrics-push pushes to
+    libmicrohttpd-dev prometheus prometheus-pushgateway
     # the ucx:// transport (RDMA, shared memory, TCP) and ucx_info to see what a host offers
     libucx-dev ucx-utils
     # unit tests

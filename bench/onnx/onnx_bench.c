@@ -34,6 +34,8 @@
 #define MAX_OPTS 16
 #define MAX_WORKERS 64
 #define SKIP_CODE 77
+/* Decimals for a rate: one, or five below 10/s (a 3D-UNet patch takes seconds). */
+#define PREC(r) ((r) < 10.0 ? 5 : 1)
 
 static double now(void)
 {
@@ -96,12 +98,14 @@ typedef struct {
 static void *worker_main(void *arg)
 {
     worker_t *w = arg;
-    while (!atomic_load(&stop))
+    /* at least one batch: on a loaded machine a short run may end before the thread starts */
+    do
         run_batch(w->ops, w->b, &w->batch);
+    while (!atomic_load(&stop));
     return NULL;
 }
 
-/* All workers running batches for at least |seconds|; returns samples/s. */
+/* All workers running batches for at least |seconds| (and one batch each); returns samples/s. */
 static double timed(worker_t *w, int n_workers, double seconds, size_t *batches)
 {
     double t0, t1;
@@ -278,11 +282,12 @@ int main(int argc, char **argv)
             timed(w, n_workers, warmup, &iters);
         for (i = 0; i < runs; i++) {
             rate[i] = timed(w, n_workers, seconds, &iters);
-            printf("batch %zu run %d: %zu batches in >= %.3f s, %.1f samples/s\n", n, i + 1, iters,
-                   seconds, rate[i]);
+            printf("batch %zu run %d: %zu batches in >= %.3f s, %.*f samples/s\n", n, i + 1, iters,
+                   seconds, PREC(rate[i]), rate[i]);
         }
         qsort(rate, (size_t)runs, sizeof(double), cmp_double);
-        printf("RESULT batch=%zu samples_per_s=%.1f runs=%d\n", n, rate[runs / 2], runs);
+        printf("RESULT batch=%zu samples_per_s=%.*f runs=%d\n", n, PREC(rate[runs / 2]),
+               rate[runs / 2], runs);
         fflush(stdout);
         for (i = 0; i < n_workers; i++) {
             if (ops->free_input)

@@ -10,72 +10,12 @@
  * input "input" float [batch, 3, 224, 224] with a symbolic batch, output "logits" [batch, 1000].
  * Weights are uniform in +-sqrt(6 / fan_in) (He), batch statistics near the identity, so the
  * activations stay finite through the 50 layers; the numbers mean nothing, the timing is real. */
-#include "onnx_model_builder.h"
+#include "model_gen.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct {
-    mb_t *m;
-    uint32_t rng;
-    int seq;
-    size_t n_nodes, n_inits;
-} gen_t;
-
-static float uniform(gen_t *g, float lo, float hi)
-{
-    g->rng ^= g->rng << 13;
-    g->rng ^= g->rng >> 17;
-    g->rng ^= g->rng << 5;
-    return lo + (hi - lo) * (float)(g->rng >> 8) / 16777216.0f;
-}
-
-/* A name not used before: "<prefix>_<n>", in |buf| (64 bytes). */
-static const char *fresh(gen_t *g, const char *prefix, char *buf)
-{
-    snprintf(buf, 64, "%s_%d", prefix, g->seq++);
-    return buf;
-}
-
-/* A float initializer of random values in [lo, hi); its name in |name| (64 bytes). */
-static const char *init(gen_t *g, const char *prefix, int rank, const int64_t *dims, float lo,
-                        float hi, char *name)
-{
-    size_t n = 1, i;
-    float *data;
-    int k;
-    for (k = 0; k < rank; k++)
-        n *= (size_t)dims[k];
-    if (!(data = malloc(n * sizeof(float)))) {
-        fprintf(stderr, "resnet50_onnx: out of memory\n");
-        exit(1);
-    }
-    for (i = 0; i < n; i++)
-        data[i] = uniform(g, lo, hi);
-    mb_init(g->m, fresh(g, prefix, name), ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, rank, dims, data);
-    free(data);
-    g->n_inits++;
-    return name;
-}
-
-/* A node of |op| reading |ins| (comma-separated) into |out|, or into a fresh output named after
- * |prefix| when |out| is NULL. */
-static Onnx__NodeProto *node_to(gen_t *g, const char *op, const char *ins, const char *prefix,
-                                const char *out)
-{
-    char name[64], fresh_out[64];
-    fresh(g, op, name);
-    fresh(g, prefix, fresh_out);
-    g->n_nodes++;
-    return mb_node(g->m, op, name, ins, out ? out : fresh_out);
-}
-
-static Onnx__NodeProto *node(gen_t *g, const char *op, const char *ins, const char *prefix)
-{
-    return node_to(g, op, ins, prefix, NULL);
-}
 
 /* Conv (no bias) -> BatchNormalization -> Relu when |relu|. Returns the output's name. */
 static const char *conv_bn(gen_t *g, const char *x, int64_t cin, int64_t cout, int64_t k,
@@ -89,20 +29,20 @@ static const char *conv_bn(gen_t *g, const char *x, int64_t cin, int64_t cout, i
     Onnx__NodeProto *n;
 
     /* one statement each: the weights depend on the order the generator is drawn in */
-    init(g, "w", 4, wd, -a, a, nm[0]);
+    gen_init(g, "w", 4, wd, -a, a, nm[0]);
     snprintf(ins, sizeof(ins), "%s,%s", x, nm[0]);
-    n = node(g, "Conv", ins, "conv");
+    n = gen_node(g, "Conv", ins, "conv");
     mb_attr_ints(g->m, n, "kernel_shape", 2, ks);
     mb_attr_ints(g->m, n, "strides", 2, st);
     mb_attr_ints(g->m, n, "pads", 4, pads);
-    init(g, "bn_scale", 1, cd, 0.8f, 1.2f, nm[0]);
-    init(g, "bn_bias", 1, cd, -0.1f, 0.1f, nm[1]);
-    init(g, "bn_mean", 1, cd, -0.1f, 0.1f, nm[2]);
-    init(g, "bn_var", 1, cd, 0.8f, 1.2f, nm[3]);
+    gen_init(g, "bn_scale", 1, cd, 0.8f, 1.2f, nm[0]);
+    gen_init(g, "bn_bias", 1, cd, -0.1f, 0.1f, nm[1]);
+    gen_init(g, "bn_mean", 1, cd, -0.1f, 0.1f, nm[2]);
+    gen_init(g, "bn_var", 1, cd, 0.8f, 1.2f, nm[3]);
     snprintf(ins, sizeof(ins), "%s,%s,%s,%s,%s", n->output[0], nm[0], nm[1], nm[2], nm[3]);
-    n = node(g, "BatchNormalization", ins, "bn");
+    n = gen_node(g, "BatchNormalization", ins, "bn");
     if (relu)
-        n = node(g, "Relu", n->output[0], "relu");
+        n = gen_node(g, "Relu", n->output[0], "relu");
     return n->output[0];
 }
 
@@ -116,7 +56,7 @@ static const char *bottleneck(gen_t *g, const char *x, int64_t cin, int64_t widt
     y = conv_bn(g, y, width, 4 * width, 1, 1, 0);
     sc = stride != 1 || cin != 4 * width ? conv_bn(g, x, cin, 4 * width, 1, stride, 0) : x;
     snprintf(ins, sizeof(ins), "%s,%s", y, sc);
-    return node(g, "Relu", node(g, "Add", ins, "add")->output[0], "relu")->output[0];
+    return gen_node(g, "Relu", gen_node(g, "Add", ins, "add")->output[0], "relu")->output[0];
 }
 
 int main(int argc, char **argv)
@@ -136,6 +76,7 @@ int main(int argc, char **argv)
 
     memset(&g, 0, sizeof(g));
     g.rng = 2463534242u;
+    g.tool = "resnet50_onnx";
     if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         printf("usage: resnet50_onnx OUT.onnx [--seed N]\n"
                "Writes ResNet-50 v1.5 (torchvision's layout, opset 13) with seeded random weights\n"
@@ -148,14 +89,14 @@ int main(int argc, char **argv)
         return 2;
     }
     if (argc == 4)
-        g.rng = (uint32_t)strtoul(argv[3], NULL, 10) * 2654435761u + 1;
+        g.rng = gen_seed(strtoul(argv[3], NULL, 10));
     g.m = mb_new(13);
     mb_describe(g.m, "resnet50_v1_5", "resnet50_onnx (mlperf network harness bench)", "batch");
     mb_input(g.m, "input", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 4, in_dims);
     mb_output(g.m, "logits", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, out_dims);
 
     x = conv_bn(&g, "input", 3, 64, 7, 2, 1);
-    n = node(&g, "MaxPool", x, "pool");
+    n = gen_node(&g, "MaxPool", x, "pool");
     mb_attr_ints(g.m, n, "kernel_shape", 2, pk);
     mb_attr_ints(g.m, n, "strides", 2, ps);
     mb_attr_ints(g.m, n, "pads", 4, pp);
@@ -167,13 +108,13 @@ int main(int argc, char **argv)
         }
         width *= 2;
     }
-    x = node(&g, "GlobalAveragePool", x, "gap")->output[0];
-    n = node(&g, "Flatten", x, "flat");
+    x = gen_node(&g, "GlobalAveragePool", x, "gap")->output[0];
+    n = gen_node(&g, "Flatten", x, "flat");
     mb_attr_int(g.m, n, "axis", 1);
-    init(&g, "fc_w", 2, fw, -fa, fa, n1);
-    init(&g, "fc_b", 1, fb, -0.01f, 0.01f, n2);
+    gen_init(&g, "fc_w", 2, fw, -fa, fa, n1);
+    gen_init(&g, "fc_b", 1, fb, -0.01f, 0.01f, n2);
     snprintf(ins, sizeof(ins), "%s,%s,%s", n->output[0], n1, n2);
-    n = node_to(&g, "Gemm", ins, "gemm", "logits");
+    n = gen_node_to(&g, "Gemm", ins, "gemm", "logits");
     mb_attr_int(g.m, n, "transB", 1);
 
     if ((rc = mb_save(g.m, argv[1], &len)) < 0) {

@@ -333,6 +333,20 @@ fail_oom:
     return cmn_errf(eb, -ENOMEM, "metric %s: out of memory", d->name);
 }
 
+int cmn_metrics_add_series(cmn_metrics_t *m, const cmn_metric_desc_t *d, cmn_series_t **out,
+                           cmn_errbuf_t *eb)
+{
+    cmn_metric_t *mt;
+    int rc;
+
+    if (d->labels && d->labels[0])
+        return cmn_errf(eb, CMN_ECONFIG, "metric %s: labels, so no single series", d->name);
+    rc = cmn_metrics_add(m, d, &mt, eb);
+    if (rc == 0)
+        *out = mt->series; /* made by cmn_metrics_add */
+    return rc;
+}
+
 static char *labels_render(const cmn_metric_t *mt, const char *const *values, int *err)
 {
     sbuf_t b = {0};

@@ -215,11 +215,14 @@ static const opt_t options[] = {
         "where the logs go (created if missing; default .); refused\n"
         "when it already holds the logs of an earlier run"),
     STR("metrics-listen", "ADDR:PORT", metrics_listen,
-        "serve Prometheus metrics at http://ADDR:PORT/metrics during a QDL\n"
-        "run (port 0: a free one, logged)"),
+        "serve Prometheus metrics at http://ADDR:PORT/metrics during the\n"
+        "run (port 0: a free one, logged; README.md lists them)"),
     U64("metrics-linger-ms", "MS", metrics_linger_ms, 0, 3600000, " ms",
         "keep serving them this long after the run, so a scraper sees the\n"
-        "final counts (default 0)"),
+        "final values and the result (default 0)"),
+    STR("metrics-push", "URL", metrics_push,
+        "at the end, PUT the final metrics to a Prometheus Pushgateway at\n"
+        "URL/metrics/job/loadgen (a batch run's alternative to scraping)"),
     STR("log-prefix", "P", log.prefix, "log file prefix (default mlperf_log_)"),
     STR("log-suffix", "S", log.suffix, "log file suffix (default none)"),
     FLAG("prefix-datetime", log.prefix_with_datetime,
@@ -790,10 +793,20 @@ static int check_args(lg_args_t *o, cmn_errbuf_t *eb)
         return cmn_errf(eb, CMN_ECONFIG, "give --nodes host:port,... (the QDL) or --sut null");
     if (o->nodes && (rc = check_nodes(o->nodes, eb)) < 0)
         return rc;
-    if (o->metrics_listen && (!o->nodes || (o->sut && strcmp(o->sut, "null") == 0)))
+    if ((o->metrics_listen || o->metrics_push) && o->loadgen && strcmp(o->loadgen, "builtin") != 0)
         return cmn_errf(eb, CMN_ECONFIG,
-                        "--metrics-listen reports the QDL's counters: it needs --nodes (not the "
-                        "null SUT)");
+                        "--metrics-listen and --metrics-push report the built-in scheduler's run; "
+                        "not with --loadgen %s",
+                        o->loadgen);
+    if (o->metrics_push && strncmp(o->metrics_push, "http://", 7) != 0 &&
+        strncmp(o->metrics_push, "https://", 8) != 0)
+        return cmn_errf(eb, CMN_ECONFIG, "--metrics-push: '%s' is not an http:// or https:// URL",
+                        o->metrics_push);
+#ifndef LG_HAVE_CURL
+    if (o->metrics_push)
+        return cmn_errf(eb, CMN_ECONFIG,
+                        "--metrics-push: this build has no libcurl (libcurl4-openssl-dev)");
+#endif
     if ((rc = check_readable("--tls-ca", o->tls_ca, eb)) < 0 ||
         (rc = check_readable("--tls-cert", o->tls_cert, eb)) < 0 ||
         (rc = check_readable("--tls-key", o->tls_key, eb)) < 0)

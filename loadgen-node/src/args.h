@@ -31,8 +31,9 @@ typedef struct {
     const char *tls_ca, *tls_cert, *tls_key, *tls_name;
     int ucx_busy_poll;          /* --ucx-busy-poll: spin UCX progress on the QDL loop */
     int ucx_trusted_fabric;     /* --ucx-trusted-fabric: ucx:// nodes allowed */
-    const char *metrics_listen; /* --metrics-listen (QDL runs) */
+    const char *metrics_listen; /* --metrics-listen */
     uint64_t metrics_linger_ms;
+    const char *metrics_push; /* --metrics-push URL */
     uint64_t connections;
     uint64_t write_thread_min; /* --write-thread-min (QDL), when have_write_thread_min */
     int have_write_thread_min;

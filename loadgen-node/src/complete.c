@@ -11,6 +11,7 @@
 
 #include "cmn/clock.h"
 #include "cmn/digest.h"
+#include "cmn/metrics.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -126,6 +127,24 @@ static uint64_t ns_plus1(uint64_t ns)
     return ns >= (uint64_t)INT64_MAX - 1 ? (uint64_t)INT64_MAX : ns + 1u;
 }
 
+/* --metrics-listen's histograms (lg_observe_t): a few relaxed atomic adds per sample. */
+static void observe(const lg_observe_t *o, lg__chunk_t *c, size_t k, int64_t lat, int tokens)
+{
+    int64_t t1;
+
+    if (o->latency && lat >= 0)
+        cmn_series_observe(o->latency, (uint64_t)lat);
+    if (!tokens || !c->ttft)
+        return;
+    t1 = atomic_load_explicit(&c->ttft[k], memory_order_relaxed) - 1;
+    if (t1 < 0)
+        return;
+    if (o->ttft)
+        cmn_series_observe(o->ttft, (uint64_t)t1);
+    if (o->tpot && c->ntok[k] > 1 && lat >= t1)
+        cmn_series_observe(o->tpot, (uint64_t)((lat - t1) / (c->ntok[k] - 1)));
+}
+
 void lg_complete(lg_run_t *run, const lg_response_t *r, size_t n)
 {
     uint64_t now = cmn_now_ns(), hi, done;
@@ -196,6 +215,8 @@ void lg_complete(lg_run_t *run, const lg_response_t *r, size_t n)
                           "Attempted to complete a sample twice. (sample %" PRIu64 ")", r[i].id);
             continue;
         }
+        if (run->obs && !run->accuracy && r[i].status >= 0)
+            observe(run->obs, c, k, lat, run->use_tokens);
         if (run->progress_on) {
             lg__hist_add(&run->hist, lat);
             if (run->use_tokens && c->ttft && r[i].status >= 0) {

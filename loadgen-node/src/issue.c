@@ -6,6 +6,7 @@
 #include "run.h"
 
 #include "cmn/clock.h"
+#include "cmn/metrics.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -37,6 +38,8 @@ static int record_sample(lg_run_t *run, uint64_t seq, uint32_t idx, int64_t sche
         c->cause[k] = (uint8_t)(run->pace.cause + 1);
     if (late_ns >= 0 && !run->accuracy) {
         lg__hist_add(&run->late_cause_hist[run->pace.cause], late_ns);
+        if (run->obs && run->obs->late)
+            cmn_series_observe(run->obs->late, (uint64_t)late_ns);
     }
     atomic_store_explicit(&c->lat[k], -(sched_rel + 1), memory_order_relaxed);
     if (c->ttft) {

@@ -6,9 +6,9 @@
 #include "args.h"
 #include "lg/lg.h"
 #include "lg/sut_null.h"
+#include "metrics.h"
 #ifdef LG_HAVE_QDL
 #    include "lg/sut_qdl.h"
-#    include "metrics.h"
 #endif
 #ifdef LG_HAVE_OFFICIAL
 #    include "official.h"
@@ -315,9 +315,7 @@ static int run(lg_args_t *o, const lg_test_settings_t *settings)
     int use_qdl = o->sut ? strcmp(o->sut, "qdl") == 0 : o->nodes != NULL;
     lg_qsl_t *qsl = NULL;
     lg_sut_t *sut = NULL;
-#ifdef LG_HAVE_QDL
     lg__metrics_t *metrics = NULL;
-#endif
     cmn_errbuf_t eb = {{0}};
     lg_result_t res;
     int rc;
@@ -363,14 +361,23 @@ static int run(lg_args_t *o, const lg_test_settings_t *settings)
     if (rc < 0)
         goto fail;
 
+    if (o->metrics_listen || o->metrics_push) {
+        lg__metrics_cfg_t mc = {o->metrics_listen, o->metrics_push, o->model, settings,
+                                use_qdl ? sut : NULL};
+        if ((rc = lg__metrics_start(&mc, &metrics, &eb)) < 0) {
 #ifdef LG_HAVE_QDL
-    if (use_qdl && o->metrics_listen &&
-        (rc = lg__metrics_start(sut, o->metrics_listen, &metrics, &eb)) < 0) {
-        lg_sut_qdl_destroy(sut);
-        goto fail;
-    }
+            if (use_qdl)
+                lg_sut_qdl_destroy(sut);
+            else
 #endif
+                lg_sut_null_destroy(sut);
+            goto fail;
+        }
+        o->log.observe = lg__metrics_observe(metrics);
+    }
     rc = lg_start_test(sut, qsl, settings, &o->log, &res, &eb);
+    if (rc == 0)
+        lg__metrics_result(metrics, &res);
 #ifdef LG_HAVE_QDL
     if (use_qdl) {
         char path[4200];
@@ -385,7 +392,10 @@ static int run(lg_args_t *o, const lg_test_settings_t *settings)
         lg_sut_qdl_destroy(sut);
     } else
 #endif
+    {
+        lg__metrics_stop(metrics, o->metrics_linger_ms);
         lg_sut_null_destroy(sut);
+    }
     lg_qsl_close(qsl);
     if (rc < 0) {
         fprintf(stderr, "loadgen-node: %s\n", eb.msg);

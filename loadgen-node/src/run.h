@@ -217,6 +217,7 @@ struct lg_run {
     /* series.c: the progress display, an lg_progress_t: LG_PROGRESS_OFF, _ON (the live line)
      * or _LINES (plain lines); the histograms are kept whenever it is not off. */
     int progress_on;
+    const lg_observe_t *obs; /* lg_log_settings_t.observe, or NULL */
     lg__hist_t hist;
     lg__hist_t ttft_hist, tpot_hist; /* token runs */
     double prog_pct;                 /* the judged percentile and bounds the line shows */

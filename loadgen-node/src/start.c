@@ -250,6 +250,7 @@ int lg_start_test(lg_sut_t *sut, lg_qsl_t *qsl, const lg_test_settings_t *settin
     if (rc < 0)
         goto fail_logs;
     run->progress_on = (int)lg_progress_mode(log->progress);
+    run->obs = log->observe;
     run->verify_digest = log->verify_digest;
     if (run->verify_digest)
         lg_qsl_keep_digests(qsl, 1);

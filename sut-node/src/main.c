@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SUT_VERSION "0.1.0"
 /* --stats waits this long for the whole exchange. */
 #define STATS_TIMEOUT_MS 5000
 

@@ -5,8 +5,12 @@
 #include "cmn/log.h"
 #include "cmn/metrics.h"
 #include "cmn/metrics_http.h"
+#include "cmn/metrics_std.h"
+
+#include "build_info.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,13 +20,6 @@
 
 /* Durations are kept in nanoseconds and shown in seconds. */
 #define NS 9
-
-/* 50 us .. 10 s: from a null backend's round trip to a large LLM batch. */
-static const uint64_t time_bounds[] = {50000,      100000,     250000,    500000,     1000000,
-                                       2500000,    5000000,    10000000,  25000000,   50000000,
-                                       100000000,  250000000,  500000000, 1000000000, 2500000000,
-                                       5000000000, 10000000000};
-#define N_TIME_BOUNDS (sizeof(time_bounds) / sizeof(time_bounds[0]))
 
 /* The counters read from their owners at each scrape. */
 enum {
@@ -48,6 +45,8 @@ enum {
     G_MEM_PEAK,
     G_RSS,
     G_UPTIME,
+    G_WAITING,
+    G_READY,
     N_SNAP
 };
 
@@ -109,6 +108,14 @@ static const snap_desc_t snap_descs[N_SNAP] = {
     [G_RSS] = {"sut_node_resident_memory_bytes", "Resident memory of the process.",
                CMN_METRIC_GAUGE, 0},
     [G_UPTIME] = {"sut_node_uptime_seconds", "Time since the node started.", CMN_METRIC_GAUGE, NS},
+    [G_WAITING] = {"sut_node_streams_waiting",
+                   "Samples received and not yet started by the backend (batching, queued for an "
+                   "engine).",
+                   CMN_METRIC_GAUGE, 0},
+    [G_READY] = {"sut_node_engine_ready",
+                 "1 while the backend's readiness probe finds its engine ready (what the handshake "
+                 "tells clients), 0 while it does not.",
+                 CMN_METRIC_GAUGE, 0},
 };
 
 struct sut_metrics {
@@ -117,6 +124,7 @@ struct sut_metrics {
     cmn_metrics_http_t *http;
     cmn_series_t *snap[N_SNAP];
     cmn_series_t *batch_size, *batch_wait, *infer, *latency;
+    sut_obs_t obs; /* observed by workers.c on the completion path */
     uint64_t *size_bounds;
     /* A scrape asks the loop for a snapshot: request |req|, wait until |done| reaches it. */
     uv_async_t async;
@@ -171,6 +179,13 @@ static void take_snapshot(sut_metrics_t *m)
     cmn_series_set(s[G_MEM_PEAK], (int64_t)atomic_load(&b->peak));
     cmn_series_set(s[G_RSS], (int64_t)resident_bytes());
     cmn_series_set(s[G_UPTIME], (int64_t)st.uptime_ns);
+    cmn_series_set(s[G_READY], m->env.probe ? sut__probe_get(m->env.probe, NULL, 0) : 1);
+    {
+        /* Received and not answered, less those the backend runs: the rest wait. */
+        int64_t running = cmn_series_value(m->obs.running);
+        int64_t waiting = (int64_t)st.inflight_samples - running;
+        cmn_series_set(s[G_WAITING], waiting > 0 ? waiting : 0);
+    }
 }
 
 static void on_async(uv_async_t *a)
@@ -225,10 +240,8 @@ static int add_histogram(sut_metrics_t *m, const char *name, const char *help, u
                            .decimals = decimals,
                            .bounds = bounds,
                            .nbounds = n};
-    cmn_metric_t *mt;
-    int rc = cmn_metrics_add(m->reg, &d, &mt, eb);
 
-    return rc < 0 ? rc : cmn_metric_series(mt, NULL, out);
+    return cmn_metrics_add_series(m->reg, &d, out, eb);
 }
 
 /* Powers of two up to the node's largest batch. */
@@ -246,6 +259,60 @@ static size_t size_bounds(sut_metrics_t *m)
             break;
     }
     return n;
+}
+
+/* What workers.c observes per sample (sut_obs_t), named as vLLM names its own. */
+static const struct {
+    cmn_metric_desc_t d;
+    size_t series; /* offsetof its pointer in sut_obs_t */
+} llm_descs[] = {
+    {{"sut_node_time_to_first_token_seconds",
+      "From a sample's Query frame's arrival to its first token (streaming backends).",
+      CMN_METRIC_HISTOGRAM, NS, NULL, cmn_metrics_ttft_ns, CMN_METRICS_TTFT_N},
+     offsetof(sut_obs_t, ttft)},
+    {{"sut_node_time_per_output_token_seconds",
+      "Per sample, from its first token to its result, divided by its output tokens less one "
+      "(streaming backends).",
+      CMN_METRIC_HISTOGRAM, NS, NULL, cmn_metrics_tpot_ns, CMN_METRICS_TPOT_N},
+     offsetof(sut_obs_t, tpot)},
+    {{"sut_node_e2e_request_latency_seconds",
+      "From a sample's Query frame's arrival to its own result, successful samples.",
+      CMN_METRIC_HISTOGRAM, NS, NULL, cmn_metrics_latency_ns, CMN_METRICS_LATENCY_N},
+     offsetof(sut_obs_t, e2e)},
+    {{"sut_node_request_queue_time_seconds",
+      "From a sample's Query frame's arrival to the backend starting its batch, successful "
+      "samples.",
+      CMN_METRIC_HISTOGRAM, NS, NULL, cmn_metrics_latency_ns, CMN_METRICS_LATENCY_N},
+     offsetof(sut_obs_t, queue)},
+    {{"sut_node_prompt_tokens_total",
+      "Input tokens of the samples a streaming backend started (int32 token ids: sample bytes / "
+      "4).",
+      CMN_METRIC_COUNTER, 0, NULL, NULL, 0},
+     offsetof(sut_obs_t, prompt_tokens)},
+    {{"sut_node_output_tokens_total",
+      "Output tokens the backend reported for its successful samples.", CMN_METRIC_COUNTER, 0, NULL,
+      NULL, 0},
+     offsetof(sut_obs_t, output_tokens)},
+    {{"sut_node_streams_running", "Samples the backend has started and not completed.",
+      CMN_METRIC_GAUGE, 0, NULL, NULL, 0},
+     offsetof(sut_obs_t, running)},
+    {{"sut_node_engine_up",
+      "1 when the backend's last finished sample succeeded, 0 when it failed (the engine "
+      "unreachable or erroring), -1 before any.",
+      CMN_METRIC_GAUGE, 0, NULL, NULL, 0},
+     offsetof(sut_obs_t, engine_up)},
+};
+
+static int register_llm(sut_metrics_t *m, cmn_errbuf_t *eb)
+{
+    for (size_t i = 0; i < sizeof(llm_descs) / sizeof(llm_descs[0]); i++) {
+        cmn_series_t **s = (cmn_series_t **)((char *)&m->obs + llm_descs[i].series);
+        int rc = cmn_metrics_add_series(m->reg, &llm_descs[i].d, s, eb);
+        if (rc < 0)
+            return rc;
+    }
+    cmn_series_set(m->obs.engine_up, -1);
+    return 0;
 }
 
 static int register_all(sut_metrics_t *m, cmn_errbuf_t *eb)
@@ -287,16 +354,22 @@ static int register_all(sut_metrics_t *m, cmn_errbuf_t *eb)
         rc = add_histogram(m, "sut_node_batch_wait_seconds",
                            "From a batch's first sample to the backend starting it: the batching "
                            "wait plus the wait for an engine.",
-                           NS, time_bounds, N_TIME_BOUNDS, &m->batch_wait, eb);
+                           NS, cmn_metrics_latency_ns, CMN_METRICS_LATENCY_N, &m->batch_wait, eb);
     if (rc == 0)
         rc = add_histogram(m, "sut_node_infer_duration_seconds",
                            "From the backend starting a batch to its last completion.", NS,
-                           time_bounds, N_TIME_BOUNDS, &m->infer, eb);
+                           cmn_metrics_latency_ns, CMN_METRICS_LATENCY_N, &m->infer, eb);
     if (rc == 0)
         rc = add_histogram(m, "sut_node_sample_latency_seconds",
                            "Each sample's time in the node: from its Query frame's arrival to its "
                            "batch's completion (decode, batching, queueing, inference).",
-                           NS, time_bounds, N_TIME_BOUNDS, &m->latency, eb);
+                           NS, cmn_metrics_latency_ns, CMN_METRICS_LATENCY_N, &m->latency, eb);
+    if (rc == 0)
+        rc = register_llm(m, eb);
+    if (rc == 0)
+        rc = cmn_metrics_process(m->reg, eb);
+    if (rc == 0)
+        rc = cmn_metrics_build_info(m->reg, "sut_node", SUT_VERSION, BUILD_GIT_COMMIT, eb);
     return rc;
 }
 
@@ -334,6 +407,7 @@ int sut__metrics_start(sut_metrics_t **out, uv_loop_t *loop, const sut_metrics_e
     rc = cmn_metrics_http_start(m->reg, env->listen, &m->http, eb);
     if (rc < 0)
         return rc;
+    atomic_store_explicit(&m->env.workers->obs, &m->obs, memory_order_release);
     cmn_log_info("metrics on http://%s/metrics", cmn_metrics_http_addr(m->http));
     return 0;
 }

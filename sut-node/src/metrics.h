@@ -17,6 +17,7 @@
 #include "batcher.h"
 #include "budget.h"
 #include "cmn/err.h"
+#include "probe.h"
 #include "session.h"
 #include "types.h"
 #include "workers.h"
@@ -37,6 +38,7 @@ typedef struct {
     sut_batcher_t *batcher;
     sut_workers_t *workers;
     sut_budget_t *budget;
+    sut_probe_t *probe; /* the backend's readiness (sut_node_engine_ready) */
 } sut_metrics_env_t;
 
 /* Registers the metrics and listens. Returns 0 or a negative code with a reason in |eb| (the

@@ -456,11 +456,12 @@ int sut__node_init(sut_node_t *n, uv_loop_t *loop, const sut_opts_t *opt, cmn_er
 void sut__node_free(sut_node_t *n)
 {
     sut__probe_stop(&n->probe);
-    sut__metrics_free(n->metrics);
-    n->metrics = NULL;
     sut__workers_shutdown(&n->workers);
     sut__batcher_free(&n->batcher);
     sut__backend_unload(&n->be);
+    /* After the backend: its threads observe into the metrics until every sample completed. */
+    sut__metrics_free(n->metrics);
+    n->metrics = NULL;
     sut__sessions_free(&n->sessions);
     cmn_tls_ctx_free(n->tls);
     n->tls = NULL;
@@ -481,6 +482,7 @@ static int start_metrics(sut_node_t *n, cmn_errbuf_t *eb)
     env.batcher = &n->batcher;
     env.workers = &n->workers;
     env.budget = &n->budget;
+    env.probe = &n->probe;
     return sut__metrics_start(&n->metrics, n->loop, &env, eb);
 }
 

@@ -88,7 +88,8 @@ int sut__probe_get(sut_probe_t *p, char *why, size_t len)
     if (p->threaded)
         uv_mutex_lock(&p->mu);
     ready = p->ready;
-    snprintf(why, len, "%s", p->why);
+    if (why && len)
+        snprintf(why, len, "%s", p->why);
     if (p->threaded)
         uv_mutex_unlock(&p->mu);
     return ready;

@@ -774,7 +774,7 @@ static void handle_query(sut_session_t *s, const Nsut__Query *q, const uint8_t *
     for (i = 0; i < q->n_samples; i++) {
         const Nsut__Sample *sm = q->samples[i];
         const uint8_t *wire = p;
-        sut_owner_t ow = {s, sm->id, s->result_codec, arrival, &s->peer, 0, 0};
+        sut_owner_t ow = {s, sm->id, s->result_codec, arrival, &s->peer, 0, 0, 0};
 
         p += sm->wire_size;
         if (admit_sample(s, sm) < 0)

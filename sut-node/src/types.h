@@ -14,6 +14,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+/* sut-node's version (--version, sut_node_build_info). */
+#define SUT_VERSION "0.1.0"
 #define SUT_MAX_LISTEN 8
 #define SUT_MAX_BACKEND_OPTS 64
 /* --backend unset: the packaged configuration's value, refused at start (main.c). */
@@ -118,7 +120,22 @@ typedef struct {
     struct sut_peer *peer; /* the session's account of the memory budget */
     uint64_t charge;       /* its decoded input on that account (set by the batcher) */
     int cancelled;         /* its client is gone: the backend was (or will be) told (workers.h) */
+    uint64_t token1_ns;    /* its first token came back (streaming; metrics), or 0 */
 } sut_owner_t;
+
+/* The series the completion path observes into (cmn/metrics.h, set up by metrics.c; workers.c
+ * only adds to them: lock-free atomics). */
+struct cmn_series;
+typedef struct {
+    struct cmn_series *e2e;           /* arrival to result, per sample (ns) */
+    struct cmn_series *queue;         /* arrival to its batch's backend start (ns) */
+    struct cmn_series *ttft;          /* arrival to first token (ns) */
+    struct cmn_series *tpot;          /* (result - first token) / (tokens - 1) (ns) */
+    struct cmn_series *prompt_tokens; /* counter: input tokens of streaming samples */
+    struct cmn_series *output_tokens; /* counter: tokens of completed samples */
+    struct cmn_series *running;       /* gauge: samples the backend has started, not completed */
+    struct cmn_series *engine_up;     /* gauge: 1 after a sample succeeded, 0 after one failed */
+} sut_obs_t;
 
 /* The node's view of a batch (formed by batcher.c, run by workers.c): the backend sees only |b|. */
 typedef struct sut_nbatch sut_nbatch_t;

@@ -4,6 +4,7 @@
 #include "alloc.h"
 #include "cmn/clock.h"
 #include "cmn/log.h"
+#include "cmn/metrics.h"
 #include "cmn/msg.h"
 #include "cmpr/cmpr.h"
 
@@ -192,10 +193,43 @@ static void log_failure(sut_workers_t *w, const sut_batch_t *b, const sut_result
                      w->be->info.name, r->index, b->n, r->status, (unsigned long long)ow->wire_id);
 }
 
+/* The metrics of one result or first token (sut_obs_t): a few relaxed atomic adds. The sample's
+ * first token time is kept in its owner slot, which only the backend's calls for that sample
+ * touch, in order (first_token() before complete()). */
+static void observe(sut_obs_t *o, sut_nbatch_t *nb, int kind, const sut_result_t *r, uint64_t now)
+{
+    sut_owner_t *ow = &nb->owners[r->index];
+    const uint64_t arrived = ow->arrival_ns;
+
+    if (kind == SUT_REC_FIRST_TOKEN) {
+        if (!ow->token1_ns && r->status >= 0) {
+            ow->token1_ns = now;
+            if (now >= arrived)
+                cmn_series_observe(o->ttft, now - arrived);
+        }
+        return;
+    }
+    cmn_series_sub(o->running, 1);
+    if (r->status == SUT_BACKEND_ECANCELED)
+        return;
+    cmn_series_set(o->engine_up, r->status >= 0 ? 1 : 0);
+    if (r->status < 0)
+        return;
+    if (now >= arrived)
+        cmn_series_observe(o->e2e, now - arrived);
+    if (nb->start_ns >= arrived)
+        cmn_series_observe(o->queue, nb->start_ns - arrived);
+    if (r->n_tokens > 0)
+        cmn_series_add(o->output_tokens, (uint64_t)r->n_tokens);
+    if (ow->token1_ns && r->n_tokens > 1 && now >= ow->token1_ns)
+        cmn_series_observe(o->tpot, (now - ow->token1_ns) / (uint64_t)(r->n_tokens - 1));
+}
+
 static void push_results(sut_batch_t *b, const sut_result_t *results, size_t cnt, int kind)
 {
     sut_nbatch_t *nb = (sut_nbatch_t *)b;
     sut_workers_t *w = nb->workers;
+    sut_obs_t *obs = atomic_load_explicit(&w->obs, memory_order_acquire);
     cmn_xq_node_t *first = NULL, *last = NULL;
     const uint64_t now = cmn_now_ns(); /* one clock read per completion call */
     size_t i, done = 0;
@@ -211,6 +245,8 @@ static void push_results(sut_batch_t *b, const sut_result_t *results, size_t cnt
         ow = &nb->owners[results[i].index];
         if (results[i].status < 0 && results[i].status != SUT_BACKEND_ECANCELED)
             log_failure(w, b, &results[i], ow, now);
+        if (obs)
+            observe(obs, nb, kind, &results[i], now);
         rec = make_record(w, kind, ow, &results[i]);
         if (!rec) {
             /* The sample cannot be answered; its client times it out rather than the node
@@ -342,12 +378,29 @@ static void fail_batch(sut_nbatch_t *nb, int rc)
     }
 }
 
+/* A batch starts: its samples run; a streaming backend's samples are int32 token ids. */
+static void started_metrics(sut_workers_t *w, sut_nbatch_t *nb)
+{
+    sut_obs_t *obs = atomic_load_explicit(&w->obs, memory_order_acquire);
+    uint64_t tokens = 0;
+
+    if (!obs)
+        return;
+    cmn_series_add(obs->running, nb->b.n);
+    if (!w->streaming)
+        return;
+    for (size_t i = 0; i < nb->b.n; i++)
+        tokens += nb->b.samples[i].size / 4;
+    cmn_series_add(obs->prompt_tokens, tokens);
+}
+
 static void run_batch(sut_workers_t *w, sut_nbatch_t *nb)
 {
     size_t count = nb->b.n;
     int rc;
 
     nb->start_ns = cmn_now_ns();
+    started_metrics(w, nb);
     if (w->be->cancel && all_cancelled(w, nb)) {
         fail_batch(nb, SUT_BACKEND_ECANCELED);
         release_hold(w, nb);
@@ -415,6 +468,7 @@ int sut__workers_init(sut_workers_t *w, const sut_be_t *be, cmn_xq_t *done_q, cm
     }
     w->ready = 1;
     w->inline_run = (be->info.flags & SUT_BACKEND_F_INLINE) != 0;
+    w->streaming = (be->info.flags & SUT_BACKEND_F_STREAMING) != 0;
     if (w->inline_run)
         return 0;
     w->threads = sut__calloc(n_threads, sizeof(uv_thread_t));

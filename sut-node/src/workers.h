@@ -37,6 +37,8 @@ typedef struct {
     uv_thread_t *threads;
     uint32_t n_threads;
     atomic_uint_fast64_t encode_ns; /* result compression time (any thread) */
+    sut_obs_t *_Atomic obs;         /* metrics.c's series, or NULL (set once, loop thread) */
+    int streaming;                  /* the backend streams tokens (int32 token-id samples) */
 } sut_workers_t;
 
 /* Starts |n_threads| threads (none for an inline backend). Returns 0 or a negative code with a

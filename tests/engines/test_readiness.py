@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import urllib.request
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -121,9 +122,24 @@ def node(procs, sut, plugin, tmp, name, engine_port, extra=()):
                          {"url": f"http://127.0.0.1:{engine_port}", "max_tokens": 3}, extra)
 
 
+def engine_ready_metric(port, nlog):
+    """sut_node_engine_ready from the node's metrics endpoint."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    for ln in text.splitlines():
+        if ln.startswith("sut_node_engine_ready "):
+            return int(float(ln.split()[1]))
+    fail("metrics", "no sut_node_engine_ready in the node's metrics", nlog)
+
+
 def unready(procs, sut, lg, plugin, tmp):
     down = free_port()  # nothing listens there: the engine is down
-    p, addr, nlog = node(procs, sut, plugin, tmp, "down", down)
+    mport = free_port()
+    p, addr, nlog = node(procs, sut, plugin, tmp, "down", down,
+                         ["--metrics-listen", f"127.0.0.1:{mport}"])
+    if engine_ready_metric(mport, nlog) != 0:
+        fail("unready node", "sut_node_engine_ready is not 0 while the engine is down", nlog)
+    print("ok sut_node_engine_ready 0 while the engine is down")
     rc, out, _, _ = loadgen(lg, tmp, "down", addr)
     want = f"sut-node {addr} (node 'down') is not ready: GET http://127.0.0.1:{down}/health"
     if rc != 4 or want not in out or "no run started" not in out or "--wait-for-nodes" not in out:
@@ -146,8 +162,10 @@ def unready(procs, sut, lg, plugin, tmp):
 
 def wait_for_engine(procs, sut, lg, plugin, tmp):
     eng = Engine()
+    mport = free_port()
     try:
-        p, addr, nlog = node(procs, sut, plugin, tmp, "loading", eng.port)
+        p, addr, nlog = node(procs, sut, plugin, tmp, "loading", eng.port,
+                             ["--metrics-listen", f"127.0.0.1:{mport}"])
         # The engine never gets ready: the wait ends at its deadline, with the engine's words.
         rc, out, took, _ = loadgen(lg, tmp, "deadline", addr, ["--wait-for-nodes", "2"])
         want = (f"sut-node not ready within 2000 ms: {addr} (not ready: GET "
@@ -173,6 +191,10 @@ def wait_for_engine(procs, sut, lg, plugin, tmp):
         if "engine ready" not in open(nlog).read():
             fail("--wait-for-nodes", "the node's log does not say the engine became ready", nlog)
         print(f"ok --wait-for-nodes 60, engine ready after 3 s: exit 0 after {took:.1f} s")
+        if engine_ready_metric(mport, nlog) != 1:
+            fail("--wait-for-nodes", "sut_node_engine_ready is not 1 once the engine is ready",
+                 nlog)
+        print("ok sut_node_engine_ready 1 once the engine is ready")
         engine_error(lg, tmp, addr, nlog)
         procs.stop(p)
         # A node not yet listening (connection refused) within the wait.

@@ -32,8 +32,9 @@ LOADGEN_NOT_NUMERIC = {
     "qsl-kits", "qsl-raw", "synthetic-kind", "compress", "sut", "nodes", "policy", "result-codec", "tls-ca",
     "qsl-llm-json", "llm-field",
     "tls-cert", "tls-key", "tls-server-name", "ucx-busy-poll", "ucx-trusted-fabric",
-    "null-threaded", "null-digest", "verify-digest", "output-dir", "metrics-listen", "log-prefix", "log-suffix",
-    "prefix-datetime", "quiet", "progress", "sample-latencies", "issue-thread-io", "loadgen",
+    "null-threaded", "null-digest", "verify-digest", "output-dir", "metrics-listen", "metrics-push",
+    "log-prefix", "log-suffix",
+    "prefix-datetime", "quiet", "progress", "sample-latencies", "issue-thread-io", "wait-spin-adapt", "loadgen",
     "log-level", "config", "version", "help",
 }
 SUT_NOT_NUMERIC = {

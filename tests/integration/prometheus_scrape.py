@@ -109,6 +109,14 @@ scrape_configs:
             time.sleep(0.1)
         return False
 
+    def ready_or_say(self):
+        """ready(), or False after printing why the test skips."""
+        if self.ready():
+            return True
+        print("SKIP: prometheus cannot start here:")
+        print(open(self.log, errors="replace").read()[-2000:])
+        return False
+
     def write_targets(self, targets):
         # Atomic replace: Prometheus watches the file and must never read half of it.
         tmp = self.targets + ".tmp"
@@ -274,6 +282,15 @@ def run_loadgen(a, tmp, prom, procs):
     print(f"ok: loadgen_node_rtt_min_seconds = {rtt}")
 
 
+def dump_logs(tmp, names):
+    """The last lines of each log that exists, for a failed test's output."""
+    for name in names:
+        path = os.path.join(tmp, name)
+        if os.path.exists(path):
+            print(f"---- {name} (last lines)")
+            print(open(path, errors="replace").read()[-3000:])
+
+
 def stop_all(procs):
     for p in procs:
         if p.poll() is None:
@@ -300,9 +317,7 @@ def main():
     prom = Prometheus(tmp)
     ok = False
     try:
-        if not prom.ready():
-            print("SKIP: prometheus cannot start here:")
-            print(open(prom.log, errors="replace").read()[-2000:])
+        if not prom.ready_or_say():
             return 77
         (run_sut if a.mode == "sut" else run_loadgen)(a, tmp, prom, procs)
         stop_all(procs)
@@ -323,11 +338,7 @@ def main():
         if ok:
             shutil.rmtree(tmp, ignore_errors=True)
         else:
-            for name in ("sut.log", "lg.log", "prometheus.log"):
-                path = os.path.join(tmp, name)
-                if os.path.exists(path):
-                    print(f"---- {name} (last lines)")
-                    print(open(path, errors="replace").read()[-3000:])
+            dump_logs(tmp, ("sut.log", "lg.log", "prometheus.log"))
             shutil.rmtree(tmp, ignore_errors=True)
 
 

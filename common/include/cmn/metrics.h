@@ -68,6 +68,10 @@ void cmn_metrics_free(cmn_metrics_t *m);
 int cmn_metrics_add(cmn_metrics_t *m, const cmn_metric_desc_t *d, cmn_metric_t **out,
                     cmn_errbuf_t *eb);
 
+/* cmn_metrics_add for a metric without labels (d->labels NULL), and its one series in *out. */
+int cmn_metrics_add_series(cmn_metrics_t *m, const cmn_metric_desc_t *d, cmn_series_t **out,
+                           cmn_errbuf_t *eb);
+
 /* The series of |mt| with these label values (as many as the metric has label names; NULL for a
  * metric without labels), created on first use. Values are any UTF-8 text up to
  * CMN_METRICS_MAX_LABEL_LEN bytes; '\', '"' and newline are escaped on output. Returns 0,

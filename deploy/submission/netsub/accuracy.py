@@ -26,6 +26,7 @@ DEBIAN = {
     "sentencepiece": "python3-sentencepiece",
     "absl": "python3-absl",
     "yaml": "python3-yaml",  # the submission checker's
+    "nibabel": "python3-nibabel",
     "transformers": "not in Debian 12 (Hugging Face transformers; the tokenizer of the model's "
                     "checkpoint too)",
     "evaluate": "not in Debian 12 (Hugging Face evaluate; its rouge metric is fetched from the "
@@ -47,7 +48,15 @@ OFFICIAL = {
     "llama3.1-8b": ("language/llama3.1-8b/evaluation.py",
                     ["numpy", "pandas", "nltk", "torch", "transformers", "datasets", "evaluate",
                      "rouge_score", "absl"]),
+    "3d-unet-99": ("vision/medical_imaging/3d-unet-kits19/accuracy_kits.py",
+                   ["numpy", "pandas", "nibabel"]),
+    "3d-unet-99.9": ("vision/medical_imaging/3d-unet-kits19/accuracy_kits.py",
+                     ["numpy", "pandas", "nibabel"]),
 }
+
+# The benchmarks whose official script scores only a log that holds every sample of the data set
+# once (accuracy_kits.py asserts it), so not TEST01's sampled log (runner.test01_whole_set).
+WHOLE_SET = ("3d-unet-99", "3d-unet-99.9")
 
 
 def interpreter(cmd):

@@ -38,6 +38,10 @@
                                         ;  the tree is marked not a valid result (accuracy.py)
     compliance = TEST06                 ; default: the checker's models_TEST0x for the model
     tree_name = llama2-70b-99.9         ; default: the checker's name for the model (models.py)
+    model = 3d-unet                     ; the name given to loadgen-node --model (mlperf.conf's
+                                        ;  and audit.config's); default: the section's MODEL.
+                                        ;  [benchmark.3d-unet-99] and [benchmark.3d-unet-99.9]
+                                        ;  both with model = 3d-unet make both trees
     verify_flags.TEST06 = --dtype int32 -e 2   ; extra run_verification.py flags, per test
     measurements.input_data_types = int32 ; measurements.json fields (all five are required)
     measurements.retraining = no
@@ -83,7 +87,7 @@ SUBMISSION_KEYS = ("organization", "system", "division", "version", "inference",
                    "demo")
 NODES_KEYS = ("addresses", "flags")
 BENCHMARK_KEYS = (("scenarios", "user_conf", "qsl", "flags", "accuracy", "accuracy_standin",
-                   "compliance", "tree_name") + tuple("measurements." + k for k in MEASUREMENT_FIELDS)
+                   "compliance", "tree_name", "model") + tuple("measurements." + k for k in MEASUREMENT_FIELDS)
                   + tuple("verify_flags." + t for t in COMPLIANCE_TESTS))
 ACCURACY_FIELDS = ("inference", "accuracy_log", "scenario")
 
@@ -237,6 +241,10 @@ class Benchmark:
         why = name_problem(self.model)
         if why:  # the section name: its folder in the work tree, the runner's step names
             raise src.err(section, None, f"the model name {src.show(self.model)} {why}")
+        # The name loadgen-node reads mlperf.conf and user.conf under (mlperf.conf's 3d-unet
+        # serves the checker's 3d-unet-99 and 3d-unet-99.9), and compliance/TEST01/<name>/.
+        lm = sec.get("model")
+        self.lg_model = src.name(section, "model", lm.strip()) if lm is not None else self.model
         tn = sec.get("tree_name")
         self.tree_name = src.name(section, "tree_name", tn.strip() if tn is not None
                                   else rules.tree_name(self.model))

@@ -2,9 +2,9 @@
 """The runner against hostile and malformed configs; no nodes, no binaries of this project.
 
 1. Every name that becomes a folder or file name (organization, system, tree_name, the model of
-   [benchmark.MODEL]) set to '../x', a deeper climb, an absolute path, 'a/b', '..', '' and
-   non-ASCII: submit.py --dry-run exits 2 with one line naming the key, and nothing at all is
-   written (the temp parent's listing is the same before and after).
+   [benchmark.MODEL] and its model = key) set to '../x', a deeper climb, an absolute path,
+   'a/b', '..', '' and non-ASCII: submit.py --dry-run exits 2 with one line naming the key, and
+   nothing at all is written (the temp parent's listing is the same before and after).
 2. A symbolic link in the output tree pointing outside: submit.py refuses it (exit 3) and writes
    nothing outside; the write guard (netsub/confine.py) refuses a write, a folder, a copy and a
    removal through such a link or through '..', and the tree's writers (netsub/tree.py) go
@@ -137,9 +137,10 @@ def name_cases(box):
             box.write(edit=("submission", key, v))
             before = listing(box.base)
             refused(box, f"{key} = {v!r}", key, box.run("--dry-run"), before)
-        box.write(edit=("benchmark.resnet50", "tree_name", v))
-        before = listing(box.base)
-        refused(box, f"tree_name = {v!r}", "tree_name", box.run("--dry-run"), before)
+        for key in ("tree_name", "model"):  # model =: mlperf.conf's and compliance/TEST01/'s
+            box.write(edit=("benchmark.resnet50", key, v))
+            before = listing(box.base)
+            refused(box, f"{key} = {v!r}", key, box.run("--dry-run"), before)
         secs = box.sections()
         secs[2] = ("benchmark." + v, secs[2][1])
         box.write(sections=secs)

@@ -30,7 +30,8 @@
 typedef struct lg_run lg_run_t;
 
 /* This implementation's name and version, as logged in loadgen_version. */
-#define LG_VERSION_STRING "loadgen-node 0.1.0 (LoadGen 6.0.17 compatible)"
+#define LG_VERSION "0.1.0"
+#define LG_VERSION_STRING "loadgen-node " LG_VERSION " (LoadGen 6.0.17 compatible)"
 
 /* One sample of an issued query. Same fields as qdl_sample_t plus the QSL index. */
 typedef struct {
@@ -65,6 +66,17 @@ typedef struct {
 } lg_response_t;
 
 typedef struct lg_sut lg_sut_t;
+
+/* Histograms (cmn/metrics.h, kept in ns) the run observes each successful performance-run sample
+ * into as it completes: one lock-free atomic add per bucket and sum (cmn_series_observe). NULL
+ * members are skipped. loadgen-node's --metrics-listen sets them up (src/metrics.c). */
+struct cmn_series;
+typedef struct {
+    struct cmn_series *latency; /* issue (scheduled time) to completion */
+    struct cmn_series *ttft;    /* token runs: to the first token */
+    struct cmn_series *tpot;    /* token runs: (latency - ttft) / (tokens - 1) */
+    struct cmn_series *late;    /* Server: issued this long after its scheduled time */
+} lg_observe_t;
 
 /* A SUT's own trouble, counted since the SUT was created; the run reports what changed during each
  * performance series (a warning in the summary and the detail log). */
@@ -185,6 +197,8 @@ typedef struct {
     uint64_t latency_interval_ms;
     /* Messages from reading the conf files, logged at the start of the detail log. */
     const lg_msgs_t *msgs;
+    /* Optional (NULL): Prometheus histograms the run adds its performance-run samples to. */
+    const lg_observe_t *observe;
 } lg_log_settings_t;
 
 void lg_log_settings_init(lg_log_settings_t *ls);

@@ -4,6 +4,7 @@
 
 #include "cmn/metrics.h"
 #include "cmn/metrics_http.h"
+#include "cmn/metrics_std.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 static char *render(cmn_metrics_t *m)
@@ -271,6 +273,77 @@ START_TEST(collect_callback)
 }
 END_TEST
 
+/* The value of the sample line "\nNAME VALUE\n" in |out|, or -1. */
+static double sample_value(const char *out, const char *name)
+{
+    char key[128];
+    const char *p;
+
+    snprintf(key, sizeof(key), "\n%s ", name);
+    p = strstr(out, key);
+    return p ? strtod(p + strlen(key), NULL) : -1.0;
+}
+
+START_TEST(add_series)
+{
+    static const char *const labels[] = {"a", NULL};
+    const cmn_metric_desc_t plain = {.name = "x_total", .help = "X.", .type = CMN_METRIC_COUNTER};
+    const cmn_metric_desc_t labelled = {
+        .name = "y_total", .help = "Y.", .type = CMN_METRIC_COUNTER, .labels = labels};
+    cmn_errbuf_t eb = {{0}};
+    cmn_metrics_t *m;
+    cmn_series_t *s = NULL;
+    char *out;
+
+    ck_assert_int_eq(cmn_metrics_new(&m), 0);
+    ck_assert_int_eq(cmn_metrics_add_series(m, &plain, &s, &eb), 0);
+    cmn_series_add(s, 3);
+    ck_assert_int_eq(cmn_metrics_add_series(m, &labelled, &s, &eb), CMN_ECONFIG);
+    ck_assert_str_eq(eb.msg, "metric y_total: labels, so no single series");
+    ck_assert_int_eq(cmn_metrics_add_series(m, &plain, &s, &eb), CMN_ECONFIG); /* twice */
+    out = render(m);
+    ck_assert_str_eq(out, "# HELP x_total X.\n# TYPE x_total counter\nx_total 3\n");
+    free(out);
+    cmn_metrics_free(m);
+}
+END_TEST
+
+START_TEST(process_and_build_info)
+{
+    cmn_metrics_t *m;
+    cmn_errbuf_t eb = {{0}};
+    char *out;
+    int fd;
+    double fds, start, now = (double)time(NULL);
+
+    ck_assert_int_eq(cmn_metrics_new(&m), 0);
+    ck_assert_int_eq(cmn_metrics_process(m, &eb), 0);
+    ck_assert_int_eq(cmn_metrics_build_info(m, "x", "1.2", "abc\"d", &eb), 0);
+    out = render(m);
+    ck_assert_ptr_nonnull(strstr(out, "# TYPE process_cpu_seconds_total counter\n"));
+    ck_assert_ptr_nonnull(strstr(out, "\nx_build_info{version=\"1.2\",commit=\"abc\\\"d\"} 1\n"));
+    ck_assert(sample_value(out, "process_resident_memory_bytes") > 4096);
+    ck_assert(sample_value(out, "process_virtual_memory_bytes") >=
+              sample_value(out, "process_resident_memory_bytes"));
+    ck_assert(sample_value(out, "process_max_fds") >= 3);
+    ck_assert(sample_value(out, "process_cpu_seconds_total") >= 0);
+    /* Started within the last hour (a test process), not in the future. */
+    start = sample_value(out, "process_start_time_seconds");
+    ck_assert_msg(start > now - 3600 && start <= now + 1, "start %f now %f", start, now);
+    fds = sample_value(out, "process_open_fds");
+    ck_assert(fds >= 3);
+    free(out);
+    /* One more descriptor is one more in the next scrape. */
+    fd = dup(0);
+    ck_assert_int_ge(fd, 0);
+    out = render(m);
+    ck_assert(sample_value(out, "process_open_fds") == fds + 1);
+    free(out);
+    close(fd);
+    cmn_metrics_free(m);
+}
+END_TEST
+
 /* ---- threads ----------------------------------------------------------------------------- */
 
 #define MT_THREADS 4
@@ -415,6 +488,8 @@ TCase *tcase_metrics(void)
     tcase_add_test(tc, text_histogram);
     tcase_add_test(tc, bad_descriptions);
     tcase_add_test(tc, collect_callback);
+    tcase_add_test(tc, add_series);
+    tcase_add_test(tc, process_and_build_info);
     tcase_add_test(tc, threads_lose_nothing);
     tcase_set_timeout(tc, 60);
     return tc;

@@ -47,6 +47,11 @@ expect 2 "not a number" --scenario Server --set server_target_qps=fast $qsl
 expect 2 "--wait-spin-us: '1000001' is not an integer from 0 to 1000000 us" --scenario SingleStream \
     --wait-spin-us 1000001 $qsl
 expect 2 "--spin-us: '-3' is not an integer from 0 to 1000000 us" --scenario Server --spin-us -3 $qsl
+expect 2 "--metrics-push: 'ftp://x' is not an http:// or https:// URL" --scenario Offline \
+    --metrics-push ftp://x $qsl
+expect 2 "report the built-in scheduler's run; not with --loadgen official" --scenario Offline \
+    --loadgen official --metrics-listen 127.0.0.1:0 $qsl
+expect 0 "--metrics-push URL" --help
 expect 0 "--progress-timeout-ms" --help
 expect 0 "--max-dispatches" --help
 expect 2 "--max-dispatches: '0' is not an integer from 1 to 1000" --scenario Server --max-dispatches 0 $qsl

@@ -2,6 +2,8 @@
  * the dlopen-able plugin. */
 #include "test_onnx.h"
 #include "onnx_backend.h"
+#include "onnx_cuda_plan.h"
+#include "onnx_graph.h"
 
 #include "cmn/err.h"
 
@@ -15,6 +17,7 @@
 #define FMNIST_MODEL MODEL_DIR "/fashion_mnist_cnn.onnx"
 
 static const int64_t d_n3[] = {-1, 3};
+static const int64_t d4_3d[] = {4}, d2x3[] = {2, 2, 2};
 
 /* Opens |path| expecting failure with |rc| and a message containing |want|; unlinks |path|
  * when |tmp|. */
@@ -202,10 +205,107 @@ START_TEST(test_reshape_runtime_shape)
 }
 END_TEST
 
+/* The 3-D U-Net's operators: what the loader refuses (each message names the node and why), a
+ * Concat along the batch axis making the model unbatched, and the CUDA engine's refusal. */
+START_TEST(test_load_errors_3d)
+{
+    static const int64_t d_a[] = {-1, 3, 2, 2, 2}, d_b[] = {-1, 3, 2, 2, 3}, d3[] = {3};
+    static const int64_t d_w[] = {4, 2, 2, 2, 2}, d_w3[] = {3, 2, 2, 2, 2};
+    static const int64_t d_y[] = {-1, 6, 2, 2, 2};
+    float v[64] = {0};
+    Onnx__NodeProto *n;
+    mb_t *m;
+    tb_t t;
+    char *p;
+
+    m = mb_new(12);
+    mb_input(m, "a", 1, 5, d_a);
+    mb_input(m, "b", 1, 5, d_b);
+    mb_output(m, "y", 1, 5, d_y);
+    n = mb_node(m, "Concat", "cat", "a,b", "y");
+    mb_attr_int(m, n, "axis", 1);
+    expect_error(mb_write(m), 1, CMN_EFORMAT,
+                 "node \"cat\" (Concat): input \"b\" has 3 in dim 4 where the first has 2");
+    m = mb_new(12);
+    mb_input(m, "a", 1, 5, d_a);
+    mb_output(m, "y", 1, 5, d_y);
+    mb_node(m, "Concat", "cat", "a,a", "y");
+    expect_error(mb_write(m), 1, CMN_EFORMAT,
+                 "node \"cat\" (Concat): the axis attribute is required");
+
+    m = mb_new(12);
+    mb_input(m, "a", 1, 5, d_a);
+    mb_init(m, "s", 1, 1, d4_3d, v);
+    mb_init(m, "b", 1, 1, d3, v);
+    mb_output(m, "y", 1, 5, d_a);
+    mb_node(m, "InstanceNormalization", "in", "a,s,b", "y");
+    expect_error(mb_write(m), 1, CMN_EFORMAT,
+                 "node \"in\" (InstanceNormalization): scale \"s\" must be a vector of 3");
+
+    /* W [4, 2, 2, 2, 2] needs 4 input channels; a has 3 */
+    m = mb_new(12);
+    mb_input(m, "a", 1, 5, d_a);
+    mb_init(m, "w", 1, 5, d_w, v);
+    mb_output(m, "y", 1, 5, d_y);
+    n = mb_node(m, "ConvTranspose", "up", "a,w", "y");
+    mb_attr_ints(m, n, "strides", 3, d2x3);
+    expect_error(mb_write(m), 1, CMN_EFORMAT,
+                 "node \"up\" (ConvTranspose): group 1 does not fit 3 input channels and W [4,2]");
+    m = mb_new(12);
+    mb_input(m, "a", 1, 5, d_a);
+    mb_init(m, "w", 1, 5, d_w3, v);
+    mb_output(m, "y", 1, 5, d_y);
+    n = mb_node(m, "ConvTranspose", "up", "a,w", "y");
+    mb_attr_str(m, n, "auto_pad", "SAME_LOWER");
+    expect_error(mb_write(m), 1, CMN_EFORMAT,
+                 "node \"up\" (ConvTranspose): auto_pad \"SAME_LOWER\" is not supported");
+
+    /* Concat on axis 0 joins samples: one whole tensor per batch, and the log says why */
+    m = mb_new(12);
+    mb_input(m, "a", 1, 5, d_a);
+    mb_output(m, "y", 1, 5, d_a);
+    n = mb_node(m, "Concat", "cat0", "a,a", "y");
+    mb_attr_int(m, n, "axis", 0);
+    p = mb_write(m);
+    ck_assert_int_eq(tb_open(&t, sut_backend_onnx_ops(), p, NULL, 8, 1), 0);
+    ck_assert_uint_eq(t.info.max_batch, 1);
+    ck_assert_uint_eq(t.info.output_size, 2 * 3 * 8 * sizeof(float));
+    ck_assert_ptr_nonnull(strstr(tb_log(), "node \"cat0\" (Concat): it concatenates along the "
+                                           "batch axis; the model runs one sample per batch"));
+    tb_close(&t);
+    unlink(p);
+    free(p);
+
+    /* the CUDA engine has none of the four yet: its plan building names the node */
+    m = mb_new(12);
+    mb_input(m, "a", 1, 5, d_a);
+    mb_init(m, "s", 1, 1, d3, v);
+    mb_init(m, "b", 1, 1, d3, v);
+    mb_output(m, "y", 1, 5, d_a);
+    mb_node(m, "InstanceNormalization", "in", "a,s,b", "y");
+    p = mb_write(m);
+    {
+        onnx_cuda_program_t *prog;
+        onnx_graph_t *g;
+        cmn_errbuf_t eb;
+        size_t one = 1;
+        ck_assert_int_eq(onnx_graph_load(p, &g, &eb), 0);
+        ck_assert_int_eq(onnx_cuda_program_build(g, &one, 1, &prog, &eb), CMN_EBACKEND);
+        ck_assert_msg(strstr(eb.msg, "node \"in\" (InstanceNormalization): operator not "
+                                     "implemented by the CUDA engine"),
+                      "%s", eb.msg);
+        onnx_graph_free(g);
+    }
+    unlink(p);
+    free(p);
+}
+END_TEST
+
 TCase *tcase_load_errors(void)
 {
     TCase *tc = tcase_create("load_errors");
     tcase_add_test(tc, test_load_errors);
+    tcase_add_test(tc, test_load_errors_3d);
     if (ONNX_NODE_DIR[0])
         tcase_add_test(tc, test_reshape_runtime_shape);
     return tc;

@@ -134,7 +134,7 @@ static void teardown(void)
 static int add(uint64_t id, size_t size)
 {
     static uint8_t bytes[4096];
-    sut_owner_t ow = {NULL, id, CMPR_NONE, 0, NULL, 0, 0};
+    sut_owner_t ow = {NULL, id, CMPR_NONE, 0, NULL, 0, 0, 0};
     cmn_errbuf_t eb;
 
     return sut__batcher_add(&F.bt, &ow, CMPR_NONE, bytes, size, size, &eb);
@@ -324,7 +324,7 @@ END_TEST
 START_TEST(batch_alloc_fail)
 {
     cmn_errbuf_t eb;
-    sut_owner_t ow = {NULL, 7, CMPR_NONE, 0, NULL, 0, 0};
+    sut_owner_t ow = {NULL, 7, CMPR_NONE, 0, NULL, 0, 0, 0};
     uint8_t junk[64];
     long k;
 

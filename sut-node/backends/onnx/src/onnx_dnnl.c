@@ -19,13 +19,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_ARGS 10
+#define MAX_ARGS (ONNX_MAX_IN + 2)
 #define ALIGN 64
 
 typedef struct {
     onnx_slot_t slot; /* storage, lifetime and place: onnx_lower.h */
     dnnl_memory_desc_t md;
     void *data; /* constants: the contents, laid out as md */
+    size_t off; /* bytes from the start of the root's storage (one sample of a batch) */
     dnnl_memory_t mem;
 } xval_t;
 
@@ -177,6 +178,15 @@ static int alias(onnx_dnnl_t *x, plan_t *p, int of, const dnnl_memory_desc_t *md
         return i;
     synced(p, &x->lw, i);
     p->xv[i].md = m;
+    return i;
+}
+
+/* A view of |off| bytes further into |of|'s storage (one sample of a batched tensor). */
+static int alias_at(onnx_dnnl_t *x, plan_t *p, int of, const dnnl_memory_desc_t *md, size_t off)
+{
+    int i = alias(x, p, of, md);
+    if (i >= 0)
+        p->xv[i].off += off;
     return i;
 }
 
@@ -445,14 +455,60 @@ static const dnnl_memory_desc_t *pd_md(dnnl_primitive_desc_t pd, dnnl_query_t q)
 
 /* ---- one emitter per op ---------------------------------------------------------------------- */
 
+/* Row-major strides of the kernel dims wd[from..nd-1] into |st| (from |from| on); returns their
+ * element count. */
+static int64_t kernel_strides(const dnnl_dims_t wd, int from, int nd, dnnl_dims_t st)
+{
+    int64_t k = 1;
+    int i;
+    for (i = nd - 1; i >= from; i--) {
+        st[i] = k;
+        k *= wd[i];
+    }
+    return k;
+}
+
+/* The weights of a ConvTranspose as oneDNN's deconvolution reads them: ONNX stores W as
+ * [C, M/g, k...] (input channels first); oneDNN's dims are [M, C, k...], or [g, M/g, C/g, k...],
+ * so the plain view swaps the strides of the two channel dims instead of moving bytes. */
+static void deconv_weights(const dnnl_dims_t wd, int nd, int64_t group, dnnl_memory_desc_t *any,
+                           dnnl_memory_desc_t *view)
+{
+    dnnl_dims_t d, st;
+    int64_t k, ocg = wd[1], icg = wd[0] / group;
+    int i, o = group > 1;
+    k = kernel_strides(wd, 2, nd, st);
+    for (i = nd - 1; i >= 2; i--) { /* downwards: moves the kernel strides up by |o| */
+        d[i + o] = wd[i];
+        st[i + o] = st[i];
+    }
+    if (o) {
+        d[0] = group;
+        st[0] = icg * ocg * k;
+    }
+    d[o] = ocg;
+    st[o] = k;
+    d[o + 1] = icg;
+    st[o + 1] = ocg * k;
+    md_any(any, nd + o, d, dnnl_f32);
+    dnnl_memory_desc_init_by_strides(view, nd + o, d, dnnl_f32, st);
+}
+
+/* Conv and ConvTranspose (oneDNN's convolution and deconvolution): the same arguments, weights
+ * viewed differently. */
 static int emit_conv(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
 {
     dnnl_memory_desc_t src_md, w_md, b_md, dst_md, w_view;
     dnnl_dims_t sd, wd, od, bd, strides, dil, pl, pr;
-    dnnl_convolution_desc_t cd;
+    union {
+        dnnl_convolution_desc_t conv;
+        dnnl_deconvolution_desc_t deconv;
+    } cd;
     dnnl_primitive_attr_t attr;
     dnnl_primitive_desc_t pd;
     int ids[5], xvs[5], na = 0, nd, i, s, rc, src, w, b = -1, dst, has_bias;
+    int transposed = n->op == ONNX_OP_CONVTRANSPOSE;
+    const char *what = transposed ? "deconvolution" : "convolution";
 
     nd = vdims(x, n->in[0], sd);
     vdims(x, n->in[1], wd);
@@ -466,7 +522,9 @@ static int emit_conv(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
     }
     md_any(&src_md, nd, sd, dnnl_f32);
     md_any(&dst_md, nd, od, dnnl_f32);
-    if (n->group > 1) {
+    if (transposed) {
+        deconv_weights(wd, nd, n->group, &w_md, &w_view);
+    } else if (n->group > 1) {
         /* grouped weights: [g, M/g, C/g, k...] */
         dnnl_dims_t gd;
         gd[0] = n->group;
@@ -479,14 +537,19 @@ static int emit_conv(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
         md_any(&w_md, nd, wd, dnnl_f32);
         md_plain(&w_view, nd, wd, dnnl_f32);
     }
-    bd[0] = wd[0];
+    bd[0] = od[1];
     md_plain(&b_md, 1, bd, dnnl_f32);
-    CK(dnnl_dilated_convolution_forward_desc_init(
-           &cd, dnnl_forward_inference, dnnl_convolution_direct, &src_md, &w_md,
-           has_bias ? &b_md : NULL, &dst_md, strides, dil, pl, pr),
-       "convolution");
-    if ((rc = make_attr(x, n, 1.0f, &attr)) < 0 ||
-        (rc = make_pd(x, &cd, attr, &pd, "convolution")) < 0)
+    if (transposed)
+        CK(dnnl_dilated_deconvolution_forward_desc_init(
+               &cd.deconv, dnnl_forward_inference, dnnl_deconvolution_direct, &src_md, &w_md,
+               has_bias ? &b_md : NULL, &dst_md, strides, dil, pl, pr),
+           what);
+    else
+        CK(dnnl_dilated_convolution_forward_desc_init(
+               &cd.conv, dnnl_forward_inference, dnnl_convolution_direct, &src_md, &w_md,
+               has_bias ? &b_md : NULL, &dst_md, strides, dil, pl, pr),
+           what);
+    if ((rc = make_attr(x, n, 1.0f, &attr)) < 0 || (rc = make_pd(x, &cd, attr, &pd, what)) < 0)
         return rc;
 
     TRY(src, get_xv(x, p, n->in[0]));
@@ -613,6 +676,140 @@ fail_pd:
     return rc;
 }
 
+/* InstanceNormalization as oneDNN's batch normalization computing its own statistics, one step
+ * per sample: each sample is a tensor [1, C, spatial] of the batch's layout at its own offset,
+ * whose per-channel statistics are the instance's. The layout is the producer's when oneDNN's
+ * normalization takes it (plain, channels-last as brgconv picks, or channel-blocked), else the
+ * input is reordered to plain first. A fused ReLU becomes the primitive's fuse_norm_relu flag. */
+static int emit_instancenorm(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
+{
+    static const dnnl_format_tag_t tags[3][5] = {
+        {dnnl_ncw, dnnl_nwc, dnnl_nCw16c, dnnl_nCw8c, dnnl_nCw4c},
+        {dnnl_nchw, dnnl_nhwc, dnnl_nChw16c, dnnl_nChw8c, dnnl_nChw4c},
+        {dnnl_ncdhw, dnnl_ndhwc, dnnl_nCdhw16c, dnnl_nCdhw8c, dnnl_nCdhw4c},
+    };
+    const int ids[6] = {DNNL_ARG_SRC,  DNNL_ARG_SCALE,    DNNL_ARG_SHIFT,
+                        DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_DST};
+    dnnl_batch_normalization_desc_t bd;
+    dnnl_primitive_attr_t attr;
+    dnnl_primitive_desc_t pd, one;
+    dnnl_memory_desc_t md, smd, stat_md;
+    dnnl_dims_t d, sd, cd;
+    unsigned flags = dnnl_use_scale | dnnl_use_shift;
+    int xvs[6], nd, k, rc, src, dst, scale, shift;
+    int64_t s;
+    size_t per;
+
+    if (n->n_post > 1 || (n->n_post == 1 && n->post[0].kind != ONNX_POST_RELU))
+        return fail(x, CMN_EBACKEND, "only a ReLU can be fused into InstanceNormalization");
+    if (n->n_post)
+        flags |= dnnl_fuse_norm_relu;
+    nd = vdims(x, n->in[0], d);
+    if (nd < 3 || nd > 5)
+        return fail(x, CMN_EBACKEND, "rank %d; 1 to 3 spatial dims are supported", nd);
+    if ((src = get_xv(x, p, n->in[0])) < 0)
+        return src;
+    for (k = 0; k < 5; k++) {
+        dnnl_memory_desc_init_by_tag(&md, nd, d, dnnl_f32, tags[nd - 3][k]);
+        if (md_eq(&md, &p->xv[src].md))
+            break;
+    }
+    if (k == 5) { /* another layout: plain first */
+        k = 0;
+        dnnl_memory_desc_init_by_tag(&md, nd, d, dnnl_f32, tags[nd - 3][0]);
+        if ((src = ensure(x, p, src, &md)) < 0)
+            return src;
+    }
+    memcpy(sd, d, sizeof(sd));
+    sd[0] = 1;
+    dnnl_memory_desc_init_by_tag(&smd, nd, sd, dnnl_f32, tags[nd - 3][k]);
+    per = dnnl_memory_desc_get_size(&smd); /* every tag above has the sample outermost */
+    CK(dnnl_batch_normalization_forward_desc_init(&bd, dnnl_forward_inference, &smd, n->epsilon,
+                                                  flags),
+       "instance normalization (batch normalization)");
+    if ((rc = make_attr(x, NULL, 1.0f, &attr)) < 0 ||
+        (rc = make_pd(x, &bd, attr, &pd, "instance normalization (batch normalization)")) < 0)
+        return rc;
+    cd[0] = d[1];
+    md_plain(&stat_md, 1, cd, dnnl_f32);
+    TRY(scale, get_xv(x, p, n->in[1]));
+    TRY(scale, ensure(x, p, scale, &stat_md));
+    TRY(shift, get_xv(x, p, n->in[2]));
+    TRY(shift, ensure(x, p, shift, &stat_md));
+    TRY(dst, new_xv(x, p, ONNX_STORE_ARENA, &md));
+    for (s = 0; s < d[0]; s++) {
+        if (s + 1 < d[0]) {
+            if (dnnl_primitive_desc_clone(&one, pd) != dnnl_success) {
+                rc = dfail(x, dnnl_out_of_memory, "instance normalization");
+                goto fail_pd;
+            }
+        } else {
+            one = pd; /* the last step takes the original */
+        }
+        if ((xvs[0] = alias_at(x, p, src, &smd, (size_t)s * per)) < 0 ||
+            (xvs[3] = new_xv(x, p, ONNX_STORE_ARENA, &stat_md)) < 0 ||
+            (xvs[4] = new_xv(x, p, ONNX_STORE_ARENA, &stat_md)) < 0 ||
+            (xvs[5] = alias_at(x, p, dst, &smd, (size_t)s * per)) < 0) {
+            dnnl_primitive_desc_destroy(one);
+            rc = -ENOMEM;
+            goto fail_last;
+        }
+        xvs[1] = scale;
+        xvs[2] = shift;
+        if ((rc = add_step(x, p, one, 6, ids, xvs)) < 0)
+            goto fail_last;
+    }
+    onnx_lower_set_value(&x->lw, n->out, dst);
+    return 0;
+
+fail_last:
+    if (s + 1 < d[0])
+        dnnl_primitive_desc_destroy(pd);
+    return rc < 0 ? rc : fail(x, -ENOMEM, "out of memory");
+
+fail_pd:
+    dnnl_primitive_desc_destroy(pd);
+    return rc;
+}
+
+/* Concat in whatever layouts its inputs have; oneDNN picks the output's (blocked channels stay
+ * blocked when every input's channel count is a multiple of the block). */
+static int emit_concat(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
+{
+    dnnl_memory_desc_t mds[ONNX_MAX_IN], dst_md;
+    dnnl_primitive_attr_t attr;
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t st;
+    dnnl_dims_t od;
+    int ids[ONNX_MAX_IN + 1], xvs[ONNX_MAX_IN + 1], i, nd, rc, dst;
+
+    for (i = 0; i < n->n_in; i++) {
+        if ((xvs[i] = get_xv(x, p, n->in[i])) < 0)
+            return xvs[i];
+        mds[i] = p->xv[xvs[i]].md;
+        ids[i] = DNNL_ARG_MULTIPLE_SRC + i;
+    }
+    nd = vdims(x, n->out, od);
+    md_any(&dst_md, nd, od, mds[0].data_type);
+    if ((rc = make_attr(x, NULL, 1.0f, &attr)) < 0)
+        return rc;
+    st = dnnl_concat_primitive_desc_create(&pd, &dst_md, n->n_in, n->axis, mds, attr, x->eng);
+    dnnl_primitive_attr_destroy(attr);
+    if (st != dnnl_success)
+        return dfail(x, st, "concat");
+    for (i = 0; i < n->n_in; i++)
+        TRY(xvs[i], ensure(x, p, xvs[i], dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, i)));
+    TRY(dst, new_xv(x, p, ONNX_STORE_ARENA, pd_md(pd, dnnl_query_dst_md)));
+    ids[n->n_in] = DNNL_ARG_DST;
+    xvs[n->n_in] = dst;
+    onnx_lower_set_value(&x->lw, n->out, dst);
+    return add_step(x, p, pd, n->n_in + 1, ids, xvs);
+
+fail_pd:
+    dnnl_primitive_desc_destroy(pd);
+    return rc;
+}
+
 static int emit_relu(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
 {
     dnnl_eltwise_desc_t ed;
@@ -622,8 +819,10 @@ static int emit_relu(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
 
     if ((src = get_xv(x, p, n->in[0])) < 0)
         return src;
+    /* LeakyRelu is oneDNN's relu with a slope below zero */
     CK(dnnl_eltwise_forward_desc_init(&ed, dnnl_forward_inference, dnnl_eltwise_relu,
-                                      &p->xv[src].md, 0.0f, 0.0f),
+                                      &p->xv[src].md, n->op == ONNX_OP_LEAKYRELU ? n->alpha : 0.0f,
+                                      0.0f),
        "relu");
     if ((rc = make_attr(x, n, 1.0f, &attr)) < 0 || (rc = make_pd(x, &ed, attr, &pd, "relu")) < 0)
         return rc;
@@ -907,7 +1106,12 @@ static int emit_node(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
     int src;
     switch (n->op) {
     case ONNX_OP_CONV:
+    case ONNX_OP_CONVTRANSPOSE:
         return emit_conv(x, p, n);
+    case ONNX_OP_INSTANCENORM:
+        return emit_instancenorm(x, p, n);
+    case ONNX_OP_CONCAT:
+        return emit_concat(x, p, n);
     case ONNX_OP_MAXPOOL:
     case ONNX_OP_AVGPOOL:
     case ONNX_OP_GLOBALAVGPOOL:
@@ -915,6 +1119,7 @@ static int emit_node(onnx_dnnl_t *x, plan_t *p, const onnx_node_t *n)
     case ONNX_OP_BATCHNORM:
         return emit_batchnorm(x, p, n);
     case ONNX_OP_RELU:
+    case ONNX_OP_LEAKYRELU:
         return emit_relu(x, p, n);
     case ONNX_OP_ADD:
     case ONNX_OP_SUB:
@@ -1040,7 +1245,8 @@ static int bind_plan(onnx_dnnl_t *x, plan_t *p)
     for (i = 0; i < p->n_xv; i++) {
         xval_t *v = &p->xv[i];
         const xval_t *r = &p->xv[v->slot.root];
-        void *h = r->slot.store == ONNX_STORE_CONST ? r->data : x->arena + r->slot.offset;
+        uint8_t *h = r->slot.store == ONNX_STORE_CONST ? r->data : x->arena + r->slot.offset;
+        h += v->off;
         CK(dnnl_memory_create(&v->mem, &v->md, x->eng, h), "memory");
         if (r->slot.input >= 0)
             p->in_refs[p->n_in_refs++] = i;
@@ -1173,11 +1379,12 @@ void onnx_dnnl_destroy(onnx_dnnl_t *x)
 static const uint8_t *xv_ptr(const onnx_dnnl_t *x, const plan_t *p, int i, void *const *in_ptr)
 {
     const xval_t *r = &p->xv[p->xv[i].slot.root];
+    size_t off = p->xv[i].off;
     if (r->slot.store == ONNX_STORE_CONST)
-        return r->data;
+        return (const uint8_t *)r->data + off;
     if (r->slot.input >= 0)
-        return in_ptr[r->slot.input];
-    return x->arena + r->slot.offset;
+        return (const uint8_t *)in_ptr[r->slot.input] + off;
+    return x->arena + r->slot.offset + off;
 }
 
 int onnx_dnnl_run(onnx_dnnl_t *x, size_t n, const void *input, const void **output,

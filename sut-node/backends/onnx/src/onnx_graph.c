@@ -950,6 +950,212 @@ static int infer_cast(infer_t *x)
     return 0;
 }
 
+/* ConvTranspose: X [N, C, in...], W [C, M/group, k...], B [M]. The output size follows the
+ * model's pads and output_padding, or output_shape (which then decides the pads), as the ONNX
+ * specification gives them. */
+static int infer_convtranspose(infer_t *x)
+{
+    static const char *const known[] = {"auto_pad",     "dilations",      "group",
+                                        "kernel_shape", "output_padding", "output_shape",
+                                        "pads",         "strides",        NULL};
+    ctx_t c = {x->p, x->n, x->eb};
+    onnx_node_t *n = x->n;
+    const onnx_value_t *in = in_val(x, 0), *w = in_val(x, 1), *b = in_val(x, 2);
+    int64_t kshape[ONNX_MAX_SPATIAL], opad[ONNX_MAX_SPATIAL] = {0}, oshape[ONNX_MAX_SPATIAL + 2];
+    int64_t pads[2 * ONNX_MAX_SPATIAL], group;
+    size_t cnt, n_oshape;
+    char autopad[32];
+    const char *ap;
+    int s, ns, rc;
+
+    if ((rc = attrs_known(&c, known)) < 0)
+        return rc;
+    if (!in || !w)
+        return node_bad(x->eb, n, "needs inputs X and W");
+    if ((rc = need_float(x, 0)) < 0 || (rc = need_float(x, 1)) < 0 || (rc = need_float(x, 2)) < 0)
+        return rc;
+    if (in->rank < 3 || in->rank > 2 + ONNX_MAX_SPATIAL)
+        return node_bad(x->eb, n, "input of rank %d; 1 to 3 spatial dims are supported", in->rank);
+    if (w->rank != in->rank)
+        return node_bad(x->eb, n, "W has rank %d, X rank %d", w->rank, in->rank);
+    ns = in->rank - 2;
+    if ((rc = attr_int(&c, "group", 1, &group)) < 0)
+        return rc;
+    if (group < 1 || in->dims[1] % group || w->dims[0] != in->dims[1])
+        return node_bad(x->eb, n, "group %lld does not fit %lld input channels and W [%lld,%lld]",
+                        (long long)group, (long long)in->dims[1], (long long)w->dims[0],
+                        (long long)w->dims[1]);
+    if (b && (b->rank != 1 || b->dims[0] != w->dims[1] * group))
+        return node_bad(x->eb, n, "bias \"%s\" must be a vector of %lld", b->name,
+                        (long long)(w->dims[1] * group));
+    if ((rc = attr_ints(&c, "kernel_shape", ns, kshape, ONNX_MAX_SPATIAL, &cnt)) < 0)
+        return rc;
+    for (s = 0; cnt && s < ns; s++)
+        if (kshape[s] != w->dims[2 + s])
+            return node_bad(x->eb, n, "kernel_shape does not match W");
+    n->n_spatial = ns;
+    n->group = group;
+    for (s = 0; s < ns; s++) {
+        n->kernel[s] = w->dims[2 + s];
+        n->stride[s] = n->dilation[s] = 1;
+        n->pad_l[s] = n->pad_r[s] = 0;
+    }
+    if ((rc = attr_ints(&c, "strides", ns, n->stride, ONNX_MAX_SPATIAL, &cnt)) < 0 ||
+        (rc = attr_ints(&c, "dilations", ns, n->dilation, ONNX_MAX_SPATIAL, &cnt)) < 0 ||
+        (rc = attr_ints(&c, "output_padding", ns, opad, ONNX_MAX_SPATIAL, &cnt)) < 0 ||
+        (rc = attr_ints(&c, "output_shape", -1, oshape, ONNX_MAX_SPATIAL + 2, &n_oshape)) < 0)
+        return rc;
+    if ((rc = attr_ints(&c, "pads", 2 * ns, pads, 2 * ONNX_MAX_SPATIAL, &cnt)) < 0)
+        return rc;
+    for (s = 0; cnt && s < ns; s++) {
+        n->pad_l[s] = pads[s];
+        n->pad_r[s] = pads[ns + s];
+    }
+    if (n_oshape == (size_t)ns + 2) { /* the whole shape, as some exporters write it */
+        memmove(oshape, oshape + 2, (size_t)ns * sizeof(int64_t));
+        n_oshape = (size_t)ns;
+    }
+    if (n_oshape && n_oshape != (size_t)ns)
+        return node_bad(x->eb, n, "output_shape has %zu entries for %d spatial dims", n_oshape, ns);
+    ap = attr_string(&c, "auto_pad", autopad, sizeof(autopad));
+    if (ap && strcmp(ap, "NOTSET") != 0 && strcmp(ap, "VALID") != 0)
+        return node_bad(x->eb, n, "auto_pad \"%s\" is not supported (NOTSET and VALID are)", ap);
+    if (ap && strcmp(ap, "VALID") == 0)
+        for (s = 0; s < ns; s++)
+            n->pad_l[s] = n->pad_r[s] = 0;
+    x->out->rank = in->rank;
+    x->out->dims[0] = in->dims[0];
+    x->out->dims[1] = w->dims[1] * group;
+    for (s = 0; s < ns; s++) {
+        int64_t eff, full, o;
+        if (n->stride[s] < 1 || n->dilation[s] < 1 || n->pad_l[s] < 0 || n->pad_r[s] < 0 ||
+            opad[s] < 0 || (opad[s] >= n->stride[s] && opad[s] >= n->dilation[s]))
+            return node_bad(x->eb, n,
+                            "strides and dilations must be >= 1, pads >= 0, output_padding "
+                            "below the stride or the dilation");
+        eff = (n->kernel[s] - 1) * n->dilation[s] + 1;
+        full = n->stride[s] * (in->dims[2 + s] - 1) + opad[s] + eff;
+        if (n_oshape) {
+            /* a larger output_shape grows the output at the end, as output_padding does */
+            int64_t total = full - oshape[s];
+            n->pad_l[s] = total < 0 ? 0 : total - total / 2;
+            n->pad_r[s] = total < 0 ? total : total / 2;
+        }
+        o = full - n->pad_l[s] - n->pad_r[s];
+        if (o < 1)
+            return node_bad(x->eb, n, "the output would be empty in spatial dim %d", s);
+        n->pad_r[s] -= opad[s]; /* the executors' relation: no output_padding */
+        x->out->dims[2 + s] = o;
+    }
+    x->out->batched = in->batched;
+    not_batched(x, 1, "its weights are a per-sample input");
+    not_batched(x, 2, "its bias is a per-sample input");
+    return 0;
+}
+
+/* InstanceNormalization: each channel of each sample normalised over its spatial dims, then
+ * scaled and shifted per channel. */
+static int infer_instancenorm(infer_t *x)
+{
+    static const char *const known[] = {"epsilon", NULL};
+    ctx_t c = {x->p, x->n, x->eb};
+    const onnx_value_t *in = in_val(x, 0);
+    int rc, i;
+
+    if ((rc = attrs_known(&c, known)) < 0 ||
+        (rc = attr_float(&c, "epsilon", 1e-5f, &x->n->epsilon)) < 0)
+        return rc;
+    for (i = 0; i < 3; i++)
+        if ((rc = need_float(x, i)) < 0)
+            return rc;
+    if (in->rank < 3)
+        return node_bad(x->eb, x->n, "input of rank %d; at least one spatial dim is needed",
+                        in->rank);
+    if (!(x->n->epsilon >= 0.0f))
+        return node_bad(x->eb, x->n, "epsilon must be >= 0");
+    for (i = 1; i < 3; i++) {
+        const onnx_value_t *v = in_val(x, i);
+        if (v->rank != 1 || v->dims[0] != in->dims[1])
+            return node_bad(x->eb, x->n, "%s \"%s\" must be a vector of %lld",
+                            i == 1 ? "scale" : "B", v->name, (long long)in->dims[1]);
+        not_batched(x, i, "its scale or bias is a per-sample input");
+    }
+    x->out->rank = in->rank;
+    memcpy(x->out->dims, in->dims, sizeof(in->dims));
+    x->out->batched = in->batched;
+    return 0;
+}
+
+static int infer_leakyrelu(infer_t *x)
+{
+    static const char *const known[] = {"alpha", NULL};
+    ctx_t c = {x->p, x->n, x->eb};
+    const onnx_value_t *in = in_val(x, 0);
+    int rc;
+
+    if ((rc = attrs_known(&c, known)) < 0 || (rc = need_float(x, 0)) < 0 ||
+        (rc = attr_float(&c, "alpha", 0.01f, &x->n->alpha)) < 0)
+        return rc;
+    x->out->rank = in->rank;
+    memcpy(x->out->dims, in->dims, sizeof(in->dims));
+    x->out->batched = in->batched;
+    return 0;
+}
+
+/* Concat: every input of one type and rank, the same dims but along |axis|. */
+static int infer_concat(infer_t *x)
+{
+    static const char *const known[] = {"axis", NULL};
+    ctx_t c = {x->p, x->n, x->eb};
+    const onnx_value_t *in = in_val(x, 0);
+    int64_t axis;
+    int rc, i, d, batched = 0, fixed = 0;
+
+    if ((rc = attrs_known(&c, known)) < 0)
+        return rc;
+    if (!attr_find(&c, "axis"))
+        return node_bad(x->eb, x->n, "the axis attribute is required");
+    if ((rc = attr_int(&c, "axis", 0, &axis)) < 0)
+        return rc;
+    if (in->rank < 1)
+        return node_bad(x->eb, x->n, "scalars cannot be concatenated");
+    if (axis < 0)
+        axis += in->rank;
+    if (axis < 0 || axis >= in->rank)
+        return node_bad(x->eb, x->n, "axis out of range for rank %d", in->rank);
+    if (in->dtype != ONNX_DT_FLOAT && in->dtype != ONNX_DT_UINT8 && in->dtype != ONNX_DT_INT8 &&
+        in->dtype != ONNX_DT_INT32)
+        return node_bad(x->eb, x->n, "input type %s is not supported", onnx_dtype_name(in->dtype));
+    x->n->axis = (int)axis;
+    x->out->dtype = in->dtype;
+    x->out->rank = in->rank;
+    memcpy(x->out->dims, in->dims, sizeof(in->dims));
+    x->out->dims[axis] = 0;
+    for (i = 0; i < x->n->n_in; i++) {
+        const onnx_value_t *v = in_val(x, i);
+        if (!v)
+            return node_bad(x->eb, x->n, "input %d is omitted", i);
+        if (v->dtype != in->dtype || v->rank != in->rank)
+            return node_bad(x->eb, x->n, "input \"%s\" is %s of rank %d, the first %s of rank %d",
+                            v->name, onnx_dtype_name(v->dtype), v->rank, onnx_dtype_name(in->dtype),
+                            in->rank);
+        for (d = 0; d < in->rank; d++)
+            if (d != axis && v->dims[d] != in->dims[d])
+                return node_bad(x->eb, x->n,
+                                "input \"%s\" has %lld in dim %d where the first has %lld", v->name,
+                                (long long)v->dims[d], d, (long long)in->dims[d]);
+        x->out->dims[axis] += v->dims[axis];
+        batched |= v->batched;
+        fixed |= !v->batched;
+    }
+    x->out->batched = batched;
+    if (batched && axis == 0 && !x->unsafe)
+        x->unsafe = "it concatenates along the batch axis";
+    if (batched && fixed && !x->unsafe)
+        x->unsafe = "it joins a per-sample input with a constant one";
+    return 0;
+}
+
 /* Optional outputs that the model actually names (MaxPool Indices, BatchNormalization's
  * training statistics). */
 static int extra_outputs(const Onnx__NodeProto *p)
@@ -986,6 +1192,10 @@ static const op_def_t op_defs[] = {
     {"Softmax", ONNX_OP_SOFTMAX, 1, 1, infer_softmax},
     {"Identity", ONNX_OP_IDENTITY, 1, 1, infer_unary},
     {"Cast", ONNX_OP_CAST, 1, 1, infer_cast},
+    {"ConvTranspose", ONNX_OP_CONVTRANSPOSE, 2, 3, infer_convtranspose},
+    {"InstanceNormalization", ONNX_OP_INSTANCENORM, 3, 3, infer_instancenorm},
+    {"LeakyRelu", ONNX_OP_LEAKYRELU, 1, 1, infer_leakyrelu},
+    {"Concat", ONNX_OP_CONCAT, 1, ONNX_MAX_IN, infer_concat},
 };
 
 /* ---- graph assembly -------------------------------------------------------------------------- */

@@ -24,7 +24,7 @@
 
 #define ONNX_MAX_RANK 8
 #define ONNX_MAX_SPATIAL 3
-#define ONNX_MAX_IN 5
+#define ONNX_MAX_IN 8
 #define ONNX_MAX_POST 4
 
 /* Element types, numbered as onnx.TensorProto.DataType. */
@@ -66,6 +66,10 @@ typedef enum {
     ONNX_OP_SOFTMAX,
     ONNX_OP_IDENTITY,
     ONNX_OP_CAST,
+    ONNX_OP_CONVTRANSPOSE,
+    ONNX_OP_INSTANCENORM,
+    ONNX_OP_LEAKYRELU,
+    ONNX_OP_CONCAT,
 } onnx_op_t;
 
 /* Work fused into a node's output, applied in order: dst = relu(dst) or dst += value. */
@@ -87,20 +91,22 @@ typedef struct {
     int n_post;
     onnx_post_t post[ONNX_MAX_POST];
 
-    /* Conv, pooling: one entry per spatial dimension. Pads are explicit here (auto_pad and
-     * ceil_mode resolved); pad_r may exceed the model's pads where ceil_mode asks for it. */
+    /* Conv, ConvTranspose, pooling: one entry per spatial dimension. Pads are explicit here
+     * (auto_pad and ceil_mode resolved); pad_r may exceed the model's pads where ceil_mode asks
+     * for it. ConvTranspose: pad_r is the end pad less output_padding (negative where the
+     * output grows past the last window), so out = (in - 1) * stride + eff - pad_l - pad_r. */
     int n_spatial;
     int64_t kernel[ONNX_MAX_SPATIAL];
     int64_t stride[ONNX_MAX_SPATIAL];
     int64_t dilation[ONNX_MAX_SPATIAL];
     int64_t pad_l[ONNX_MAX_SPATIAL];
     int64_t pad_r[ONNX_MAX_SPATIAL];
-    int64_t group;         /* Conv */
+    int64_t group;         /* Conv, ConvTranspose */
     int count_include_pad; /* AveragePool */
-    float alpha, beta;     /* Gemm */
+    float alpha, beta;     /* Gemm; LeakyRelu: alpha, the slope below zero */
     int trans_a, trans_b;  /* Gemm */
-    float epsilon;         /* BatchNormalization */
-    int axis;              /* Softmax: normalised to 0..rank-1 */
+    float epsilon;         /* BatchNormalization, InstanceNormalization */
+    int axis;              /* Softmax, Concat: normalised to 0..rank-1 */
     int softmax_2d;        /* Softmax before opset 13: over all dims from axis on */
     onnx_dtype_t to;       /* Cast */
     float scale;           /* Cast: dst = src * scale (a folded Mul or Div by a constant) */

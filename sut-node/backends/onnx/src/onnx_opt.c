@@ -6,7 +6,8 @@
  *   are converted and scaled in one pass.
  * - A residual Add of a Conv (or Gemm, MatMul) output and an earlier value becomes a SUM post-op
  *   of that Conv, which then accumulates into a buffer holding the other operand.
- * - ReLU after a Conv, Gemm, MatMul or element-wise node becomes a RELU post-op of it.
+ * - ReLU after a Conv, Gemm, MatMul, element-wise or InstanceNormalization node becomes a RELU
+ *   post-op of it.
  * Each rewrite keeps the graph's outputs and numerics (up to float rounding) unchanged. */
 #include "onnx_graph.h"
 
@@ -180,6 +181,7 @@ static void fuse_relu(onnx_graph_t *g, onnx_node_t *relu)
     case ONNX_OP_SUB:
     case ONNX_OP_MUL:
     case ONNX_OP_DIV:
+    case ONNX_OP_INSTANCENORM:
         break;
     default:
         return;

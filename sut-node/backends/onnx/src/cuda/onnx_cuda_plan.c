@@ -734,6 +734,13 @@ static int emit_node(plan_builder_t *x, const onnx_node_t *n)
     case ONNX_OP_MUL:
     case ONNX_OP_DIV:
         return emit_binary(x, n);
+    case ONNX_OP_CONVTRANSPOSE:
+    case ONNX_OP_INSTANCENORM:
+    case ONNX_OP_LEAKYRELU:
+    case ONNX_OP_CONCAT:
+        return fail(x, CMN_EBACKEND,
+                    "operator not implemented by the CUDA engine (3-D U-Net "
+                    "operators run on the CPU engine only)");
     default:
         break;
     }
