@@ -4,7 +4,8 @@ lingering endpoint and sut-node's, and counts them against the run's own logs: t
 detail log (result_query_count, one sample per Server query) and of the summary's early-stopping
 lines, completed by loadgen-node and taken by the node with none failed; each LLM histogram's
 count and the output-token counter (samples x TOKENS, the sim backend's fixed answer) where this
-build has them. With `required` a missing LLM metric fails; with `optional` the names found and
+build has them, and the end-of-run gauges (run info and verdict, streams idle, engine up). With
+`required` a missing LLM metric fails; with `optional` the names found and
 missing are printed.
 
     metrics_check.py LOADGEN_URL SUT_URL RUN_DIR TOKENS required|optional
@@ -70,8 +71,29 @@ def main():
                 fail(f"{k} is {got[k]} after {n} samples")
         elif got[k] != expect:
             fail(f"{k} is {got[k]}, expected {expect} ({n} samples)")
-    print("test-debs: metrics: LLM metrics in this build, counts checked: " +
+    # Gauges at the end of the run: the run's identity and verdict, the node idle and its engine up.
+    valid = 1 if re.search(r"^Result is : VALID", summary, re.M) else 0
+    info = [k for k in lg if k.startswith("loadgen_run_info{")]
+    gauges = {"loadgen_run_result_valid": valid, "sut_node_streams_running": 0,
+              "sut_node_streams_waiting": 0, "sut_node_engine_up": 1}
+    for k, v in gauges.items():
+        if k in got:
+            found.append(k)
+            if got[k] != v:
+                fail(f"{k} is {got[k]}, expected {v} (the summary, an idle node)")
+        else:
+            missing.append(k)
+    if info:
+        found.append("loadgen_run_info")
+        if not ('scenario="Server"' in info[0] and 'model="llama3_1-8b"' in info[0]):
+            fail(f"{info[0]} does not name this Server llama3_1-8b run")
+    else:
+        missing.append("loadgen_run_info")
+    print("test-debs: metrics: LLM metrics in this build, checked: " +
           (", ".join(found) or "none"))
+    if "sut_node_output_tokens_total" in got:
+        print(f"test-debs: metrics: {n} samples, {got['sut_node_output_tokens_total']:.0f} output "
+              f"and {got.get('sut_node_prompt_tokens_total', 0):.0f} prompt tokens at the node")
     if missing:
         print("test-debs: metrics: LLM metrics absent from this build: " + ", ".join(missing))
         if mode == "required":
