@@ -55,8 +55,8 @@ accuracy, the submission runner, the system description, latency plots,
 TLS, the network-namespace fabric, Slurm and Kubernetes, in
 /usr/share/mlperf-network.")
 # The Python tools (accuracy, data sets, metadata, the runner) need numpy (pandas for the LLM
-# pickles); the rest is shlibdeps'.
-set(CPACK_DEBIAN_LOADGEN_PACKAGE_RECOMMENDS "python3, python3-numpy, openssl")
+# pickles), the official submission checker the runner calls needs yaml; the rest is shlibdeps'.
+set(CPACK_DEBIAN_LOADGEN_PACKAGE_RECOMMENDS "python3, python3-numpy, python3-yaml, openssl")
 set(CPACK_DEBIAN_LOADGEN_PACKAGE_SUGGESTS "python3-pandas, iproute2")
 
 set(CPACK_DEBIAN_LIB_PACKAGE_NAME libqdl0)

@@ -25,6 +25,7 @@ DEBIAN = {
     "torch": "python3-torch",
     "sentencepiece": "python3-sentencepiece",
     "absl": "python3-absl",
+    "yaml": "python3-yaml",  # the submission checker's
     "nibabel": "python3-nibabel",
     "transformers": "not in Debian 12 (Hugging Face transformers; the tokenizer of the model's "
                     "checkpoint too)",

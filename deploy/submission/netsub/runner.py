@@ -443,8 +443,11 @@ class Runner:
             lines = f.read().splitlines()
         errors, unmet = checker_problems(lines)
         if any(ln.startswith("Traceback") for ln in lines):
-            errors.append(f"the checker stopped with a Python error: {lines[-1].strip()} (see "
-                          f"{self.log_path(name)})")
+            gone = re.search(r"No module named '([^'.]+)", lines[-1])
+            hint = (f"; its Debian package: {accuracy.DEBIAN.get(gone.group(1), 'see its imports')}"
+                    if gone else "")
+            errors.append(f"the checker stopped with a Python error: {lines[-1].strip()}{hint} "
+                          f"(see {self.log_path(name)})")
         print(f"\nThe official submission checker (exit {rc}); its full output is in "
               f"{self.log_path(name)}:", file=self.out)
         for ln in errors + unmet:
