@@ -34,7 +34,8 @@ static const opt_doc_t options[] = {
      "address to listen on; repeatable; IPv6 as [ADDR]:PORT (default 0.0.0.0:7000)"},
     {"name", "NAME", "node name, unique among the nodes of a SUT (default <hostname>:<port>)"},
     {"backend", "NAME|PATH",
-     "null, digest, sim, unet-sim, onnx, a plugin's NAME (libsut_backend_NAME.so in the plugin folders, "
+     "null, digest, sim, unet-sim, onnx, a plugin's NAME (libsut_backend_NAME.so in the plugin "
+     "folders, "
      "below) or its path (default null)"},
     {"backend-opt", "KEY=VALUE", "option for the backend; repeatable (see sut-node/README.md)"},
     {"device", "DEV", "device for the backend: cpu, cuda:0, ... (default cpu)"},

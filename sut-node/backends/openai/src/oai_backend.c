@@ -12,12 +12,12 @@
  * dialect=llamacpp oneshot=1 asks for one JSON response instead of a stream (llama-server's
  * stream leaves out the IDs of tokens it holds back as incomplete UTF-8): the body is gathered
  * (at most max_event bytes) and read at the end, the first token and the end leave together.
- * Every sample's token IDs are checked against the engine's own count (oai_dialect_end).
+ * Every sample's token IDs are checked against the engine's own count (httpc_oai_dialect_end).
  *
  * cancel() (ABI 1.1) marks the batch's streams in the pool (httpc_cancel): a queued one is
  * never sent, an open one is closed; both complete with SUT_BACKEND_ECANCELED. stream_idle_ms
  * fails a stream that brings no token for that long (the first one included). */
-#include "oai_dialect.h"
+#include "httpc/oai.h"
 #include "httpc/httpc.h"
 #include "httpc/live.h"
 #include "httpc/opts.h"
@@ -38,7 +38,7 @@
 struct sut_backend {
     httpc_t *http;
     httpc_lives_t lives; /* the streams cancel() can find */
-    oai_gen_t gen;
+    httpc_oai_gen_t gen;
     char *url;   /* base URL + the dialect's path */
     char *model; /* owned copy for gen.model */
     char *auth;  /* "Authorization: Bearer ..." or NULL */
@@ -61,7 +61,7 @@ typedef struct {
     httpc_sse_t sse;
     char *whole; /* oneshot: the response body so far */
     size_t whole_len;
-    oai_out_t out;
+    httpc_oai_out_t out;
     int first_sent;
     int failed;
     char err[256];
@@ -124,7 +124,7 @@ static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
         return -ENOMEM;
     b->log = cfg->log;
     rc = -EINVAL;
-    if (oai_dialect_from_name(opt(cfg, "dialect"), &b->gen.dialect) < 0) {
+    if (httpc_oai_dialect_from_name(opt(cfg, "dialect"), &b->gen.dialect) < 0) {
         snprintf(err, errlen, "option dialect=%s: expected vllm, trtllm, sglang or llamacpp",
                  opt(cfg, "dialect"));
         goto fail;
@@ -140,7 +140,7 @@ static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
         0)
         goto fail;
     b->gen.min_tokens = (uint32_t)u;
-    if (b->gen.dialect == OAI_LLAMACPP && b->gen.min_tokens) {
+    if (b->gen.dialect == HTTPC_OAI_LLAMACPP && b->gen.min_tokens) {
         snprintf(err, errlen,
                  "option min_tokens: the llama.cpp server has no minimum length "
                  "(use ignore_eos=1 for fixed-length outputs)");
@@ -162,7 +162,7 @@ static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
     if (httpc_opts_u("oneshot", opt(cfg, "oneshot"), 0, 1, &u, err, errlen) < 0)
         goto fail;
     b->gen.oneshot = (int)u;
-    if (b->gen.oneshot && b->gen.dialect != OAI_LLAMACPP) {
+    if (b->gen.oneshot && b->gen.dialect != HTTPC_OAI_LLAMACPP) {
         snprintf(err, errlen, "option oneshot=1: only with dialect=llamacpp");
         goto fail;
     }
@@ -202,7 +202,7 @@ static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
     }
     {
         size_t ul = strlen(url);
-        const char *path = oai_dialect_path(b->gen.dialect);
+        const char *path = httpc_oai_dialect_path(b->gen.dialect);
         while (ul && url[ul - 1] == '/')
             ul--;
         b->url = malloc(ul + strlen(path) + 1);
@@ -230,7 +230,7 @@ static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
         b->headers[1] = b->auth;
     }
     snprintf(b->device, sizeof(b->device), "%s engine at %s (max %u streams)",
-             oai_dialect_name(b->gen.dialect), b->url, b->max_concurrency);
+             httpc_oai_dialect_name(b->gen.dialect), b->url, b->max_concurrency);
     hc.max_conns = b->max_concurrency;
     if ((rc = httpc_lives_init(&b->lives)) < 0) {
         snprintf(err, errlen, "the stream registry's mutex: %s", strerror(-rc));
@@ -292,7 +292,7 @@ static int oai_describe(sut_backend_t *b, sut_backend_info_t *info)
 static void stream_free(stream_t *s)
 {
     httpc_sse_free(&s->sse);
-    oai_out_free(&s->out);
+    httpc_oai_out_free(&s->out);
     free(s->whole);
     free(s->body);
     free(s);
@@ -324,7 +324,7 @@ static int gather(stream_t *s, const char *p, size_t n)
 /* oneshot: the whole response is one event; its tokens are the first token and the end. */
 static void read_whole(stream_t *s)
 {
-    if (oai_dialect_event(&s->b->gen, s->whole ? s->whole : "", s->whole_len, &s->out) < 0) {
+    if (httpc_oai_dialect_event(&s->b->gen, s->whole ? s->whole : "", s->whole_len, &s->out) < 0) {
         snprintf(s->err, sizeof(s->err), "%s", s->out.err);
         s->failed = 1;
     } else if (!s->first_sent && s->out.n > 0) {
@@ -355,7 +355,7 @@ static int on_data(httpc_req_t *r, const char *p, size_t n)
             size_t len, before = s->out.n;
             const char *ev = httpc_sse_event(&s->sse, &len);
             /* Events after the end mark are read too: vLLM's usage comes last. */
-            if (oai_dialect_event(&s->b->gen, ev, len, &s->out) < 0) {
+            if (httpc_oai_dialect_event(&s->b->gen, ev, len, &s->out) < 0) {
                 snprintf(s->err, sizeof(s->err), "%s", s->out.err);
                 s->failed = 1;
                 return 1;
@@ -389,7 +389,7 @@ static void on_done(httpc_req_t *r, int status, const char *msg)
                  s->out.n);
         s->failed = 1;
     }
-    if (!s->failed && status == 0 && oai_dialect_end(&s->b->gen, &s->out) < 0) {
+    if (!s->failed && status == 0 && httpc_oai_dialect_end(&s->b->gen, &s->out) < 0) {
         snprintf(s->err, sizeof(s->err), "%s", s->out.err);
         s->failed = 1;
     }
@@ -445,7 +445,7 @@ static int oai_infer(sut_backend_t *b, sut_batch_t *batch)
         s->index = i;
         httpc_sse_init(&s->sse, b->max_event);
         s->out.max = b->gen.max_tokens;
-        if ((rc = oai_dialect_body(&b->gen, smp->data, smp->size / 4, &s->body, &blen)) < 0)
+        if ((rc = httpc_oai_dialect_body(&b->gen, smp->data, smp->size / 4, &s->body, &blen)) < 0)
             break;
         s->req.url = b->url;
         s->req.body = s->body;
