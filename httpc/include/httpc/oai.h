@@ -29,6 +29,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "httpc/sse.h"
+
 typedef enum {
     HTTPC_OAI_VLLM = 0,
     HTTPC_OAI_TRTLLM,
@@ -81,5 +83,30 @@ int httpc_oai_dialect_event(const httpc_oai_gen_t *g, const char *data, size_t l
 int httpc_oai_dialect_end(const httpc_oai_gen_t *g, httpc_oai_out_t *o);
 
 void httpc_oai_out_free(httpc_oai_out_t *o);
+
+/* One response read as it arrives (src/oai_stream.c), shared by every client of an engine (the
+ * openai backend, the QDL's endpoint nodes): the SSE decoder bounded by |max_event|, each event
+ * through httpc_oai_dialect_event, and with gen->oneshot the body gathered (at most max_event
+ * bytes) and read at the end. Runs on the pool's thread; one per request. */
+typedef struct {
+    const httpc_oai_gen_t *gen;
+    httpc_sse_t sse;
+    size_t max_event;
+    char *whole; /* oneshot: the response body so far */
+    size_t whole_len;
+    httpc_oai_out_t out; /* the tokens so far; out.max is gen->max_tokens */
+    int failed;
+    char err[256]; /* why it failed */
+} httpc_oai_stream_t;
+
+void httpc_oai_stream_init(httpc_oai_stream_t *s, const httpc_oai_gen_t *gen, size_t max_event);
+/* From on_data: feeds |n| bytes. Returns 0 to go on, 1 to abort the transfer (s->failed, s->err:
+ * an event over max_event, the engine's error, malformed JSON, too many tokens). *progress is
+ * set when a token or the end mark arrived (for httpc_progress). */
+int httpc_oai_stream_feed(httpc_oai_stream_t *s, const char *p, size_t n, int *progress);
+/* From on_done with status 0: 0 when the response is whole (the end mark came, token IDs and the
+ * engine's own count agree), else -EPROTO with s->err set. */
+int httpc_oai_stream_end(httpc_oai_stream_t *s);
+void httpc_oai_stream_free(httpc_oai_stream_t *s);
 
 #endif
