@@ -13,7 +13,12 @@ each beside the real engine: one that streams a first token and dies mid-stream,
 (the progress deadline): every sample still once with the right tokens, the hostile endpoint's
 failure named in loadgen-node's log, its samples re-dispatched (nodes.json).
 
-    test_endpoint.py SUT_NODE LOADGEN_NODE OPENAI_PLUGIN SOURCE_DIR
+With FRONT_END official (the official LoadGen behind loadgen-node, --loadgen official; exit 77
+when this build has none), the official LoadGen drives the same QDL: Offline and Server against
+an endpoint, the mixed fabric, and an endpoint dying mid-stream beside the engine, each with
+every sample once and the engine's tokens, and Name() in the official detail log.
+
+    test_endpoint.py SUT_NODE LOADGEN_NODE OPENAI_PLUGIN SOURCE_DIR [builtin|official]
 
 Exits 77 when the Python packages are missing (python3-torch, -fastapi, -uvicorn, -numpy).
 """
@@ -96,6 +101,19 @@ def nodes_json(out):
     sys.exit(f"FAIL: no nodes.json in {out}")
 
 
+def loadgen(lg, out, nodes, qsl, scenario, sets, extra, official):
+    """An accuracy run (et.loadgen's, without --drain-timeout-ms for the official LoadGen, which
+    has none)."""
+    if not official:
+        return et.loadgen(lg, out, nodes, qsl, scenario, "AccuracyOnly", sets, extra)
+    argv = [lg, "--scenario", scenario, "--mode", "AccuracyOnly", "--qsl-npy", qsl, "--nodes",
+            nodes, "--output-dir", out, "--quiet", "--progress", "off", "--log-level", "warn"]
+    for x in sets:
+        argv += ["--set", x]
+    r = subprocess.run(argv + list(extra), capture_output=True, text=True, timeout=120)
+    return r.returncode, r.stdout + r.stderr
+
+
 def sut_name(out):
     """The sut_name the run logged (Name())."""
     for f in os.listdir(out):
@@ -106,10 +124,41 @@ def sut_name(out):
     sys.exit(f"FAIL: no sut_name in the detail log of {out}")
 
 
+def run_official(run, sut_name, procs, sut, plugin, tmp, engines, ep):
+    """The official LoadGen in front: Server, a mixed fabric, an endpoint dying mid-stream."""
+    run("official vllm Server", ep[0], "Server")
+    node, addr, _ = et.start_node(procs, sut, tmp, "mixed-node", plugin,
+                                  {"url": f"http://127.0.0.1:{engines[1]}",
+                                   "max_tokens": MAX_TOKENS}, ["--max-batch", "4"])
+    out, _ = run("official mixed fabric", f"{addr},{ep[0]}", "Server",
+                 ["--policy", "round-robin"])
+    want = f"Endpoint SUT (2 nodes: mixed-node, endpoint vllm http://127.0.0.1:{engines[0]})"
+    if sut_name(out) != want:
+        sys.exit(f"FAIL official mixed Name(): '{sut_name(out)}', expected '{want}'")
+    procs.stop(node)
+    hs = HostileServer("die")
+    run("official endpoint death", f"openai+http://127.0.0.1:{hs.server_address[1]},{ep[0]}",
+        "Server", ["--policy", "round-robin"])
+    hs.shutdown()
+    if hs.requests == 0:
+        sys.exit("FAIL official endpoint death: the dying endpoint got no request")
+    print("ok official: Offline, Server, mixed fabric, endpoint death; Name() " + want)
+
+
 def main():
-    if len(sys.argv) != 5:
+    if len(sys.argv) not in (5, 6) or sys.argv[5:] not in ([], ["builtin"], ["official"]):
         sys.exit(__doc__)
-    sut, lg, plugin, src = sys.argv[1:]
+    sut, lg, plugin, src = sys.argv[1:5]
+    official = sys.argv[5:] == ["official"]
+    if official:
+        probe_dir = tempfile.mkdtemp(prefix="endpoint-probe-")
+        probe = subprocess.run([lg, "--loadgen", "official", "--scenario", "Offline", "--sut",
+                                "null", "--qsl-synthetic", "1", "--sample-size", "1",
+                                "--output-dir", probe_dir], capture_output=True, text=True,
+                               timeout=30)
+        shutil.rmtree(probe_dir, ignore_errors=True)
+        if "this build has no official LoadGen" in probe.stderr + probe.stdout:
+            et.skip("loadgen-node was built without an official LoadGen (-DMLPERF_LOADGEN_ROOT)")
     r = subprocess.run([et.PY, "-c", "import torch, fastapi, uvicorn, pandas, numpy"],
                        capture_output=True, text=True)
     if r.returncode != 0:
@@ -140,14 +189,16 @@ def main():
         with open(keyf, "w") as f:
             f.write("sekrit-key\n")
         common = ["--model", "llama2-70b", "--endpoint-max-tokens", str(MAX_TOKENS)]
+        if official:
+            common += ["--loadgen", "official"]
         server_sets = ["server_target_qps=40", "use_token_latencies=1"]
 
         def run(tag, nodes, scenario, extra=(), sets=None, want_rc=0):
             out = os.path.join(tmp, tag.replace(" ", "_"))
             if sets is None:
                 sets = server_sets if scenario == "Server" else []
-            rc, text = et.loadgen(lg, out, nodes, qsl, scenario, "AccuracyOnly", sets,
-                                  common + list(extra))
+            rc, text = loadgen(lg, out, nodes, qsl, scenario, sets, common + list(extra),
+                               official)
             if rc != want_rc:
                 sys.exit(f"FAIL {tag}: loadgen-node exit {rc}, expected {want_rc}\n"
                          f"{text[-3000:]}")
@@ -162,6 +213,10 @@ def main():
         if sut_name(out) != want:
             sys.exit(f"FAIL Name(): '{sut_name(out)}', expected '{want}'")
         print(f"ok Name(): {want}")
+        if official:
+            run_official(run, sut_name, procs, sut, plugin, tmp, engines, ep)
+            print("PASS")
+            return
         run("vllm Server", ep[0], "Server")
         run("sglang Offline (suffix)", ep[0] + "?dialect=sglang", "Offline")
         run("llamacpp Server (option)", ep[0], "Server", ["--endpoint-dialect", "llamacpp"])
