@@ -680,8 +680,6 @@ static int node_init(qdl_t *q, size_t i, cmn_errbuf_t *eb)
     for (k = 0; k < i; k++)
         if (strcmp(q->nodes[k].address, nd->address) == 0)
             return cmn_errf(eb, CMN_ECONFIG, "sut-node %s is listed twice", nd->address);
-    nd->window = 65536;
-    nd->weight = 1.0;
     nd->max_frame = q->cfg.max_frame_size;
     nd->conns = &q->conns[i * cpn];
     for (k = 0; k < cpn; k++) {

@@ -55,6 +55,15 @@ class Hostile(http.server.BaseHTTPRequestHandler):
         with srv.lock:
             srv.requests += 1
             srv.headers.append(dict(self.headers))
+            srv.now += 1
+            srv.most = max(srv.most, srv.now)
+        try:
+            self.answer(srv)
+        finally:
+            with srv.lock:
+                srv.now -= 1
+
+    def answer(self, srv):
         mode = srv.mode
         if mode == "status500":
             body = b'{"error": "boom: the hostile engine fails"}'
@@ -90,6 +99,7 @@ class HostileServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
     def __init__(self, mode):
         super().__init__(("127.0.0.1", 0), Hostile)
         self.mode, self.requests, self.headers = mode, 0, []
+        self.now = self.most = 0  # streams open at once: now, and the most seen
         self.lock, self.release = threading.Lock(), threading.Event()
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
@@ -252,7 +262,7 @@ def main():
             extra = ["--endpoint-api-key-file", keyf, "--endpoint-session-header", "X-Session-ID",
                      "--policy", "round-robin", "--log-level", "warn"]
             if mode == "stall":
-                extra += ["--progress-timeout-ms", "3000"]
+                extra += ["--progress-timeout-ms", "3000", "--endpoint-max-inflight", "3"]
             out, text = run(f"hostile {mode}", f"{hurl},{ep[0]}", "Server", extra)
             hs.release.set()
             hs.shutdown()
@@ -263,6 +273,9 @@ def main():
             if words and words not in text:
                 sys.exit(f"FAIL hostile {mode}: '{words}' not in loadgen-node's log:\n"
                          f"{text[-2000:]}")
+            if mode == "stall" and hs.most > 3:
+                sys.exit(f"FAIL hostile stall: {hs.most} streams open at once on an endpoint "
+                         f"limited to 3 (--endpoint-max-inflight)")
             h = hs.headers[0]
             if h.get("Authorization") != "Bearer sekrit-key" or not h.get("X-Session-ID"):
                 sys.exit(f"FAIL hostile {mode}: headers sent {h}")
