@@ -10,8 +10,10 @@ with the openai backend beside an endpoint) gets the same tokens and uses both; 
 every endpoint and says "Endpoint SUT". Against hostile endpoints in this process (stdlib only),
 each beside the real engine: one that streams a first token and dies mid-stream, one answering
 500, one sending JSON that does not parse, one sending an engine error, one that never answers
-(the progress deadline): every sample still once with the right tokens, the hostile endpoint's
-failure named in loadgen-node's log, its samples re-dispatched (nodes.json).
+(the progress deadline, with --endpoint-max-inflight holding): every sample still once with the
+right tokens, the hostile endpoint's failure named in loadgen-node's log, its samples
+re-dispatched (nodes.json). HTTPS: a TLS front relaying the engine, verified with --tls-ca (every
+sample once, tokens equal) and refused, naming the certificate, without it.
 
 With FRONT_END official (the official LoadGen behind loadgen-node, --loadgen official; exit 77
 when this build has none), the official LoadGen drives the same QDL: Offline and Server against
@@ -50,7 +52,7 @@ class Hostile(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self):
         n = int(self.headers.get("Content-Length", "0"))
-        self.rfile.read(n)
+        self.body = self.rfile.read(n)
         srv = self.server
         with srv.lock:
             srv.requests += 1
@@ -65,6 +67,24 @@ class Hostile(http.server.BaseHTTPRequestHandler):
 
     def answer(self, srv):
         mode = srv.mode
+        if mode == "relay":  # the real engine's stream, byte for byte (a TLS front for it)
+            import http.client
+            c = http.client.HTTPConnection("127.0.0.1", srv.upstream, timeout=30)
+            c.request("POST", self.path, self.body, {"Content-Type": "application/json"})
+            r = c.getresponse()
+            self.send_response(r.status)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            while True:
+                chunk = r.read1(65536)
+                if not chunk:
+                    break
+                self.wfile.write(chunk)
+                self.wfile.flush()
+            c.close()
+            self.close_connection = True
+            return
         if mode == "status500":
             body = b'{"error": "boom: the hostile engine fails"}'
             self.send_response(500)
@@ -96,8 +116,14 @@ class Hostile(http.server.BaseHTTPRequestHandler):
 class HostileServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
 
-    def __init__(self, mode):
+    def __init__(self, mode, upstream=0, tls=None):
         super().__init__(("127.0.0.1", 0), Hostile)
+        self.upstream = upstream
+        if tls:  # (cert, key): HTTPS
+            import ssl
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*tls)
+            self.socket = ctx.wrap_socket(self.socket, server_side=True)
         self.mode, self.requests, self.headers = mode, 0, []
         self.now = self.most = 0  # streams open at once: now, and the most seen
         self.lock, self.release = threading.Lock(), threading.Event()
@@ -282,6 +308,24 @@ def main():
             print(f"ok hostile {mode}: {hs.requests} requests, {bad['redispatched']} samples "
                   f"re-dispatched, every sample once with the engine's tokens")
         print("ok API key and session headers sent")
+
+        # HTTPS: a TLS front (stdlib ssl, a certificate made here) relaying the engine's stream;
+        # the endpoint's certificate verified against --tls-ca.
+        cert, key = os.path.join(tmp, "ep.crt"), os.path.join(tmp, "ep.key")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                        key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1", "-addext",
+                        "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+        hs = HostileServer("relay", engines[0], (cert, key))
+        hurl = f"openai+https://127.0.0.1:{hs.server_address[1]}"
+        run("https", hurl, "Offline", ["--tls-ca", cert])
+        rc, text = loadgen(lg, os.path.join(tmp, "https-noca"), hurl, qsl, "Offline", [],
+                           common + ["--max-dispatches", "1"], official)
+        hs.shutdown()
+        if rc == 0 or "certificate" not in text:
+            sys.exit(f"FAIL https without the CA: exit {rc}, no word of the certificate\n"
+                     f"{text[-1000:]}")
+        print("ok https: every sample once through a TLS endpoint verified with --tls-ca; "
+              "refused without it")
 
         # A bad --nodes entry and a dialect that does not exist are usage errors naming them.
         for nodes, words in ((ep[0] + "?dialect=nope", "dialect 'nope'"),
