@@ -27,7 +27,7 @@ packages=(
     # the openai and kserve backends (HTTP pool, engine JSON); the real engines of their tests
     # (FastAPI + uvicorn over PyTorch, ONNX weights) and the LLM data tools (pandas pickles)
     libcurl4-openssl-dev libcjson-dev libyajl-dev python3-fastapi python3-uvicorn python3-torch python3-onnx
-    python3-pandas
+    python3-pandas python3-aiohttp
     # llama.cpp's llama-server for the real-engine test: deploy/llama-server.sh fetches Debian
     # unstable's .debs with apt-get download (this keyring checks them) and unpacks them privately
     debian-archive-keyring

@@ -10,7 +10,7 @@
  *
  * Prints key=value lines: ttft_p50_us, ttft_p99_us, tokens, tokens_per_s, cpu_ns_per_token,
  * tpot_p50_us, parks (streams moved onto the read-coalescing tick). */
-#include "oai_dialect.h"
+#include "httpc/oai.h"
 #include "httpc/httpc.h"
 #include "httpc/sse.h"
 
@@ -39,9 +39,9 @@ static uint64_t cpu_ns(void)
 
 typedef struct {
     httpc_req_t req;
-    oai_gen_t *gen;
+    httpc_oai_gen_t *gen;
     httpc_sse_t sse;
-    oai_out_t out;
+    httpc_oai_out_t out;
     char *body;
     uint64_t t0, ttft, tpot;
     int failed;
@@ -62,7 +62,7 @@ static int on_data(httpc_req_t *r, const char *p, size_t n)
         if (have) {
             size_t len;
             const char *ev = httpc_sse_event(&c->sse, &len);
-            if (!c->out.done && oai_dialect_event(c->gen, ev, len, &c->out) < 0)
+            if (!c->out.done && httpc_oai_dialect_event(c->gen, ev, len, &c->out) < 0)
                 return 1;
             if (!c->ttft && c->out.n) {
                 c->ttft = now_ns() - c->t0;
@@ -100,9 +100,9 @@ static int parse_bench(long n)
         "1700000000,\"model\":\"bench\",\"choices\":[{\"index\":0,\"text\":\" tok123\","
         "\"logprobs\":null,\"finish_reason\":null,\"stop_reason\":null,\"token_ids\":[123]}]}"
         "\n\n";
-    oai_gen_t g = {OAI_VLLM, "bench", 1u << 30, 0, 0, 0, 0, 0};
+    httpc_oai_gen_t g = {HTTPC_OAI_VLLM, "bench", 1u << 30, 0, 0, 0, 0, 0};
     httpc_sse_t p;
-    oai_out_t o = {0};
+    httpc_oai_out_t o = {0};
     uint64_t t0, t_sse = 0, t_json = 0;
     long i;
 
@@ -117,14 +117,14 @@ static int parse_bench(long n)
         d = httpc_sse_event(&p, &len);
         t_sse += now_ns() - t0;
         t0 = now_ns();
-        if (oai_dialect_event(&g, d, len, &o) < 0)
+        if (httpc_oai_dialect_event(&g, d, len, &o) < 0)
             return 1;
         t_json += now_ns() - t0;
     }
     printf("event_bytes=%zu\nsse_ns_per_event=%.1f\njson_ns_per_event=%.1f\n", sizeof(ev) - 1,
            (double)t_sse / (double)n, (double)t_json / (double)n);
     httpc_sse_free(&p);
-    oai_out_free(&o);
+    httpc_oai_out_free(&o);
     return 0;
 }
 
@@ -134,7 +134,7 @@ int main(int argc, char **argv)
     double qps = 100, dur = 10;
     long max_tokens = 64, prompt_tokens = 64, max_conns = 256, i, n;
     long coalesce_us = HTTPC_COALESCE_US_DEFAULT;
-    oai_gen_t g = {OAI_VLLM, "bench", 64, 0, 0, 0, 0, 0};
+    httpc_oai_gen_t g = {HTTPC_OAI_VLLM, "bench", 64, 0, 0, 0, 0, 0};
     httpc_cfg_t hc = {0};
     httpc_t *h;
     call_t *calls;
@@ -200,7 +200,7 @@ int main(int argc, char **argv)
         c->gen = &g;
         httpc_sse_init(&c->sse, 65536);
         c->out.max = (size_t)max_tokens;
-        oai_dialect_body(&g, prompt, (size_t)prompt_tokens, &c->body, &blen);
+        httpc_oai_dialect_body(&g, prompt, (size_t)prompt_tokens, &c->body, &blen);
         c->req.url = urlp;
         c->req.body = c->body;
         c->req.body_len = blen;
@@ -236,7 +236,7 @@ int main(int argc, char **argv)
     httpc_destroy(h);
     for (i = 0; i < n; i++) {
         httpc_sse_free(&calls[i].sse);
-        oai_out_free(&calls[i].out);
+        httpc_oai_out_free(&calls[i].out);
         free(calls[i].body);
     }
     free(calls);

@@ -46,6 +46,7 @@ struct httpc {
     uv_thread_t thread;
     CURLM *multi;
     long connect_timeout_ms;
+    char *ca_file; /* https: verify against this CA file (NULL: the system's) */
 
     uv_mutex_t lock; /* guards queue, stopping, cancel_pending and every req's cancel */
     httpc_req_t *queue_head, *queue_tail;
@@ -290,6 +291,8 @@ static int start(httpc_t *h, httpc_req_t *r, long timeout_ms, char *msg, size_t 
     curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, h->connect_timeout_ms);
+    if (h->ca_file)
+        curl_easy_setopt(e, CURLOPT_CAINFO, h->ca_file);
     /* Plain http to a local engine only: no redirects, no other protocols. */
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
     r->easy = x;
@@ -733,6 +736,11 @@ int httpc_create(const httpc_cfg_t *cfg, httpc_t **out, char *err, size_t errlen
         goto fail_global;
     }
     h->connect_timeout_ms = cfg->connect_timeout_ms;
+    if (cfg->ca_file && !(h->ca_file = strdup(cfg->ca_file))) {
+        snprintf(err, errlen, "out of memory");
+        free(h);
+        goto fail_global;
+    }
     h->max_active = cfg->max_conns ? cfg->max_conns : 1;
     h->coalesce_us = cfg->coalesce_us;
     h->idle_ms = cfg->idle_ms > 0 ? cfg->idle_ms : 0;
@@ -804,6 +812,7 @@ fail_loop:
     }
     uv_loop_close(&h->loop);
 fail_alloc:
+    free(h->ca_file);
     free(h);
 fail_global:
     curl_global_cleanup();
@@ -859,6 +868,7 @@ void httpc_destroy(httpc_t *h)
     free(h->tick_fds);
     free(h->tick_socks);
     free(h->free_easy);
+    free(h->ca_file);
     free(h);
     curl_global_cleanup();
 }

@@ -161,7 +161,23 @@ static const opt_t options[] = {
         "(untimed), only where the benchmark's rules allow it"),
     SECTION("System under test"),
     STR("sut", "KIND", sut, "qdl (the default when --nodes is given) or null (in-process)"),
-    STR("nodes", "H:P,H:P", nodes, "sut-node addresses for the QDL (IPv6 as [ADDR]:PORT)"),
+    STR("nodes", "H:P,H:P", nodes,
+        "sut-node addresses for the QDL (IPv6 as [ADDR]:PORT); an entry\n"
+        "openai+http://H:P[/PATH][?dialect=D] (or openai+https://) is an\n"
+        "OpenAI-compatible serving engine the QDL streams to itself"),
+    STR("endpoint-dialect", "D", ep_dialect,
+        "endpoints' dialect: vllm (default), trtllm, sglang or llamacpp"),
+    STR("endpoint-model", "NAME", ep_model, "\"model\" of endpoint requests (default model)"),
+    U64("endpoint-max-tokens", "N", ep_max_tokens, 1, 1000000, "",
+        "output tokens asked of an endpoint per sample (default 1024)"),
+    U64("endpoint-min-tokens", "N", ep_min_tokens, 0, 1000000, "",
+        "minimum output tokens asked of an endpoint (default 0)"),
+    U64("endpoint-max-inflight", "N", ep_max_inflight, 1, 65536, "",
+        "streams in flight per endpoint (default 256)"),
+    STR("endpoint-api-key-file", "FILE", ep_key_file,
+        "a file holding the endpoints' API key (Authorization: Bearer)"),
+    STR("endpoint-session-header", "NAME", ep_session,
+        "a header naming each sample's session (e.g. X-Session-ID)"),
     U64("connections", "N", connections, 1, 64, "", "connections per node (QDL, default 1)"),
     FNNUM("write-thread-min", "BYTES", set_write_thread, N_SIZE, 0, 1u << 30, " bytes",
           "a write thread per connection: frames of a loop turn making\n"
@@ -183,10 +199,14 @@ static const opt_t options[] = {
           "what nodes may make the QDL hold (frames, decoded results),\n"
           "shared by every connection; a node past its share is dropped\n"
           "(QDL, K M G suffixes, at least 16K per connection, default 1G)"),
-    STR("policy", "P", policy, "least-outstanding (default), round-robin or weighted (QDL)"),
+    STR("policy", "P", policy,
+        "least-outstanding (default: fewest requests pending), least-tokens\n"
+        "(fewest prompt + expected output tokens), round-robin or weighted"),
     STR("result-codec", "CODEC", result_codec,
         "codec offered for responses: none (default) or lz4 (QDL)"),
-    STR("tls-ca", "FILE", tls_ca, "CA that signed the nodes' certificates (QDL, TLS 1.3)"),
+    STR("tls-ca", "FILE", tls_ca,
+        "CA that signed the nodes' certificates (QDL, TLS 1.3; and the\n"
+        "openai+https:// endpoints')"),
     STR("tls-cert", "FILE", tls_cert, "client certificate for mutual TLS (QDL)"),
     STR("tls-key", "FILE", tls_key, "private key of --tls-cert (QDL)"),
     STR("tls-server-name", "NAME", tls_name, "name expected in the nodes' certificates (QDL)"),
@@ -669,6 +689,16 @@ static int check_node(const char *a, size_t len, cmn_errbuf_t *eb)
     if (len > 6 && (strncmp(a, "tcp://", 6) == 0 || strncmp(a, "ucx://", 6) == 0)) {
         a += 6; /* the transport (common/README.md) */
         len -= 6;
+    } else if (len > 14 && (strncmp(a, "openai+http://", 14) == 0 ||
+                            (len > 15 && strncmp(a, "openai+https://", 15) == 0))) {
+        /* an endpoint: HOST:PORT, then an optional /PATH and ?dialect=D (the QDL checks those) */
+        const char *stop;
+        a += a[11] == 's' ? 15 : 14;
+        len = (size_t)(end - a);
+        for (stop = a; stop < end && *stop != '/' && *stop != '?'; stop++)
+            ;
+        end = stop;
+        len = (size_t)(end - a);
     }
     if (len == 0)
         return cmn_errf(eb, CMN_ECONFIG, "--nodes: an empty entry (two commas, or a trailing one)");
@@ -809,7 +839,8 @@ static int check_args(lg_args_t *o, cmn_errbuf_t *eb)
 #endif
     if ((rc = check_readable("--tls-ca", o->tls_ca, eb)) < 0 ||
         (rc = check_readable("--tls-cert", o->tls_cert, eb)) < 0 ||
-        (rc = check_readable("--tls-key", o->tls_key, eb)) < 0)
+        (rc = check_readable("--tls-key", o->tls_key, eb)) < 0 ||
+        (rc = check_readable("--endpoint-api-key-file", o->ep_key_file, eb)) < 0)
         return rc;
     if (o->audit && strcmp(o->audit, "none") == 0)
         o->log.audit_config = NULL;

@@ -124,6 +124,26 @@ typedef struct {
 } official_call_t;
 
 #ifdef LG_HAVE_QDL
+/* --endpoint-api-key-file: the key on its first line (a trailing newline is not part of it). */
+static int read_api_key(const char *path, char *key, size_t cap, cmn_errbuf_t *eb)
+{
+    FILE *f = fopen(path, "r");
+    size_t n;
+
+    if (!f)
+        return cmn_errf(eb, CMN_ECONFIG, "--endpoint-api-key-file %s: cannot open it: %s", path,
+                        strerror(errno));
+    n = fread(key, 1, cap - 1, f);
+    fclose(f);
+    key[n] = '\0';
+    key[strcspn(key, "\r\n")] = '\0';
+    if (!key[0] || n == cap - 1)
+        return cmn_errf(eb, CMN_ECONFIG,
+                        "--endpoint-api-key-file %s: expected one line of 1 to %zu bytes", path,
+                        cap - 2);
+    return 0;
+}
+
 static int open_qdl(const lg_args_t *o, official_call_t *off, lg_sut_t **sut, cmn_errbuf_t *eb)
 {
     char *list = strdup(o->nodes), *tok, *save = NULL;
@@ -131,6 +151,7 @@ static int open_qdl(const lg_args_t *o, official_call_t *off, lg_sut_t **sut, cm
     qdl_config_t cfg;
     size_t n = 0;
     int rc, codec = CMPR_NONE;
+    char key[4096];
 
     if (!list)
         return cmn_errf(eb, -ENOMEM, "out of memory");
@@ -164,10 +185,13 @@ static int open_qdl(const lg_args_t *o, official_call_t *off, lg_sut_t **sut, cm
             cfg.policy = QDL_POLICY_ROUND_ROBIN;
         else if (strcmp(o->policy, "weighted") == 0)
             cfg.policy = QDL_POLICY_WEIGHTED;
+        else if (strcmp(o->policy, "least-tokens") == 0)
+            cfg.policy = QDL_POLICY_LEAST_TOKENS;
         else {
             free(list);
             return cmn_errf(eb, CMN_ECONFIG,
-                            "--policy: '%s' is not least-outstanding, round-robin or weighted",
+                            "--policy: '%s' is not least-outstanding, least-tokens, round-robin "
+                            "or weighted",
                             o->policy);
         }
     }
@@ -183,6 +207,19 @@ static int open_qdl(const lg_args_t *o, official_call_t *off, lg_sut_t **sut, cm
     cfg.tls_server_name = o->tls_name;
     cfg.ucx_busy_poll = o->ucx_busy_poll;
     cfg.ucx_trusted_fabric = o->ucx_trusted_fabric;
+    cfg.endpoint_dialect = o->ep_dialect;
+    cfg.endpoint_model = o->ep_model;
+    cfg.endpoint_max_tokens = (uint32_t)o->ep_max_tokens;
+    cfg.endpoint_min_tokens = (uint32_t)o->ep_min_tokens;
+    cfg.endpoint_max_inflight = (uint32_t)o->ep_max_inflight;
+    cfg.endpoint_session_header = o->ep_session;
+    if (o->ep_key_file) {
+        if ((rc = read_api_key(o->ep_key_file, key, sizeof(key), eb)) < 0) {
+            free(list);
+            return rc;
+        }
+        cfg.endpoint_api_key = key;
+    }
 #    ifdef LG_HAVE_OFFICIAL
     if (off) {
         off->code = lg_official_run(&off->args, off->qsl, &cfg, &o->log, eb);

@@ -62,7 +62,8 @@ qdl_conn_t *qdl__pick(qdl_t *q, unsigned codecs, uint64_t min_frame)
             q->rr = (start + i + 1) % q->n_nodes;
             return nc;
         }
-        score = (double)nd->inflight;
+        score = q->cfg.policy == QDL_POLICY_LEAST_TOKENS ? (double)nd->tokens_out
+                                                         : (double)nd->inflight;
         if (q->cfg.policy == QDL_POLICY_WEIGHTED)
             score /= nd->weight > 0 ? nd->weight : 1.0;
         if (nd->degraded)
@@ -84,6 +85,10 @@ size_t qdl__part_size(const qdl_t *q, const qdl_conn_t *qc, const qdl_pq_t *pq, 
     uint64_t frame = qc->node->max_frame, b = 0;
     size_t n = 0;
 
+    if (qc->node->endpoint) {
+        *bytes = pq->head->s.size; /* one stream per sample */
+        return 1;
+    }
     for (s = pq->head; s && n < q->cfg.max_part_samples && n < room; s = s->next) {
         uint64_t next = b + s->s.size;
         if (n > 0 &&
@@ -134,16 +139,23 @@ static int head_too_big(qdl_t *q, qdl_pq_t *pq)
     return 1;
 }
 
-/* Sends the first |n| samples of |pq| on |qc| as one Query part. */
-static int send_part(qdl_t *q, qdl_conn_t *qc, qdl_pq_t *pq, size_t n, uint64_t bytes)
+/* The output tokens a sample sent to |nd| is expected to bring: the mean of what its results
+ * brought so far, at first the endpoint max tokens (QDL_POLICY_LEAST_TOKENS). */
+static uint64_t expected_out(const qdl_t *q, const qdl_node_t *nd)
 {
-    qdl_node_t *nd = qc->node;
+    if (nd->out_results)
+        return nd->out_tokens / nd->out_results;
+    return q->cfg.endpoint_max_tokens ? q->cfg.endpoint_max_tokens : 1024;
+}
+
+/* A Query frame holding the first |n| samples of |pq| (wire ids assigned), queued on |qc|. */
+static int send_frame(qdl_t *q, qdl_conn_t *qc, qdl_pq_t *pq, size_t n)
+{
     Nsut__Query msg = NSUT__QUERY__INIT;
     Nsut__Sample *sm;
     Nsut__Sample **sp;
     struct iovec *iov;
     qdl_srec_t *s = pq->head;
-    uint64_t now;
     size_t i;
     int rc;
 
@@ -177,15 +189,32 @@ static int send_part(qdl_t *q, qdl_conn_t *qc, qdl_pq_t *pq, size_t n, uint64_t 
     cmn_arena_reset(&q->arena);
     if (rc < 0)
         return rc;
-    now = cmn_now_ns(); /* the part is on the writer: every sample's sent_ns */
     if (qdl__is_poller(q) && !q->in_turn)
         qdl__note_unsent(q, qc, pq->head->wire_id, n); /* written, stamped in the next turn */
+    return 0;
+}
+
+/* Sends the first |n| samples of |pq| on |qc|: one Query part to a sut-node, one stream each to
+ * an endpoint. */
+static int send_part(qdl_t *q, qdl_conn_t *qc, qdl_pq_t *pq, size_t n, uint64_t bytes)
+{
+    qdl_node_t *nd = qc->node;
+    qdl_srec_t *s;
+    uint64_t now, out = expected_out(q, nd);
+    int rc;
+
+    rc = nd->endpoint ? qdl__ep_send(q, qc, pq->head) : send_frame(q, qc, pq, n);
+    if (rc < 0)
+        return rc;
+    now = cmn_now_ns(); /* the part is on the writer (or the stream submitted): sent_ns */
     if (qc->n_inflight == 0)
         qc->progress_ns = now; /* the progress deadline runs from here */
     for (s = qdl__pending_take(q, pq, n); s; s = s->next) {
         s->conn = qc;
         s->sent_ns = now;
         s->dispatches++;
+        s->cost = s->s.size / 4 + out;
+        nd->tokens_out += s->cost;
         /* Wire ids are unique in the QDL, so this cannot collide. */
         cmn_idmap_put(&qc->inflight, s->wire_id, s);
     }
@@ -194,6 +223,18 @@ static int send_part(qdl_t *q, qdl_conn_t *qc, qdl_pq_t *pq, size_t n, uint64_t 
     nd->st.samples_sent += n;
     nd->st.bytes_out += bytes;
     return 0;
+}
+
+/* The head of |pq| cannot go to an endpoint (not int32 token IDs): it fails with a line. */
+static void not_tokens(qdl_t *q, qdl_pq_t *pq)
+{
+    uint64_t dropped = 0;
+
+    if (qdl__ratelog(&q->log_big, cmn_now_ns(), &dropped))
+        cmn_log_error("qdl: a sample of %zu bytes (codec %d) is not a whole number of int32 "
+                      "token IDs, all an endpoint node takes: sample failed%s",
+                      pq->head->s.size, pq->head->s.codec, qdl__more_like_this(dropped));
+    qdl__fail_chain(q, qdl__pending_take(q, pq, 1), CMN_EFORMAT);
 }
 
 void qdl__dispatch(qdl_t *q)
@@ -212,6 +253,10 @@ void qdl__dispatch(qdl_t *q)
         qc = qdl__pick(q, part_codecs(q, pq), pq->head->s.size + FRAME_OVERHEAD + SAMPLE_OVERHEAD);
         if (!qc)
             return; /* no room anywhere: a result or a handshake makes dispatch due again */
+        if (qc->node->endpoint && !qdl__ep_sample_ok(pq->head)) {
+            not_tokens(q, pq);
+            continue;
+        }
         n = qdl__part_size(q, qc, pq, &bytes);
         rc = send_part(q, qc, pq, n, bytes);
         if (rc < 0)

@@ -11,7 +11,7 @@
 int qdl__name_start(qdl_t *q, qdl_req_t *r)
 {
     Nsut__NameRequest nr = NSUT__NAME_REQUEST__INIT;
-    size_t i, k, asked = 0, cpn = q->cfg.connections_per_node;
+    size_t i, k, asked = 0, local = 0, cpn = q->cfg.connections_per_node;
 
     r->start_ns = cmn_now_ns();
     r->request_id = ++q->name_seq;
@@ -25,12 +25,23 @@ int qdl__name_start(qdl_t *q, qdl_req_t *r)
             qdl_conn_t *qc = &nd->conns[k];
             if (qc->state != QC_READY)
                 continue;
+            if (nd->endpoint) {
+                /* Named by its address and dialect: nothing to ask it (an OpenAI-compatible
+                 * engine has no name of its own); listed while it is up. */
+                snprintf(nd->name_reply, sizeof(nd->name_reply), "%s", nd->name);
+                local++;
+                break;
+            }
             if (cmn_conn_send(&qc->c, CMN_MSG_NAME_REQUEST, &nr.base, NULL, 0, NULL, NULL) == 0) {
                 nd->name_pending = 1;
                 asked++;
                 break;
             }
         }
+    }
+    if (asked == 0 && local > 0) {
+        qdl__name_finish(q, 0, NULL);
+        return 0;
     }
     if (asked == 0) {
         q->name_req = NULL;
@@ -65,11 +76,16 @@ static size_t format_name(const qdl_t *q, qdl_req_t *r)
 {
     char down[512] = "";
     size_t i, j = 0, off, doff = 0, answered = 0;
+    int endpoints = 0;
 
-    for (i = 0; i < q->n_nodes; i++)
+    for (i = 0; i < q->n_nodes; i++) {
         answered += q->nodes[i].name_reply[0] != '\0';
-    off = (size_t)snprintf(r->buf, r->len, "Network SUT (%zu node%s: ", answered,
-                           answered == 1 ? "" : "s");
+        endpoints |= q->nodes[i].endpoint;
+    }
+    /* "Network SUT" only when every node is a sut-node across the network (qdl/README.md). */
+    off =
+        (size_t)snprintf(r->buf, r->len, "%s SUT (%zu node%s: ", endpoints ? "Endpoint" : "Network",
+                         answered, answered == 1 ? "" : "s");
     for (i = 0; i < q->n_nodes && off < r->len; i++) {
         if (!q->nodes[i].name_reply[0]) {
             if (doff < sizeof(down))

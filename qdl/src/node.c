@@ -30,6 +30,7 @@
 #define META_BASE 4096u
 
 static void conn_connect(qdl_conn_t *qc);
+static void conn_closed(qdl_conn_t *qc, int reason);
 
 int qdl__conn_usable(const qdl_conn_t *qc)
 {
@@ -77,6 +78,8 @@ static size_t take_inflight(qdl_conn_t *qc, qdl_srec_t ***out)
         return 0;
     cur = all;
     cmn_idmap_each(&qc->inflight, collect_srec, &cur);
+    for (cur = all; cur < all + n; cur++)
+        qc->node->tokens_out -= (*cur)->cost;
     cmn_idmap_free(&qc->inflight);
     cmn_idmap_init(&qc->inflight);
     qc->node->inflight -= qc->n_inflight;
@@ -162,6 +165,14 @@ void qdl__conn_close(qdl_conn_t *qc, int reason, const char *why)
     qc->was_ready = qc->state == QC_READY;
     qc->state = QC_CLOSING;
     qc->ping_sent_ns = 0;
+    if (nd->endpoint) {
+        /* No connection to close: its streams are cancelled, their ends dropped; on probation
+         * when it comes back (one sample at a time until it completes one). */
+        qdl__ep_cancel(qc);
+        nd->degraded = 1;
+        conn_closed(qc, reason);
+        return;
+    }
     cmn_conn_close(&qc->c, reason);
 }
 
@@ -190,9 +201,8 @@ static void closed_reason(const qdl_conn_t *qc, int reason, char *why, size_t le
                  "(tls_ca_file): this QDL speaks plaintext");
 }
 
-static void on_conn_closed(cmn_conn_t *c, int reason)
+static void conn_closed(qdl_conn_t *qc, int reason)
 {
-    qdl_conn_t *qc = c->data;
     qdl_node_t *nd = qc->node;
     qdl_t *q = nd->q;
     char why[700];
@@ -218,6 +228,11 @@ static void on_conn_closed(cmn_conn_t *c, int reason)
     if (nd->backoff_ms > q->cfg.reconnect_max_ms)
         nd->backoff_ms = q->cfg.reconnect_max_ms;
     uv_timer_start(&qc->retry, on_retry, nd->backoff_ms, 0);
+}
+
+static void on_conn_closed(cmn_conn_t *c, int reason)
+{
+    conn_closed(c->data, reason);
 }
 
 /* ---- the handshake --------------------------------------------------------------------------- */
@@ -276,8 +291,6 @@ static void record_node(qdl_t *q, qdl_node_t *nd, const Nsut__HelloAck *a, const
         if (cmn_codec_known((int)a->sample_codecs[i]))
             nd->sample_codecs |= 1u << a->sample_codecs[i];
     nd->result_codec = (int)a->result_codec;
-    nd->window = 65536;
-    nd->weight = 1.0;
     nd->max_frame = q->cfg.max_frame_size;
     nd->streaming = 0;
     if (!a->caps)
@@ -577,6 +590,10 @@ static void conn_connect(qdl_conn_t *qc)
     opt.write_thread_min = (size_t)q->cfg.write_thread_min;
     if (nd->connects++ >= q->cfg.connections_per_node)
         nd->st.reconnects++;
+    if (nd->endpoint) {
+        qdl__ep_connect(qc);
+        return;
+    }
     rc = cmn_conn_init(&q->loop, &qc->c, &cb, &opt, &pre);
     if (rc < 0) {
         cmn_log_error("qdl: node %s: %s", nd->address, cmn_strerror(rc));
@@ -656,9 +673,17 @@ static int node_init(qdl_t *q, size_t i, cmn_errbuf_t *eb)
 
     nd->q = q;
     nd->index = (unsigned)i;
+    if (strlen(q->cfg.nodes[i]) >= sizeof(nd->address))
+        return cmn_errf(eb, CMN_ECONFIG, "node address '%.64s...' is over %zu bytes",
+                        q->cfg.nodes[i], sizeof(nd->address) - 1);
     snprintf(nd->address, sizeof(nd->address), "%s", q->cfg.nodes[i]);
     host_part(nd->address, nd->host, sizeof(nd->host));
-    rc = cmn_endpoint_parse(q->cfg.nodes[i], &nd->transport, &nd->addr, eb);
+    nd->window = 65536;
+    nd->weight = 1.0;
+    if (qdl__ep_address(nd->address))
+        rc = qdl__ep_node_init(q, nd, eb);
+    else
+        rc = cmn_endpoint_parse(q->cfg.nodes[i], &nd->transport, &nd->addr, eb);
     if (rc == 0 && nd->transport == CMN_TRANSPORT_UCX && q->tls)
         rc = cmn_errf(eb, CMN_ECONFIG, "sut-node %s: TLS runs on tcp:// only", nd->address);
     if (rc == 0 && nd->transport == CMN_TRANSPORT_UCX && !q->cfg.ucx_trusted_fabric &&
@@ -676,8 +701,6 @@ static int node_init(qdl_t *q, size_t i, cmn_errbuf_t *eb)
     for (k = 0; k < i; k++)
         if (strcmp(q->nodes[k].address, nd->address) == 0)
             return cmn_errf(eb, CMN_ECONFIG, "sut-node %s is listed twice", nd->address);
-    nd->window = 65536;
-    nd->weight = 1.0;
     nd->max_frame = q->cfg.max_frame_size;
     nd->conns = &q->conns[i * cpn];
     for (k = 0; k < cpn; k++) {
@@ -807,8 +830,8 @@ static void conn_tick(qdl_t *q, qdl_conn_t *qc, uint64_t now)
         qdl__conn_close(qc, CMN_ETIMEOUT, why);
         return;
     }
-    if (!q->cfg.ping_interval_ms)
-        return;
+    if (!q->cfg.ping_interval_ms || qc->node->endpoint)
+        return; /* an endpoint's liveness is its streams */
     /* Alive means: some frame from the node recently (a Pong, a result, or the heartbeat Ping a
      * node sends when it has nothing else to say). A Pong alone would not do: it can wait behind
      * megabytes of queries in the socket, or behind a node that has paused reading at its
@@ -876,6 +899,11 @@ void qdl__stop_nodes(qdl_t *q)
         }
         if (!qc->open)
             continue;
+        if (qc->node->endpoint) {
+            qc->state = QC_CLOSING; /* its streams end with the pool (qdl__ep_stop) */
+            qc->open = 0;
+            continue;
+        }
         if (qc->state == QC_READY) {
             (void)cmn_conn_send(&qc->c, CMN_MSG_GOODBYE, &g.base, NULL, 0, NULL, NULL);
             qc->state = QC_CLOSING;
@@ -893,7 +921,7 @@ void qdl__flush_nodes(qdl_t *q)
     size_t i;
 
     for (i = 0; i < q->n_conns; i++)
-        if (q->conns[i].state == QC_READY)
+        if (q->conns[i].state == QC_READY && !q->conns[i].node->endpoint)
             (void)cmn_conn_send(&q->conns[i].c, CMN_MSG_FLUSH, &f.base, NULL, 0, NULL, NULL);
 }
 
@@ -905,7 +933,7 @@ void qdl__stats_fill(const qdl_t *q, qdl_node_stats_t *out, size_t cap)
         const qdl_node_t *nd = &q->nodes[i];
         out[i] = nd->st;
         snprintf(out[i].name, sizeof(out[i].name), "%s", nd->named ? nd->name : "(unknown)");
-        snprintf(out[i].address, sizeof(out[i].address), "%s", nd->address);
+        snprintf(out[i].address, sizeof(out[i].address), "%.63s", nd->address);
         out[i].inflight = nd->inflight;
         out[i].up = 0;
         out[i].degraded = nd->degraded;

@@ -105,6 +105,7 @@ static void close_loop_handles(qdl_t *q)
     cmn_xq_close(&q->reqs, NULL);
     cmn_ucx_close(q->ucx); /* once its last connection has closed */
     q->ucx = NULL;
+    qdl__ep_stop(q); /* every stream ends; then its event queue closes */
 }
 
 /* Issued after destroy began: fail at once, never silently drop. */
@@ -241,14 +242,16 @@ static char *dup_str(char **pool_cursor, const char *s)
 static int copy_config(qdl_t *q, const qdl_config_t *cfg)
 {
     size_t bytes = 0, i;
-    const char *strs[5] = {cfg->client_name, cfg->tls_ca_file, cfg->tls_cert_file,
-                           cfg->tls_key_file, cfg->tls_server_name};
+    const char *strs[9] = {
+        cfg->client_name,    cfg->tls_ca_file,      cfg->tls_cert_file,
+        cfg->tls_key_file,   cfg->tls_server_name,  cfg->endpoint_dialect,
+        cfg->endpoint_model, cfg->endpoint_api_key, cfg->endpoint_session_header};
     char *cur;
     const char **nodes;
 
     for (i = 0; i < cfg->n_nodes; i++)
         bytes += strlen(cfg->nodes[i]) + 1;
-    for (i = 0; i < 5; i++)
+    for (i = 0; i < 9; i++)
         bytes += strs[i] ? strlen(strs[i]) + 1 : 0;
     q->strings = qdl__malloc(bytes + cfg->n_nodes * sizeof(char *) + 1);
     if (!q->strings)
@@ -264,6 +267,10 @@ static int copy_config(qdl_t *q, const qdl_config_t *cfg)
     q->cfg.tls_cert_file = dup_str(&cur, cfg->tls_cert_file);
     q->cfg.tls_key_file = dup_str(&cur, cfg->tls_key_file);
     q->cfg.tls_server_name = dup_str(&cur, cfg->tls_server_name);
+    q->cfg.endpoint_dialect = dup_str(&cur, cfg->endpoint_dialect);
+    q->cfg.endpoint_model = dup_str(&cur, cfg->endpoint_model);
+    q->cfg.endpoint_api_key = dup_str(&cur, cfg->endpoint_api_key);
+    q->cfg.endpoint_session_header = dup_str(&cur, cfg->endpoint_session_header);
     if (!q->cfg.max_dispatches)
         q->cfg.max_dispatches = 3;
     if (!q->cfg.node_memory_budget)
@@ -284,7 +291,7 @@ static int check_config(const qdl_config_t *c, cmn_errbuf_t *eb)
         return cmn_errf(eb, CMN_ECONFIG, "connections per node %u: expected 1..64",
                         c->connections_per_node);
     if (c->policy != QDL_POLICY_LEAST_OUTSTANDING && c->policy != QDL_POLICY_ROUND_ROBIN &&
-        c->policy != QDL_POLICY_WEIGHTED)
+        c->policy != QDL_POLICY_WEIGHTED && c->policy != QDL_POLICY_LEAST_TOKENS)
         return cmn_errf(eb, CMN_ECONFIG, "unknown dispatch policy %d", (int)c->policy);
     if (c->result_codec != CMPR_NONE && c->result_codec != CMPR_LZ4)
         return cmn_errf(eb, CMN_ECODEC, "unknown result codec %d", c->result_codec);
@@ -315,6 +322,7 @@ static void free_qdl(qdl_t *q)
         uv_cond_destroy(&q->park_cv);
         uv_mutex_destroy(&q->park_mu);
     }
+    qdl__ep_free(q);
     qdl__nodes_free(q);
     cmn_arena_free(&q->arena);
     cmn_tls_ctx_free(q->tls);
@@ -357,6 +365,8 @@ static int loop_init(qdl_t *q, cmn_errbuf_t *eb)
     uv_check_init(&q->loop, &q->check);
     q->check.data = q;
     rc = qdl__nodes_init(q, eb);
+    if (rc == 0)
+        rc = qdl__ep_open(q, eb);
     if (rc == 0) {
         uv_timer_start(&q->tick, on_tick, TICK_MS, TICK_MS);
         uv_check_start(&q->check, on_check);

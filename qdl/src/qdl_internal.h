@@ -61,6 +61,7 @@ typedef struct qdl_srec {
     uint32_t dispatches;   /* times sent to a node */
     uint64_t sent_ns;      /* when last sent */
     int first_token_seen;  /* a first token was passed on: never a second one */
+    uint64_t cost;         /* tokens it adds to its node's outstanding count (least-tokens) */
     struct qdl_srec *next;
 } qdl_srec_t;
 
@@ -85,25 +86,26 @@ struct qdl_conn {
     cmn_idmap_t inflight;
     uint32_t n_inflight;
     uint64_t ping_seq;
-    uint64_t ping_sent_ns;    /* 0: no Ping outstanding */
-    int pong_queued;          /* a Pong to the node waits in the write queue: Pings meanwhile are
-                                 not answered again (one Pong owed at most) */
-    uint64_t pings_window_ns; /* the node's Pings: when the current one-second window began */
-    unsigned pings_in_window; /* and how many came in it */
-    uint64_t last_rx_ns;      /* the last frame from the node: proof it is alive */
-    uint64_t rx_frame_bytes;  /* the size of the frame being handled (metadata and payload) */
-    uint64_t progress_ns;     /* the last completion, or when samples began to wait on it */
-    uint64_t state_ns;        /* when the current state began */
-    int was_ready;            /* the closing connection had completed its handshake */
-    char why[400];            /* why we closed it */
-    uv_timer_t retry;         /* reconnect backoff */
+    uint64_t ping_sent_ns;      /* 0: no Ping outstanding */
+    int pong_queued;            /* a Pong to the node waits in the write queue: Pings meanwhile are
+                                   not answered again (one Pong owed at most) */
+    uint64_t pings_window_ns;   /* the node's Pings: when the current one-second window began */
+    unsigned pings_in_window;   /* and how many came in it */
+    uint64_t last_rx_ns;        /* the last frame from the node: proof it is alive */
+    uint64_t rx_frame_bytes;    /* the size of the frame being handled (metadata and payload) */
+    uint64_t progress_ns;       /* the last completion, or when samples began to wait on it */
+    uint64_t state_ns;          /* when the current state began */
+    int was_ready;              /* the closing connection had completed its handshake */
+    char why[400];              /* why we closed it */
+    struct qdl_ep_req *ep_reqs; /* endpoint: its requests whose end is not yet handled */
+    uv_timer_t retry;           /* reconnect backoff */
     int retry_open;
 };
 
 struct qdl_node {
     qdl_t *q;
     unsigned index;
-    char address[64];
+    char address[256];
     struct sockaddr_storage addr;
     cmn_transport_t transport; /* tcp:// or ucx:// */
     char name[256];
@@ -128,6 +130,13 @@ struct qdl_node {
     qdl_node_stats_t st;
     char name_reply[256];
     int name_pending;
+    /* Tokens outstanding (QDL_POLICY_LEAST_TOKENS): each in-flight sample's cost; and the output
+     * tokens its results brought so far, whose mean is the next sample's expected output. */
+    uint64_t tokens_out;
+    uint64_t out_tokens, out_results;
+    /* An OpenAI-compatible serving engine over HTTP (endpoint.c) instead of a sut-node. */
+    int endpoint;
+    struct qdl_ep_node *ep; /* its URL and dialect (endpoint.c); NULL for a sut-node */
 };
 
 /* Requests from other threads. */
@@ -220,6 +229,10 @@ struct qdl {
     qdl_unsent_t *unsent;
     size_t n_unsent, cap_unsent;
     int in_turn; /* the polling thread is inside uv_run() */
+
+    /* endpoint.c: one HTTP pool for every endpoint node, its thread's events handed to the loop
+     * (NULL when no node is an endpoint). The layout here never depends on the build's options. */
+    struct qdl_ep *ep;
 };
 
 /* How a node is named in messages: its name once known, else its address. */
@@ -334,6 +347,29 @@ void qdl__nodes_fail_inflight(qdl_t *q, int status);
 void qdl__stop_nodes(qdl_t *q);
 void qdl__flush_nodes(qdl_t *q);
 void qdl__stats_fill(const qdl_t *q, qdl_node_stats_t *out, size_t cap);
+
+/* ---- endpoint.c ----------------------------------------------------------------------------- */
+
+/* Whether |address| names an endpoint ("openai+http://", "openai+https://"). */
+int qdl__ep_address(const char *address);
+/* An endpoint node from its address: URL, dialect, name. CMN_ECONFIG with a reason, or
+ * CMN_ENOTSUP in a QDL built without libcurl and yajl. */
+int qdl__ep_node_init(qdl_t *q, qdl_node_t *nd, cmn_errbuf_t *eb);
+/* The HTTP pool and the event queue, when some node is an endpoint. */
+int qdl__ep_open(qdl_t *q, cmn_errbuf_t *eb);
+/* An endpoint "connection" comes up (there is no connection to make: each stream opens its own,
+ * kept alive in the pool). */
+void qdl__ep_connect(qdl_conn_t *qc);
+/* Whether a sample can go to an endpoint: a whole number of int32 token IDs, no codec. */
+int qdl__ep_sample_ok(const qdl_srec_t *s);
+/* Sends sample |s| on endpoint connection |qc| as one stream and assigns its wire id; 0 or
+ * UV_ENOMEM (nothing sent). */
+int qdl__ep_send(qdl_t *q, qdl_conn_t *qc, qdl_srec_t *s);
+/* Cancels the streams of a closing endpoint connection (their ends are dropped). */
+void qdl__ep_cancel(qdl_conn_t *qc);
+/* Stops the pool (every stream ends) and the event queue; on the loop thread, at stop. */
+void qdl__ep_stop(qdl_t *q);
+void qdl__ep_free(qdl_t *q);
 
 /* ---- dispatch.c ----------------------------------------------------------------------------- */
 

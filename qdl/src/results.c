@@ -219,6 +219,7 @@ static qdl_srec_t *match(qdl_t *q, qdl_conn_t *qc, int first_token, uint64_t id)
     } else {
         qc->n_inflight--;
         nd->inflight--;
+        nd->tokens_out -= s->cost;
     }
     return s;
 }
@@ -268,6 +269,10 @@ int qdl__results_handle(qdl_t *q, qdl_conn_t *qc, int first_token, Nsut__Result 
             if (lat > nd->lat_max_ns)
                 nd->lat_max_ns = lat;
             nd->st.samples_completed++;
+            if (r->status == NSUT__STATUS__STATUS_OK && r->n_tokens > 0) {
+                nd->out_tokens += (uint64_t)r->n_tokens; /* least-tokens' expected output */
+                nd->out_results++;
+            }
             *tail = s;
             s->next = NULL;
             tail = &s->next;

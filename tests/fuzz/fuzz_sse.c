@@ -1,7 +1,7 @@
 /* Fuzz target: an engine's SSE stream, fed to the openai backend's decoder in chunks of a size
  * the first byte picks, and every event given to a dialect's parser (the second byte picks it):
  * the bytes an engine sends are hostile until validated. */
-#include "oai_dialect.h"
+#include "httpc/oai.h"
 #include "httpc/sse.h"
 
 #include <stddef.h>
@@ -11,15 +11,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    oai_gen_t g = {OAI_VLLM, "m", 64, 0, 0.0, 0, 0, 0};
-    oai_out_t o = {0};
+    httpc_oai_gen_t g = {HTTPC_OAI_VLLM, "m", 64, 0, 0.0, 0, 0, 0};
+    httpc_oai_out_t o = {0};
     httpc_sse_t p;
     size_t chunk, off = 0;
 
     if (size < 2)
         return 0;
     chunk = (size_t)data[0] % 64 + 1;
-    g.dialect = (oai_dialect_t)(data[1] % 4);
+    g.dialect = (httpc_oai_dialect_t)(data[1] % 4);
     g.incremental = data[1] & 0x10 ? 1 : 0;
     data += 2;
     size -= 2;
@@ -37,13 +37,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (have) {
                 size_t len;
                 const char *ev = httpc_sse_event(&p, &len);
-                if (oai_dialect_event(&g, ev, len, &o) < 0)
+                if (httpc_oai_dialect_event(&g, ev, len, &o) < 0)
                     goto out;
             }
         }
     }
 out:
     httpc_sse_free(&p);
-    oai_out_free(&o);
+    httpc_oai_out_free(&o);
     return 0;
 }

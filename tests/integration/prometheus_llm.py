@@ -39,7 +39,7 @@ PROMPTS = 16
 PROMPT_LEN = 12
 MAX_TOKENS = 6
 EOS = 2
-LINGER_MS = 6000
+LINGER_MS = 20000  # long enough for Prometheus to scrape the final values on a loaded machine
 
 
 def fail(msg):

@@ -85,6 +85,7 @@ typedef struct {
     long connect_timeout_ms;
     uint32_t coalesce_us; /* 0: off; else the read tick of coalescing transfers (above) */
     long idle_ms;         /* 0: off; else the idle deadline of a running transfer (above) */
+    const char *ca_file;  /* https: the CA file to verify servers against (NULL: the system's) */
 } httpc_cfg_t;
 
 /* 0, or a negative code with a reason in err. */

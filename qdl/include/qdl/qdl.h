@@ -42,6 +42,10 @@ typedef enum {
     QDL_POLICY_LEAST_OUTSTANDING = 0, /* the node with the fewest samples in flight (default) */
     QDL_POLICY_ROUND_ROBIN = 1,
     QDL_POLICY_WEIGHTED = 2, /* in-flight samples divided by the node's capability weight */
+    /* Endpoints (LLMs): the node with the fewest tokens outstanding, each sample counted as its
+     * prompt plus the output tokens expected (the mean the node has returned so far, at first
+     * endpoint_max_tokens). Samples of a sut-node count their bytes / 4. */
+    QDL_POLICY_LEAST_TOKENS = 3,
 } qdl_policy_t;
 
 /* One sample to dispatch. */
@@ -154,6 +158,19 @@ typedef struct {
      * connect_timeout_ms) for every node to be ready, reconnecting with the usual backoff, which
      * also covers a node not yet listening (connection refused). */
     uint64_t wait_ready_ms;
+    /* Endpoint nodes (qdl/README.md, "Endpoints"): an address "openai+http://HOST:PORT[/PATH]"
+     * or "openai+https://..." with an optional "?dialect=D" makes the node an OpenAI-compatible
+     * serving engine: each sample (little-endian int32 token IDs) goes as one streaming
+     * completion over HTTP, its first token is the first token, its token IDs the result. */
+    const char *endpoint_dialect;   /* vllm (default), trtllm, sglang or llamacpp */
+    const char *endpoint_model;     /* "model" of OpenAI requests; default "model" */
+    uint32_t endpoint_max_tokens;   /* output tokens asked per sample; default 1024 */
+    uint32_t endpoint_min_tokens;   /* default 0 */
+    uint32_t endpoint_max_inflight; /* streams in flight per endpoint; default 256 */
+    const char *endpoint_api_key;   /* sent as "Authorization: Bearer KEY"; NULL: none */
+    /* A header naming each sample's session ("NAME: <response id>"), as MLCommons Endpoints'
+     * X-Session-ID, for a router that keeps a session on one replica; NULL: none. */
+    const char *endpoint_session_header;
 } qdl_config_t;
 
 /* Fills |cfg| with the defaults above (no nodes, no callback). */
@@ -167,8 +184,10 @@ int qdl_create(const qdl_config_t *cfg, qdl_t **out, char *err, size_t errlen);
 
 /* LoadGen's Name(): sends a NameRequest to every node and waits for all replies (a network round
  * trip on every call, never a cached answer). Writes "Network SUT (<n> nodes: name1, name2, ...)"
- * into buf. Fails with CMN_EDUPNAME naming both nodes when two names are equal, or CMN_ETIMEOUT.
- * *duration_ns (may be NULL) receives the time the round trips took. */
+ * into buf when every node is a sut-node; with an endpoint among them "Endpoint SUT (<n> nodes:
+ * ...)", an endpoint named "endpoint <dialect> <URL>" (no round trip for it). Fails with
+ * CMN_EDUPNAME naming both nodes when two names are equal, or CMN_ETIMEOUT. *duration_ns (may be
+ * NULL) receives the time the round trips took. */
 int qdl_name(qdl_t *q, char *buf, size_t len, uint64_t *duration_ns, char *err, size_t errlen);
 
 /* Dispatches one query (n samples). Thread-safe, non-blocking. The samples array itself may be

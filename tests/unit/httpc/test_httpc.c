@@ -201,7 +201,7 @@ static void run_request(const char *reply, long timeout_ms, result_t *res)
     server_t s;
     pthread_t th;
     httpc_t *h;
-    httpc_cfg_t cfg = {4, 2000, 0, 0};
+    httpc_cfg_t cfg = {4, 2000, 0, 0, NULL};
     httpc_req_t req;
     char err[200], url[64];
     const char *hdrs[] = {"Content-Type: application/json", NULL};
@@ -287,7 +287,7 @@ START_TEST(http_queue)
     enum { N = 40 };
     static result_t res[N];
     httpc_req_t *reqs[N];
-    httpc_cfg_t cfg = {2, 2000, 0, 0};
+    httpc_cfg_t cfg = {2, 2000, 0, 0, NULL};
     serve_n_t sv;
     server_t silent;
     pthread_t th;
@@ -479,7 +479,7 @@ static uint64_t run_coalesced(int n, int cut, uint32_t coalesce_us, result_t *re
     co_server_t s = {0};
     pthread_t th;
     httpc_t *h;
-    httpc_cfg_t cfg = {1, 2000, coalesce_us, 0};
+    httpc_cfg_t cfg = {1, 2000, coalesce_us, 0, NULL};
     httpc_req_t req[2];
     char err[200], url[64];
     const char *hdrs[] = {"Content-Type: application/json", NULL};
@@ -635,7 +635,7 @@ START_TEST(http_cancel)
 {
     static result_t res[2];
     httpc_req_t *reqs[2];
-    httpc_cfg_t cfg = {1, 2000, 0, 0};
+    httpc_cfg_t cfg = {1, 2000, 0, 0, NULL};
     hold_t sv = {0};
     pthread_t th;
     httpc_t *h;
@@ -679,7 +679,7 @@ START_TEST(http_idle)
 {
     static result_t res[1];
     httpc_req_t *req;
-    httpc_cfg_t cfg = {1, 2000, 0, 200};
+    httpc_cfg_t cfg = {1, 2000, 0, 200, NULL};
     hold_t sv = {0};
     pthread_t th;
     httpc_t *h;

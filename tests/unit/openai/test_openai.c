@@ -4,7 +4,7 @@
 #include "../check_main.h"
 
 #include "httpc/sse.h"
-#include "oai_dialect.h"
+#include "httpc/oai.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,27 +12,27 @@
 
 /* ---- dialects ---- */
 
-static void event_ok(const oai_gen_t *g, const char *ev, oai_out_t *o)
+static void event_ok(const httpc_oai_gen_t *g, const char *ev, httpc_oai_out_t *o)
 {
-    int rc = oai_dialect_event(g, ev, strlen(ev), o);
+    int rc = httpc_oai_dialect_event(g, ev, strlen(ev), o);
     ck_assert_msg(rc == 0, "event %s: %s", ev, o->err);
 }
 
 START_TEST(dialects)
 {
     const int32_t prompt[3] = {5, 6, 70000};
-    oai_gen_t g = {OAI_VLLM, "m", 8, 2, 0.0, 0, 0, 0};
-    oai_out_t o = {0};
+    httpc_oai_gen_t g = {HTTPC_OAI_VLLM, "m", 8, 2, 0.0, 0, 0, 0};
+    httpc_oai_out_t o = {0};
     char *body;
     size_t len;
-    oai_dialect_t d;
+    httpc_oai_dialect_t d;
 
-    ck_assert_int_eq(oai_dialect_from_name("sglang", &d), 0);
-    ck_assert_int_eq(d, OAI_SGLANG);
-    ck_assert_int_lt(oai_dialect_from_name("tgi", &d), 0);
+    ck_assert_int_eq(httpc_oai_dialect_from_name("sglang", &d), 0);
+    ck_assert_int_eq(d, HTTPC_OAI_SGLANG);
+    ck_assert_int_lt(httpc_oai_dialect_from_name("tgi", &d), 0);
 
     /* vLLM: body, token_ids, logprobs strings, the end, and an error. */
-    ck_assert_int_eq(oai_dialect_body(&g, prompt, 3, &body, &len), 0);
+    ck_assert_int_eq(httpc_oai_dialect_body(&g, prompt, 3, &body, &len), 0);
     ck_assert_ptr_nonnull(strstr(body, "\"prompt\":[5,6,70000]"));
     ck_assert_ptr_nonnull(strstr(body, "\"max_tokens\":8,\"min_tokens\":2,\"temperature\":0,"));
     ck_assert_ptr_nonnull(strstr(body, "\"return_tokens_as_token_ids\":true"));
@@ -52,22 +52,24 @@ START_TEST(dialects)
     ck_assert_int_eq(o.toks[3], 14);
     event_ok(&g, "[DONE]", &o);
     ck_assert_int_lt(
-        oai_dialect_event(&g, "{\"object\":\"error\",\"message\":\"too long\"}", 40, &o), 0);
+        httpc_oai_dialect_event(&g, "{\"object\":\"error\",\"message\":\"too long\"}", 40, &o), 0);
     ck_assert_ptr_nonnull(strstr(o.err, "too long"));
     ck_assert_int_lt(
-        oai_dialect_event(&g, "{\"choices\":[{\"logprobs\":{\"tokens\":[\"hi\"]}}]}", 43, &o), 0);
-    ck_assert_int_lt(oai_dialect_event(&g, "{\"choices\":[{\"token_ids\":[-1]}]}", 32, &o), 0);
-    ck_assert_int_lt(oai_dialect_event(&g, "not json", 8, &o), 0);
+        httpc_oai_dialect_event(&g, "{\"choices\":[{\"logprobs\":{\"tokens\":[\"hi\"]}}]}", 43, &o),
+        0);
+    ck_assert_int_lt(httpc_oai_dialect_event(&g, "{\"choices\":[{\"token_ids\":[-1]}]}", 32, &o),
+                     0);
+    ck_assert_int_lt(httpc_oai_dialect_event(&g, "not json", 8, &o), 0);
     /* More tokens than max_tokens: refused. */
     event_ok(&g, "{\"choices\":[{\"token_ids\":[1,2,3,4]}]}", &o);
-    ck_assert_int_lt(oai_dialect_event(&g, "{\"choices\":[{\"token_ids\":[5]}]}", 31, &o), 0);
-    oai_out_free(&o);
+    ck_assert_int_lt(httpc_oai_dialect_event(&g, "{\"choices\":[{\"token_ids\":[5]}]}", 31, &o), 0);
+    httpc_oai_out_free(&o);
 
     /* SGLang: cumulative output_ids, meta_info.finish_reason. */
     memset(&o, 0, sizeof(o));
     o.max = 8;
-    g.dialect = OAI_SGLANG;
-    ck_assert_int_eq(oai_dialect_body(&g, prompt, 2, &body, &len), 0);
+    g.dialect = HTTPC_OAI_SGLANG;
+    ck_assert_int_eq(httpc_oai_dialect_body(&g, prompt, 2, &body, &len), 0);
     ck_assert_ptr_nonnull(strstr(body, "\"input_ids\":[5,6],\"sampling_params\":{"
                                        "\"max_new_tokens\":8,\"min_new_tokens\":2,"));
     free(body);
@@ -79,14 +81,14 @@ START_TEST(dialects)
     ck_assert_uint_eq(o.n, 4);
     ck_assert_int_eq(o.toks[2], 9);
     ck_assert_int_eq(o.done, 1);
-    ck_assert_int_lt(oai_dialect_event(&g, "{\"output_ids\":[7]}", 18, &o), 0); /* shrank */
-    oai_out_free(&o);
+    ck_assert_int_lt(httpc_oai_dialect_event(&g, "{\"output_ids\":[7]}", 18, &o), 0); /* shrank */
+    httpc_oai_out_free(&o);
 
     /* llama.cpp: tokens, stop. */
     memset(&o, 0, sizeof(o));
     o.max = 8;
-    g.dialect = OAI_LLAMACPP;
-    ck_assert_int_eq(oai_dialect_body(&g, prompt, 1, &body, &len), 0);
+    g.dialect = HTTPC_OAI_LLAMACPP;
+    ck_assert_int_eq(httpc_oai_dialect_body(&g, prompt, 1, &body, &len), 0);
     ck_assert_ptr_nonnull(strstr(body, "{\"prompt\":[5],\"n_predict\":8,"));
     ck_assert_ptr_nonnull(strstr(body, "\"return_tokens\":true"));
     free(body);
@@ -94,8 +96,8 @@ START_TEST(dialects)
     event_ok(&g, "{\"content\":\"\",\"tokens\":[],\"stop\":true}", &o);
     ck_assert_uint_eq(o.n, 1);
     ck_assert_int_eq(o.done, 1);
-    ck_assert_int_eq(oai_dialect_end(&g, &o), 0);
-    oai_out_free(&o);
+    ck_assert_int_eq(httpc_oai_dialect_end(&g, &o), 0);
+    httpc_oai_out_free(&o);
 }
 END_TEST
 
@@ -104,60 +106,60 @@ END_TEST
  * token IDs, or with no text either, does not. */
 START_TEST(text_without_ids)
 {
-    oai_gen_t g = {OAI_VLLM, "m", 8, 0, 0.0, 0, 0, 0};
-    oai_out_t o = {0};
+    httpc_oai_gen_t g = {HTTPC_OAI_VLLM, "m", 8, 0, 0.0, 0, 0, 0};
+    httpc_oai_out_t o = {0};
 
     o.max = 8;
     event_ok(&g, "{\"choices\":[{\"text\":\"Hel\",\"finish_reason\":null}]}", &o);
     event_ok(&g, "{\"choices\":[{\"text\":\"lo\",\"finish_reason\":\"length\"}]}", &o);
     ck_assert_int_eq(o.done, 1);
     ck_assert_uint_eq(o.n, 0);
-    ck_assert_int_lt(oai_dialect_end(&g, &o), 0);
+    ck_assert_int_lt(httpc_oai_dialect_end(&g, &o), 0);
     ck_assert_ptr_nonnull(strstr(o.err, "no token IDs although its events carried text"));
     ck_assert_ptr_nonnull(strstr(o.err, "dialect=vllm reads them from choices[0].token_ids"));
-    oai_out_free(&o);
+    httpc_oai_out_free(&o);
 
     /* Text with token IDs, and an end with neither: fine. */
     memset(&o, 0, sizeof(o));
     o.max = 8;
     event_ok(&g, "{\"choices\":[{\"text\":\"a\",\"token_ids\":[4],\"finish_reason\":null}]}", &o);
-    ck_assert_int_eq(oai_dialect_end(&g, &o), 0);
-    oai_out_free(&o);
+    ck_assert_int_eq(httpc_oai_dialect_end(&g, &o), 0);
+    httpc_oai_out_free(&o);
     memset(&o, 0, sizeof(o));
     o.max = 8;
     event_ok(&g, "{\"choices\":[{\"text\":\"\",\"finish_reason\":\"stop\"}]}", &o);
-    ck_assert_int_eq(oai_dialect_end(&g, &o), 0);
-    oai_out_free(&o);
+    ck_assert_int_eq(httpc_oai_dialect_end(&g, &o), 0);
+    httpc_oai_out_free(&o);
 
     /* SGLang's text and llama.cpp's content, each naming its own field. */
     memset(&o, 0, sizeof(o));
     o.max = 8;
-    g.dialect = OAI_SGLANG;
+    g.dialect = HTTPC_OAI_SGLANG;
     event_ok(&g, "{\"text\":\"x\",\"meta_info\":{\"finish_reason\":{\"type\":\"stop\"}}}", &o);
-    ck_assert_int_lt(oai_dialect_end(&g, &o), 0);
+    ck_assert_int_lt(httpc_oai_dialect_end(&g, &o), 0);
     ck_assert_ptr_nonnull(strstr(o.err, "dialect=sglang reads them from output_ids"));
-    oai_out_free(&o);
+    httpc_oai_out_free(&o);
     memset(&o, 0, sizeof(o));
     o.max = 8;
-    g.dialect = OAI_LLAMACPP;
+    g.dialect = HTTPC_OAI_LLAMACPP;
     event_ok(&g, "{\"content\":\"x\",\"stop\":true}", &o);
-    ck_assert_int_lt(oai_dialect_end(&g, &o), 0);
+    ck_assert_int_lt(httpc_oai_dialect_end(&g, &o), 0);
     ck_assert_ptr_nonnull(strstr(o.err, "dialect=llamacpp reads them from tokens"));
-    oai_out_free(&o);
+    httpc_oai_out_free(&o);
 }
 END_TEST
 
 /* The event scanner (oai_event.c) on hostile and odd input: bounded, the engine's error first, a
  * failed event leaves the tokens as they were. */
-static int event_rc(const oai_gen_t *g, const char *ev, oai_out_t *o)
+static int event_rc(const httpc_oai_gen_t *g, const char *ev, httpc_oai_out_t *o)
 {
-    return oai_dialect_event(g, ev, strlen(ev), o);
+    return httpc_oai_dialect_event(g, ev, strlen(ev), o);
 }
 
 START_TEST(event_scanner_hostile)
 {
-    oai_gen_t g = {OAI_VLLM, "m", 8, 0, 0.0, 0, 0, 0};
-    oai_out_t o = {0};
+    httpc_oai_gen_t g = {HTTPC_OAI_VLLM, "m", 8, 0, 0.0, 0, 0, 0};
+    httpc_oai_out_t o = {0};
     char *deep;
     size_t i, n = 20000;
 
@@ -214,37 +216,37 @@ START_TEST(event_scanner_hostile)
     memset(deep + i + n, ']', n);
     strcpy(deep + i + 2 * n, "}");
     event_ok(&g, deep, &o);
-    oai_out_free(&o);
+    httpc_oai_out_free(&o);
     free(deep);
 
     /* llama.cpp: only "stop":true ends; SGLang incremental appends. */
     memset(&o, 0, sizeof(o));
     o.max = 8;
-    g.dialect = OAI_LLAMACPP;
+    g.dialect = HTTPC_OAI_LLAMACPP;
     event_ok(&g, "{\"tokens\":[1],\"stop\":1}", &o);
     event_ok(&g, "{\"tokens\":[2],\"stop\":\"true\"}", &o);
     ck_assert_int_eq(o.done, 0);
     ck_assert_int_lt(event_rc(&g, "{\"tokens\":[2,-1],\"stop\":true}", &o), 0);
     ck_assert_int_eq(o.done, 0);
-    oai_out_free(&o);
+    httpc_oai_out_free(&o);
     memset(&o, 0, sizeof(o));
     o.max = 8;
-    g.dialect = OAI_SGLANG;
+    g.dialect = HTTPC_OAI_SGLANG;
     g.incremental = 1;
     event_ok(&g, "{\"output_ids\":[1,2]}", &o);
     event_ok(&g, "{\"output_ids\":[3],\"meta_info\":{\"finish_reason\":\"stop\"}}", &o);
     ck_assert_uint_eq(o.n, 3);
     ck_assert_int_eq(o.toks[2], 3);
     ck_assert_int_eq(o.done, 1);
-    oai_out_free(&o);
+    httpc_oai_out_free(&o);
 }
 END_TEST
 
 /* ---- the engine's own token count ---- */
 
 /* Feeds a canned SSE stream in pieces of |step| bytes through the decoder and the dialect, as the
- * backend does (events after the end mark too); returns oai_dialect_end's code. */
-static int run_stream(const oai_gen_t *g, const char *sse, size_t step, oai_out_t *o)
+ * backend does (events after the end mark too); returns httpc_oai_dialect_end's code. */
+static int run_stream(const httpc_oai_gen_t *g, const char *sse, size_t step, httpc_oai_out_t *o)
 {
     httpc_sse_t p;
     size_t off = 0, len = strlen(sse);
@@ -262,14 +264,14 @@ static int run_stream(const oai_gen_t *g, const char *sse, size_t step, oai_out_
             if (have) {
                 size_t n;
                 const char *e = httpc_sse_event(&p, &n);
-                rc = oai_dialect_event(g, e, n, o);
+                rc = httpc_oai_dialect_event(g, e, n, o);
             }
         }
     }
     httpc_sse_free(&p);
     ck_assert_msg(rc == 0, "event: %s", o->err);
     ck_assert_int_eq(o->done, 1);
-    return oai_dialect_end(g, o);
+    return httpc_oai_dialect_end(g, o);
 }
 
 /* llama-server's stream as it came from Debian's llama-server 0.7.0 with a byte-fallback
@@ -286,8 +288,8 @@ static const char llama_held[] =
 
 START_TEST(token_count)
 {
-    oai_gen_t g = {OAI_LLAMACPP, "m", 8, 0, 0.0, 1, 0, 0};
-    oai_out_t o = {0};
+    httpc_oai_gen_t g = {HTTPC_OAI_LLAMACPP, "m", 8, 0, 0.0, 1, 0, 0};
+    httpc_oai_out_t o = {0};
     char *body;
     size_t len, step;
     static const int32_t prompt[2] = {1, 300};
@@ -303,12 +305,12 @@ START_TEST(token_count)
                          "IDs: llama-server leaves out the IDs of tokens it holds back as "
                          "incomplete UTF-8 while streaming; oneshot=1 asks for all of them in one "
                          "response");
-        oai_out_free(&o);
+        httpc_oai_out_free(&o);
     }
 
     /* oneshot: "stream":false, and the one response carries every ID and the same count. */
     g.oneshot = 1;
-    ck_assert_int_eq(oai_dialect_body(&g, prompt, 2, &body, &len), 0);
+    ck_assert_int_eq(httpc_oai_dialect_body(&g, prompt, 2, &body, &len), 0);
     ck_assert_ptr_nonnull(strstr(body, "\"stream\":false,\"return_tokens\":true"));
     free(body);
     memset(&o, 0, sizeof(o));
@@ -318,22 +320,22 @@ START_TEST(token_count)
              "\"stop\":true,\"tokens_predicted\":3,\"prompt\":\"<s>\\ufffd\"}",
              &o);
     ck_assert_int_eq(o.done, 1);
-    ck_assert_int_eq(oai_dialect_end(&g, &o), 0);
+    ck_assert_int_eq(httpc_oai_dialect_end(&g, &o), 0);
     ck_assert_int_eq(o.toks[1], 198);
-    oai_out_free(&o);
+    httpc_oai_out_free(&o);
     /* A count the IDs do not match in oneshot: no hint about streaming. */
     memset(&o, 0, sizeof(o));
     o.max = 8;
     event_ok(&g, "{\"tokens\":[115],\"stop\":true,\"tokens_predicted\":2}", &o);
-    ck_assert_int_lt(oai_dialect_end(&g, &o), 0);
+    ck_assert_int_lt(httpc_oai_dialect_end(&g, &o), 0);
     ck_assert_str_eq(o.err, "the engine counted 2 output tokens (tokens_predicted) but sent 1 "
                             "token IDs: the output would be short or padded");
-    oai_out_free(&o);
+    httpc_oai_out_free(&o);
 
     /* vLLM: stream_options.include_usage asked for; its usage comes after the finish_reason. */
-    g.dialect = OAI_VLLM;
+    g.dialect = HTTPC_OAI_VLLM;
     g.oneshot = 0;
-    ck_assert_int_eq(oai_dialect_body(&g, prompt, 2, &body, &len), 0);
+    ck_assert_int_eq(httpc_oai_dialect_body(&g, prompt, 2, &body, &len), 0);
     ck_assert_ptr_nonnull(strstr(body, "\"stream_options\":{\"include_usage\":true}"));
     free(body);
     {
@@ -358,23 +360,23 @@ START_TEST(token_count)
         ck_assert_int_eq(run_stream(&g, vllm_ok, 7, &o), 0);
         ck_assert_uint_eq(o.n, 2);
         ck_assert_int_eq(o.counted, 1);
-        oai_out_free(&o);
+        httpc_oai_out_free(&o);
         memset(&o, 0, sizeof(o));
         o.max = 8;
         ck_assert_int_lt(run_stream(&g, vllm_short, 5, &o), 0);
         ck_assert_ptr_nonnull(
             strstr(o.err, "counted 5 output tokens (usage.completion_tokens) but sent 1 token"));
-        oai_out_free(&o);
+        httpc_oai_out_free(&o);
         /* An engine that reports no count: nothing to check against. */
         memset(&o, 0, sizeof(o));
         o.max = 8;
         ck_assert_int_eq(run_stream(&g, vllm_nousage, 3, &o), 0);
         ck_assert_int_eq(o.counted, 0);
-        oai_out_free(&o);
+        httpc_oai_out_free(&o);
     }
 
     /* SGLang: meta_info.completion_tokens, cumulative like output_ids. */
-    g.dialect = OAI_SGLANG;
+    g.dialect = HTTPC_OAI_SGLANG;
     memset(&o, 0, sizeof(o));
     o.max = 8;
     ck_assert_int_eq(
@@ -385,7 +387,7 @@ START_TEST(token_count)
                    "\"finish_reason\":{\"type\":\"length\"}}}\n\ndata: [DONE]\n\n",
                    11, &o),
         0);
-    oai_out_free(&o);
+    httpc_oai_out_free(&o);
     memset(&o, 0, sizeof(o));
     o.max = 8;
     ck_assert_int_lt(run_stream(&g,
@@ -394,11 +396,11 @@ START_TEST(token_count)
                                 64, &o),
                      0);
     ck_assert_ptr_nonnull(strstr(o.err, "counted 3 output tokens (meta_info.completion_tokens)"));
-    oai_out_free(&o);
+    httpc_oai_out_free(&o);
 
     /* Hostile counts: not a number, negative, fractional, 17 digits, an object: the event fails
      * and takes nothing. */
-    g.dialect = OAI_LLAMACPP;
+    g.dialect = HTTPC_OAI_LLAMACPP;
     memset(&o, 0, sizeof(o));
     o.max = 8;
     ck_assert_int_lt(event_rc(&g, "{\"tokens\":[1],\"tokens_predicted\":\"1\"}", &o), 0);
@@ -412,8 +414,8 @@ START_TEST(token_count)
     ck_assert_int_eq(o.counted, 0);
     /* null is no count. */
     event_ok(&g, "{\"tokens\":[1],\"tokens_predicted\":null,\"stop\":true}", &o);
-    ck_assert_int_eq(oai_dialect_end(&g, &o), 0);
-    oai_out_free(&o);
+    ck_assert_int_eq(httpc_oai_dialect_end(&g, &o), 0);
+    httpc_oai_out_free(&o);
 }
 END_TEST
 

@@ -13,6 +13,26 @@ START_TEST(least_outstanding_picks_the_idlest_node)
 }
 END_TEST
 
+/* Least tokens (LLM endpoints): the fewest tokens outstanding wins, though it holds more samples.
+ */
+START_TEST(least_tokens_counts_tokens_not_samples)
+{
+    qdl_t *q = fx_new(3, 1, 100);
+
+    q->cfg.policy = QDL_POLICY_LEAST_TOKENS;
+    q->nodes[0].inflight = 1;
+    q->nodes[0].tokens_out = 4000; /* one long prompt */
+    q->nodes[1].inflight = 6;
+    q->nodes[1].tokens_out = 600; /* six short ones */
+    q->nodes[2].inflight = 2;
+    q->nodes[2].tokens_out = 2500;
+    ck_assert_ptr_eq(qdl__pick(q, 1, 0), &q->nodes[1].conns[0]);
+    q->cfg.policy = QDL_POLICY_LEAST_OUTSTANDING; /* the same nodes by samples pending */
+    ck_assert_ptr_eq(qdl__pick(q, 1, 0), &q->nodes[0].conns[0]);
+    fx_free(q);
+}
+END_TEST
+
 START_TEST(round_robin_rotates)
 {
     qdl_t *q = fx_new(3, 1, 100);
@@ -82,6 +102,7 @@ TCase *tcase_policy(void)
 {
     TCase *c = tcase_create("unit_policy");
     tcase_add_test(c, least_outstanding_picks_the_idlest_node);
+    tcase_add_test(c, least_tokens_counts_tokens_not_samples);
     tcase_add_test(c, round_robin_rotates);
     tcase_add_test(c, weighted_divides_by_weight);
     tcase_add_test(c, full_draining_and_codec_filtered_nodes_are_skipped);

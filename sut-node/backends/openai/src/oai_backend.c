@@ -12,12 +12,12 @@
  * dialect=llamacpp oneshot=1 asks for one JSON response instead of a stream (llama-server's
  * stream leaves out the IDs of tokens it holds back as incomplete UTF-8): the body is gathered
  * (at most max_event bytes) and read at the end, the first token and the end leave together.
- * Every sample's token IDs are checked against the engine's own count (oai_dialect_end).
+ * Every sample's token IDs are checked against the engine's own count (httpc_oai_dialect_end).
  *
  * cancel() (ABI 1.1) marks the batch's streams in the pool (httpc_cancel): a queued one is
  * never sent, an open one is closed; both complete with SUT_BACKEND_ECANCELED. stream_idle_ms
  * fails a stream that brings no token for that long (the first one included). */
-#include "oai_dialect.h"
+#include "httpc/oai.h"
 #include "httpc/httpc.h"
 #include "httpc/live.h"
 #include "httpc/opts.h"
@@ -39,7 +39,7 @@
 struct sut_backend {
     httpc_t *http;
     httpc_lives_t lives; /* the streams cancel() can find */
-    oai_gen_t gen;
+    httpc_oai_gen_t gen;
     char *url;    /* base URL + the dialect's path */
     char *model;  /* owned copy for gen.model */
     char *auth;   /* "Authorization: Bearer ..." or NULL */
@@ -61,13 +61,8 @@ typedef struct {
     sut_batch_t *batch;
     size_t index;
     char *body;
-    httpc_sse_t sse;
-    char *whole; /* oneshot: the response body so far */
-    size_t whole_len;
-    oai_out_t out;
+    httpc_oai_stream_t st; /* the response read as it arrives (httpc/oai.h) */
     int first_sent;
-    int failed;
-    char err[256];
 } stream_t;
 
 /* ---- options ---- */
@@ -129,7 +124,7 @@ static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
         return -ENOMEM;
     b->log = cfg->log;
     rc = -EINVAL;
-    if (oai_dialect_from_name(opt(cfg, "dialect"), &b->gen.dialect) < 0) {
+    if (httpc_oai_dialect_from_name(opt(cfg, "dialect"), &b->gen.dialect) < 0) {
         snprintf(err, errlen, "option dialect=%s: expected vllm, trtllm, sglang or llamacpp",
                  opt(cfg, "dialect"));
         goto fail;
@@ -145,7 +140,7 @@ static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
         0)
         goto fail;
     b->gen.min_tokens = (uint32_t)u;
-    if (b->gen.dialect == OAI_LLAMACPP && b->gen.min_tokens) {
+    if (b->gen.dialect == HTTPC_OAI_LLAMACPP && b->gen.min_tokens) {
         snprintf(err, errlen,
                  "option min_tokens: the llama.cpp server has no minimum length "
                  "(use ignore_eos=1 for fixed-length outputs)");
@@ -167,7 +162,7 @@ static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
     if (httpc_opts_u("oneshot", opt(cfg, "oneshot"), 0, 1, &u, err, errlen) < 0)
         goto fail;
     b->gen.oneshot = (int)u;
-    if (b->gen.oneshot && b->gen.dialect != OAI_LLAMACPP) {
+    if (b->gen.oneshot && b->gen.dialect != HTTPC_OAI_LLAMACPP) {
         snprintf(err, errlen, "option oneshot=1: only with dialect=llamacpp");
         goto fail;
     }
@@ -207,7 +202,7 @@ static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
     }
     {
         size_t ul = strlen(url);
-        const char *path = oai_dialect_path(b->gen.dialect);
+        const char *path = httpc_oai_dialect_path(b->gen.dialect);
         while (ul && url[ul - 1] == '/')
             ul--;
         b->url = malloc(ul + strlen(path) + 1);
@@ -257,7 +252,7 @@ static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
         b->headers[1] = b->auth;
     }
     snprintf(b->device, sizeof(b->device), "%s engine at %s (max %u streams)",
-             oai_dialect_name(b->gen.dialect), b->url, b->max_concurrency);
+             httpc_oai_dialect_name(b->gen.dialect), b->url, b->max_concurrency);
     hc.max_conns = b->max_concurrency;
     if ((rc = httpc_lives_init(&b->lives)) < 0) {
         snprintf(err, errlen, "the stream registry's mutex: %s", strerror(-rc));
@@ -320,44 +315,16 @@ static int oai_describe(sut_backend_t *b, sut_backend_info_t *info)
 
 static void stream_free(stream_t *s)
 {
-    httpc_sse_free(&s->sse);
-    oai_out_free(&s->out);
-    free(s->whole);
+    httpc_oai_stream_free(&s->st);
     free(s->body);
     free(s);
 }
 
-/* oneshot: gathers the response body, at most max_event bytes. */
-static int gather(stream_t *s, const char *p, size_t n)
+/* The first token to the node as soon as it is in. */
+static void first_token(stream_t *s)
 {
-    char *nw;
-
-    if (n > s->b->max_event - s->whole_len) {
-        snprintf(s->err, sizeof(s->err), "a response over max_event=%zu bytes", s->b->max_event);
-        s->failed = 1;
-        return 1;
-    }
-    nw = realloc(s->whole, s->whole_len + n + 1);
-    if (!nw) {
-        snprintf(s->err, sizeof(s->err), "out of memory for a %zu-byte response", s->whole_len + n);
-        s->failed = 1;
-        return 1;
-    }
-    memcpy(nw + s->whole_len, p, n);
-    s->whole = nw;
-    s->whole_len += n;
-    nw[s->whole_len] = '\0';
-    return 0;
-}
-
-/* oneshot: the whole response is one event; its tokens are the first token and the end. */
-static void read_whole(stream_t *s)
-{
-    if (oai_dialect_event(&s->b->gen, s->whole ? s->whole : "", s->whole_len, &s->out) < 0) {
-        snprintf(s->err, sizeof(s->err), "%s", s->out.err);
-        s->failed = 1;
-    } else if (!s->first_sent && s->out.n > 0) {
-        sut_result_t res = {s->index, 0, s->out.toks, 4, 1};
+    if (!s->first_sent && s->st.out.n > 0) {
+        sut_result_t res = {s->index, 0, s->st.out.toks, 4, 1};
         s->first_sent = 1;
         s->batch->first_token(s->batch, &res, 1);
     }
@@ -366,39 +333,16 @@ static void read_whole(stream_t *s)
 static int on_data(httpc_req_t *r, const char *p, size_t n)
 {
     stream_t *s = (stream_t *)r;
+    int progress = 0, first = s->first_sent;
 
-    if (s->b->gen.oneshot)
-        return gather(s, p, n);
-    while (n) {
-        int have = 0;
-        ssize_t used = httpc_sse_feed(&s->sse, p, n, &have);
-        if (used < 0) {
-            snprintf(s->err, sizeof(s->err), "an SSE event over max_event=%zu bytes",
-                     s->b->max_event);
-            s->failed = 1;
-            return 1;
-        }
-        p += used;
-        n -= (size_t)used;
-        if (have) {
-            size_t len, before = s->out.n;
-            const char *ev = httpc_sse_event(&s->sse, &len);
-            /* Events after the end mark are read too: vLLM's usage comes last. */
-            if (oai_dialect_event(&s->b->gen, ev, len, &s->out) < 0) {
-                snprintf(s->err, sizeof(s->err), "%s", s->out.err);
-                s->failed = 1;
-                return 1;
-            }
-            if (s->out.n > before || s->out.done) /* a token: the idle deadline restarts */
-                httpc_progress(&s->req);
-            if (!s->first_sent && s->out.n > 0) {
-                sut_result_t res = {s->index, 0, s->out.toks, 4, 1};
-                s->first_sent = 1;
-                s->batch->first_token(s->batch, &res, 1);
-                /* TTFT is measured; the rest may wait for the read tick (coalesce_us). */
-                httpc_coalesce(&s->req);
-            }
-        }
+    if (httpc_oai_stream_feed(&s->st, p, n, &progress))
+        return 1;
+    if (progress) /* a token: the idle deadline restarts */
+        httpc_progress(&s->req);
+    if (!s->st.gen->oneshot) {
+        first_token(s);
+        if (!first && s->first_sent) /* TTFT is measured; the rest may wait (coalesce_us) */
+            httpc_coalesce(&s->req);
     }
     return 0;
 }
@@ -425,34 +369,24 @@ static void on_done(httpc_req_t *r, int status, const char *msg)
     sut_result_t res = {s->index, 0, NULL, 0, 0};
     char ebuf[SUT_BACKEND_ERROR_MAX + 1] = "";
 
-    if (!s->failed && status == 0 && b->gen.oneshot)
-        read_whole(s);
+    if (status == 0 && httpc_oai_stream_end(&s->st) == 0)
+        first_token(s); /* oneshot: the whole response at once */
     if (status == HTTPC_ESTATUS)
         msg = engine_error(r, msg, ebuf, sizeof(ebuf));
-    if (!s->failed && status == 0 && !s->out.done) {
-        snprintf(s->err, sizeof(s->err),
-                 "the engine ended the stream after %zu tokens without "
-                 "its end mark",
-                 s->out.n);
-        s->failed = 1;
-    }
-    if (!s->failed && status == 0 && oai_dialect_end(&s->b->gen, &s->out) < 0) {
-        snprintf(s->err, sizeof(s->err), "%s", s->out.err);
-        s->failed = 1;
-    }
     if (status == HTTPC_ECANCEL) {
         res.status = SUT_BACKEND_ECANCELED; /* its client is gone: nothing to tell anyone */
-    } else if (s->failed || status != 0) {
+    } else if (s->st.failed || status != 0) {
         httpc_logf(b->log, SUT_LOG_WARN, "openai backend: sample %zu failed: %s%s", s->index,
-                   s->failed ? s->err : msg, status == HTTPC_EIDLE ? " (stream_idle_ms)" : "");
-        res.status = s->failed ? -EPROTO : status;
+                   s->st.failed ? s->st.err : msg,
+                   status == HTTPC_EIDLE ? " (stream_idle_ms)" : "");
+        res.status = s->st.failed ? -EPROTO : status;
         /* The reason goes to the client too (ABI 1.2): the engine's words in its log. */
-        res.data = s->failed ? s->err : msg;
+        res.data = s->st.failed ? s->st.err : msg;
         res.size = strlen(res.data);
     } else {
-        res.data = s->out.toks;
-        res.size = s->out.n * sizeof(int32_t);
-        res.n_tokens = (int64_t)s->out.n;
+        res.data = s->st.out.toks;
+        res.size = s->st.out.n * sizeof(int32_t);
+        res.n_tokens = (int64_t)s->st.out.n;
     }
     httpc_live_del(&b->lives, &s->live); /* before the batch may go back to the node */
     s->batch->complete(s->batch, &res, 1);
@@ -493,9 +427,8 @@ static int oai_infer(sut_backend_t *b, sut_batch_t *batch)
         s->b = b;
         s->batch = batch;
         s->index = i;
-        httpc_sse_init(&s->sse, b->max_event);
-        s->out.max = b->gen.max_tokens;
-        if ((rc = oai_dialect_body(&b->gen, smp->data, smp->size / 4, &s->body, &blen)) < 0)
+        httpc_oai_stream_init(&s->st, &b->gen, b->max_event);
+        if ((rc = httpc_oai_dialect_body(&b->gen, smp->data, smp->size / 4, &s->body, &blen)) < 0)
             break;
         s->req.url = b->url;
         s->req.body = s->body;

@@ -1,6 +1,6 @@
-/* Request bodies of each engine dialect (see oai_dialect.h), formatted here (numbers and fixed
+/* Request bodies of each engine dialect (see httpc/oai.h), formatted here (numbers and fixed
  * keys only); the stream events are read in oai_event.c. */
-#include "oai_dialect.h"
+#include "httpc/oai.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -10,29 +10,29 @@
 
 static const char *const names[] = {"vllm", "trtllm", "sglang", "llamacpp"};
 
-int oai_dialect_from_name(const char *name, oai_dialect_t *d)
+int httpc_oai_dialect_from_name(const char *name, httpc_oai_dialect_t *d)
 {
     size_t i;
     for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         if (strcmp(name, names[i]) == 0) {
-            *d = (oai_dialect_t)i;
+            *d = (httpc_oai_dialect_t)i;
             return 0;
         }
     }
     return -EINVAL;
 }
 
-const char *oai_dialect_name(oai_dialect_t d)
+const char *httpc_oai_dialect_name(httpc_oai_dialect_t d)
 {
     return names[d];
 }
 
-const char *oai_dialect_path(oai_dialect_t d)
+const char *httpc_oai_dialect_path(httpc_oai_dialect_t d)
 {
     switch (d) {
-    case OAI_SGLANG:
+    case HTTPC_OAI_SGLANG:
         return "/generate";
-    case OAI_LLAMACPP:
+    case HTTPC_OAI_LLAMACPP:
         return "/completion";
     default:
         return "/v1/completions";
@@ -98,13 +98,14 @@ static void sb_tokens(sbuf_t *b, const unsigned char *t, size_t n)
 
 /* The model name as a JSON string: only printable ASCII without quotes or backslashes is
  * accepted at create time, so it needs no escaping here. */
-int oai_dialect_body(const oai_gen_t *g, const void *prompt, size_t n, char **out, size_t *len)
+int httpc_oai_dialect_body(const httpc_oai_gen_t *g, const void *prompt, size_t n, char **out,
+                           size_t *len)
 {
     sbuf_t b = {0};
 
     switch (g->dialect) {
-    case OAI_VLLM:
-    case OAI_TRTLLM:
+    case HTTPC_OAI_VLLM:
+    case HTTPC_OAI_TRTLLM:
         sb_printf(&b, "{\"model\":\"%s\",\"prompt\":", g->model);
         sb_tokens(&b, prompt, n);
         sb_printf(&b,
@@ -114,7 +115,7 @@ int oai_dialect_body(const oai_gen_t *g, const void *prompt, size_t n, char **ou
                   "\"return_tokens_as_token_ids\":true}",
                   g->max_tokens, g->min_tokens, g->temperature, g->ignore_eos ? "true" : "false");
         break;
-    case OAI_SGLANG:
+    case HTTPC_OAI_SGLANG:
         sb_printf(&b, "{\"input_ids\":");
         sb_tokens(&b, prompt, n);
         sb_printf(&b,
@@ -122,7 +123,7 @@ int oai_dialect_body(const oai_gen_t *g, const void *prompt, size_t n, char **ou
                   "\"temperature\":%.17g,\"ignore_eos\":%s},\"stream\":true}",
                   g->max_tokens, g->min_tokens, g->temperature, g->ignore_eos ? "true" : "false");
         break;
-    case OAI_LLAMACPP:
+    case HTTPC_OAI_LLAMACPP:
         sb_printf(&b, "{\"prompt\":");
         sb_tokens(&b, prompt, n);
         sb_printf(&b,
@@ -142,7 +143,7 @@ int oai_dialect_body(const oai_gen_t *g, const void *prompt, size_t n, char **ou
 }
 
 /* The engine's own count of output tokens against the token IDs that arrived. */
-static int oai_dialect_count(const oai_gen_t *g, oai_out_t *o)
+static int oai_dialect_count(const httpc_oai_gen_t *g, httpc_oai_out_t *o)
 {
     static const char *const fields[] = {"usage.completion_tokens", "usage.completion_tokens",
                                          "meta_info.completion_tokens", "tokens_predicted"};
@@ -152,14 +153,14 @@ static int oai_dialect_count(const oai_gen_t *g, oai_out_t *o)
     snprintf(o->err, sizeof(o->err),
              "the engine counted %llu output tokens (%s) but sent %zu token IDs: %s",
              (unsigned long long)o->engine_n, fields[g->dialect], o->n,
-             g->dialect == OAI_LLAMACPP && !g->oneshot
+             g->dialect == HTTPC_OAI_LLAMACPP && !g->oneshot
                  ? "llama-server leaves out the IDs of tokens it holds back as incomplete UTF-8 "
                    "while streaming; oneshot=1 asks for all of them in one response"
                  : "the output would be short or padded");
     return -EPROTO;
 }
 
-int oai_dialect_end(const oai_gen_t *g, oai_out_t *o)
+int httpc_oai_dialect_end(const httpc_oai_gen_t *g, httpc_oai_out_t *o)
 {
     static const char *const fields[] = {
         "choices[0].token_ids or choices[0].logprobs.tokens (\"token_id:N\")",
@@ -172,11 +173,11 @@ int oai_dialect_end(const oai_gen_t *g, oai_out_t *o)
              "the stream ended with no token IDs although its events carried text: "
              "dialect=%s reads them from %s; is dialect= right, and does the engine return "
              "token IDs?",
-             oai_dialect_name(g->dialect), fields[g->dialect]);
+             httpc_oai_dialect_name(g->dialect), fields[g->dialect]);
     return -EPROTO;
 }
 
-void oai_out_free(oai_out_t *o)
+void httpc_oai_out_free(httpc_oai_out_t *o)
 {
     free(o->toks);
     o->toks = NULL;

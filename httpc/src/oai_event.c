@@ -3,14 +3,14 @@
  * IDs go straight into the output. yajl checks the whole text is one JSON value and keeps its
  * nesting on the heap, so depth costs memory (bounded by the event size, max_event), not stack.
  *
- * What is read (see oai_dialect.h): "error" (any value: a string, or an object's "message"),
+ * What is read (see httpc/oai.h): "error" (any value: a string, or an object's "message"),
  * "object":"error" with "message"; vllm/trtllm: choices[0].token_ids, else
  * choices[0].logprobs.tokens ("token_id:N"), choices[0].finish_reason; sglang: output_ids,
  * meta_info.finish_reason; llamacpp: tokens, stop; and whether the text (choices[0].text, text,
- * content) was non-empty (oai_dialect_end). The engine's own count of output tokens:
+ * content) was non-empty (httpc_oai_dialect_end). The engine's own count of output tokens:
  * usage.completion_tokens (vllm, trtllm), meta_info.completion_tokens (sglang),
  * tokens_predicted (llamacpp). An engine error wins over everything else. */
-#include "oai_dialect.h"
+#include "httpc/oai.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -46,8 +46,8 @@ typedef enum {
 #define MAX_TRACK 8
 
 typedef struct {
-    const oai_gen_t *g;
-    oai_out_t *o;
+    const httpc_oai_gen_t *g;
+    httpc_oai_out_t *o;
     size_t n0;      /* o->n before the event */
     unsigned depth; /* open containers */
     slot_t kind[MAX_TRACK];
@@ -108,13 +108,13 @@ static int slot_ids_seen(scan_t *s, slot_t v)
 
 static int push_id(scan_t *s, double v)
 {
-    oai_out_t *o = s->o;
+    httpc_oai_out_t *o = s->o;
     size_t idx = s->index[s->depth - 1] - 1;
 
     if (s->rc)
         return 1;
     /* sglang's cumulative output_ids repeat the tokens already taken. */
-    if (s->g->dialect == OAI_SGLANG && !s->g->incremental && idx < s->n0)
+    if (s->g->dialect == HTTPC_OAI_SGLANG && !s->g->incremental && idx < s->n0)
         return 1;
     if (v < 0 || v > 2147483647.0 || v != (double)(int32_t)v) {
         s->rc = -EPROTO;
@@ -159,7 +159,7 @@ static void scalar(scan_t *s, slot_t v, int is_null, int is_true)
         s->has_error = 1;
     else if (v == S_FINISH && !is_null)
         s->done = 1;
-    else if (v == S_STOP && is_true && s->g->dialect == OAI_LLAMACPP)
+    else if (v == S_STOP && is_true && s->g->dialect == HTTPC_OAI_LLAMACPP)
         s->done = 1;
     else if (v == S_COUNT && !is_null)
         fail(s, &s->rc, s->tok_err, sizeof(s->tok_err),
@@ -313,8 +313,8 @@ static int cb_map_key(void *ctx, const unsigned char *k, size_t len)
 {
     scan_t *s = ctx;
     slot_t p = parent(s);
-    oai_dialect_t d = s->g->dialect;
-    int oai = d == OAI_VLLM || d == OAI_TRTLLM;
+    httpc_oai_dialect_t d = s->g->dialect;
+    int oai = d == HTTPC_OAI_VLLM || d == HTTPC_OAI_TRTLLM;
 
 #define IS(lit) (len == sizeof(lit) - 1 && memcmp(k, lit, len) == 0)
     s->key = S_OTHER;
@@ -329,19 +329,19 @@ static int cb_map_key(void *ctx, const unsigned char *k, size_t len)
             s->key = S_CHOICES;
         else if (oai && IS("usage"))
             s->key = S_USAGE;
-        else if (d == OAI_LLAMACPP && IS("tokens_predicted"))
+        else if (d == HTTPC_OAI_LLAMACPP && IS("tokens_predicted"))
             s->key = S_COUNT;
-        else if (d == OAI_SGLANG && IS("output_ids"))
+        else if (d == HTTPC_OAI_SGLANG && IS("output_ids"))
             s->key = S_IDS;
-        else if (d == OAI_SGLANG && IS("meta_info"))
+        else if (d == HTTPC_OAI_SGLANG && IS("meta_info"))
             s->key = S_META;
-        else if (d == OAI_SGLANG && IS("text"))
+        else if (d == HTTPC_OAI_SGLANG && IS("text"))
             s->key = S_TEXT;
-        else if (d == OAI_LLAMACPP && IS("content"))
+        else if (d == HTTPC_OAI_LLAMACPP && IS("content"))
             s->key = S_TEXT;
-        else if (d == OAI_LLAMACPP && IS("tokens"))
+        else if (d == HTTPC_OAI_LLAMACPP && IS("tokens"))
             s->key = S_IDS;
-        else if (d == OAI_LLAMACPP && IS("stop"))
+        else if (d == HTTPC_OAI_LLAMACPP && IS("stop"))
             s->key = S_STOP;
     } else if (p == S_ERROR) {
         if (IS("message"))
@@ -420,7 +420,7 @@ static int cb_end(void *ctx)
     s->depth--;
     s->key = S_OTHER;
     /* sglang's cumulative output_ids must not shrink. */
-    if (s->depth < MAX_TRACK && s->kind[s->depth] == S_IDS && s->g->dialect == OAI_SGLANG &&
+    if (s->depth < MAX_TRACK && s->kind[s->depth] == S_IDS && s->g->dialect == HTTPC_OAI_SGLANG &&
         !s->g->incremental && s->index[s->depth] < s->n0 && !s->rc) {
         s->rc = -EPROTO;
         snprintf(s->tok_err, sizeof(s->tok_err),
@@ -501,7 +501,8 @@ static void *arena_realloc(void *ctx, void *p, size_t sz)
     return n;
 }
 
-int oai_dialect_event(const oai_gen_t *g, const char *data, size_t len, oai_out_t *o)
+int httpc_oai_dialect_event(const httpc_oai_gen_t *g, const char *data, size_t len,
+                            httpc_oai_out_t *o)
 {
     scan_t s;
     arena_t arena;
@@ -540,7 +541,8 @@ int oai_dialect_event(const oai_gen_t *g, const char *data, size_t len, oai_out_
     } else if (s.rc) {
         snprintf(o->err, sizeof(o->err), "%s", s.tok_err);
         rc = s.rc;
-    } else if ((g->dialect == OAI_VLLM || g->dialect == OAI_TRTLLM) && !s.choices_array) {
+    } else if ((g->dialect == HTTPC_OAI_VLLM || g->dialect == HTTPC_OAI_TRTLLM) &&
+               !s.choices_array) {
         snprintf(o->err, sizeof(o->err), "event without a choices array");
         rc = -EPROTO;
     } else if (!s.have_ids && s.lp_rc) {

@@ -1,4 +1,4 @@
-/* oai_dialect.h: how each serving engine takes a token-ID prompt and streams token IDs back.
+/* httpc/oai.h: how each serving engine takes a token-ID prompt and streams token IDs back.
  * No I/O: a request body from a prompt, and the output tokens from one SSE event's data.
  *
  *   vllm      POST /v1/completions  {"prompt":[ids], "max_tokens", "min_tokens", "temperature",
@@ -19,27 +19,34 @@
  *             incomplete UTF-8)
  *
  * At the end, a stream whose engine reported its own count of output tokens must have brought
- * exactly that many token IDs (oai_dialect_end).
+ * exactly that many token IDs (httpc_oai_dialect_end).
  *
  * An event that carries {"error": ...} (or "object":"error") fails the stream with the engine's
- * message. Not thread-safe per oai_out_t; the tables are constant. */
-#ifndef OAI_DIALECT_H
-#define OAI_DIALECT_H
+ * message. Not thread-safe per httpc_oai_out_t; the tables are constant. */
+#ifndef HTTPC_OAI_H
+#define HTTPC_OAI_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { OAI_VLLM = 0, OAI_TRTLLM, OAI_SGLANG, OAI_LLAMACPP } oai_dialect_t;
+#include "httpc/sse.h"
+
+typedef enum {
+    HTTPC_OAI_VLLM = 0,
+    HTTPC_OAI_TRTLLM,
+    HTTPC_OAI_SGLANG,
+    HTTPC_OAI_LLAMACPP
+} httpc_oai_dialect_t;
 
 typedef struct {
-    oai_dialect_t dialect;
+    httpc_oai_dialect_t dialect;
     const char *model; /* "model" of OpenAI requests (vllm, trtllm) */
     uint32_t max_tokens, min_tokens;
     double temperature; /* 0: greedy */
     int ignore_eos;
     int incremental; /* sglang: output_ids carry only the new tokens */
     int oneshot;     /* llamacpp: one JSON response ("stream":false) instead of SSE */
-} oai_gen_t;
+} httpc_oai_gen_t;
 
 /* Output tokens of one stream, bounded by |max| (an engine that sends more is an error). */
 typedef struct {
@@ -49,30 +56,57 @@ typedef struct {
     int had_text;      /* some event carried non-empty text (choices[0].text, text, content) */
     int counted;       /* the engine reported its own count of output tokens: */
     uint64_t engine_n; /* the last one (tokens_predicted, usage/meta_info.completion_tokens) */
-    char err[256];     /* why oai_dialect_event failed */
-} oai_out_t;
+    char err[256];     /* why httpc_oai_dialect_event failed */
+} httpc_oai_out_t;
 
 /* 0, or -22 for an unknown name. */
-int oai_dialect_from_name(const char *name, oai_dialect_t *d);
-const char *oai_dialect_name(oai_dialect_t d);
+int httpc_oai_dialect_from_name(const char *name, httpc_oai_dialect_t *d);
+const char *httpc_oai_dialect_name(httpc_oai_dialect_t d);
 /* The request path, e.g. "/v1/completions". */
-const char *oai_dialect_path(oai_dialect_t d);
+const char *httpc_oai_dialect_path(httpc_oai_dialect_t d);
 
 /* The JSON body for |prompt| (n little-endian int32 tokens, any alignment) in a malloc'ed,
  * NUL-terminated buffer. 0 or -12. */
-int oai_dialect_body(const oai_gen_t *g, const void *prompt, size_t n, char **out, size_t *len);
+int httpc_oai_dialect_body(const httpc_oai_gen_t *g, const void *prompt, size_t n, char **out,
+                           size_t *len);
 
 /* One event's data: appends the new tokens to |o| and sets o->done at the end. 0, or a negative
  * code with o->err set (the engine's error message, malformed JSON, too many tokens). */
-int oai_dialect_event(const oai_gen_t *g, const char *data, size_t len, oai_out_t *o);
+int httpc_oai_dialect_event(const httpc_oai_gen_t *g, const char *data, size_t len,
+                            httpc_oai_out_t *o);
 
 /* At the end of a stream the engine marked done: 0, or -71 (EPROTO) with o->err set when the
  * stream brought no token ID although its events carried text: the engine returns text only
  * (vLLM without return_token_ids, or the wrong dialect), and the message names the dialect and
  * the fields it reads token IDs from; or when the engine's own count of output tokens differs
  * from the token IDs it sent (the message gives both counts and the count's field). */
-int oai_dialect_end(const oai_gen_t *g, oai_out_t *o);
+int httpc_oai_dialect_end(const httpc_oai_gen_t *g, httpc_oai_out_t *o);
 
-void oai_out_free(oai_out_t *o);
+void httpc_oai_out_free(httpc_oai_out_t *o);
+
+/* One response read as it arrives (src/oai_stream.c), shared by every client of an engine (the
+ * openai backend, the QDL's endpoint nodes): the SSE decoder bounded by |max_event|, each event
+ * through httpc_oai_dialect_event, and with gen->oneshot the body gathered (at most max_event
+ * bytes) and read at the end. Runs on the pool's thread; one per request. */
+typedef struct {
+    const httpc_oai_gen_t *gen;
+    httpc_sse_t sse;
+    size_t max_event;
+    char *whole; /* oneshot: the response body so far */
+    size_t whole_len;
+    httpc_oai_out_t out; /* the tokens so far; out.max is gen->max_tokens */
+    int failed;
+    char err[256]; /* why it failed */
+} httpc_oai_stream_t;
+
+void httpc_oai_stream_init(httpc_oai_stream_t *s, const httpc_oai_gen_t *gen, size_t max_event);
+/* From on_data: feeds |n| bytes. Returns 0 to go on, 1 to abort the transfer (s->failed, s->err:
+ * an event over max_event, the engine's error, malformed JSON, too many tokens). *progress is
+ * set when a token or the end mark arrived (for httpc_progress). */
+int httpc_oai_stream_feed(httpc_oai_stream_t *s, const char *p, size_t n, int *progress);
+/* From on_done with status 0: 0 when the response is whole (the end mark came, token IDs and the
+ * engine's own count agree), else -EPROTO with s->err set. */
+int httpc_oai_stream_end(httpc_oai_stream_t *s);
+void httpc_oai_stream_free(httpc_oai_stream_t *s);
 
 #endif
