@@ -109,7 +109,24 @@ typedef enum {
     LG__LATE_WORK,   /* issuing the queries before it took the thread past the deadline */
     LG__LATE_CAUSES
 } lg__late_cause_t;
+/* floor.c: the host's floor under the issue lateness, probed at the start of a Server series. */
+#define LG__FLOOR_MAX_CPUS 8
+#define LG__FLOOR_PROBE_NS 250000000u
 typedef struct {
+    int ok;                /* measured */
+    unsigned cpus;         /* CPUs spun on (at most LG__FLOOR_MAX_CPUS) */
+    unsigned cpus_allowed; /* CPUs the process may use */
+    uint64_t probe_ns;     /* how long */
+    uint64_t p99_ns;       /* a perfect issuer's lateness p99 in the gaps all those CPUs shared */
+    uint64_t lost_ns, gaps;
+    int truncated; /* a CPU had more gaps than were kept: the floor is an underestimate */
+} lg__floor_t;
+/* Spins on each CPU the process may use for |probe_ns|; 0 or a negative errno. */
+int lg__floor_probe(lg__floor_t *f, uint64_t probe_ns);
+/* Smallest x with sum over |len| of max(0, g - x) <= (1 - q) * total_ns (sorts |len|). */
+uint64_t lg__floor_quantile(uint64_t *len, size_t n, uint64_t total_ns, double q);
+typedef struct {
+    lg__floor_t floor;      /* the host's floor, probed at the start of the series */
     uint64_t sleep_cost_ns; /* calibrated at the start: 90th percentile oversleep of 1 us */
     uint64_t min_spin_ns;   /* --spin-us */
     uint64_t base_guard_ns; /* sleep_cost_ns + min_spin_ns: never sleep closer to a deadline */
