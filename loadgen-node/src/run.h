@@ -10,6 +10,7 @@
  *   issue.c         the issue loops: Server on its schedule, the others one query at a time
  *   complete.c      lg_complete() and lg_first_token(): the lock-free completion path
  *   pace.c          Server: waiting for a scheduled time (calibrated sleep, bounded spin)
+ *   floor.c         Server: the host's floor under the issue lateness, probed by pace.c
  *   cpu.c           --issue-cpu: the issue thread alone on one CPU while a series issues
  *   wait.c          the issue thread waiting for completions, and completions waking it
  *   slots.c         the per-sample slots in chunks that never move
