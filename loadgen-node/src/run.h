@@ -272,7 +272,9 @@ typedef struct {
 } lg__issue_state_t;
 
 /* pace.c */
-void lg__pace_init(lg__pace_t *p, uint64_t min_spin_ns, unsigned budget_pct, uint64_t mean_gap_ns);
+/* |floor_probe_ns|: how long to probe the host's floor first (floor.c); 0 skips it. */
+void lg__pace_init(lg__pace_t *p, uint64_t min_spin_ns, unsigned budget_pct, uint64_t mean_gap_ns,
+                   uint64_t floor_probe_ns);
 /* Waits until |deadline| (CLOCK_MONOTONIC ns). Returns the lg_interrupt() signal, or 0. */
 int lg__pace_wait(lg__pace_t *p, uint64_t deadline);
 /* The cause's name in the sample-latency file and the detail log ("offcpu", ...). */
