@@ -176,6 +176,30 @@ static lg__late_cause_t cause_lines(lg_run_t *run, uint64_t l99, double *share)
     return top;
 }
 
+/* The host's floor (floor.c, probed at the series' start) beside the issue lateness |l99|. */
+static void floor_lines(lg_run_t *run, uint64_t l99)
+{
+    const lg__floor_t *f = &run->pace.floor;
+
+    if (!f->ok) {
+        out(run, "Host floor p99 (ns)           : unknown (the probe could not run)\n");
+        return;
+    }
+    out(run,
+        "Host floor p99 (ns)           : %" PRIu64
+        " (a spinner on each of %u of %u CPUs for %" PRIu64
+        " ms at the start, the gaps they all shared: %.2f %% of the time%s)\n",
+        f->p99_ns, f->cpus, f->cpus_allowed, f->probe_ns / 1000000u,
+        100.0 * (double)f->lost_ns / (double)f->probe_ns,
+        f->truncated ? ", gaps not all kept" : "");
+    LG_DU64(&run->dlog, "harness_host_floor_p99_ns", f->p99_ns);
+    if (f->p99_ns) {
+        out(run, "Issue lateness p99 / floor    : %.2f\n", (double)l99 / (double)f->p99_ns);
+        LG_DF64(&run->dlog, "harness_late_floor_ratio", (double)l99 / (double)f->p99_ns);
+    } else
+        out(run, "Issue lateness p99 / floor    : - (the host took no time from the probe)\n");
+}
+
 static void overhead_lines(lg_run_t *run, const lg_effective_settings_t *s)
 {
     uint64_t c50 = lg__hist_quantile(&run->call_hist, 0.50);
@@ -196,6 +220,7 @@ static void overhead_lines(lg_run_t *run, const lg_effective_settings_t *s)
 
         out(run, "Issue lateness p50 (ns)       : %" PRIu64 "\n", l50);
         out(run, "Issue lateness p99 (ns)       : %" PRIu64 "\n", l99);
+        floor_lines(run, l99);
         out(run, "Sleep cost, calibrated (ns)   : %" PRIu64 "\n", p->sleep_cost_ns);
         out(run, "Spin guard, largest (ns)      : %" PRIu64 "\n",
             p->max_guard_ns > p->guard_ns ? p->max_guard_ns : p->guard_ns);

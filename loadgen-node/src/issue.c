@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <string.h>
 
 static uint32_t clamp32(int64_t v)
 {
@@ -90,11 +91,10 @@ static void issue_batch(lg_run_t *run, const lg_sample_t *s, size_t n, uint64_t 
     lg__run_error(run, LG__E_ISSUE, "IssueQuery of %zu samples failed: %s (%s)", n,
                   cmn_strerror(rc), cmn_err_name(rc));
     for (i = 0; i < n; i++) {
+        /* Every field: the optional ones (times, error, node) unknown, not what malloc left. */
+        memset(&run->rbuf[i], 0, sizeof(run->rbuf[i]));
         run->rbuf[i].id = s[i].id;
         run->rbuf[i].status = rc;
-        run->rbuf[i].data = NULL;
-        run->rbuf[i].size = 0;
-        run->rbuf[i].n_tokens = 0;
     }
     lg_complete(run, run->rbuf, n);
 }

@@ -40,7 +40,9 @@
  * carries on what was left of the last wait's lateness, in its proportions, and adds the issuing
  * since (due_at_once). issue.c counts the lateness per cause, harness.c reports the causes of the
  * tail; the thread's run-queue wait (/proc/thread-self/schedstat, read at the series' start and
- * end) tells the guest's share of the time off CPU from the host's. */
+ * end) tells the guest's share of the time off CPU from the host's. The calibration also probes
+ * the host's floor under the lateness (floor.c: a quarter second of spinning on every CPU), which
+ * the harness block prints beside the lateness with their ratio. */
 #include "run.h"
 
 #include "cmn/clock.h"
@@ -141,12 +143,16 @@ static int64_t runq_wait(int fd)
     return sscanf(b, "%llu %llu", &run_ns, &wait_ns) == 2 ? (int64_t)wait_ns : -1;
 }
 
-void lg__pace_init(lg__pace_t *p, uint64_t min_spin_ns, unsigned budget_pct, uint64_t mean_gap_ns)
+void lg__pace_init(lg__pace_t *p, uint64_t min_spin_ns, unsigned budget_pct, uint64_t mean_gap_ns,
+                   uint64_t floor_probe_ns)
 {
     uint32_t v[32];
     size_t i;
 
     memset(p, 0, sizeof(*p));
+    /* The host's floor first, on every CPU while none of the run's threads is busy yet. */
+    if (floor_probe_ns && lg__floor_probe(&p->floor, floor_probe_ns) < 0)
+        p->floor.ok = 0;
     /* /proc/thread-self is the calling thread's: the issue thread's, as long as it stays open. */
     p->schedstat_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
     p->runq_start = runq_wait(p->schedstat_fd);

@@ -10,6 +10,7 @@
  *   issue.c         the issue loops: Server on its schedule, the others one query at a time
  *   complete.c      lg_complete() and lg_first_token(): the lock-free completion path
  *   pace.c          Server: waiting for a scheduled time (calibrated sleep, bounded spin)
+ *   floor.c         Server: the host's floor under the issue lateness, probed by pace.c
  *   cpu.c           --issue-cpu: the issue thread alone on one CPU while a series issues
  *   wait.c          the issue thread waiting for completions, and completions waking it
  *   slots.c         the per-sample slots in chunks that never move
@@ -109,7 +110,24 @@ typedef enum {
     LG__LATE_WORK,   /* issuing the queries before it took the thread past the deadline */
     LG__LATE_CAUSES
 } lg__late_cause_t;
+/* floor.c: the host's floor under the issue lateness, probed at the start of a Server series. */
+#define LG__FLOOR_MAX_CPUS 8
+#define LG__FLOOR_PROBE_NS 250000000u
 typedef struct {
+    int ok;                /* measured */
+    unsigned cpus;         /* CPUs spun on (at most LG__FLOOR_MAX_CPUS) */
+    unsigned cpus_allowed; /* CPUs the process may use */
+    uint64_t probe_ns;     /* how long */
+    uint64_t p99_ns;       /* a perfect issuer's lateness p99 in the gaps all those CPUs shared */
+    uint64_t lost_ns, gaps;
+    int truncated; /* a CPU had more gaps than were kept: the floor is an underestimate */
+} lg__floor_t;
+/* Spins on each CPU the process may use for |probe_ns|; 0 or a negative errno. */
+int lg__floor_probe(lg__floor_t *f, uint64_t probe_ns);
+/* Smallest x with sum over |len| of max(0, g - x) <= (1 - q) * total_ns (sorts |len|). */
+uint64_t lg__floor_quantile(uint64_t *len, size_t n, uint64_t total_ns, double q);
+typedef struct {
+    lg__floor_t floor;      /* the host's floor, probed at the start of the series */
     uint64_t sleep_cost_ns; /* calibrated at the start: 90th percentile oversleep of 1 us */
     uint64_t min_spin_ns;   /* --spin-us */
     uint64_t base_guard_ns; /* sleep_cost_ns + min_spin_ns: never sleep closer to a deadline */
@@ -254,7 +272,9 @@ typedef struct {
 } lg__issue_state_t;
 
 /* pace.c */
-void lg__pace_init(lg__pace_t *p, uint64_t min_spin_ns, unsigned budget_pct, uint64_t mean_gap_ns);
+/* |floor_probe_ns|: how long to probe the host's floor first (floor.c); 0 skips it. */
+void lg__pace_init(lg__pace_t *p, uint64_t min_spin_ns, unsigned budget_pct, uint64_t mean_gap_ns,
+                   uint64_t floor_probe_ns);
 /* Waits until |deadline| (CLOCK_MONOTONIC ns). Returns the lg_interrupt() signal, or 0. */
 int lg__pace_wait(lg__pace_t *p, uint64_t deadline);
 /* The cause's name in the sample-latency file and the detail log ("offcpu", ...). */

@@ -143,10 +143,12 @@ int lg__series_run(lg_run_t *run, const lg_effective_settings_t *s, int accuracy
         run->prog_tpot_target_ns =
             (uint64_t)(s->server_tpot_latency > 0 ? s->server_tpot_latency : 0);
     }
-    /* Calibrating the Server wait takes a few milliseconds: before the clock starts. */
+    /* Calibrating the Server wait takes a few milliseconds, and the floor probe of a performance
+     * series a quarter second: before the clock starts. */
     if (s->scenario == LG_SERVER)
         lg__pace_init(&run->pace, run->ls->spin_ns, run->ls->spin_budget_pct,
-                      s->target_qps > 0 ? (uint64_t)(1e9 / s->target_qps) : 0);
+                      s->target_qps > 0 ? (uint64_t)(1e9 / s->target_qps) : 0,
+                      accuracy ? 0 : LG__FLOOR_PROBE_NS);
     start_real = cmn_realtime_ns();
     run->t0 = cmn_now_ns();
     if (run->progress_on)

@@ -3,6 +3,7 @@
  * coalescing and the outstanding-query limit. No assertion depends on timing: latency bounds are
  * generous and validity is asserted only where it follows from counts. */
 #include "test_loadgen.h"
+#include "run.h"
 
 #include "cmn/clock.h"
 #include "lg/lg.h"
@@ -833,6 +834,9 @@ START_TEST(harness_block_and_late_warning)
     s = rt_summary();
     ck_assert_ptr_nonnull(strstr(s, "Harness (loadgen-node; not part of the official summary)"));
     ck_assert_ptr_nonnull(strstr(s, "Issue lateness p99 (ns)"));
+    /* The host's floor, probed on every CPU at the series' start, and the ratio beside it. */
+    ck_assert_ptr_nonnull(strstr(s, "Host floor p99 (ns)           : "));
+    ck_assert_ptr_nonnull(strstr(s, "Issue lateness p99 / floor    : "));
     ck_assert_ptr_nonnull(strstr(s, "Issue hand-off p50 (ns)"));
     ck_assert_ptr_nonnull(strstr(s, "QDL queueing p99 (ns)"));
     ck_assert_ptr_nonnull(strstr(s, "WARNING: the harness, not the SUT, used"));
@@ -846,6 +850,8 @@ START_TEST(harness_block_and_late_warning)
     ck_assert_double_ge(rt_detail_f64("harness_late_cause_work_share"), 0.9);
     /* Lateness grows by about 1 ms per query: the p99 is far above a tenth of the bound. */
     ck_assert_uint_gt(rt_detail_u64("harness_issue_late_p99_ns"), 100000);
+    /* A lateness p99 of the probe's gaps: never beyond its 250 ms. */
+    ck_assert_uint_le(rt_detail_u64("harness_host_floor_p99_ns"), LG__FLOOR_PROBE_NS);
     /* The hand-off includes issue(), which takes 2 ms here. */
     ck_assert_uint_ge(rt_detail_u64("harness_issue_call_p50_ns"), 2000000);
     /* The SUT's issued_ns/sent_ns reach the detail log (their size is the machine's). */
@@ -897,6 +903,44 @@ END_TEST
 /* The breakdown columns hold durations past 4.29 s (an LLM request) and never turn negative: the
  * first sample's node backend time of 5 s is written as it came, a later SUT report of 2^64 - 1
  * saturates (issue 34). */
+/* The floor's p99 from known gaps: sum over g of max(0, g - x) = 1 % of the time. */
+START_TEST(floor_quantile_of_gaps)
+{
+    uint64_t g[300];
+    size_t i;
+
+    /* 200 gaps of 100 us in 1 s (2 % lost): 200 (100 - x) us = 10 ms at x = 50 us. */
+    for (i = 0; i < 200; i++)
+        g[i] = 100000;
+    ck_assert_uint_eq(lg__floor_quantile(g, 200, 1000000000u, 0.99), 50000);
+    /* Less than 1 % lost: a perfect issuer is on time at the p99. */
+    for (i = 0; i < 50; i++)
+        g[i] = 100000;
+    ck_assert_uint_eq(lg__floor_quantile(g, 50, 1000000000u, 0.99), 0);
+    ck_assert_uint_eq(lg__floor_quantile(g, 0, 1000000000u, 0.99), 0);
+    /* One 20 ms stop among 100 gaps of 30 us: the stop alone is over 1 %, at x = 10 ms. */
+    for (i = 0; i < 100; i++)
+        g[i] = 30000;
+    g[100] = 20000000;
+    ck_assert_uint_eq(lg__floor_quantile(g, 101, 1000000000u, 0.99), 10000000);
+}
+END_TEST
+
+/* The probe itself: one spinner per CPU, a floor within its length. */
+START_TEST(floor_probe_runs)
+{
+    lg__floor_t f;
+
+    ck_assert_int_eq(lg__floor_probe(&f, 20000000u), 0);
+    ck_assert_int_eq(f.ok, 1);
+    ck_assert_uint_ge(f.cpus, 1);
+    ck_assert_uint_le(f.cpus, LG__FLOOR_MAX_CPUS);
+    ck_assert_uint_ge(f.cpus_allowed, f.cpus);
+    ck_assert_uint_le(f.p99_ns, 20000000u);
+    ck_assert_uint_le(f.lost_ns, 20000000u);
+}
+END_TEST
+
 START_TEST(sample_latency_columns_are_64_bit)
 {
     slow_t st = {0, 0, 0, 0, 5000000000ull + SLOW_NODE_BACKEND_NS};
@@ -1044,6 +1088,8 @@ TCase *tcase_sched_faults(void)
     tcase_add_test(tc, late_completion_after_the_test);
     tcase_add_test(tc, interrupt_ends_the_run);
     tcase_add_test(tc, harness_block_and_late_warning);
+    tcase_add_test(tc, floor_quantile_of_gaps);
+    tcase_add_test(tc, floor_probe_runs);
     tcase_add_test(tc, sample_latency_columns_are_64_bit);
     tcase_add_test(tc, late_issues_off_cpu);
     tcase_add_test(tc, spin_budget_forces_sleeps);
