@@ -261,7 +261,8 @@ def port_file(procs, sut, plugin, tmp):
     p = procs.start([sut, "--listen", "127.0.0.1:0", "--port-file", pf, "--backend", "sim",
                      "--log-level", "info"], log)
     end, port = time.monotonic() + 30, 12345
-    while port == 12345 and time.monotonic() < end and p.poll() is None:
+    # 0 while the node has removed the stale file and not yet written its own (a slow start).
+    while port in (0, 12345) and time.monotonic() < end and p.poll() is None:
         time.sleep(0.05)
         port = int(open(pf).read()) if os.path.exists(pf) and os.path.getsize(pf) else 0
     if port in (0, 12345):
