@@ -682,7 +682,7 @@ def b10_many_nodes(env, t):
             t.add("B10m1", "  loadgen-node peak RSS, 1 node", "B", rss)
         else:
             t.add(f"B10m{count}", "  loadgen-node RSS per node ((N - 1 node) / (N - 1))", "B",
-                          [(v - base_rss) / (count - 1) if base_rss else None for v in rss],
+                  [(v - base_rss) / (count - 1) if base_rss else None for v in rss],
                   target=lambda m, r: m <= 1 << 20, note="<= 1 MB per node")
 
 
