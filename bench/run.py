@@ -633,7 +633,7 @@ def b10_many_nodes(env, t):
     capacity (a short ladder), Offline bandwidth, loadgen-node CPU per query at the ladder's first
     step, and loadgen-node's peak RSS per node (the slope from 1 node to N, as B5a)."""
     counts = (1, 64) if env.quick else (1, 4, 16, 64)
-    ladder = [20000, 40000] if env.quick else [25000, 50000, 75000, 100000, 125000, 150000, 200000, 250000]
+    ladder = [10000, 40000] if env.quick else [10000, 25000, 50000, 75000, 100000, 150000, 200000, 250000]
     runs = 1 if env.quick else env.runs
     dur = env.dur(3000, 400)
     size, off_size = 64, 16384
@@ -641,8 +641,9 @@ def b10_many_nodes(env, t):
     base, base_rss = {}, None
     for count in counts:
         nodes = [Node(env, f"b10-{count}-{i}", light) for i in range(count)]
-        # 10 ms: 64 nodes and the harness on 2 shared CPUs; B1 holds the 1 ms figure
-        sets = {"server_target_latency_ns": 10000000, "min_duration_ms": dur}
+        # 50 ms: 64 nodes and the harness share this host's CPUs, whose stalls reach 10 ms when
+        # it is busy (R6); B1 holds the 1 ms figure
+        sets = {"server_target_latency_ns": 50000000, "min_duration_ms": dur}
         steps = []
         for q in ladder:  # climb's rules, with this section's run count
             rs = [loadgen(env, "Server", nodes, dict(sets, server_target_qps=q), size=size, rss=True)
@@ -665,12 +666,13 @@ def b10_many_nodes(env, t):
         label = f"{count} node{'s' if count > 1 else ''}"
         if count == 1:
             base["cap"] = best
-            t.add("B10c1", "Server capacity, 1 null node, 10 ms p99", "QPS", [best])
+            t.add("B10c1", "Server capacity, 1 null node, 50 ms p99", "QPS", [best])
         else:
             t.add(f"B10c{count}", f"Server capacity, {label}: vs 1 node", "QPS", [best], ref=base.get("cap"),
                   ref_what="B10c1", target=(lambda m, r: (r or 0) >= 0.9) if count == 64 else None,
                   note=">= 0.9x 1 node" if count == 64 else "")
-        bw = [r["samples_per_s"] * off_size if r.get("samples_per_s") and r["valid"] else None for r in off]
+        # every finished run: a short run may miss its duration (the nodes outrun the estimate)
+        bw = [r["samples_per_s"] * off_size if r.get("samples_per_s") else None for r in off]
         t.add(f"B10o{count}", f"  Offline bandwidth, {off_size} B, {label}", "B/s", bw)
         t.add(f"B10u{count}", f"  loadgen-node CPU per query, {ladder[0] // 1000}k QPS", "us",
               [r["lg_cpu_s"] / max(1, r["samples_per_s"] * r["wall_s"]) * 1e6 if r.get("samples_per_s") else None
