@@ -12,6 +12,7 @@ Rows (bench/README.md explains each, and what limits it):
   B1 Server capacity    B2 Offline bandwidth   B3 SingleStream latency   B4 Name() round trip
   B5 memory, start-up   B6 CPU per sample      B7 compression (B7n: 1 Gbit/s netns, root)
   B8 multi-node scaling   B9 3D-UNet Offline over 10/25 Gbit/s netns, LZ4 vs none (root; unet_fabric.py)
+  B10 1, 4, 16, 64 null nodes: Server capacity, Offline bandwidth, CPU per query, RSS per node
   T1 TLS cost
   U  the B1-B3 rows over ucx:// (Ut: UCX over TCP, Us: UCX over shared memory), next to tcp://
 """
@@ -122,10 +123,11 @@ def run_cmd(cmd, timeout=600):
 
 
 def loadgen(env, scenario, nodes, sets, extra=(), size=64, samples=1024, kind="random", compress="none",
-            model="resnet50"):
-    """One loadgen-node run; returns the parsed summary plus CPU seconds of loadgen-node."""
+            model="resnet50", rss=False):
+    """One loadgen-node run; returns the parsed summary plus CPU seconds of loadgen-node (and,
+    with rss, its peak RSS in bytes from GNU time, which reports the child's own)."""
     outdir = tempfile.mkdtemp(dir=env.tmp)
-    cmd = [env.lg, "--scenario", scenario, "--model", model, "--qsl-synthetic", str(samples),
+    cmd = (["/usr/bin/time", "-f", "%M"] if rss else []) + [env.lg, "--scenario", scenario, "--model", model, "--qsl-synthetic", str(samples),
            "--sample-size", str(size), "--synthetic-kind", kind, "--compress", compress,
            "--output-dir", outdir, "--quiet", "--progress", "off", "--log-level", "warn"]
     cmd += ["--nodes", ",".join(n.addr for n in nodes)] if nodes else ["--sut", "null"]
@@ -146,6 +148,8 @@ def loadgen(env, scenario, nodes, sets, extra=(), size=64, samples=1024, kind="r
     r["lg_cpu_s"] = (after.children_user - before.children_user) + (after.children_system - before.children_system)
     r["node_cpu_s"] = sum(n.cpu_s() - c for n, c in zip(nodes, cpu_nodes))
     r["outdir"] = outdir
+    if rss and err.strip() and err.strip().splitlines()[-1].isdigit():
+        r["rss"] = int(err.strip().splitlines()[-1]) * 1024
     if code not in (0, 1):
         r["error"] = err.strip().splitlines()[-1] if err.strip() else f"exit {code}"
         env.errors.append(f"loadgen-node {scenario} ({' '.join(cmd[1:5])}...): {r['error']}")
@@ -637,6 +641,66 @@ def b8_scaling(env, t):
                 n.stop()
 
 
+def b10_many_nodes(env, t):
+    """Scale: 1, 4, 16 and 64 null sut-nodes on loopback ports, every one on this host. Server
+    capacity (a short ladder), Offline bandwidth, loadgen-node CPU per query at the ladder's first
+    step, and loadgen-node's peak RSS per node (the slope from 1 node to N, as B5a)."""
+    counts = (1, 64) if env.quick else (1, 4, 16, 64)
+    ladder = [10000, 40000] if env.quick else [10000, 25000, 50000, 75000, 100000, 150000, 200000, 250000]
+    runs = 1 if env.quick else env.runs
+    dur = env.dur(3000, 400)
+    size, off_size = 64, 16384
+    light = ["--backend", "null", "--max-batch", "8", "--workers", "1"]
+    base, base_rss = {}, None
+    for count in counts:
+        nodes = [Node(env, f"b10-{count}-{i}", light) for i in range(count)]
+        # 50 ms: 64 nodes and the harness share this host's CPUs, whose stalls reach 10 ms when
+        # it is busy (R6); B1 holds the 1 ms figure
+        sets = {"server_target_latency_ns": 50000000, "min_duration_ms": dur}
+        steps = []
+        for q in ladder:  # climb's rules, with this section's run count
+            rs = [loadgen(env, "Server", nodes, dict(sets, server_target_qps=q), size=size, rss=True)
+                  for _ in range(runs)]
+            steps.append((q, rs))
+            if 2 * sum(r["valid"] for r in rs) <= len(rs):
+                break
+        best = None
+        for q, rs in steps:
+            if 2 * sum(r["valid"] for r in rs) <= len(rs):
+                break
+            best = q
+        print(f"     B10 {count} node(s) ladder (VALID runs per step): {ladder_text(steps)}", flush=True)
+        first = steps[0][1]
+        off = [loadgen(env, "Offline", nodes, {"min_duration_ms": dur, "min_query_count": 1000,
+                                                   "offline_expected_qps": 150000},
+                       size=off_size, samples=256, rss=True) for _ in range(runs)]
+        for n in nodes:
+            n.stop()
+        label = f"{count} node{'s' if count > 1 else ''}"
+        if count == 1:
+            base["cap"] = best
+            t.add("B10c1", "Server capacity, 1 null node, 50 ms p99", "QPS", [best])
+        else:
+            t.add(f"B10c{count}", f"Server capacity, {label}: vs 1 node", "QPS", [best], ref=base.get("cap"),
+                  ref_what="B10c1", target=(lambda m, r: (r or 0) >= 0.9) if count == 64 else None,
+                  note=">= 0.9x 1 node" if count == 64 else "")
+        # every finished run: a short run may miss its duration (the nodes outrun the estimate)
+        bw = [r["samples_per_s"] * off_size if r.get("samples_per_s") else None for r in off]
+        t.add(f"B10o{count}", f"  Offline bandwidth, {off_size} B, {label}", "B/s", bw)
+        t.add(f"B10u{count}", f"  loadgen-node CPU per query, {ladder[0] // 1000}k QPS", "us",
+              [r["lg_cpu_s"] / max(1, r["samples_per_s"] * r["wall_s"]) * 1e6 if r.get("samples_per_s") else None
+               for r in first])
+        rss = [r.get("rss") for r in first if r.get("rss")]  # Server runs only: same QSL
+        peak = median_row(rss)[0]
+        if count == 1:
+            base_rss = peak
+            t.add("B10m1", "  loadgen-node peak RSS, 1 node", "B", rss)
+        else:
+            t.add(f"B10m{count}", "  loadgen-node RSS per node ((N - 1 node) / (N - 1))", "B",
+                  [(v - base_rss) / (count - 1) if base_rss else None for v in rss],
+                  target=lambda m, r: m <= 1 << 20, note="<= 1 MB per node")
+
+
 def t1_tls(env, t):
     certs = os.path.join(env.tmp, "certs")
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "deploy", "tls", "make-certs.sh")
@@ -705,7 +769,8 @@ def b_ucx(env, t, ref):
 
 
 ROWS = {"ref": None, "B1": b1_server, "B2": b2_offline, "B3": b3_singlestream, "B4": b4_name, "B5": b5_memory,
-        "B7": b7_compression, "B8": b8_scaling, "B9": b9_unet_fabric, "T1": t1_tls,
+        "B7": b7_compression, "B8": b8_scaling, "B9": b9_unet_fabric, "B10": b10_many_nodes,
+        "T1": t1_tls,
         "U": b_ucx}
 
 
@@ -741,7 +806,7 @@ def main():
             if fn is None or (only and key not in only):
                 continue
             section_t0 = time.time()
-            if key in ("B4", "B5", "B7", "B8", "B9", "T1"):
+            if key in ("B4", "B5", "B7", "B8", "B9", "B10", "T1"):
                 fn(env, t)
             else:
                 fn(env, t, ref)

@@ -71,6 +71,11 @@ qdl_conn_t *qdl__pick(qdl_t *q, unsigned codecs, uint64_t min_frame)
         if (!best || score < best_score) {
             best = nc;
             best_score = score;
+            /* Nothing beats an idle healthy node and ties go to the first in rotation order:
+             * stop here, so a query costs O(1) and not a scan of every node (64 nodes at a
+             * low rate per node are mostly idle). */
+            if (score == 0)
+                break;
         }
     }
     if (best)
@@ -247,12 +252,15 @@ void qdl__dispatch(qdl_t *q)
         size_t n;
         int rc;
 
-        if (head_too_big(q, pq))
-            continue;
-        /* A node with room, whose frame limit fits at least the head sample. */
+        /* A node with room, whose frame limit fits at least the head sample. Only when there is
+         * none can the head be too big for every ready node: that check scans every connection,
+         * so it runs then, not once per part. */
         qc = qdl__pick(q, part_codecs(q, pq), pq->head->s.size + FRAME_OVERHEAD + SAMPLE_OVERHEAD);
-        if (!qc)
+        if (!qc) {
+            if (head_too_big(q, pq))
+                continue;
             return; /* no room anywhere: a result or a handshake makes dispatch due again */
+        }
         if (qc->node->endpoint && !qdl__ep_sample_ok(pq->head)) {
             not_tokens(q, pq);
             continue;

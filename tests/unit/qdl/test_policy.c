@@ -82,6 +82,44 @@ START_TEST(full_draining_and_codec_filtered_nodes_are_skipped)
 }
 END_TEST
 
+/* 64 nodes: the search stops at the first idle node in rotation order (issue 38), which must
+ * still share idle nodes out evenly and never skip past a lone idle node or pick a degraded one
+ * while a healthy node has room. */
+START_TEST(sixty_four_nodes_idle_ones_shared_out_evenly)
+{
+    qdl_t *q = fx_new(64, 1, 100);
+    unsigned long long seen = 0;
+    size_t i;
+
+    for (i = 0; i < 64; i++) {
+        qdl_conn_t *c = qdl__pick(q, 1, 0);
+
+        ck_assert_ptr_nonnull(c);
+        ck_assert_msg(!(seen & (1ull << c->node->index)), "node %u picked twice in 64 picks",
+                      c->node->index);
+        seen |= 1ull << c->node->index;
+        c->node->inflight = 1; /* busy now, as a sent part makes it */
+        c->n_inflight = 1;
+    }
+    ck_assert(seen == ~0ull);
+    /* Every node busy but one, anywhere in the order: that one. */
+    for (i = 0; i < 64; i += 7) {
+        q->nodes[i].inflight = 0;
+        q->nodes[i].conns[0].n_inflight = 0;
+        ck_assert_ptr_eq(qdl__pick(q, 1, 0), &q->nodes[i].conns[0]);
+        q->nodes[i].inflight = 1;
+        q->nodes[i].conns[0].n_inflight = 1;
+    }
+    /* An idle degraded node loses to the least loaded healthy one. */
+    q->nodes[5].inflight = 0;
+    q->nodes[5].conns[0].n_inflight = 0;
+    q->nodes[5].degraded = 1;
+    q->nodes[40].inflight = 0; /* room, one sample less than the others */
+    ck_assert_ptr_eq(qdl__pick(q, 1, 0), &q->nodes[40].conns[0]);
+    fx_free(q);
+}
+END_TEST
+
 START_TEST(degraded_nodes_get_one_sample_and_only_as_a_last_resort)
 {
     qdl_t *q = fx_new(2, 1, 100);
@@ -107,6 +145,7 @@ TCase *tcase_policy(void)
     tcase_add_test(c, weighted_divides_by_weight);
     tcase_add_test(c, full_draining_and_codec_filtered_nodes_are_skipped);
     tcase_add_test(c, degraded_nodes_get_one_sample_and_only_as_a_last_resort);
+    tcase_add_test(c, sixty_four_nodes_idle_ones_shared_out_evenly);
     return c;
 }
 
