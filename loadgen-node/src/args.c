@@ -5,6 +5,7 @@
 
 #include "cmn/conf.h"
 #include "cmn/log.h"
+#include "cmn/opts.h"
 #include "cmpr/cmpr.h"
 
 #include <errno.h>
@@ -301,22 +302,12 @@ static void usage(FILE *f)
         f);
     for (i = 0; i < N_OPTIONS; i++) {
         const opt_t *d = &options[i];
-        const char *h, *nl;
-        char left[64];
 
         if (d->kind == K_SECTION) {
             fprintf(f, "\n%s:\n", d->name);
             continue;
         }
-        snprintf(left, sizeof(left), "--%s%s%s", d->name, d->arg ? " " : "", d->arg ? d->arg : "");
-        /* A left column too wide for the help starts the help on the next line. */
-        if (strlen(left) > 22)
-            fprintf(f, "  %s\n  %-22s ", left, "");
-        else
-            fprintf(f, "  %-22s ", left);
-        for (h = d->help; (nl = strchr(h, '\n')); h = nl + 1)
-            fprintf(f, "%.*s\n  %-22s ", (int)(nl - h), h, "");
-        fprintf(f, "%s\n", h);
+        cmn_opts_help_row(f, d->name, d->arg, d->help, 22, 1);
     }
 }
 
@@ -592,12 +583,8 @@ static void list_options(FILE *f)
 
         if (d->kind == K_SECTION)
             continue;
-        fprintf(f, "option %s %s %" PRIu64 " %" PRIu64 "\n", d->name,
-                d->num == N_INT    ? "int"
-                : d->num == N_SIZE ? "size"
-                : !d->arg          ? "flag"
-                                   : "string",
-                d->min, d->max);
+        cmn_opts_list_row(f, d->name, d->num != N_NONE, d->num == N_SIZE, d->arg != NULL, d->min,
+                          d->max);
     }
     lg_settings_keys_print(f);
 }

@@ -10,6 +10,7 @@
 #include "build_info.h"
 #include "cmn/conf.h"
 #include "cmn/log.h"
+#include "cmn/opts.h"
 #include "cmpr/cmpr.h"
 
 #include <inttypes.h>
@@ -200,11 +201,8 @@ static void list_options(FILE *f)
     for (i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
         const num_opt_t *n = find_num(options[i].name);
 
-        fprintf(f, "option %s %s %" PRIu64 " %" PRIu64 "\n", options[i].name,
-                n                ? (n->size_suffix ? "size" : "int")
-                : options[i].arg ? "string"
-                                 : "flag",
-                n ? n->min : 0, n ? n->max : 0);
+        cmn_opts_list_row(f, options[i].name, n != NULL, n && n->size_suffix,
+                          options[i].arg != NULL, n ? n->min : 0, n ? n->max : 0);
     }
 }
 
@@ -225,12 +223,8 @@ static void usage(FILE *f)
         "the QDL over TCP, decodes, batches, runs a backend on the local device and streams the\n"
         "results back. Stops accepting on SIGTERM/SIGINT, finishes the work in flight, says\n"
         "Goodbye and exits 0; SIGHUP logs the counters.\n\nOptions:\n");
-    for (i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
-        char left[64];
-        snprintf(left, sizeof(left), "--%s%s%s", options[i].name, options[i].arg ? " " : "",
-                 options[i].arg ? options[i].arg : "");
-        fprintf(f, "  %-30s %s\n", left, options[i].help);
-    }
+    for (i = 0; i < sizeof(options) / sizeof(options[0]); i++)
+        cmn_opts_help_row(f, options[i].name, options[i].arg, options[i].help, 30, 0);
     fputc('\n', f);
     list_backends(f);
 }

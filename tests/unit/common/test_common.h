@@ -13,6 +13,7 @@ TCase *tcase_msg_validate(void);
 TCase *tcase_conn(void);
 TCase *tcase_xq(void);
 TCase *tcase_conf(void);
+TCase *tcase_opts(void);
 TCase *tcase_net(void);
 TCase *tcase_err(void);
 TCase *tcase_clock(void);
