@@ -508,6 +508,15 @@ static const opt_t *find_option(const char *name)
     return NULL;
 }
 
+static const void *find_row(const char *name, const char **arg)
+{
+    const opt_t *d = find_option(name);
+
+    if (d)
+        *arg = d->arg;
+    return d;
+}
+
 static int apply(lg_args_t *o, const opt_t *d, const char *v, cmn_errbuf_t *eb)
 {
     char *field = (char *)o + d->off;
@@ -598,6 +607,7 @@ static int parse_argv(int argc, char **argv, lg_args_t *o, int pass, cmn_errbuf_
     for (i = 1; i < argc; i++) {
         const char *name, *val;
         const opt_t *d;
+        const void *row;
         cmn_conf_word_t w;
 
         if (pass == 0 && strcmp(argv[i], "--list-options") == 0) {
@@ -606,15 +616,10 @@ static int parse_argv(int argc, char **argv, lg_args_t *o, int pass, cmn_errbuf_
         }
         if (strcmp(argv[i], "--list-options") == 0)
             continue;
-        rc = cmn_conf_word_split(strcmp(argv[i], "-h") == 0 ? "--help" : argv[i], &w, eb);
-        if (rc < 0)
+        if ((rc = cmn_opts_word(argc, argv, &i, 1, find_row, &row, &w, eb)) < 0)
             return rc;
+        d = row;
         name = w.key;
-        d = find_option(name);
-        if (!d)
-            return cmn_errf(eb, CMN_ECONFIG, "unknown option '--%s' (see --help)", name);
-        if (d->arg && (rc = cmn_conf_word_value(&w, d->arg, argc, argv, &i, eb)) < 0)
-            return rc;
         if (!d->arg && w.value)
             return cmn_errf(eb, CMN_ECONFIG, "--%s takes no value", name);
         val = w.value;

@@ -325,6 +325,15 @@ static const opt_doc_t *find_option(const char *name)
     return NULL;
 }
 
+static const void *find_row(const char *name, const char **arg)
+{
+    const opt_doc_t *d = find_option(name);
+
+    if (d)
+        *arg = d->arg;
+    return d;
+}
+
 /* --stats: the counters of a running node on stdout; 0, or 1 with the reason on stderr. */
 static int stats_main(const char *addr)
 {
@@ -346,6 +355,7 @@ static int parse_args(int argc, char **argv, sut_opts_t *o, cmn_errbuf_t *eb)
         for (i = 1; i < argc; i++) {
             const char *name, *val;
             const opt_doc_t *d;
+            const void *row;
             cmn_conf_word_t w;
 
             if (strcmp(argv[i], "--list-options") == 0) {
@@ -356,14 +366,10 @@ static int parse_args(int argc, char **argv, sut_opts_t *o, cmn_errbuf_t *eb)
                 }
                 continue;
             }
-            if ((rc = cmn_conf_word_split(argv[i], &w, eb)) < 0)
+            if ((rc = cmn_opts_word(argc, argv, &i, 0, find_row, &row, &w, eb)) < 0)
                 return rc;
+            d = row;
             name = w.key;
-            d = find_option(name);
-            if (!d)
-                return cmn_errf(eb, CMN_ECONFIG, "unknown option '--%s' (see --help)", name);
-            if (d->arg && (rc = cmn_conf_word_value(&w, d->arg, argc, argv, &i, eb)) < 0)
-                return rc;
             val = w.value;
             if (pass == 0 && strcmp(name, "stats") == 0) {
                 sut__opts_free(o);
