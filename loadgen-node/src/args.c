@@ -5,6 +5,7 @@
 
 #include "cmn/conf.h"
 #include "cmn/log.h"
+#include "cmn/opts.h"
 #include "cmpr/cmpr.h"
 
 #include <errno.h>
@@ -321,22 +322,12 @@ static void usage(FILE *f)
         f);
     for (i = 0; i < N_OPTIONS; i++) {
         const opt_t *d = &options[i];
-        const char *h, *nl;
-        char left[64];
 
         if (d->kind == K_SECTION) {
             fprintf(f, "\n%s:\n", d->name);
             continue;
         }
-        snprintf(left, sizeof(left), "--%s%s%s", d->name, d->arg ? " " : "", d->arg ? d->arg : "");
-        /* A left column too wide for the help starts the help on the next line. */
-        if (strlen(left) > 22)
-            fprintf(f, "  %s\n  %-22s ", left, "");
-        else
-            fprintf(f, "  %-22s ", left);
-        for (h = d->help; (nl = strchr(h, '\n')); h = nl + 1)
-            fprintf(f, "%.*s\n  %-22s ", (int)(nl - h), h, "");
-        fprintf(f, "%s\n", h);
+        cmn_opts_help_row(f, d->name, d->arg, d->help, 22, 1);
     }
 }
 
@@ -537,6 +528,15 @@ static const opt_t *find_option(const char *name)
     return NULL;
 }
 
+static const void *find_row(const char *name, const char **arg)
+{
+    const opt_t *d = find_option(name);
+
+    if (d)
+        *arg = d->arg;
+    return d;
+}
+
 static int apply(lg_args_t *o, const opt_t *d, const char *v, cmn_errbuf_t *eb)
 {
     char *field = (char *)o + d->off;
@@ -612,12 +612,8 @@ static void list_options(FILE *f)
 
         if (d->kind == K_SECTION)
             continue;
-        fprintf(f, "option %s %s %" PRIu64 " %" PRIu64 "\n", d->name,
-                d->num == N_INT    ? "int"
-                : d->num == N_SIZE ? "size"
-                : !d->arg          ? "flag"
-                                   : "string",
-                d->min, d->max);
+        cmn_opts_list_row(f, d->name, d->num != N_NONE, d->num == N_SIZE, d->arg != NULL, d->min,
+                          d->max);
     }
     lg_settings_keys_print(f);
 }
@@ -631,6 +627,7 @@ static int parse_argv(int argc, char **argv, lg_args_t *o, int pass, cmn_errbuf_
     for (i = 1; i < argc; i++) {
         const char *name, *val;
         const opt_t *d;
+        const void *row;
         cmn_conf_word_t w;
 
         if (pass == 0 && strcmp(argv[i], "--list-options") == 0) {
@@ -639,15 +636,10 @@ static int parse_argv(int argc, char **argv, lg_args_t *o, int pass, cmn_errbuf_
         }
         if (strcmp(argv[i], "--list-options") == 0)
             continue;
-        rc = cmn_conf_word_split(strcmp(argv[i], "-h") == 0 ? "--help" : argv[i], &w, eb);
-        if (rc < 0)
+        if ((rc = cmn_opts_word(argc, argv, &i, 1, find_row, &row, &w, eb)) < 0)
             return rc;
+        d = row;
         name = w.key;
-        d = find_option(name);
-        if (!d)
-            return cmn_errf(eb, CMN_ECONFIG, "unknown option '--%s' (see --help)", name);
-        if (d->arg && (rc = cmn_conf_word_value(&w, d->arg, argc, argv, &i, eb)) < 0)
-            return rc;
         if (!d->arg && w.value)
             return cmn_errf(eb, CMN_ECONFIG, "--%s takes no value", name);
         val = w.value;

@@ -10,6 +10,7 @@
 #include "build_info.h"
 #include "cmn/conf.h"
 #include "cmn/log.h"
+#include "cmn/opts.h"
 #include "cmpr/cmpr.h"
 
 #include <inttypes.h>
@@ -200,11 +201,8 @@ static void list_options(FILE *f)
     for (i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
         const num_opt_t *n = find_num(options[i].name);
 
-        fprintf(f, "option %s %s %" PRIu64 " %" PRIu64 "\n", options[i].name,
-                n                ? (n->size_suffix ? "size" : "int")
-                : options[i].arg ? "string"
-                                 : "flag",
-                n ? n->min : 0, n ? n->max : 0);
+        cmn_opts_list_row(f, options[i].name, n != NULL, n && n->size_suffix,
+                          options[i].arg != NULL, n ? n->min : 0, n ? n->max : 0);
     }
 }
 
@@ -225,12 +223,8 @@ static void usage(FILE *f)
         "the QDL over TCP, decodes, batches, runs a backend on the local device and streams the\n"
         "results back. Stops accepting on SIGTERM/SIGINT, finishes the work in flight, says\n"
         "Goodbye and exits 0; SIGHUP logs the counters.\n\nOptions:\n");
-    for (i = 0; i < sizeof(options) / sizeof(options[0]); i++) {
-        char left[64];
-        snprintf(left, sizeof(left), "--%s%s%s", options[i].name, options[i].arg ? " " : "",
-                 options[i].arg ? options[i].arg : "");
-        fprintf(f, "  %-30s %s\n", left, options[i].help);
-    }
+    for (i = 0; i < sizeof(options) / sizeof(options[0]); i++)
+        cmn_opts_help_row(f, options[i].name, options[i].arg, options[i].help, 30, 0);
     fputc('\n', f);
     list_backends(f);
 }
@@ -331,6 +325,15 @@ static const opt_doc_t *find_option(const char *name)
     return NULL;
 }
 
+static const void *find_row(const char *name, const char **arg)
+{
+    const opt_doc_t *d = find_option(name);
+
+    if (d)
+        *arg = d->arg;
+    return d;
+}
+
 /* --stats: the counters of a running node on stdout; 0, or 1 with the reason on stderr. */
 static int stats_main(const char *addr)
 {
@@ -352,6 +355,7 @@ static int parse_args(int argc, char **argv, sut_opts_t *o, cmn_errbuf_t *eb)
         for (i = 1; i < argc; i++) {
             const char *name, *val;
             const opt_doc_t *d;
+            const void *row;
             cmn_conf_word_t w;
 
             if (strcmp(argv[i], "--list-options") == 0) {
@@ -362,14 +366,10 @@ static int parse_args(int argc, char **argv, sut_opts_t *o, cmn_errbuf_t *eb)
                 }
                 continue;
             }
-            if ((rc = cmn_conf_word_split(argv[i], &w, eb)) < 0)
+            if ((rc = cmn_opts_word(argc, argv, &i, 0, find_row, &row, &w, eb)) < 0)
                 return rc;
+            d = row;
             name = w.key;
-            d = find_option(name);
-            if (!d)
-                return cmn_errf(eb, CMN_ECONFIG, "unknown option '--%s' (see --help)", name);
-            if (d->arg && (rc = cmn_conf_word_value(&w, d->arg, argc, argv, &i, eb)) < 0)
-                return rc;
             val = w.value;
             if (pass == 0 && strcmp(name, "stats") == 0) {
                 sut__opts_free(o);

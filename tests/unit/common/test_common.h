@@ -14,6 +14,7 @@ TCase *tcase_conn(void);
 TCase *tcase_core(void);
 TCase *tcase_xq(void);
 TCase *tcase_conf(void);
+TCase *tcase_opts(void);
 TCase *tcase_net(void);
 TCase *tcase_err(void);
 TCase *tcase_clock(void);
