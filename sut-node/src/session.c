@@ -8,6 +8,7 @@
 #include "cmn/net.h"
 #include "cmpr/cmpr.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,7 +197,7 @@ static int send_frame(sut_session_t *s, unsigned type, sut_rec_t **recs, size_t 
     Nsut__Response resp = NSUT__RESPONSE__INIT;
     Nsut__FirstToken tok = NSUT__FIRST_TOKEN__INIT;
     size_t i;
-    int rc = UV_ENOMEM;
+    int rc = -ENOMEM;
 
     if (!f || !res || !rp || !iov)
         goto fail;
@@ -256,7 +257,7 @@ static void send_records(sut_session_t *s, unsigned type, sut_rec_t **recs, size
         int rc = send_frame(s, type, recs + start, k);
 
         start += k;
-        if (rc == UV_ENOMEM) {
+        if (rc == -ENOMEM) {
             free_records(&s->ss->env, recs + start, cnt - start);
             protocol_error(s, rc, NSUT__ERROR_CODE__ERROR_INTERNAL,
                            "out of memory for a result frame");
@@ -289,7 +290,7 @@ static int pend_push(sut_rec_t ***arr, size_t *cnt, size_t *cap, sut_rec_t *r)
         size_t ncap = *cap ? *cap * 2 : 64;
         sut_rec_t **na = sut__realloc(*arr, ncap * sizeof(*na));
         if (!na)
-            return UV_ENOMEM;
+            return -ENOMEM;
         *arr = na;
         *cap = ncap;
     }
@@ -393,7 +394,7 @@ static void reject_sample(sut_session_t *s, uint64_t wire_id)
     s->ss->st.samples_rejected++;
     if (!rec || pend_push(&s->pend_res, &s->n_res, &s->cap_res, rec) < 0) {
         cmn_pool_put(s->ss->env.pool, rec);
-        protocol_error(s, UV_ENOMEM, NSUT__ERROR_CODE__ERROR_INTERNAL,
+        protocol_error(s, -ENOMEM, NSUT__ERROR_CODE__ERROR_INTERNAL,
                        "out of memory for a rejected sample's result");
         return;
     }
@@ -988,7 +989,7 @@ static void on_decode_error(cmn_conn_t *c, int err)
                  "frame of %u metadata + %u payload bytes over the limit of %llu%s",
                  d->hdr.meta_len, d->hdr.payload_len, (unsigned long long)d->limits.max_frame,
                  s->ready ? "" : " before the handshake");
-    } else if (err == UV_ENOMEM) {
+    } else if (err == -ENOMEM) {
         wire = NSUT__ERROR_CODE__ERROR_INTERNAL;
         snprintf(why, sizeof(why), "out of memory for a frame");
     } else if ((err == CMN_EFIELD || err == CMN_EOVERLOAD) && cmn_conn_last_error(c)[0]) {

@@ -255,7 +255,7 @@ void qdl_stats_print(qdl_t *q, void *file /* FILE* */);
  * "up", "degraded", "samples_sent", "samples_completed", "samples_failed", "redispatched",
  * "errors", "reconnects", "losses", "stalls", "inflight", "bytes_out", "bytes_in",
  * "rtt_us_last", "rtt_us_min"}, ...]} followed by a newline, e.g. into a run's output folder.
- * Thread-safe. Returns 0, UV_ENOMEM, or UV_EIO when the write fails. */
+ * Thread-safe. Returns 0, -ENOMEM, or UV_EIO when the write fails. */
 int qdl_stats_write_json(qdl_t *q, void *file /* FILE* */);
 
 /* Registers [ptr, ptr+len) (QSL memory, e.g. each sample when it loads) with the transport once, so
