@@ -5,6 +5,7 @@
 #include "cmn/clock.h"
 #include "cmn/err.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,7 +81,7 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
         ncap *= 2;
     np = realloc(*p, ncap * elem);
     if (!np)
-        return UV_ENOMEM;
+        return -ENOMEM;
     *p = np;
     *cap = ncap;
     return 0;
@@ -100,11 +101,11 @@ static int bufs_reserve(cmn__batch_t *b, size_t need)
         ncap *= 2;
     nb = realloc(b->bufs, ncap * sizeof(*nb));
     if (!nb)
-        return UV_ENOMEM;
+        return -ENOMEM;
     b->bufs = nb;
     nh = realloc(b->head_off, ncap * sizeof(*nh));
     if (!nh)
-        return UV_ENOMEM; /* bufs_cap unchanged: the larger bufs array is simply not used yet */
+        return -ENOMEM; /* bufs_cap unchanged: the larger bufs array is simply not used yet */
     b->head_off = nh;
     b->bufs_cap = ncap;
     return 0;
@@ -260,7 +261,7 @@ int cmn__core_init(cmn__core_t *k, cmn_conn_t *c, uv_loop_t *loop, const cmn_con
         k->opt.read_buf_size = 4096;
     k->rbuf = malloc(k->opt.read_buf_size);
     if (!k->rbuf)
-        return UV_ENOMEM;
+        return -ENOMEM;
     cmn_frame_decoder_init(&k->dec, limits);
     snprintf(k->peer, sizeof(k->peer), "(unconnected)");
     uv_check_init(loop, &k->flush_check);
@@ -405,7 +406,7 @@ int cmn__core_queue(cmn__core_t *k, unsigned type, const ProtobufCMessage *meta,
     if (!k->cur) {
         k->cur = batch_get(k);
         if (!k->cur)
-            return UV_ENOMEM;
+            return -ENOMEM;
         if (k->opt.hold_ns)
             k->cur->first_ns = cmn_now_ns();
     }

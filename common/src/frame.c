@@ -1,6 +1,7 @@
 #include "cmn/frame.h"
 #include "cmn/err.h"
 
+#include <errno.h>
 #include <protobuf-c/protobuf-c.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,7 +142,7 @@ static int body_reserve(cmn_frame_decoder_t *d, size_t need, size_t keep)
             free(d->body);
     }
     if (!nb)
-        return UV_ENOMEM;
+        return -ENOMEM;
     d->body = nb;
     d->body_cap = need;
     return 0;
@@ -341,7 +342,7 @@ long cmn_frame_encode(unsigned type, const struct ProtobufCMessage *meta,
         plen += payload[i].iov_len;
     head = malloc(hsize);
     if (!head)
-        return UV_ENOMEM;
+        return -ENOMEM;
     rc = cmn_frame_encode_head(type, meta, plen, head, hsize);
     if (rc < 0) {
         free(head);

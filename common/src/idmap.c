@@ -1,5 +1,6 @@
 #include "cmn/idmap.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <uv.h>
 
@@ -28,7 +29,7 @@ static int grow(cmn_idmap_t *m)
     cmn_idmap_entry_t *ns = calloc(ncap, sizeof(*ns)), *old = m->slots;
 
     if (!ns)
-        return UV_ENOMEM;
+        return -ENOMEM;
     for (i = 0; i < m->cap; i++) {
         if (old[i].val) {
             size_t j = slot_of(old[i].key, ncap);

@@ -7,6 +7,7 @@
 #include "cmn/net.h"
 #include "writer_internal.h"
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +42,7 @@ int cmn__tcp_attach(cmn__core_t *k)
     int rc;
 
     if (!t)
-        return UV_ENOMEM;
+        return -ENOMEM;
     rc = uv_tcp_init(k->loop, &t->h);
     if (rc < 0) {
         free(t);
@@ -311,7 +312,7 @@ static void tcp_write(cmn__core_t *k, cmn__batch_t *b)
                       (k->bytes_writing == b->bytes && b->bytes >= k->opt.write_thread_min))) {
         wjob_t *wj = malloc(sizeof(*wj));
         if (!wj) {
-            cmn__core_refused(k, b, UV_ENOMEM);
+            cmn__core_refused(k, b, -ENOMEM);
             return;
         }
         wj->b = b;

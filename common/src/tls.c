@@ -7,6 +7,7 @@
 #include "cmn/tls.h"
 #include "tls_internal.h"
 
+#include <errno.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
@@ -81,7 +82,7 @@ static int parse_allow(cmn_tls_ctx_t *c, const char *allow, cmn_errbuf_t *eb)
     copy = strdup(allow);
     if (!c->allow || !copy) {
         free(copy);
-        return cmn_errf(eb, UV_ENOMEM, "out of memory");
+        return cmn_errf(eb, -ENOMEM, "out of memory");
     }
     for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         while (*tok == ' ')
@@ -108,7 +109,7 @@ int cmn_tls_server_ctx(const char *cert, const char *key, const char *client_ca,
         return cmn_errf(eb, CMN_ECONFIG, "a TLS allow list needs a client CA (mutual TLS)");
     c = calloc(1, sizeof(*c));
     if (!c)
-        return cmn_errf(eb, UV_ENOMEM, "out of memory");
+        return cmn_errf(eb, -ENOMEM, "out of memory");
     c->is_server = 1;
     c->ssl = SSL_CTX_new(TLS_server_method());
     if (!c->ssl) {
@@ -146,7 +147,7 @@ int cmn_tls_client_ctx(const char *ca, const char *cert, const char *key, cmn_tl
                         "a TLS client certificate needs its key, and a key its certificate");
     c = calloc(1, sizeof(*c));
     if (!c)
-        return cmn_errf(eb, UV_ENOMEM, "out of memory");
+        return cmn_errf(eb, -ENOMEM, "out of memory");
     c->ssl = SSL_CTX_new(TLS_client_method());
     if (!c->ssl) {
         rc = cmn_errf(eb, CMN_ETLS, "TLS context: %s", ossl_err(e, sizeof(e), "failed"));
@@ -194,7 +195,7 @@ int cmn__tls_new(cmn_tls_ctx_t *ctx, const char *peer_name, cmn__tls_t **out, ch
     char e[256];
 
     if (!t)
-        return UV_ENOMEM;
+        return -ENOMEM;
     t->ctx = ctx;
     t->ssl = SSL_new(ctx->ssl);
     t->rbio = BIO_new(BIO_s_mem());

@@ -8,6 +8,7 @@
 #include "tcp_internal.h"
 #include "tls_internal.h"
 
+#include <errno.h>
 #include <stdlib.h>
 
 /* Stop encrypting while this much ciphertext waits for the socket, and encrypt at most this much
@@ -68,7 +69,7 @@ static void flush_output(cmn__core_t *k)
         o = malloc(sizeof(*o));
         if (!o) {
             free(buf);
-            cmn__core_close(k, UV_ENOMEM);
+            cmn__core_close(k, -ENOMEM);
             return;
         }
         o->k = k;
@@ -295,7 +296,7 @@ int cmn__tls_attach(cmn__core_t *k, cmn_tls_ctx_t *ctx, const char *peer_name)
     int rc;
 
     if (!x)
-        return UV_ENOMEM;
+        return -ENOMEM;
     rc = cmn__tls_new(ctx, peer_name, &x->tls, err, sizeof(err));
     if (rc < 0) {
         cmn_log_error("%s: %s", k->peer, err);

@@ -10,6 +10,7 @@
 #include "cmn/net.h"
 #include "ucx_internal.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -239,7 +240,7 @@ int cmn_ucx_open(uv_loop_t *loop, const cmn_ucx_options_t *opt, cmn_ucx_t **out,
     *out = NULL;
     u = calloc(1, sizeof(*u));
     if (!u)
-        return cmn_errf(eb, UV_ENOMEM, "ucx: out of memory");
+        return cmn_errf(eb, -ENOMEM, "ucx: out of memory");
     u->loop = loop;
     /* The option (--ucx-busy-poll of sut-node and loadgen-node), or NSUT_UCX_BUSY_POLL=1 in the
      * environment as a fallback (for a QDL embedded in a program without that flag). */
@@ -362,7 +363,7 @@ int cmn_ucx_register(cmn_ucx_t *u, void *ptr, size_t len)
         size_t ncap = u->regs_cap ? u->regs_cap * 2 : 8;
         nr = realloc(u->regs, ncap * sizeof(*nr));
         if (!nr) {
-            rc = UV_ENOMEM;
+            rc = -ENOMEM;
             goto out;
         }
         u->regs = nr;
@@ -617,7 +618,7 @@ int cmn__ucx_connect(cmn_ucx_t *u, cmn__core_t *k, const struct sockaddr *addr)
     cmn_addr_format(addr, k->peer, sizeof(k->peer));
     e = ep_new(u, k);
     if (!e)
-        return UV_ENOMEM;
+        return -ENOMEM;
     memset(&p, 0, sizeof(p));
     p.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR;
     p.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
@@ -657,7 +658,7 @@ int cmn__ucx_accept(cmn_ucx_incoming_t *in, cmn__core_t *k)
         return CMN_ESTATE;
     e = ep_new(u, k);
     if (!e)
-        return UV_ENOMEM;
+        return -ENOMEM;
     memset(&ra, 0, sizeof(ra));
     ra.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
     if (ucp_conn_request_query(in->req, &ra) == UCS_OK)
@@ -752,7 +753,7 @@ static int rndv_start(ep_t *e, rx_t *r)
         len += r->hdr.meta_len;
         r->buf = malloc(len);
         if (!r->buf)
-            return UV_ENOMEM;
+            return -ENOMEM;
         r->meta = r->buf;
         dst = r->buf;
         r->payload = r->buf + r->hdr.meta_len;
@@ -762,7 +763,7 @@ static int rndv_start(ep_t *e, rx_t *r)
         if (!dst) {
             r->buf = malloc(len);
             if (!r->buf)
-                return UV_ENOMEM;
+                return -ENOMEM;
             dst = r->buf;
         }
         r->payload = dst;
@@ -905,7 +906,7 @@ static ucs_status_t on_am(void *arg, const void *header, size_t header_length, v
     r = calloc(1, sizeof(*r));
     if (!r || (!meta_in_data && h.meta_len && !(r->meta = malloc(h.meta_len)))) {
         free(r);
-        frame_error(e, UV_ENOMEM);
+        frame_error(e, -ENOMEM);
         return UCS_OK;
     }
     r->e = e;
@@ -923,7 +924,7 @@ static ucs_status_t on_am(void *arg, const void *header, size_t header_length, v
         r->buf = malloc(length ? length : 1);
         if (!r->buf) {
             rx_free(e, r);
-            frame_error(e, UV_ENOMEM);
+            frame_error(e, -ENOMEM);
             return UCS_OK;
         }
         memcpy(r->buf, data, length);
@@ -1018,7 +1019,7 @@ static int ucx_send(cmn__core_t *k, unsigned type, const ProtobufCMessage *meta,
     hsize = cmn_frame_head_size(meta);
     t = malloc(sizeof(*t) + hsize + (n_payload + 1) * sizeof(ucp_dt_iov_t) + 8);
     if (!t)
-        return UV_ENOMEM;
+        return -ENOMEM;
     hl = cmn_frame_encode_head(type, meta, plen, t->head, hsize);
     if (hl < 0) {
         free(t);
@@ -1070,7 +1071,7 @@ static int ucx_send(cmn__core_t *k, unsigned type, const ProtobufCMessage *meta,
             k->opt.copy_alloc ? k->opt.copy_alloc(k->opt.copy_ctx, t->bytes) : malloc(t->bytes);
         if (!t->gather) {
             free(t);
-            return UV_ENOMEM;
+            return -ENOMEM;
         }
         for (i = 0; i < nseg; i++) {
             memcpy(t->gather + off, t->iov[i].buffer, t->iov[i].length);
@@ -1396,7 +1397,7 @@ int cmn_ucx_listen(cmn_ucx_t *u, const struct sockaddr *addr, cmn_ucx_accept_cb 
     cmn_addr_format(addr, where, sizeof(where));
     l = calloc(1, sizeof(*l));
     if (!l)
-        return cmn_errf(eb, UV_ENOMEM, "ucx: out of memory");
+        return cmn_errf(eb, -ENOMEM, "ucx: out of memory");
     l->u = u;
     l->cb = cb;
     l->arg = arg;

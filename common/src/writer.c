@@ -207,7 +207,7 @@ int cmn__writer_start(uv_loop_t *loop, int fd, const cmn__writer_hooks_t *hooks,
     int rc;
 
     if (!w)
-        return UV_ENOMEM;
+        return -ENOMEM;
     w->owner = owner;
     w->hooks = hooks;
     w->fd = fd;

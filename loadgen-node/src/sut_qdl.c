@@ -13,44 +13,9 @@
 typedef struct {
     lg_sut_t sut;
     qdl_t *q;
-    qdl_sample_t *buf; /* issue thread only */
-    size_t cap;
     /* For lg_sut_qdl_counts() (the metrics endpoint reads them from its own thread). */
     atomic_uint_fast64_t issued, completed, failed;
 } qdl_sut_t;
-
-/* Converts a batch of QDL responses and passes it on, in slices, without allocating. */
-static void forward(lg_run_t *run, const qdl_response_t *r, size_t n, int first_token)
-{
-    enum { SLICE = 256 };
-    lg_response_t out[SLICE];
-    size_t done = 0, i;
-
-    if (!run)
-        return;
-    while (done < n) {
-        size_t m = n - done < SLICE ? n - done : SLICE;
-
-        for (i = 0; i < m; i++) {
-            out[i].id = r[done + i].response_id;
-            out[i].status = r[done + i].status;
-            out[i].data = r[done + i].data;
-            out[i].size = r[done + i].size;
-            out[i].n_tokens = r[done + i].n_tokens;
-            out[i].issued_ns = r[done + i].issued_ns;
-            out[i].sent_ns = r[done + i].sent_ns;
-            out[i].node_queue_ns = r[done + i].node_queue_ns;
-            out[i].node_backend_ns = r[done + i].node_backend_ns;
-            out[i].error = r[done + i].error;
-            out[i].node = r[done + i].node;
-        }
-        if (first_token)
-            lg_first_token(run, out, m);
-        else
-            lg_complete(run, out, m);
-        done += m;
-    }
-}
 
 static void on_complete(void *user, const qdl_response_t *r, size_t n)
 {
@@ -62,14 +27,20 @@ static void on_complete(void *user, const qdl_response_t *r, size_t n)
     atomic_fetch_add_explicit(&a->completed, n, memory_order_relaxed);
     atomic_fetch_add_explicit(&a->failed, failed, memory_order_relaxed);
 
-    forward(__atomic_load_n(&a->sut.run, __ATOMIC_ACQUIRE), r, n, 0);
+    lg_run_t *run = __atomic_load_n(&a->sut.run, __ATOMIC_ACQUIRE);
+
+    if (run)
+        lg_complete(run, r, n);
 }
 
 static void on_first_token(void *user, const qdl_response_t *r, size_t n)
 {
     qdl_sut_t *a = user;
 
-    forward(__atomic_load_n(&a->sut.run, __ATOMIC_ACQUIRE), r, n, 1);
+    lg_run_t *run = __atomic_load_n(&a->sut.run, __ATOMIC_ACQUIRE);
+
+    if (run)
+        lg_first_token(run, r, n);
 }
 
 static int qdl_sut_name(lg_sut_t *sut, char *buf, size_t len, uint64_t *dur_ns, char *err,
@@ -83,25 +54,8 @@ static int qdl_sut_name(lg_sut_t *sut, char *buf, size_t len, uint64_t *dur_ns, 
 static int qdl_sut_issue(lg_sut_t *sut, const lg_sample_t *s, size_t n)
 {
     qdl_sut_t *a = sut->data;
-    size_t i;
-    int rc;
+    int rc = qdl_issue_query(a->q, s, n);
 
-    if (n > a->cap) {
-        qdl_sample_t *nb = realloc(a->buf, n * sizeof(*nb));
-
-        if (!nb)
-            return -ENOMEM;
-        a->buf = nb;
-        a->cap = n;
-    }
-    for (i = 0; i < n; i++) {
-        a->buf[i].response_id = s[i].id;
-        a->buf[i].data = s[i].data;
-        a->buf[i].size = s[i].size;
-        a->buf[i].codec = s[i].codec;
-        a->buf[i].raw_size = s[i].raw_size;
-    }
-    rc = qdl_issue_query(a->q, a->buf, n);
     if (rc == 0)
         atomic_fetch_add_explicit(&a->issued, n, memory_order_relaxed);
     return rc;
@@ -215,7 +169,6 @@ void lg_sut_qdl_destroy(lg_sut_t *sut)
         return;
     a = sut->data;
     qdl_destroy(a->q);
-    free(a->buf);
     free(a);
 }
 

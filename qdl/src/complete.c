@@ -4,6 +4,7 @@
  * request travels inside the same block, so issuing costs one allocation. */
 #include "qdl_internal.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,7 +66,7 @@ int qdl__resp_reserve(qdl_t *q, size_t n)
         cap *= 2;
     r = qdl__realloc(q->resp, cap * sizeof(*r));
     if (!r)
-        return UV_ENOMEM;
+        return -ENOMEM;
     q->resp = r;
     q->resp_cap = cap;
     return 0;

@@ -27,6 +27,7 @@
 #    include "httpc/oai.h"
 #endif
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,7 +167,7 @@ int qdl__ep_node_init(qdl_t *q, qdl_node_t *nd, cmn_errbuf_t *eb)
     }
     nd->ep = qdl__calloc(1, sizeof(*nd->ep));
     if (!nd->ep)
-        return cmn_errf(eb, UV_ENOMEM, "out of memory");
+        return cmn_errf(eb, -ENOMEM, "out of memory");
     if (httpc_oai_dialect_from_name(dialect, &nd->ep->gen.dialect) < 0)
         return cmn_errf(eb, CMN_ECONFIG,
                         "endpoint %s: dialect '%s' is not vllm, trtllm, sglang or llamacpp",
@@ -218,7 +219,7 @@ int qdl__ep_open(qdl_t *q, cmn_errbuf_t *eb)
         return 0;
     q->ep = qdl__calloc(1, sizeof(*q->ep));
     if (!q->ep)
-        return cmn_errf(eb, UV_ENOMEM, "out of memory");
+        return cmn_errf(eb, -ENOMEM, "out of memory");
     if (q->cfg.endpoint_api_key) {
         size_t n = strlen(q->cfg.endpoint_api_key);
         for (i = 0; i < n; i++)
@@ -230,7 +231,7 @@ int qdl__ep_open(qdl_t *q, cmn_errbuf_t *eb)
                                 i);
         q->ep->auth = qdl__malloc(n + 32);
         if (!q->ep->auth)
-            return cmn_errf(eb, UV_ENOMEM, "out of memory");
+            return cmn_errf(eb, -ENOMEM, "out of memory");
         snprintf(q->ep->auth, n + 32, "Authorization: Bearer %s", q->cfg.endpoint_api_key);
     }
     if (q->cfg.endpoint_session_header) {
@@ -468,7 +469,7 @@ int qdl__ep_send(qdl_t *q, qdl_conn_t *qc, qdl_srec_t *s)
     ep_req_t *r = req_new(q, qc, s);
 
     if (!r)
-        return UV_ENOMEM;
+        return -ENOMEM;
     s->wire_id = q->next_wire_id++;
     r->wire_id = s->wire_id;
     r->next = qc->ep_reqs;

@@ -11,6 +11,7 @@
 #include "cmn/net.h"
 #include "cmpr/cmpr.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -726,7 +727,7 @@ int qdl__nodes_init(qdl_t *q, cmn_errbuf_t *eb)
     q->nodes = qdl__calloc(q->n_nodes, sizeof(*q->nodes));
     q->conns = qdl__calloc(q->n_conns, sizeof(*q->conns));
     if (!q->nodes || !q->conns)
-        return cmn_errf(eb, UV_ENOMEM, "out of memory for %zu nodes", q->n_nodes);
+        return cmn_errf(eb, -ENOMEM, "out of memory for %zu nodes", q->n_nodes);
     for (i = 0; i < q->n_nodes; i++) {
         rc = node_init(q, i, eb);
         if (rc < 0)

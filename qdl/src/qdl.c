@@ -7,6 +7,7 @@
 #include "cmn/log.h"
 #include "cmpr/cmpr.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -255,7 +256,7 @@ static int copy_config(qdl_t *q, const qdl_config_t *cfg)
         bytes += strs[i] ? strlen(strs[i]) + 1 : 0;
     q->strings = qdl__malloc(bytes + cfg->n_nodes * sizeof(char *) + 1);
     if (!q->strings)
-        return UV_ENOMEM;
+        return -ENOMEM;
     nodes = (const char **)(void *)q->strings;
     cur = q->strings + cfg->n_nodes * sizeof(char *);
     q->cfg = *cfg;
@@ -396,7 +397,7 @@ int qdl_create(const qdl_config_t *cfg, qdl_t **out, char *err, size_t errlen)
         goto fail;
     q = qdl__calloc(1, sizeof(*q));
     if (!q) {
-        rc = cmn_errf(&eb, UV_ENOMEM, "out of memory");
+        rc = cmn_errf(&eb, -ENOMEM, "out of memory");
         goto fail;
     }
     rc = copy_config(q, cfg);
@@ -415,12 +416,12 @@ int qdl_create(const qdl_config_t *cfg, qdl_t **out, char *err, size_t errlen)
     }
     cmn_arena_init(&q->arena, 64u * 1024u);
     if (uv_mutex_init(&q->park_mu) < 0) {
-        rc = cmn_errf(&eb, UV_ENOMEM, "cannot create the QDL's lock");
+        rc = cmn_errf(&eb, -ENOMEM, "cannot create the QDL's lock");
         goto fail_q;
     }
     if (uv_cond_init(&q->park_cv) < 0) {
         uv_mutex_destroy(&q->park_mu);
-        rc = cmn_errf(&eb, UV_ENOMEM, "cannot create the QDL's condition variable");
+        rc = cmn_errf(&eb, -ENOMEM, "cannot create the QDL's condition variable");
         goto fail_q;
     }
     q->park_ready = 1;
@@ -459,7 +460,7 @@ int qdl_issue_query(qdl_t *q, const qdl_sample_t *samples, size_t n)
         return 0;
     r = qdl__qblock_new(samples, n);
     if (!r)
-        return UV_ENOMEM;
+        return -ENOMEM;
     recs = qdl__qblock_recs(r);
     for (i = 0; i < n; i++)
         recs[i].issued_ns = now;
@@ -479,7 +480,7 @@ int qdl_flush(qdl_t *q)
     qdl_req_t *r = qdl__calloc(1, sizeof(*r));
 
     if (!r)
-        return UV_ENOMEM;
+        return -ENOMEM;
     r->kind = RQ_FLUSH;
     cmn_xq_push(&q->reqs, &r->link);
     return 0;
@@ -589,7 +590,7 @@ int qdl_stats_write_json(qdl_t *q, void *file)
     qdl_node_stats_t *st = stats_all(q, &n);
 
     if (!st)
-        return UV_ENOMEM;
+        return -ENOMEM;
     fprintf(f, "{\"nodes\": [");
     for (i = 0; i < n; i++) {
         const qdl_node_stats_t *s = &st[i];

@@ -363,7 +363,7 @@ void qdl__ep_connect(qdl_conn_t *qc);
 /* Whether a sample can go to an endpoint: a whole number of int32 token IDs, no codec. */
 int qdl__ep_sample_ok(const qdl_srec_t *s);
 /* Sends sample |s| on endpoint connection |qc| as one stream and assigns its wire id; 0 or
- * UV_ENOMEM (nothing sent). */
+ * -ENOMEM (nothing sent). */
 int qdl__ep_send(qdl_t *q, qdl_conn_t *qc, qdl_srec_t *s);
 /* Cancels the streams of a closing endpoint connection (their ends are dropped). */
 void qdl__ep_cancel(qdl_conn_t *qc);

@@ -11,6 +11,7 @@
 #include "cmn/log.h"
 #include "cmpr/cmpr.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,7 +60,7 @@ static int scratch_reserve(qdl_t *q, uint64_t need)
         return 0;
     p = qdl__realloc(q->scratch, (size_t)need);
     if (!p)
-        return UV_ENOMEM;
+        return -ENOMEM;
     q->scratch = p;
     q->scratch_cap = (size_t)need;
     return 0;
@@ -238,7 +239,7 @@ int qdl__results_handle(qdl_t *q, qdl_conn_t *qc, int first_token, Nsut__Result 
     if (rc < 0)
         return rc;
     if (scratch_reserve(q, need) < 0 || qdl__resp_reserve(q, nr) < 0)
-        return cmn_errf(eb, UV_ENOMEM, "out of memory for results");
+        return cmn_errf(eb, -ENOMEM, "out of memory for results");
     for (i = 0; i < nr; i++) {
         const Nsut__Result *r = res[i];
         const uint8_t *wire = p;

@@ -5,6 +5,7 @@
 #include "cmn/clock.h"
 #include "cmpr/cmpr.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -368,7 +369,7 @@ int sut__batcher_add(sut_batcher_t *bt, const sut_owner_t *ow, int codec, const 
                             (unsigned long long)bt->budget->limit,
                             (unsigned long long)sut__budget_room(bt->budget, ow->peer));
         if (!nb)
-            return cmn_errf(eb, UV_ENOMEM, "no memory for a batch of %llu bytes",
+            return cmn_errf(eb, -ENOMEM, "no memory for a batch of %llu bytes",
                             (unsigned long long)want);
         bt->open = nb;
     }

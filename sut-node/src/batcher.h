@@ -65,7 +65,7 @@ void sut__batcher_free(sut_batcher_t *bt);
 void sut__batcher_trim(sut_batcher_t *bt);
 
 /* Places one sample into the open batch, decoding it; its decoded size goes on |ow|->peer's account
- * first (when there is one), given back with its result. Returns 0, UV_ENOMEM, CMN_EOVERLOAD (the
+ * first (when there is one), given back with its result. Returns 0, -ENOMEM, CMN_EOVERLOAD (the
  * memory budget has no room for it or its batch under the fairness rules) or CMN_EDECOMPRESS,
  * with a reason in |eb|. */
 int sut__batcher_add(sut_batcher_t *bt, const sut_owner_t *ow, int codec, const uint8_t *wire,

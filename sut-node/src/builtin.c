@@ -114,7 +114,7 @@ static int null_create(const sut_backend_config_t *cfg, sut_backend_t **out, cha
     b->max_batch = 1024;
     rc = parse_opts(cfg, "null", spec, 2, err, errlen);
     if (rc == 0 && !(b->zeros = calloc(1, b->output_size ? b->output_size : 1)))
-        rc = UV_ENOMEM;
+        rc = -ENOMEM;
     if (rc < 0) {
         free(b);
         return rc;
@@ -314,7 +314,7 @@ static int sim_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
         size_t zsize = b->llm ? (size_t)b->tokens * 4 : (size_t)b->output_size;
         b->zeros = calloc(1, zsize ? zsize : 1);
         if (!b->zeros)
-            rc = UV_ENOMEM;
+            rc = -ENOMEM;
     }
     if (rc < 0) {
         free(b->zeros);

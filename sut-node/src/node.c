@@ -417,7 +417,7 @@ int sut__node_init(sut_node_t *n, uv_loop_t *loop, const sut_opts_t *opt, cmn_er
      * burst's buffers go back to the system. */
     n->pool = cmn_pool_new(32u << 20);
     if (!n->pool)
-        return cmn_errf(eb, UV_ENOMEM, "buffer pool: out of memory");
+        return cmn_errf(eb, -ENOMEM, "buffer pool: out of memory");
     if (o->tls_cert || o->tls_key || o->tls_ca || o->tls_allow) {
         rc = cmn_tls_server_ctx(o->tls_cert, o->tls_key, o->tls_ca, o->tls_allow, &n->tls, eb);
         if (rc < 0)

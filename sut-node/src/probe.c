@@ -4,6 +4,7 @@
 #include "cmn/log.h"
 #include "cmn/msg.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -65,10 +66,10 @@ int sut__probe_start(sut_probe_t *p, sut_be_t *be, cmn_errbuf_t *eb)
         return 0;
     probe_once(p, 1);
     if (uv_mutex_init(&p->mu) < 0)
-        return cmn_errf(eb, UV_ENOMEM, "readiness probe: cannot create its mutex");
+        return cmn_errf(eb, -ENOMEM, "readiness probe: cannot create its mutex");
     if (uv_cond_init(&p->cv) < 0) {
         uv_mutex_destroy(&p->mu);
-        return cmn_errf(eb, UV_ENOMEM, "readiness probe: cannot create its condition variable");
+        return cmn_errf(eb, -ENOMEM, "readiness probe: cannot create its condition variable");
     }
     p->threaded = 1; /* before the thread exists: it reads the flag */
     rc = uv_thread_create(&p->thread, probe_main, p);

@@ -1,5 +1,5 @@
-/* Sessions: protocol handlers, limits and deadlines, and results to frames (session.h). The wire
- * protocol is proto/README.md. */
+/* Sessions: protocol handlers, admission and limits, and results to frames (session.h); their
+ * deadlines and heartbeats are session_deadline.c. The wire protocol is proto/README.md. */
 #include "session.h"
 
 #include "alloc.h"
@@ -8,6 +8,7 @@
 #include "cmn/net.h"
 #include "cmpr/cmpr.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,18 +18,6 @@ static const int supported_codecs[] = {CMPR_NONE, CMPR_LZ4};
 
 /* Frames below this payload size are cheaper to copy than to give a batch of their own. */
 #define SINK_MIN_PAYLOAD (64u * 1024u)
-
-/* A frame's payload buffer is charged to the budget FRAME_CHUNK bytes ahead of what has arrived,
- * not whole at its header (its pages cost memory only once written): a slow-but-legal frame holds
- * what it has sent, not what it announced. */
-#define FRAME_CHUNK (4u << 20)
-
-/* An arriving frame, after --frame-timeout-ms of grace from its first byte, must gain at least
- * FRAME_MIN_RATE bytes in every window of FRAME_RATE_WINDOW_MS (or whatever was left of it at the
- * window's start): a byte now and then cannot keep a frame, and the buffer its header reserved,
- * alive. Windows while the node itself does not read the connection do not count. */
-#define FRAME_MIN_RATE (256u << 10) /* bytes per second */
-#define FRAME_RATE_WINDOW_MS 1000u
 
 /* Decoding (LZ4) runs on the I/O loop: a Query of big samples holds the loop for as long as its
  * decode takes, and peers sending such Queries back to back (LZ4 bombs) can keep it decoding
@@ -78,7 +67,7 @@ static const char *wire_error_name(int wire_err)
 
 /* The one way a session fails: a log line naming the peer and the reason, an Error frame with
  * the same reason, an orderly close. */
-static void protocol_error(sut_session_t *s, int code, int wire_err, const char *why)
+void sut__session_fail(sut_session_t *s, int code, int wire_err, const char *why)
 {
     Nsut__Error e = NSUT__ERROR__INIT;
 
@@ -93,7 +82,7 @@ static void protocol_error(sut_session_t *s, int code, int wire_err, const char 
     cmn_conn_shutdown(&s->conn, code);
 }
 
-static void session_send(sut_session_t *s, unsigned type, const ProtobufCMessage *m)
+void sut__session_send(sut_session_t *s, unsigned type, const ProtobufCMessage *m)
 {
     int rc = cmn_conn_send(&s->conn, type, m, NULL, 0, NULL, NULL);
     if (rc < 0 && rc != CMN_ECLOSED)
@@ -196,7 +185,7 @@ static int send_frame(sut_session_t *s, unsigned type, sut_rec_t **recs, size_t 
     Nsut__Response resp = NSUT__RESPONSE__INIT;
     Nsut__FirstToken tok = NSUT__FIRST_TOKEN__INIT;
     size_t i;
-    int rc = UV_ENOMEM;
+    int rc = -ENOMEM;
 
     if (!f || !res || !rp || !iov)
         goto fail;
@@ -256,10 +245,10 @@ static void send_records(sut_session_t *s, unsigned type, sut_rec_t **recs, size
         int rc = send_frame(s, type, recs + start, k);
 
         start += k;
-        if (rc == UV_ENOMEM) {
+        if (rc == -ENOMEM) {
             free_records(&s->ss->env, recs + start, cnt - start);
-            protocol_error(s, rc, NSUT__ERROR_CODE__ERROR_INTERNAL,
-                           "out of memory for a result frame");
+            sut__session_fail(s, rc, NSUT__ERROR_CODE__ERROR_INTERNAL,
+                              "out of memory for a result frame");
             return;
         }
         if (rc < 0 && rc != CMN_ECLOSED)
@@ -289,7 +278,7 @@ static int pend_push(sut_rec_t ***arr, size_t *cnt, size_t *cap, sut_rec_t *r)
         size_t ncap = *cap ? *cap * 2 : 64;
         sut_rec_t **na = sut__realloc(*arr, ncap * sizeof(*na));
         if (!na)
-            return UV_ENOMEM;
+            return -ENOMEM;
         *arr = na;
         *cap = ncap;
     }
@@ -303,7 +292,7 @@ static int pend_push(sut_rec_t ***arr, size_t *cnt, size_t *cap, sut_rec_t *r)
 static int frame_top_up(sut_session_t *s);
 static void on_decode_timer(uv_timer_t *t);
 
-static void update_reading(sut_session_t *s)
+void sut__session_update_reading(sut_session_t *s)
 {
     int congested = cmn_conn_congested(&s->conn);
 
@@ -329,7 +318,7 @@ static void update_reading(sut_session_t *s)
 
 static void on_drain(cmn_conn_t *c)
 {
-    update_reading(c->data);
+    sut__session_update_reading(c->data);
 }
 
 void sut__sessions_take(sut_sessions_t *ss, sut_rec_t *rec)
@@ -356,8 +345,8 @@ void sut__sessions_take(sut_sessions_t *ss, sut_rec_t *rec)
                        : pend_push(&s->pend_tok, &s->n_tok, &s->cap_tok, rec);
         if (rc < 0) {
             free_records(&ss->env, &rec, 1);
-            protocol_error(s, rc, NSUT__ERROR_CODE__ERROR_INTERNAL,
-                           "out of memory for queued results");
+            sut__session_fail(s, rc, NSUT__ERROR_CODE__ERROR_INTERNAL,
+                              "out of memory for queued results");
         }
         if (!s->touched) {
             s->touched = 1;
@@ -379,7 +368,7 @@ void sut__sessions_flush(sut_sessions_t *ss)
         s->touched = 0;
         if (!s->dead) {
             flush_results(s);
-            update_reading(s);
+            sut__session_update_reading(s);
         }
         session_release(s);
     }
@@ -393,8 +382,8 @@ static void reject_sample(sut_session_t *s, uint64_t wire_id)
     s->ss->st.samples_rejected++;
     if (!rec || pend_push(&s->pend_res, &s->n_res, &s->cap_res, rec) < 0) {
         cmn_pool_put(s->ss->env.pool, rec);
-        protocol_error(s, UV_ENOMEM, NSUT__ERROR_CODE__ERROR_INTERNAL,
-                       "out of memory for a rejected sample's result");
+        sut__session_fail(s, -ENOMEM, NSUT__ERROR_CODE__ERROR_INTERNAL,
+                          "out of memory for a rejected sample's result");
         return;
     }
     memset(rec, 0, sizeof(*rec));
@@ -440,7 +429,7 @@ static void handle_hello(sut_session_t *s, const Nsut__Hello *h)
         snprintf(why, sizeof(why),
                  "no common protocol version: client speaks %u..%u, node speaks %u..%u",
                  h->version_min, h->version_max, CMN_PROTOCOL_VERSION, CMN_PROTOCOL_VERSION);
-        protocol_error(s, CMN_EVERSION, NSUT__ERROR_CODE__ERROR_VERSION, why);
+        sut__session_fail(s, CMN_EVERSION, NSUT__ERROR_CODE__ERROR_VERSION, why);
         return;
     }
     ack.n_sample_codecs = negotiate_codecs(s, h, accepted);
@@ -471,7 +460,7 @@ static void handle_hello(sut_session_t *s, const Nsut__Hello *h)
         ack.not_ready = 1;
         ack.not_ready_reason = not_ready;
     }
-    session_send(s, CMN_MSG_HELLO_ACK, &ack.base);
+    sut__session_send(s, CMN_MSG_HELLO_ACK, &ack.base);
     lim.max_frame = env->opt->max_frame;
     if ((uint64_t)META_BASE + (uint64_t)META_PER_SAMPLE * env->opt->max_inflight < lim.max_meta)
         lim.max_meta = META_BASE + META_PER_SAMPLE * env->opt->max_inflight;
@@ -551,7 +540,7 @@ static uint8_t *session_sink(void *arg, const cmn_frame_header_t *h, const uint8
                  "a frame of %u payload bytes can never fit the node's memory budget (one peer "
                  "may hold %llu bytes)",
                  h->payload_len, (unsigned long long)ss->env.budget->peer_max);
-        protocol_error(s, CMN_EOVERLOAD, NSUT__ERROR_CODE__ERROR_OVERLOAD, why);
+        sut__session_fail(s, CMN_EOVERLOAD, NSUT__ERROR_CODE__ERROR_OVERLOAD, why);
         return NULL;
     }
     if (cmn_conn_whole_payloads(&s->conn)) {
@@ -564,7 +553,7 @@ static uint8_t *session_sink(void *arg, const cmn_frame_header_t *h, const uint8
                      (unsigned long long)ss->env.budget->limit,
                      (unsigned long long)sut__budget_peer_used(&s->peer),
                      (unsigned long long)sut__budget_share(ss->env.budget));
-            protocol_error(s, CMN_EOVERLOAD, NSUT__ERROR_CODE__ERROR_OVERLOAD, why);
+            sut__session_fail(s, CMN_EOVERLOAD, NSUT__ERROR_CODE__ERROR_OVERLOAD, why);
             return NULL;
         }
         s->frame_charge = h->payload_len;
@@ -644,16 +633,16 @@ static int admit_sample(sut_session_t *s, const Nsut__Sample *sm)
     if (!(s->sample_codecs & (1u << codec))) {
         snprintf(why, sizeof(why), "sample %llu uses codec %s, which was not negotiated",
                  (unsigned long long)sm->id, cmpr_codec_name(codec));
-        protocol_error(s, CMN_ECODEC, NSUT__ERROR_CODE__ERROR_CODEC, why);
+        sut__session_fail(s, CMN_ECODEC, NSUT__ERROR_CODE__ERROR_CODEC, why);
         return CMN_ECODEC;
     }
     rc = cmpr_check_sizes(codec, sm->raw_size, sm->wire_size, s->ss->env.opt->max_frame, &eb);
     if (rc < 0) {
         snprintf(why, sizeof(why), "sample %llu: %s", (unsigned long long)sm->id, eb.msg);
-        protocol_error(s, rc,
-                       rc == CMN_ETOOBIG ? NSUT__ERROR_CODE__ERROR_TOO_LARGE
-                                         : NSUT__ERROR_CODE__ERROR_DECOMPRESS,
-                       why);
+        sut__session_fail(s, rc,
+                          rc == CMN_ETOOBIG ? NSUT__ERROR_CODE__ERROR_TOO_LARGE
+                                            : NSUT__ERROR_CODE__ERROR_DECOMPRESS,
+                          why);
         return rc;
     }
     if (s->ss->draining)
@@ -662,11 +651,11 @@ static int admit_sample(sut_session_t *s, const Nsut__Sample *sm)
     if (rc == UV_EEXIST) {
         snprintf(why, sizeof(why), "sample id %llu is already in flight on this connection",
                  (unsigned long long)sm->id);
-        protocol_error(s, CMN_EFIELD, NSUT__ERROR_CODE__ERROR_BAD_MESSAGE, why);
+        sut__session_fail(s, CMN_EFIELD, NSUT__ERROR_CODE__ERROR_BAD_MESSAGE, why);
         return CMN_EFIELD;
     }
     if (rc < 0) {
-        protocol_error(s, rc, NSUT__ERROR_CODE__ERROR_INTERNAL, "out of memory for a sample id");
+        sut__session_fail(s, rc, NSUT__ERROR_CODE__ERROR_INTERNAL, "out of memory for a sample id");
         return rc;
     }
     return 0;
@@ -690,7 +679,7 @@ static int decoded_too_large(sut_session_t *s, const Nsut__Query *q)
     snprintf(why, sizeof(why),
              "a Query of %zu samples decodes to %llu bytes, over the limit of %llu", q->n_samples,
              (unsigned long long)sum, (unsigned long long)limit);
-    protocol_error(s, CMN_ETOOBIG, NSUT__ERROR_CODE__ERROR_TOO_LARGE, why);
+    sut__session_fail(s, CMN_ETOOBIG, NSUT__ERROR_CODE__ERROR_TOO_LARGE, why);
     return 1;
 }
 
@@ -715,7 +704,7 @@ static void on_decode_timer(uv_timer_t *t)
             continue;
         if (s->decode_till_ns <= now) {
             s->decode_till_ns = 0;
-            update_reading(s);
+            sut__session_update_reading(s);
         } else if (!next || s->decode_till_ns < next) {
             next = s->decode_till_ns;
         }
@@ -813,10 +802,10 @@ static void handle_query(sut_session_t *s, const Nsut__Query *q, const uint8_t *
             s->refs--;
             s->inflight--;
             cmn_idmap_del(&s->ids, sm->id);
-            protocol_error(s, rc,
-                           rc == CMN_EDECOMPRESS ? NSUT__ERROR_CODE__ERROR_DECOMPRESS
-                                                 : NSUT__ERROR_CODE__ERROR_INTERNAL,
-                           eb.msg);
+            sut__session_fail(s, rc,
+                              rc == CMN_EDECOMPRESS ? NSUT__ERROR_CODE__ERROR_DECOMPRESS
+                                                    : NSUT__ERROR_CODE__ERROR_INTERNAL,
+                              eb.msg);
             break;
         }
         ss->st.samples++;
@@ -824,7 +813,7 @@ static void handle_query(sut_session_t *s, const Nsut__Query *q, const uint8_t *
     charge_decode(s, ss->env.bt->st.decode_ns - decode0);
     if (s->n_res)
         flush_results(s); /* rejected samples */
-    update_reading(s);
+    sut__session_update_reading(s);
 }
 
 void sut__sessions_stats(sut_sessions_t *ss, Nsut__Stats *st)
@@ -871,7 +860,7 @@ static void dispatch_message(sut_session_t *s, unsigned type, const ProtobufCMes
     switch (type) {
     case CMN_MSG_HELLO:
         if (s->ready)
-            protocol_error(s, CMN_ESTATE, NSUT__ERROR_CODE__ERROR_UNEXPECTED, "a second Hello");
+            sut__session_fail(s, CMN_ESTATE, NSUT__ERROR_CODE__ERROR_UNEXPECTED, "a second Hello");
         else
             handle_hello(s, (const Nsut__Hello *)m);
         break;
@@ -879,7 +868,7 @@ static void dispatch_message(sut_session_t *s, unsigned type, const ProtobufCMes
         Nsut__NameReply r = NSUT__NAME_REPLY__INIT;
         r.request_id = ((const Nsut__NameRequest *)m)->request_id;
         r.node_name = (char *)s->ss->env.name;
-        session_send(s, CMN_MSG_NAME_REPLY, &r.base);
+        sut__session_send(s, CMN_MSG_NAME_REPLY, &r.base);
         break;
     }
     case CMN_MSG_QUERY:
@@ -892,7 +881,7 @@ static void dispatch_message(sut_session_t *s, unsigned type, const ProtobufCMes
         Nsut__Pong r = NSUT__PONG__INIT;
         r.seq = ((const Nsut__Ping *)m)->seq;
         r.sent_ns = ((const Nsut__Ping *)m)->sent_ns;
-        session_send(s, CMN_MSG_PONG, &r.base);
+        sut__session_send(s, CMN_MSG_PONG, &r.base);
         break;
     }
     case CMN_MSG_PONG:
@@ -900,7 +889,7 @@ static void dispatch_message(sut_session_t *s, unsigned type, const ProtobufCMes
     case CMN_MSG_STATS_REQUEST: {
         Nsut__Stats st = NSUT__STATS__INIT;
         sut__sessions_stats(s->ss, &st);
-        session_send(s, CMN_MSG_STATS, &st.base);
+        sut__session_send(s, CMN_MSG_STATS, &st.base);
         break;
     }
     case CMN_MSG_GOODBYE:
@@ -912,7 +901,7 @@ static void dispatch_message(sut_session_t *s, unsigned type, const ProtobufCMes
         break;
     default:
         snprintf(why, sizeof(why), "%s is not a message a client sends", cmn_msg_type_name(type));
-        protocol_error(s, CMN_ESTATE, NSUT__ERROR_CODE__ERROR_UNEXPECTED, why);
+        sut__session_fail(s, CMN_ESTATE, NSUT__ERROR_CODE__ERROR_UNEXPECTED, why);
         break;
     }
 }
@@ -942,17 +931,17 @@ static void on_frame(cmn_conn_t *c, const cmn_frame_t *f)
         rc = cmn_msg_unpack(f, &lim, &ss->arena.pb, &m, &eb);
         if (rc < 0) {
             snprintf(why, sizeof(why), "bad %s frame: %s", cmn_msg_type_name(f->hdr.type), eb.msg);
-            protocol_error(s, rc,
-                           rc == CMN_ETOOBIG  ? NSUT__ERROR_CODE__ERROR_TOO_LARGE
-                           : rc == CMN_ECODEC ? NSUT__ERROR_CODE__ERROR_CODEC
-                                              : NSUT__ERROR_CODE__ERROR_BAD_MESSAGE,
-                           why);
+            sut__session_fail(s, rc,
+                              rc == CMN_ETOOBIG  ? NSUT__ERROR_CODE__ERROR_TOO_LARGE
+                              : rc == CMN_ECODEC ? NSUT__ERROR_CODE__ERROR_CODEC
+                                                 : NSUT__ERROR_CODE__ERROR_BAD_MESSAGE,
+                              why);
             goto out;
         }
     }
     if (!s->ready && f->hdr.type != CMN_MSG_HELLO) {
         snprintf(why, sizeof(why), "%s before Hello", cmn_msg_type_name(f->hdr.type));
-        protocol_error(s, CMN_ESTATE, NSUT__ERROR_CODE__ERROR_UNEXPECTED, why);
+        sut__session_fail(s, CMN_ESTATE, NSUT__ERROR_CODE__ERROR_UNEXPECTED, why);
         goto out;
     }
     dispatch_message(s, f->hdr.type, m, f->payload, sink);
@@ -988,7 +977,7 @@ static void on_decode_error(cmn_conn_t *c, int err)
                  "frame of %u metadata + %u payload bytes over the limit of %llu%s",
                  d->hdr.meta_len, d->hdr.payload_len, (unsigned long long)d->limits.max_frame,
                  s->ready ? "" : " before the handshake");
-    } else if (err == UV_ENOMEM) {
+    } else if (err == -ENOMEM) {
         wire = NSUT__ERROR_CODE__ERROR_INTERNAL;
         snprintf(why, sizeof(why), "out of memory for a frame");
     } else if ((err == CMN_EFIELD || err == CMN_EOVERLOAD) && cmn_conn_last_error(c)[0]) {
@@ -999,7 +988,7 @@ static void on_decode_error(cmn_conn_t *c, int err)
     } else {
         snprintf(why, sizeof(why), "frame header rejected: %s", cmn_strerror(err));
     }
-    protocol_error(s, err, wire, why);
+    sut__session_fail(s, err, wire, why);
 }
 
 /* ---- the set of sessions --------------------------------------------------------------------- */
@@ -1123,7 +1112,7 @@ static void evict_idle(sut_sessions_t *ss, sut_session_t *s, int preauth_only, c
         v->preauth = 0;
         ss->n_preauth--;
     }
-    protocol_error(v, CMN_EOVERLOAD, NSUT__ERROR_CODE__ERROR_OVERLOAD, why);
+    sut__session_fail(v, CMN_EOVERLOAD, NSUT__ERROR_CODE__ERROR_OVERLOAD, why);
 }
 
 /* Admission: the limits on connections, checked before any TLS work. Returns NULL or why the
@@ -1175,7 +1164,7 @@ static void refuse_session(sut_sessions_t *ss, sut_session_t *s, const char *why
         cmn_conn_close(&s->conn, CMN_EOVERLOAD);
         return;
     }
-    protocol_error(s, CMN_EOVERLOAD, NSUT__ERROR_CODE__ERROR_OVERLOAD, why);
+    sut__session_fail(s, CMN_EOVERLOAD, NSUT__ERROR_CODE__ERROR_OVERLOAD, why);
 }
 
 void sut__sessions_accept(sut_sessions_t *ss, uv_stream_t *server, struct cmn_ucx_incoming *in)
@@ -1237,168 +1226,11 @@ void sut__sessions_accept(sut_sessions_t *ss, uv_stream_t *server, struct cmn_uc
     cmn_log_debug("%s: connected (%u open)", cmn_conn_peer(&s->conn), ss->n);
 }
 
-/* The rate rule (FRAME_MIN_RATE above), checked on every tick: returns 1 with the reason when the
- * frame being received has fallen under it. */
-static int frame_overdue(sut_session_t *s, uint64_t now, char *why, size_t cap)
-{
-    const sut_opts_t *o = s->ss->env.opt;
-    int partial = cmn_frame_decoder_partial(cmn_conn_decoder(&s->conn));
-    uint64_t size, left, need, got, win_ms;
-
-    if (!partial || cmn_conn_stats(&s->conn)->frames_in != s->frame_frames || !s->frame_start_ns) {
-        s->frame_start_ns = partial ? now : 0;
-        s->frame_frames = cmn_conn_stats(&s->conn)->frames_in;
-        s->frame_bytes_in = s->win_bytes_in = cmn_conn_stats(&s->conn)->bytes_in;
-        s->win_ns = now;
-        return 0;
-    }
-    if (cmn_conn_read_paused(&s->conn)) { /* the node is not reading: not the peer's doing */
-        s->win_ns = now;
-        s->win_bytes_in = cmn_conn_stats(&s->conn)->bytes_in;
-        return 0;
-    }
-    win_ms = (now - s->win_ns) / 1000000u;
-    if (win_ms < FRAME_RATE_WINDOW_MS)
-        return 0;
-    size = CMN_FRAME_HEADER_SIZE + (uint64_t)cmn_conn_decoder(&s->conn)->hdr.meta_len +
-           cmn_conn_decoder(&s->conn)->hdr.payload_len;
-    got = cmn_conn_stats(&s->conn)->bytes_in - s->win_bytes_in;
-    left = size > s->win_bytes_in - s->frame_bytes_in ? size - (s->win_bytes_in - s->frame_bytes_in)
-                                                      : 0;
-    need = (uint64_t)FRAME_MIN_RATE * win_ms / 1000u;
-    if (need > left)
-        need = left;
-    s->win_ns = now;
-    s->win_bytes_in = cmn_conn_stats(&s->conn)->bytes_in;
-    if (now - s->frame_start_ns <= o->frame_timeout_ms * 1000000u || got >= need)
-        return 0;
-    snprintf(why, cap,
-             "a frame half received, arriving too slowly: %llu bytes in the last %llu ms, under %u "
-             "KiB/s (%llu of "
-             "%llu bytes after %llu ms)",
-             (unsigned long long)got, (unsigned long long)win_ms, FRAME_MIN_RATE >> 10,
-             (unsigned long long)(cmn_conn_stats(&s->conn)->bytes_in - s->frame_bytes_in),
-             (unsigned long long)size, (unsigned long long)((now - s->frame_start_ns) / 1000000u));
-    return 1;
-}
-
-/* A frame paused for memory (frame_top_up) whose next chunk would take its peer over its share:
- * after --frame-timeout-ms the greedy peer is dropped, so its half-frame cannot hold the budget
- * from peers within their share (and half-frames cannot wait on each other for ever). Returns 1
- * with the reason. */
-static int budget_overdue(sut_session_t *s, uint64_t now, char *why, size_t cap)
-{
-    const sut_budget_t *b = s->ss->env.budget;
-    uint64_t held = sut__budget_peer_used(&s->peer);
-
-    if (!s->budget_wait_ns || held + FRAME_CHUNK <= sut__budget_share(b) ||
-        now - s->budget_wait_ns <= s->ss->env.opt->frame_timeout_ms * 1000000u)
-        return 0;
-    snprintf(why, cap,
-             "a frame of %llu payload bytes waited %llu ms for memory while this peer holds %llu "
-             "bytes, its next 4 MiB over its share of %llu (%llu of %llu bytes in use)",
-             (unsigned long long)s->frame_total,
-             (unsigned long long)((now - s->budget_wait_ns) / 1000000u), (unsigned long long)held,
-             (unsigned long long)sut__budget_share(b), (unsigned long long)sut__budget_used(b),
-             (unsigned long long)b->limit);
-    return 1;
-}
-
-/* Heartbeat: the client judges a node alive by any frame from it, and a node that has paused
- * reading (in-flight limit) or whose socket is full of queries cannot answer its Pings in time; so
- * it sends one of its own on a connection that heard nothing lately. Not while results back up:
- * frames are on their way then, a Ping would only queue behind them on TCP, and over UCX a small
- * message completes at once whether or not the peer takes anything, which write_overdue() would
- * take for the peer taking its results (a stuck UCX peer was never dropped). */
-static void heartbeat(sut_session_t *s, uint64_t now)
-{
-    if (s->congested_ns) {
-        s->hb_ns = now;
-    } else if (cmn_conn_stats(&s->conn)->frames_out != s->hb_frames) {
-        s->hb_frames = cmn_conn_stats(&s->conn)->frames_out;
-        s->hb_ns = now;
-    } else if (now - s->hb_ns >= s->ss->env.opt->heartbeat_ms * 1000000u) {
-        Nsut__Ping hb = NSUT__PING__INIT;
-        hb.seq = ++s->hb_seq;
-        hb.sent_ns = now;
-        session_send(s, CMN_MSG_PING, &hb.base);
-        s->hb_frames = cmn_conn_stats(&s->conn)->frames_out;
-        s->hb_ns = now;
-    }
-}
-
-/* A peer whose results back up and who takes none of them for write_timeout_ms is dropped at once
- * (an Error frame would only queue behind them). Returns 1 when it was. */
-static int write_overdue(sut_session_t *s, uint64_t now)
-{
-    const sut_opts_t *o = s->ss->env.opt;
-
-    update_reading(s);
-    if (!s->congested_ns)
-        return 0;
-    if (cmn_conn_stats(&s->conn)->bytes_out != s->congested_out) { /* it takes them, slowly */
-        s->congested_ns = now;
-        s->congested_out = cmn_conn_stats(&s->conn)->bytes_out;
-        return 0;
-    }
-    if (now - s->congested_ns <= o->write_timeout_ms * 1000000u)
-        return 0;
-    s->ss->st.errors++;
-    cmn_log_warn("%s: took none of its %zu bytes of queued results for %llu ms; dropping the "
-                 "connection",
-                 cmn_conn_peer(&s->conn), cmn_conn_backlog(&s->conn),
-                 (unsigned long long)o->write_timeout_ms);
-    cmn_conn_close(&s->conn, CMN_ETIMEOUT);
-    return 1;
-}
-
-static void tick_session(sut_sessions_t *ss, sut_session_t *s, uint64_t now)
-{
-    const sut_opts_t *o = ss->env.opt;
-    char why[300];
-
-    if (!s->ready && now - s->accepted_ns > o->handshake_timeout_ms * 1000000u) {
-        snprintf(why, sizeof(why), "no Hello within %llu ms",
-                 (unsigned long long)o->handshake_timeout_ms);
-        protocol_error(s, CMN_ETIMEOUT, NSUT__ERROR_CODE__ERROR_TIMEOUT, why);
-        return;
-    }
-    if (write_overdue(s, now))
-        return;
-    if (s->ready && o->heartbeat_ms)
-        heartbeat(s, now);
-    if (frame_overdue(s, now, why, sizeof(why))) {
-        protocol_error(s, CMN_ETIMEOUT, NSUT__ERROR_CODE__ERROR_TIMEOUT, why);
-        return;
-    }
-    if (budget_overdue(s, now, why, sizeof(why))) {
-        protocol_error(s, CMN_EOVERLOAD, NSUT__ERROR_CODE__ERROR_OVERLOAD, why);
-        return;
-    }
-    if (s->ready && s->inflight == 0 && !s->frame_start_ns &&
-        now - s->active_ns > o->idle_timeout_ms * 1000000u) {
-        snprintf(why, sizeof(why), "no frame other than Pings and no work for %llu ms",
-                 (unsigned long long)o->idle_timeout_ms);
-        protocol_error(s, CMN_ETIMEOUT, NSUT__ERROR_CODE__ERROR_TIMEOUT, why);
-    }
-}
-
 int sut__sessions_closed(sut_sessions_t *ss)
 {
     int c = ss->closed;
     ss->closed = 0;
     return c;
-}
-
-void sut__sessions_tick(sut_sessions_t *ss, uint64_t now_ns)
-{
-    sut_session_t *s, *next;
-
-    for (s = ss->head; s; s = next) {
-        next = s->next;
-        if (!cmn_conn_closing(&s->conn))
-            tick_session(ss, s, now_ns);
-    }
 }
 
 void sut__sessions_drain(sut_sessions_t *ss)
@@ -1416,7 +1248,7 @@ void sut__sessions_goodbye(sut_sessions_t *ss, const char *reason)
         if (cmn_conn_closing(&s->conn))
             continue;
         g.reason = (char *)reason;
-        session_send(s, CMN_MSG_GOODBYE, &g.base);
+        sut__session_send(s, CMN_MSG_GOODBYE, &g.base);
         cmn_conn_shutdown(&s->conn, CMN_ECLOSED);
     }
 }

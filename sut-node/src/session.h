@@ -118,6 +118,28 @@ struct sut_sessions {
     uint64_t decode_due_ns; /* when it fires, or 0 when not started */
 };
 
+/* Limits of one arriving frame, shared by session.c (charging it) and session_deadline.c. */
+/* A frame's payload buffer is charged to the budget FRAME_CHUNK bytes ahead of what has arrived,
+ * not whole at its header (its pages cost memory only once written): a slow-but-legal frame holds
+ * what it has sent, not what it announced. */
+#define FRAME_CHUNK (4u << 20)
+
+/* An arriving frame, after --frame-timeout-ms of grace from its first byte, must gain at least
+ * FRAME_MIN_RATE bytes in every window of FRAME_RATE_WINDOW_MS (or whatever was left of it at the
+ * window's start): a byte now and then cannot keep a frame, and the buffer its header reserved,
+ * alive. Windows while the node itself does not read the connection do not count. */
+#define FRAME_MIN_RATE (256u << 10) /* bytes per second */
+#define FRAME_RATE_WINDOW_MS 1000u
+
+/* session.c's entry points for session_deadline.c (which session.c never calls: one direction).
+ * sut__session_fail: the one way a session fails (a log line naming the peer and the reason, an
+ * Error frame with |wire_err|, then the close with |code|). sut__session_send: one message frame.
+ * sut__session_update_reading: pauses or resumes reading by the in-flight and results limits, and
+ * tracks whether its results back up (congested_ns). */
+void sut__session_fail(sut_session_t *s, int code, int wire_err, const char *why);
+void sut__session_send(sut_session_t *s, unsigned type, const ProtobufCMessage *m);
+void sut__session_update_reading(sut_session_t *s);
+
 void sut__sessions_init(sut_sessions_t *ss, uv_loop_t *loop, const sut_sessions_env_t *env);
 void sut__sessions_free(sut_sessions_t *ss);
 /* The timer that resumes sessions paused for their decode time: with the node's other handles. */

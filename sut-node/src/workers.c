@@ -8,6 +8,7 @@
 #include "cmn/msg.h"
 #include "cmpr/cmpr.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,7 +25,7 @@ enum { SUT_NB_QUEUED = 0, SUT_NB_STARTING = 1, SUT_NB_RUNNING = 2 };
 #define RESULT_FRAME_OVERHEAD 96u
 
 /* Copies the result into a pooled buffer, compressed when the session asked for LZ4 and it
- * pays. Returns 0, or UV_ENOMEM (the record then reports a backend error, without data). */
+ * pays. Returns 0, or -ENOMEM (the record then reports a backend error, without data). */
 static int record_data(cmn_pool_t *pool, sut_workers_t *w, sut_rec_t *rec, int codec,
                        const sut_result_t *r)
 {
@@ -52,7 +53,7 @@ static int record_data(cmn_pool_t *pool, sut_workers_t *w, sut_rec_t *rec, int c
     }
     rec->data = cmn_pool_get(pool, r->size);
     if (!rec->data)
-        return UV_ENOMEM;
+        return -ENOMEM;
     memcpy(rec->data, r->data, r->size);
     return 0;
 }
@@ -473,7 +474,7 @@ int sut__workers_init(sut_workers_t *w, const sut_be_t *be, cmn_xq_t *done_q, cm
         return 0;
     w->threads = sut__calloc(n_threads, sizeof(uv_thread_t));
     if (!w->threads)
-        return cmn_errf(eb, UV_ENOMEM, "worker threads: out of memory");
+        return cmn_errf(eb, -ENOMEM, "worker threads: out of memory");
     for (i = 0; i < n_threads; i++) {
         rc = uv_thread_create(&w->threads[i], worker_main, w);
         if (rc < 0)

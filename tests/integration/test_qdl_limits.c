@@ -475,7 +475,7 @@ START_TEST(a_sample_larger_than_the_node_accepts_fails_at_once)
 {
     const int modes[1] = {F_GOOD};
     static uint8_t big[100000];
-    qdl_sample_t s = {7, big, sizeof(big), 0, sizeof(big)};
+    qdl_sample_t s = {.response_id = 7, .data = big, .size = sizeof(big), .raw_size = sizeof(big)};
     rig_t r;
     uint64_t deadline;
 

@@ -69,7 +69,7 @@ typedef struct {
      * the send's callback runs as soon as the copy is made, inside cmn_conn_send (status 0): the
      * caller's buffers are free then and the copy is the only one held, so a caller that budgets
      * its buffers (sut-node) budgets the copy instead of holding both. copy_alloc may return
-     * NULL (cmn_conn_send then fails with UV_ENOMEM). Default NULL: malloc, callback when UCX
+     * NULL (cmn_conn_send then fails with -ENOMEM). Default NULL: malloc, callback when UCX
      * completes the send. tcp:// never copies. */
     void *(*copy_alloc)(void *ctx, size_t size);
     void (*copy_free)(void *ctx, void *p, size_t size);
@@ -138,7 +138,7 @@ void cmn_conn_describe(const cmn_conn_t *c, char *buf, size_t len);
 
 /* Runs TLS on this connection (cmn/tls.h); call before cmn_conn_start. |peer_name|: for a client,
  * the host or address its server certificate must match (NULL: the connected address's IP).
- * Returns 0 or CMN_ETLS / UV_ENOMEM. */
+ * Returns 0 or CMN_ETLS / -ENOMEM. */
 int cmn_conn_use_tls(cmn_conn_t *c, struct cmn_tls_ctx *ctx, const char *peer_name);
 
 /* Why the connection closed by itself (a TLS failure, a read error): a sentence, or "" when it
@@ -155,7 +155,7 @@ int cmn_conn_start(cmn_conn_t *c);
 void cmn_conn_set_limits(cmn_conn_t *c, const cmn_frame_limits_t *limits);
 
 /* Queues one frame. |payload| segments are referenced, not copied, until |cb| runs (cb may be
- * NULL when nothing needs releasing). Returns 0, CMN_ECLOSED when closing, UV_ENOMEM, or an
+ * NULL when nothing needs releasing). Returns 0, CMN_ECLOSED when closing, -ENOMEM, or an
  * encoding error (CMN_ETOOBIG, CMN_EPAYLOAD); on error |cb| is not called. */
 int cmn_conn_send(cmn_conn_t *c, unsigned type, const ProtobufCMessage *meta,
                   const struct iovec *payload, size_t n_payload, cmn_conn_sent_cb cb, void *arg);

@@ -134,7 +134,7 @@ void cmn_frame_decoder_free(cmn_frame_decoder_t *d);
 /* Consumes bytes from in[0..len) and stops after at most one frame.
  * Returns CMN_FRAME_READY with *frame filled and *consumed the bytes used; CMN_FRAME_NEED_MORE
  * with *consumed == len; or a negative code (the header checks of cmn_frame_header_parse, or
- * UV_ENOMEM) with *consumed undefined. Errors are sticky: every later call returns the same code.
+ * -ENOMEM) with *consumed undefined. Errors are sticky: every later call returns the same code.
  */
 int cmn_frame_decode(cmn_frame_decoder_t *d, const uint8_t *in, size_t len, size_t *consumed,
                      cmn_frame_t *frame);

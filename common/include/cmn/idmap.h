@@ -22,7 +22,7 @@ void cmn_idmap_init(cmn_idmap_t *m);
 void cmn_idmap_free(cmn_idmap_t *m);
 
 /* Inserts key -> val (val != NULL). Returns 0, UV_EEXIST when the key is present (the map is
- * unchanged), or UV_ENOMEM. */
+ * unchanged), or -ENOMEM. */
 int cmn_idmap_put(cmn_idmap_t *m, uint64_t key, void *val);
 
 void *cmn_idmap_get(const cmn_idmap_t *m, uint64_t key);

@@ -20,6 +20,7 @@
 #define LG_LG_H
 
 #include "cmn/err.h"
+#include "qdl/qdl.h"
 #include "lg/qsl.h"
 #include "lg/settings.h"
 
@@ -33,37 +34,15 @@ typedef struct lg_run lg_run_t;
 #define LG_VERSION "0.1.0"
 #define LG_VERSION_STRING "loadgen-node " LG_VERSION " (LoadGen 6.0.17 compatible)"
 
-/* One sample of an issued query. Same fields as qdl_sample_t plus the QSL index. */
-typedef struct {
-    uint64_t id;      /* response id: the sample's sequence number in the test (0, 1, 2, ...) */
-    uint64_t index;   /* QSL sample index (for local SUTs; the QDL never sends it) */
-    const void *data; /* sample bytes as they go on the wire; valid until the sample completes */
-    size_t size;
-    int codec; /* 0 none, 1 lz4 (cmpr/cmpr.h) */
-    size_t raw_size;
-} lg_sample_t;
-
-/* One completed sample, or a first token. Same fields as qdl_response_t. */
-typedef struct {
-    uint64_t id;
-    int status;       /* 0, or a negative code: the sample failed (an error, the run INVALID) */
-    const void *data; /* response bytes, read during the call only */
-    size_t size;
-    int64_t n_tokens; /* output tokens (LLMs with use_token_latencies); 0 otherwise */
-    /* Optional, CLOCK_MONOTONIC (cmn_now_ns()); 0 when the SUT does not know them: when the SUT
-     * took the sample and when its bytes were handed to the network (qdl_response_t's). Their
-     * difference is the harness block's "QDL queueing" and the qdl_queue_ns column. */
-    uint64_t issued_ns, sent_ns;
-    /* Optional (0: not reported): the node's own queue time (arrival to backend start) and
-     * backend time (start to result), durations on the node's clock (qdl_response_t's). With
-     * sent_ns, what remains of the time from the wire to the completion is the network and the
-     * framing both ways: the harness block's "Network and return". */
-    uint64_t node_queue_ns, node_backend_ns;
-    /* Optional (NULL: not known): a failed sample's reason from the SUT (the engine's words) and
-     * the node that answered (qdl_response_t's), for the error line naming the sample. */
-    const char *error;
-    const char *node;
-} lg_response_t;
+/* One sample of an issued query, and one completed sample or first token: the QDL's own types
+ * (qdl/qdl.h, the layer below), so the QDL adapter passes them through without copying. A
+ * sample's |id| is its sequence number in the test (0, 1, 2, ...) and |index| its QSL index (for
+ * local SUTs; the QDL never sends it). A response's |status| < 0 fails the sample (an error, the
+ * run INVALID); issued_ns/sent_ns (0: not known) give the harness block's "QDL queueing" and the
+ * qdl_queue_ns column, node_queue_ns/node_backend_ns with sent_ns its "Network and return";
+ * |error| and |node| (NULL: not known) name a failed sample's reason and node. */
+typedef qdl_sample_t lg_sample_t;
+typedef qdl_response_t lg_response_t;
 
 typedef struct lg_sut lg_sut_t;
 

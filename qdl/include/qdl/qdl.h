@@ -48,18 +48,28 @@ typedef enum {
     QDL_POLICY_LEAST_TOKENS = 3,
 } qdl_policy_t;
 
-/* One sample to dispatch. */
+/* One sample to dispatch; loadgen-node's lg_sample_t is this type (no copy between them).
+ * |response_id| and |id| name the same field: the QDL and the official shim say response_id,
+ * loadgen-node says id (to become one name once loadgen-node's run files settle). */
 typedef struct {
-    uint64_t response_id; /* the caller's id (LoadGen's ResponseId), returned on completion */
-    const void *data;     /* sample bytes as they go on the wire (compressed if codec != 0) */
-    size_t size;          /* bytes at data */
-    int codec;            /* 0 none, 1 lz4 (cmpr/cmpr.h), chosen by the QSL */
-    size_t raw_size;      /* decoded size (== size when codec is 0) */
+    union {
+        uint64_t response_id; /* the caller's id (LoadGen's ResponseId), returned on completion */
+        uint64_t id;
+    };
+    const void *data; /* sample bytes as they go on the wire (compressed if codec != 0) */
+    size_t size;      /* bytes at data */
+    int codec;        /* 0 none, 1 lz4 (cmpr/cmpr.h), chosen by the QSL */
+    size_t raw_size;  /* decoded size (== size when codec is 0) */
+    uint64_t index;   /* the caller's QSL sample index; the QDL neither reads nor sends it */
 } qdl_sample_t;
 
-/* One completed sample (or first token). */
+/* One completed sample (or first token); loadgen-node's lg_response_t is this type, so the
+ * QDL's completions reach lg_complete() as they are. |id| is |response_id|'s other name. */
 typedef struct {
-    uint64_t response_id;
+    union {
+        uint64_t response_id;
+        uint64_t id;
+    };
     int status;       /* 0, or a negative code: the sample failed and carries no data */
     const void *data; /* decoded response bytes, valid during the callback only */
     size_t size;
@@ -245,7 +255,7 @@ void qdl_stats_print(qdl_t *q, void *file /* FILE* */);
  * "up", "degraded", "samples_sent", "samples_completed", "samples_failed", "redispatched",
  * "errors", "reconnects", "losses", "stalls", "inflight", "bytes_out", "bytes_in",
  * "rtt_us_last", "rtt_us_min"}, ...]} followed by a newline, e.g. into a run's output folder.
- * Thread-safe. Returns 0, UV_ENOMEM, or UV_EIO when the write fails. */
+ * Thread-safe. Returns 0, -ENOMEM, or UV_EIO when the write fails. */
 int qdl_stats_write_json(qdl_t *q, void *file /* FILE* */);
 
 /* Registers [ptr, ptr+len) (QSL memory, e.g. each sample when it loads) with the transport once, so

@@ -2,6 +2,7 @@
  * loses one) and every `goto fail_*` of qdl_create unwinds without a leak (ASan checks). */
 #include "test_qdl_unit.h"
 
+#include <errno.h>
 #include <string.h>
 
 static long fail_after = -1; /* allocations left before they fail; -1: never */
@@ -46,7 +47,7 @@ START_TEST(out_of_memory_queueing_fails_the_query)
     unhook();
     ck_assert_uint_eq(fx_seen.n_done, 3); /* the one-at-a-time path: no memory for the array */
     ck_assert_uint_eq(fx_seen.n_calls, 3);
-    ck_assert_int_eq(fx_seen.done[0].status, UV_ENOMEM);
+    ck_assert_int_eq(fx_seen.done[0].status, -ENOMEM);
     ck_assert_uint_eq(fx_seen.done[1].response_id, 42);
     hook(0);
     ck_assert_ptr_null(qdl__qblock_new(s, 3));

@@ -3,7 +3,7 @@
  * a peer's behalf answered with an Error frame, and the accept path when TLS set-up fails. */
 #include "test_sut.h"
 
-#include "../../integration/testnet.h"
+#include "testnet.h"
 #include "alloc.h"
 #include "cmn/clock.h"
 #include "cmn/digest.h"
