@@ -8,6 +8,7 @@
 #include "cmn/clock.h"
 #include "cmn/log.h"
 
+#include <errno.h>
 #include <stdlib.h>
 
 /* Bytes of sample payload per Query part: large enough to amortise the frame, small enough that
@@ -169,7 +170,7 @@ static int send_frame(qdl_t *q, qdl_conn_t *qc, qdl_pq_t *pq, size_t n)
     iov = cmn_arena_alloc(&q->arena, n * sizeof(*iov));
     if (!sm || !sp || !iov) {
         cmn_arena_reset(&q->arena);
-        return UV_ENOMEM;
+        return -ENOMEM;
     }
     for (i = 0; i < n; i++, s = s->next) {
         nsut__sample__init(&sm[i]);

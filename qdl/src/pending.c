@@ -6,6 +6,7 @@
 #include "cmn/clock.h"
 #include "cmn/log.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 
@@ -52,7 +53,7 @@ void qdl__pending_enqueue(qdl_t *q, qdl_srec_t *samples, size_t n)
             samples[i].next = &samples[i + 1];
         samples[n - 1].next = NULL;
         cmn_log_error("qdl: out of memory queueing a query of %zu samples", n);
-        qdl__fail_chain(q, samples, UV_ENOMEM);
+        qdl__fail_chain(q, samples, -ENOMEM);
         return;
     }
     pq->query_id = q->next_query_id++;
@@ -89,7 +90,7 @@ void qdl__pending_requeue(qdl_t *q, qdl_srec_t **recs, size_t n)
             pq = qdl__calloc(1, sizeof(*pq));
             if (!pq) {
                 cmn_log_error("qdl: out of memory re-queueing %zu samples: they fail", n - i);
-                qdl__fail_chain(q, chain_of(recs + i, n - i), UV_ENOMEM);
+                qdl__fail_chain(q, chain_of(recs + i, n - i), -ENOMEM);
                 break;
             }
             pq->query_id = recs[i]->query_id;

@@ -13,6 +13,7 @@
 #include "cmn/opts.h"
 #include "cmpr/cmpr.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stddef.h>
@@ -258,7 +259,7 @@ static int apply(sut_opts_t *o, const char *name, const char *v, cmn_errbuf_t *e
                             SUT_MAX_BACKEND_OPTS);
         key = sut__opts_own(o, strndup(v, (size_t)(eq - v)));
         if (!key)
-            return cmn_errf(eb, UV_ENOMEM, "--backend-opt: out of memory");
+            return cmn_errf(eb, -ENOMEM, "--backend-opt: out of memory");
         o->opt_keys[o->n_opts] = key;
         o->opt_values[o->n_opts++] = eq + 1;
     } else if (strcmp(name, "device") == 0) {
@@ -308,7 +309,7 @@ static int conf_cb(void *arg, const char *key, const char *value, int line, cmn_
         return cmn_errf(eb, CMN_ECONFIG, "%s:%d: 'config' cannot nest", o->config_file, line);
     v = sut__opts_own(o, strdup(value));
     if (!v)
-        return cmn_errf(eb, UV_ENOMEM, "%s:%d: too many options", o->config_file, line);
+        return cmn_errf(eb, -ENOMEM, "%s:%d: too many options", o->config_file, line);
     rc = apply(o, key, v, &inner);
     if (rc < 0)
         return cmn_errf(eb, rc, "%s:%d: %s", o->config_file, line, inner.msg);
