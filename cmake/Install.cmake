@@ -157,19 +157,31 @@ install(FILES sut-node/include/sut/sut_backend.h
 
 # The static QDL: one archive holding qdl, cmn, cmpr and the protocol code (a static consumer
 # then links libqdl.a and the Debian libraries named in qdl.pc's Requires.private).
+# With endpoint nodes (issue 39) the QDL also holds the HTTP client and the engines' dialects,
+# and a static consumer links libcurl, cJSON and yajl (qdl.pc and the CMake package say so).
+set(_qdl_static_extra "")
+set(_qdl_static_deps qdl cmpr cmn nsut_proto)
+set(QDL_PC_REQUIRES_EXTRA "")
+set(QDL_CMAKE_LINK_EXTRA "")
+if(TARGET httpc_oai)
+    set(_qdl_static_extra "addlib $<TARGET_FILE:httpc>\naddlib $<TARGET_FILE:httpc_oai>\n")
+    list(APPEND _qdl_static_deps httpc httpc_oai)
+    set(QDL_PC_REQUIRES_EXTRA " libcurl libcjson yajl")
+    set(QDL_CMAKE_LINK_EXTRA ";curl;cjson;yajl")
+endif()
 file(GENERATE OUTPUT ${PROJECT_BINARY_DIR}/install/qdl_static.mri CONTENT
 "create ${PROJECT_BINARY_DIR}/install/libqdl.a
 addlib $<TARGET_FILE:qdl>
 addlib $<TARGET_FILE:cmpr>
 addlib $<TARGET_FILE:cmn>
 addlib $<TARGET_FILE:nsut_proto>
-save
+${_qdl_static_extra}save
 end
 ")
 add_custom_command(OUTPUT ${PROJECT_BINARY_DIR}/install/libqdl.a
     COMMAND ${CMAKE_COMMAND} -E rm -f ${PROJECT_BINARY_DIR}/install/libqdl.a
     COMMAND sh -c "${CMAKE_AR} -M < ${PROJECT_BINARY_DIR}/install/qdl_static.mri"
-    DEPENDS qdl cmpr cmn nsut_proto ${PROJECT_BINARY_DIR}/install/qdl_static.mri
+    DEPENDS ${_qdl_static_deps} ${PROJECT_BINARY_DIR}/install/qdl_static.mri
     COMMENT "libqdl.a: qdl with cmn, cmpr and the protocol code"
     VERBATIM)
 add_custom_target(qdl_static_archive ALL DEPENDS ${PROJECT_BINARY_DIR}/install/libqdl.a)

@@ -77,6 +77,6 @@ qdl/qdl.h and libqdl (shared and static) for harnesses that drive
 sut-nodes, and sut/sut_backend.h for sut-node backend plugins;
 pkg-config files (qdl, sut-backend) and find_package(MLPerfNetwork).")
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
-    "libqdl0 (= ${PROJECT_VERSION}), libuv1-dev, liblz4-dev, libprotobuf-c-dev, libssl-dev, libucx-dev")
+    "libqdl0 (= ${PROJECT_VERSION}), libuv1-dev, liblz4-dev, libprotobuf-c-dev, libssl-dev, libucx-dev, libcurl4-openssl-dev, libcjson-dev, libyajl-dev")
 
 include(CPack)
