@@ -452,6 +452,14 @@ static int spatial_attrs(infer_t *x, const onnx_value_t *in, const int64_t *kern
     return 0;
 }
 
+/* The node's output has the shape and the batching of |in| (element-wise operators). */
+static void out_like(infer_t *x, const onnx_value_t *in)
+{
+    x->out->rank = in->rank;
+    memcpy(x->out->dims, in->dims, sizeof(in->dims));
+    x->out->batched = in->batched;
+}
+
 static int infer_conv(infer_t *x)
 {
     static const char *const known[] = {"auto_pad", "dilations", "group", "kernel_shape",
@@ -599,9 +607,7 @@ static int infer_batchnorm(infer_t *x)
         if (i)
             not_batched(x, i, "its statistics are a per-sample input");
     }
-    x->out->rank = in->rank;
-    memcpy(x->out->dims, in->dims, sizeof(in->dims));
-    x->out->batched = in->batched;
+    out_like(x, in);
     return 0;
 }
 
@@ -619,9 +625,7 @@ static int infer_unary(infer_t *x)
     if (x->n->op == ONNX_OP_RELU && (rc = need_float(x, 0)) < 0)
         return rc;
     x->out->dtype = in->dtype;
-    x->out->rank = in->rank;
-    memcpy(x->out->dims, in->dims, sizeof(in->dims));
-    x->out->batched = in->batched;
+    out_like(x, in);
     return 0;
 }
 
@@ -909,9 +913,7 @@ static int infer_softmax(infer_t *x)
         return node_bad(x->eb, x->n, "axis out of range for rank %d", in->rank);
     x->n->axis = (int)axis;
     x->out->dtype = in->dtype;
-    x->out->rank = in->rank;
-    memcpy(x->out->dims, in->dims, sizeof(in->dims));
-    x->out->batched = in->batched;
+    out_like(x, in);
     if (in->batched && axis == 0 && !x->unsafe)
         x->unsafe = "axis 0 normalises across the samples";
     return 0;
@@ -944,9 +946,7 @@ static int infer_cast(infer_t *x)
     x->n->to = (onnx_dtype_t)to;
     x->n->scale = 1.0f;
     x->out->dtype = (onnx_dtype_t)to;
-    x->out->rank = in->rank;
-    memcpy(x->out->dims, in->dims, sizeof(in->dims));
-    x->out->batched = in->batched;
+    out_like(x, in);
     return 0;
 }
 
@@ -1080,9 +1080,7 @@ static int infer_instancenorm(infer_t *x)
                             i == 1 ? "scale" : "B", v->name, (long long)in->dims[1]);
         not_batched(x, i, "its scale or bias is a per-sample input");
     }
-    x->out->rank = in->rank;
-    memcpy(x->out->dims, in->dims, sizeof(in->dims));
-    x->out->batched = in->batched;
+    out_like(x, in);
     return 0;
 }
 
@@ -1096,9 +1094,7 @@ static int infer_leakyrelu(infer_t *x)
     if ((rc = attrs_known(&c, known)) < 0 || (rc = need_float(x, 0)) < 0 ||
         (rc = attr_float(&c, "alpha", 0.01f, &x->n->alpha)) < 0)
         return rc;
-    x->out->rank = in->rank;
-    memcpy(x->out->dims, in->dims, sizeof(in->dims));
-    x->out->batched = in->batched;
+    out_like(x, in);
     return 0;
 }
 
