@@ -28,36 +28,9 @@
 
 /* ---- /proc and the QDL's log ----------------------------------------------------------------- */
 
-static long status_kb(const char *field)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kb = -1;
-
-    ck_assert_ptr_nonnull(f);
-    while (fgets(line, sizeof(line), f))
-        if (strncmp(line, field, strlen(field)) == 0)
-            kb = strtol(line + strlen(field), NULL, 10);
-    fclose(f);
-    ck_assert_int_gt(kb, 0);
-    return kb;
-}
-
-/* The peak RSS starts again from the current RSS (clear_refs 5). */
-static long hwm_reset(void)
-{
-    FILE *f = fopen("/proc/self/clear_refs", "w");
-
-    if (f) {
-        fputs("5", f);
-        fclose(f);
-    }
-    return status_kb("VmRSS:");
-}
-
 static void expect_hwm_within(const char *what, long base_kb)
 {
-    long hwm = status_kb("VmHWM:");
+    long hwm = tn_status_kb("VmHWM:");
 
     printf("%s: peak RSS %ld MB, %ld MB over the %ld MB at the start\n", what, hwm / 1024,
            (hwm - base_kb) / 1024, base_kb / 1024);
@@ -367,7 +340,7 @@ START_TEST(ping_flood_without_reading)
     cfg.policy = QDL_POLICY_ROUND_ROBIN;
     cfg.progress_timeout_ms = 2000;
     cap_begin();
-    base = hwm_reset();
+    base = tn_hwm_reset();
     ck_assert_msg(qdl_create(&cfg, &q, err, sizeof(err)) == 0, "%s", err);
     issue_paced(q, 0, 2000, 1000);
     /* The run ends: the good node completes every sample, whatever the flood does. */
@@ -409,7 +382,7 @@ START_TEST(reject_and_reconnect_ends)
     cfg.max_dispatches = MAX_DISPATCHES;
     cfg.fail_timeout_ms = 60000; /* the samples must fail for their dispatches, not the outage */
     cap_begin();
-    base = hwm_reset();
+    base = tn_hwm_reset();
     ck_assert_msg(qdl_create(&cfg, &q, err, sizeof(err)) == 0, "%s", err);
     issue_range(q, 0, N, 1);
     /* Before issue 34 one sample was sent 42 times in 90 s and the run never ended. */
@@ -632,7 +605,7 @@ static void big_meta(const char *what, uint64_t window, uint32_t payload_len, ui
     if (budget)
         cfg.node_memory_budget = budget;
     cap_begin();
-    base = hwm_reset();
+    base = tn_hwm_reset();
     ck_assert_msg(qdl_create(&cfg, &q, err, sizeof(err)) == 0, "%s", err);
     ck_assert_msg(cap_wait(line, 20000), "no line '%s'", line);
     qdl_destroy(q);

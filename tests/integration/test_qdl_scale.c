@@ -22,33 +22,6 @@ static tn_proc_t nodes[N_NODES];
 static char addrs[N_NODES][32];
 static const char *addr_list[N_NODES];
 
-static long status_kb(const char *field)
-{
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kb = -1;
-
-    ck_assert_ptr_nonnull(f);
-    while (fgets(line, sizeof(line), f))
-        if (strncmp(line, field, strlen(field)) == 0)
-            kb = strtol(line + strlen(field), NULL, 10);
-    fclose(f);
-    ck_assert_int_gt(kb, 0);
-    return kb;
-}
-
-/* The peak RSS starts again from the current RSS (clear_refs 5); returns that. */
-static long hwm_reset(void)
-{
-    FILE *f = fopen("/proc/self/clear_refs", "w");
-
-    if (f) {
-        fputs("5", f);
-        fclose(f);
-    }
-    return status_kb("VmRSS:");
-}
-
 START_TEST(sixty_four_nodes_every_sample_once)
 {
     static char names[N_NODES][16];
@@ -69,7 +42,7 @@ START_TEST(sixty_four_nodes_every_sample_once)
         snprintf(addrs[i], sizeof(addrs[i]), "%s127.0.0.1:%d", tn_scheme(), nodes[i].port);
         addr_list[i] = addrs[i];
     }
-    base_kb = hwm_reset();
+    base_kb = tn_hwm_reset();
     qdl_config_init(&cfg);
     cfg.ucx_trusted_fabric = 1; /* loopback: the tests' own fabric */
     cfg.nodes = addr_list;
@@ -90,7 +63,7 @@ START_TEST(sixty_four_nodes_every_sample_once)
                       st[i].name);
         ck_assert_msg(st[i].up == 1, "node %zu (%s) is not up", i, st[i].name);
     }
-    hwm_kb = status_kb("VmHWM:");
+    hwm_kb = tn_status_kb("VmHWM:");
     printf("%d nodes: peak RSS %ld kB over the %ld kB before qdl_create (%ld kB per node)\n",
            N_NODES, hwm_kb - base_kb, base_kb, (hwm_kb - base_kb) / N_NODES);
     ck_assert_msg(hwm_kb - base_kb <= RSS_PER_NODE_KB * N_NODES,

@@ -2,6 +2,7 @@
 #include "tnucx.h"
 
 #include <arpa/inet.h>
+#include <check.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -544,4 +545,30 @@ int tn_file_contains(const char *path, const char *needle)
     buf[n] = '\0';
     fclose(f);
     return strstr(buf, needle) != NULL;
+}
+
+long tn_status_kb(const char *field)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+
+    ck_assert_ptr_nonnull(f);
+    while (fgets(line, sizeof(line), f))
+        if (strncmp(line, field, strlen(field)) == 0)
+            kb = strtol(line + strlen(field), NULL, 10);
+    fclose(f);
+    ck_assert_int_gt(kb, 0);
+    return kb;
+}
+
+long tn_hwm_reset(void)
+{
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+
+    if (f) {
+        fputs("5", f);
+        fclose(f);
+    }
+    return tn_status_kb("VmRSS:");
 }

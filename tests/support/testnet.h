@@ -114,4 +114,11 @@ int tn_send_query(tn_client_t *c, uint64_t query_id, uint64_t first_id, size_t n
 /* Waits for an Error frame (skipping others) and the close; returns the error code or -1. */
 int tn_expect_error(tn_client_t *c, int timeout_ms);
 
+/* A "Field: N kB" line of /proc/self/status (e.g. "VmRSS:", "VmHWM:"), in kB; fails the test
+ * when it is not there. */
+long tn_status_kb(const char *field);
+
+/* The peak RSS starts again from the current RSS (clear_refs 5); returns that, in kB. */
+long tn_hwm_reset(void);
+
 #endif
