@@ -3,7 +3,7 @@
  * coalescing and the outstanding-query limit. No assertion depends on timing: latency bounds are
  * generous and validity is asserted only where it follows from counts. */
 #include "test_loadgen.h"
-#include "run.h"
+#include "run/run.h"
 
 #include "cmn/clock.h"
 #include "lg/lg.h"
