@@ -4,10 +4,12 @@ mode against a Python client"): built the way NVIDIA's MLPerf harness drives ser
 asyncio with one aiohttp ClientSession (Debian's python3-aiohttp), streaming completions read
 line by line, least-pending balancing over the endpoints, as many requests in flight as asked
 (closed loop, as an Offline run). Prints one JSON line: requests, tokens, wall and CPU seconds,
-TTFT percentiles as this client saw them.
+TTFT percentiles as this client saw them. --records F also writes one line per request to F:
+"start first last" on CLOCK_MONOTONIC in ns (time.monotonic_ns(), the clock of sse_source --log):
+before the POST, when the first and the last token's event were read.
 
     aiohttp_client.py --url http://127.0.0.1:PORT [--url ...] [--requests N] [--concurrency C]
-                      [--prompt-tokens P] [--max-tokens T]
+                      [--prompt-tokens P] [--max-tokens T] [--records F]
 """
 import argparse
 import asyncio
@@ -19,8 +21,8 @@ import aiohttp
 
 
 async def one(session, url, body, stats, pending, idx):
-    t0 = time.monotonic()
-    first = None
+    t0 = time.monotonic_ns()
+    first = last = None
     toks = 0
     pending[idx] += 1
     try:
@@ -35,13 +37,15 @@ async def one(session, url, body, stats, pending, idx):
                 ev = json.loads(data)
                 ch = ev.get("choices") or []
                 if ch and ch[0].get("token_ids"):
+                    last = time.monotonic_ns()
                     if first is None:
-                        first = time.monotonic()
+                        first = last
                     toks += len(ch[0]["token_ids"])
     finally:
         pending[idx] -= 1
     stats["tokens"] += toks
-    stats["ttft"].append((first or time.monotonic()) - t0)
+    stats["ttft"].append(((first or time.monotonic_ns()) - t0) / 1e9)
+    stats["rec"].append((t0, first or 0, last or 0))
 
 
 async def main():
@@ -51,12 +55,13 @@ async def main():
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--prompt-tokens", type=int, default=100)
     ap.add_argument("--max-tokens", type=int, default=8)
+    ap.add_argument("--records")
     a = ap.parse_args()
     urls = [u.rstrip("/") + "/v1/completions" for u in a.url]
     body = json.dumps({"model": "model", "prompt": list(range(1000, 1000 + a.prompt_tokens)),
                        "max_tokens": a.max_tokens, "stream": True,
                        "return_token_ids": True}).encode()
-    stats = {"tokens": 0, "ttft": []}
+    stats = {"tokens": 0, "ttft": [], "rec": []}
     pending = [0] * len(urls)
     left = a.requests
     conn = aiohttp.TCPConnector(limit=a.concurrency)
@@ -74,6 +79,9 @@ async def main():
     c1 = resource.getrusage(resource.RUSAGE_SELF)
     cpu = (c1.ru_utime - c0.ru_utime) + (c1.ru_stime - c0.ru_stime)
     tt = sorted(stats["ttft"])
+    if a.records:
+        with open(a.records, "w") as f:
+            f.writelines(f"{t0} {t1} {t2}\n" for t0, t1, t2 in sorted(stats["rec"]))
     print(json.dumps({"client": "python-aiohttp", "requests": a.requests,
                       "tokens": stats["tokens"], "wall_s": wall, "cpu_s": cpu,
                       "ttft_p50_ms": 1e3 * tt[len(tt) // 2],

@@ -6,11 +6,17 @@
  * function of the prompt length and the position, so a client can check them.
  *
  *   sse_source [--port-file F] [--ttft-us 20000] [--tpot-us 5000] [--tokens N]
- *              [--stream-interval K]
+ *              [--stream-interval K] [--log F]
  *
  * --stream-interval K (1 to 64, default 1) streams as engines do with their stream interval
  * (SGLang's and vLLM's --stream-interval, TensorRT-LLM's stream_interval): the first token alone,
  * then one event per K tokens generated (and the last ones), the tokens at the same pace.
+ *
+ * --log F writes one line per finished stream to F, on the engine's own clock (CLOCK_MONOTONIC,
+ * ns; the clock loadgen-node and Python's time.monotonic() read): "arrival first last tokens",
+ * the request's arrival (its last byte read), and the times just before the first and the last
+ * token's event were written. A client's TTFT and TPOT less these are what the client adds
+ * (endpoint_bench.py).
  *
  * --tokens overrides the request's max_tokens. A benchmark tool, not a server: it trusts its
  * loopback client (requests over 64 KiB are refused and the connection closed). */
@@ -18,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <uv.h>
 
 #define REQ_MAX 65536
@@ -29,6 +36,7 @@ static long stream_interval = 1;
 static uv_loop_t *loop;
 static unsigned long long tokens_sent, streams_done;
 static uv_signal_t sig;
+static FILE *log_f; /* --log: one line per stream */
 
 typedef struct {
     uv_tcp_t tcp;
@@ -37,7 +45,8 @@ typedef struct {
     size_t req_len;
     int streaming; /* a response is being streamed */
     long tokens, sent, prompt_len;
-    long held; /* tokens generated but not yet sent (--stream-interval) */
+    long held;                     /* tokens generated but not yet sent (--stream-interval) */
+    uint64_t arrival_ns, first_ns; /* --log: the request's arrival, its first token's send */
     int closing;
 } conn_t;
 
@@ -93,6 +102,14 @@ static void conn_close(conn_t *c)
 
 static void try_request(conn_t *c);
 
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static long token_at(const conn_t *c, long pos)
 {
     return (c->prompt_len * 31 + pos * 7) % 32000;
@@ -127,12 +144,20 @@ static void on_tick(uv_timer_t *t)
 {
     conn_t *c = t->data;
     int last = c->sent + c->held + 1 == c->tokens;
+    uint64_t now = 0;
 
     c->held++;
-    if (c->sent == 0 || last || c->held == stream_interval)
+    if (c->sent == 0 || last || c->held == stream_interval) {
+        now = mono_ns(); /* before the write: the client cannot see it earlier */
+        if (c->sent == 0)
+            c->first_ns = now;
         send_tokens(c, last);
+    }
     if (last) {
         streams_done++;
+        if (log_f)
+            fprintf(log_f, "%llu %llu %llu %ld\n", (unsigned long long)c->arrival_ns,
+                    (unsigned long long)c->first_ns, (unsigned long long)now, c->tokens);
         send_event(c, "[DONE]");
         send_bytes(c, "0\r\n\r\n", 5);
         c->streaming = 0;
@@ -174,6 +199,7 @@ static void try_request(conn_t *c)
     c->req_len -= total;
     c->sent = c->held = 0;
     c->streaming = 1;
+    c->arrival_ns = mono_ns();
     send_bytes(c,
                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                "Transfer-Encoding: chunked\r\n\r\n",
@@ -230,6 +256,9 @@ static void on_signal(uv_signal_t *s, int signum)
     (void)signum;
     printf("sse_source: tokens=%llu streams=%llu\n", tokens_sent, streams_done);
     fflush(stdout);
+    if (log_f && fclose(log_f) != 0)
+        fprintf(stderr, "sse_source: writing the --log file failed\n");
+    log_f = NULL;
     uv_stop(s->loop);
 }
 
@@ -250,7 +279,13 @@ int main(int argc, char **argv)
             tpot_us = strtoull(argv[i + 1], NULL, 10);
         else if (!strcmp(argv[i], "--tokens"))
             force_tokens = strtol(argv[i + 1], NULL, 10);
-        else if (!strcmp(argv[i], "--stream-interval"))
+        else if (!strcmp(argv[i], "--log")) {
+            log_f = fopen(argv[i + 1], "w");
+            if (!log_f) {
+                perror(argv[i + 1]);
+                return 1;
+            }
+        } else if (!strcmp(argv[i], "--stream-interval"))
             stream_interval = strtol(argv[i + 1], NULL, 10);
         else {
             fprintf(stderr, "sse_source: unknown option %s\n", argv[i]);
