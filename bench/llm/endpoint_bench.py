@@ -44,7 +44,8 @@ LAT_TTFT_US, LAT_TPOT_US, LAT_TOKENS = 20000, 5000, 8  # the engine of the low-r
 
 def add_latency_args(ap):
     ap.add_argument("--runs", type=int, default=3, help="runs per latency row (median)")
-    ap.add_argument("--low-qps", type=float, default=10, help="loadgen-node's Server rate, TTFT rows")
+    ap.add_argument("--low-qps", type=float, default=10,
+                    help="loadgen-node's Server rate, TTFT rows")
     ap.add_argument("--low-s", type=float, default=5, help="seconds per TTFT row run")
     ap.add_argument("--late-qps", type=float, default=1000, help="Server rate of the lateness row")
     ap.add_argument("--no-capacity", action="store_true", help="the latency rows only")
@@ -53,6 +54,9 @@ def add_latency_args(ap):
 def start_source(build, tmp, tag, ttft_us, tpot_us, tokens):
     """sse_source with --log; returns (process, port, log path)."""
     pf, log = os.path.join(tmp, f"{tag}.port"), os.path.join(tmp, f"{tag}.log")
+    for f in (pf, log):  # a run before's, not this engine's
+        if os.path.exists(f):
+            os.unlink(f)
     p = subprocess.Popen([os.path.join(build, "bench", "sse_source"), "--port-file", pf,
                           "--ttft-us", str(ttft_us), "--tpot-us", str(tpot_us), "--tokens",
                           str(tokens), "--log", log], stdout=subprocess.DEVNULL,
@@ -103,9 +107,11 @@ def low_rate_raw(a, tmp, n):
         r = subprocess.run([os.path.join(a.build, "bench", "sse_raw"), "--port", str(port),
                             "--requests", str(n), "--max-tokens", str(LAT_TOKENS)], stdout=f,
                            stderr=subprocess.PIPE, text=True, timeout=600)
+    alive = p.poll() is None
     eng = stop_source(p, log)
     if r.returncode != 0:
-        sys.exit(f"sse_raw failed: {r.stderr[-1500:]}")
+        sys.exit(f"sse_raw failed: {r.stderr[-1500:]} (sse_source "
+                 f"{'was running' if alive else f'had exited {p.returncode}'})")
     return per_request("sse_raw", stamped(rec), eng)
 
 
@@ -150,14 +156,16 @@ def low_rate_loadgen(a, tmp, run):
         eng = stop_source(p, log)
     with open(glob.glob(os.path.join(out, "*sample_latencies*.csv"))[0]) as f:
         rows = sorted(csv.DictReader(f), key=lambda r: int(r["sample_seq"]))
-    client = []
+    client, late = [], []
     for r in rows:
         ttft, lat, n = int(r["ttft_ns"]), int(r["latency_ns"]), int(r["n_tokens"])
         if ttft < 0 or lat < 0 or n != LAT_TOKENS:
             sys.exit(f"loadgen-node: sample {r['sample_seq']} has ttft_ns {ttft}, latency_ns "
                      f"{lat}, {n} tokens (not {LAT_TOKENS})")
         client.append((ttft, (lat - ttft) / (n - 1)))
-    return per_request("loadgen-node", client, eng)
+        late.append(int(r["issue_late_ns"]))
+    res = per_request("loadgen-node", client, eng)
+    return res + ([d - x for d, x in zip(res[1], late)],)  # and the TTFT added less the lateness
 
 
 def med(v):
@@ -170,8 +178,8 @@ def print_row(what, unit, per_run, ratio_to=None, target=""):
     m = med(per_run)
     line = f"  {what:64} {m:9.2f} [{min(per_run):.2f}..{max(per_run):.2f}] {unit}"
     if ratio_to is not None:
-        ratios = [x / y for x, y in zip(per_run, ratio_to)]
-        line += f"   {med(ratios):.3f}x"
+        ratios = [x / y for x, y in zip(per_run, ratio_to) if y]
+        line += f"   {med(ratios):.3f}x" if ratios else "   (no ratio: a reference of 0)"
     print(line + (f"   (target {target})" if target else ""), flush=True)
 
 
@@ -204,6 +212,8 @@ def latency_rows(a):
     for key, name in names:
         print_row(f"TTFT added p50, {name}", "us", [med(r[1]) / 1e3 for r in res[key]])
         print_row("  p99", "us", [sorted(r[1])[int(len(r[1]) * 0.99)] / 1e3 for r in res[key]])
+        if key == "lg":  # the transport's part: the issue lateness is the schedule's
+            print_row("  p50 less the issue lateness", "us", [med(r[3]) / 1e3 for r in res[key]])
     for key, name in names:
         print_row(f"TPOT added per token p50, {name}", "us", [med(r[2]) / 1e3 for r in res[key]],
                   target="" if key == "raw" else "<= 1 us")
@@ -245,7 +255,7 @@ def lateness_rows(a):
     print_row("R6v: a spinner on every CPU, the gaps all share, p99", "us", r6v)
     print_row("issue lateness p99 (harness), / R6v", "us", late, r6v, "<= 1.2x R6v")
     print_row("host floor p99 (the run's own probe)", "us", floor)
-    print_row("issue lateness p99 / the run's floor", "us", late, floor)
+    print_row("issue lateness p99, / the run's floor", "us", late, floor)
 
 
 def latency_main(a):

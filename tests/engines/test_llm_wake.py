@@ -56,7 +56,7 @@ class Engine:
 
     def __init__(self, text_only=False):
         self.mu = threading.Lock()
-        self.done = []  # (first token's time from arrival, end's time from first token), s
+        self.done = []  # (first token's time from arrival, end's from first token, arrival), s
         eng = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -98,7 +98,7 @@ class Engine:
                 t_end = time.monotonic()
                 self.wfile.write(b"0\r\n\r\n")
                 with eng.mu:
-                    eng.done.append((t_first - t0, t_end - t_first))
+                    eng.done.append((t_first - t0, t_end - t_first, t0))
 
         self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.srv.daemon_threads = True
