@@ -157,6 +157,10 @@ int main(int argc, char **argv)
     if (!req || !buf || fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
         fprintf(stderr, "sse_raw: cannot connect to 127.0.0.1:%ld: %s\n", port,
                 !req || !buf ? "out of memory" : strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        free(req);
+        free(buf);
         return 1;
     }
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
