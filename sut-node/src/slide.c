@@ -51,10 +51,11 @@ typedef struct {
     kase_t *ks; /* the cases of the node's batch */
     sut_sample_t *samples;
     float *in;     /* [batch][P^3] */
-    uint8_t *ok;   /* per patch: 0 waiting, 1 its logits are in, 2 it failed */
+    uint8_t *ok;   /* per patch: P_WAITING, P_ADDED, P_FAILED or P_HELD */
+    uint8_t *held; /* [batch][3][P^3]: logits that came before their turn (made when one does) */
     size_t *owner; /* per patch: its case */
     size_t *pos;   /* per patch: its index in the case */
-    size_t n, left, out_bytes;
+    size_t n, n_max, next, left, out_bytes;
     int in_from_backend;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -215,8 +216,28 @@ static void argmax3(const float *restrict a, const float *restrict b, const floa
     }
 }
 
+/* A patch's state in its call. */
+enum { P_WAITING = 0, P_ADDED = 1, P_FAILED = 2, P_HELD = 3 };
+
+/* Adds the patches from c->next on that have arrived, in patch order. */
+static void call_advance(call_t *c)
+{
+    for (; c->next < c->n && c->ok[c->next] != P_WAITING; c->next++) {
+        size_t x = c->next;
+        kase_t *k = &c->ks[c->owner[x]];
+
+        if (c->ok[x] != P_HELD)
+            continue;
+        if (!k->failed)
+            add_patch(c->s, k, c->pos[x], c->held + x * c->out_bytes);
+        c->ok[x] = P_ADDED;
+    }
+}
+
 /* Adds each patch's logits into its case's sums as they arrive, on the thread that completes
- * them; the call's mutex keeps two completions from adding into one case at once. */
+ * them, in patch order (the reference's, so the sums are bit for bit the same whatever order the
+ * backend completes in): one that arrives before an earlier patch of its call is copied aside
+ * until that one is in. The call's mutex keeps two completions from adding at once. */
 static void call_complete(sut_batch_t *b, const sut_result_t *r, size_t n)
 {
     call_t *c = (call_t *)(void *)b;
@@ -226,18 +247,26 @@ static void call_complete(sut_batch_t *b, const sut_result_t *r, size_t n)
     for (i = 0; i < n && c->left > 0; i++) {
         size_t x = r[i].index;
         kase_t *k;
+        int whole;
 
-        if (x >= c->n || c->ok[x])
+        if (x >= c->n || c->ok[x] != P_WAITING)
             continue; /* not one of this call's patches, or answered already */
         k = &c->ks[c->owner[x]];
-        if (r[i].status == 0 && r[i].size == c->out_bytes && r[i].data) {
+        whole = r[i].status == 0 && r[i].size == c->out_bytes && r[i].data;
+        c->left--;
+        if (!whole) {
+            c->ok[x] = P_FAILED;
+        } else if (x == c->next) {
             if (!k->failed)
                 add_patch(c->s, k, c->pos[x], r[i].data);
-            c->ok[x] = 1;
+            c->ok[x] = P_ADDED;
+        } else if (c->held || (c->held = malloc(c->n_max * c->out_bytes))) {
+            memcpy(c->held + x * c->out_bytes, r[i].data, c->out_bytes);
+            c->ok[x] = P_HELD;
         } else {
-            c->ok[x] = 2;
+            c->ok[x] = P_FAILED; /* no memory to hold it until its turn */
         }
-        c->left--;
+        call_advance(c);
     }
     if (c->left == 0)
         pthread_cond_signal(&c->cv);
@@ -258,6 +287,7 @@ static void call_free(slide_t *s, call_t *c)
     else
         free(c->in);
     free(c->ok);
+    free(c->held);
     free(c->owner);
     free(c->pos);
     free(c->samples);
@@ -277,6 +307,7 @@ static int call_init(slide_t *s, call_t *c, kase_t *ks)
     pthread_cond_init(&c->cv, NULL);
     c->s = s;
     c->ks = ks;
+    c->n_max = s->batch;
     c->out_bytes = 3 * s->pvox * sizeof(float);
     c->in_from_backend = have_alloc;
     c->in = have_alloc ? s->ops->alloc_input(s->be, in_bytes) : malloc(in_bytes);
@@ -313,6 +344,7 @@ static void call_run(slide_t *s, call_t *c)
     c->b.first_token = call_first_token;
     c->b.node_priv = NULL;
     c->left = c->n;
+    c->next = 0;
     if (s->ops->infer(s->be, &c->b) < 0)
         return; /* nothing was completed: every patch stays not ok */
     pthread_mutex_lock(&c->mu);
@@ -580,7 +612,7 @@ static int slide_infer(sut_backend_t *b, sut_batch_t *batch)
         for (m = 0; m < call.n; m++) {
             kase_t *k = &ks[call.owner[m]];
 
-            if (call.ok[m] != 1)
+            if (call.ok[m] != P_ADDED)
                 k->failed = 1;
             k->done++;
         }

@@ -19,10 +19,9 @@
  * integer past P) keeps sums of 0 and gets label 0, as the reference's NaN does under np.argmax.
  *
  * Each patch's logits are weighted and added as the backend completes it, on the completing
- * thread (no copy of them is kept), four lanes at a time; the argmax is branch-free. The sums are
- * added in the order the backend completes patches: the patch order for the built-in, onnx and
- * batch-at-once plugins (bit for bit the reference's order); a plugin that completes the patches
- * of one call out of order may change a sum's last bit.
+ * thread, four lanes at a time, in patch order (the reference's: the sums do not depend on the
+ * order the backend completes in); no copy of them is kept but of a patch that arrives before an
+ * earlier one of its backend call. The argmax is branch-free.
  *
  * Memory per case while it runs: 3 x 4 bytes per voxel (the sums: three times the float32
  * sample the budget admitted; charged to the node's memory budget, sut__slide_budget), its

@@ -16,10 +16,11 @@
 
 /* The backend below the window: labels each voxel (int)x % 3 as one-hot logits, records the
  * size of every batch it gets, and fails every batch when |fail| is set. With |async| set it
- * completes from a thread of its own after infer() returned, as an accelerator backend does. */
+ * completes from a thread of its own after infer() returned, as an accelerator backend does;
+ * with |reverse|, the last patch of a batch first. */
 struct sut_backend {
     size_t calls, sizes[16], patches;
-    int fail, async, have_thread;
+    int fail, async, reverse, have_thread;
     pthread_t thread;
 };
 
@@ -55,10 +56,11 @@ static void rec_run(sut_backend_t *b, sut_batch_t *batch)
     size_t i, v;
 
     for (i = 0; i < n; i++) {
-        size_t V = batch->samples[i].size / sizeof(float);
-        const float *in = batch->samples[i].data;
+        size_t at = b->reverse ? n - 1 - i : i;
+        size_t V = batch->samples[at].size / sizeof(float);
+        const float *in = batch->samples[at].data;
         float *out = calloc(3 * V, sizeof(float));
-        sut_result_t r = {i, 0, out, 3 * V * sizeof(float), 0};
+        sut_result_t r = {at, 0, out, 3 * V * sizeof(float), 0};
 
         for (v = 0; v < V; v++)
             out[((size_t)in[v] % 3) * V + v] = 2.0f;
@@ -211,7 +213,10 @@ START_TEST(slide_labels_and_batches_span_cases)
     size_t sizes[3], c, z, y, x;
     static const uint32_t dims[3][3] = {{4, 4, 6}, {6, 4, 4}, {4, 4, 5}};
 
-    load(&n, 4, 3, _i); /* loop 0: completes inside infer(); loop 1: from another thread */
+    /* loop 0: completes inside infer(); 1: from another thread; 2: the last patch first (held
+     * until its turn: the same labels) */
+    load(&n, 4, 3, _i == 1);
+    rec.reverse = _i == 2;
     ck_assert_str_eq(n.info.name, "rec+window4");
     for (c = 0; c < 3; c++)
         cases[c] = make_case(dims[c][0], dims[c][1], dims[c][2], &sizes[c]);
@@ -384,7 +389,7 @@ TCase *tc_slide(void)
 {
     TCase *tc = tcase_create("slide");
     tcase_add_test(tc, slide_gaussian_is_the_reference);
-    tcase_add_loop_test(tc, slide_labels_and_batches_span_cases, 0, 2);
+    tcase_add_loop_test(tc, slide_labels_and_batches_span_cases, 0, 3);
     tcase_add_test(tc, slide_refuses_and_fails_cases_one_by_one);
     tcase_add_test(tc, slide_sums_charged_to_the_budget);
     return tc;
