@@ -124,6 +124,18 @@ void sut__budget_charge(sut_budget_t *b, uint64_t bytes)
     raise_peak(b, atomic_fetch_add_explicit(&b->used, bytes, memory_order_relaxed) + bytes);
 }
 
+int sut__budget_take_whole(sut_budget_t *b, uint64_t bytes)
+{
+    uint_fast64_t used = atomic_load_explicit(&b->used, memory_order_relaxed);
+
+    do {
+        if (bytes > b->budget || used > b->budget - bytes)
+            return refuse(b);
+    } while (!atomic_compare_exchange_weak(&b->used, &used, used + bytes));
+    raise_peak(b, used + bytes);
+    return 0;
+}
+
 void sut__budget_give(sut_budget_t *b, uint64_t bytes)
 {
     atomic_fetch_sub_explicit(&b->used, bytes, memory_order_relaxed);

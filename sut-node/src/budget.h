@@ -39,6 +39,10 @@ void sut__budget_give(sut_budget_t *b, uint64_t bytes);
  * copy made just before its original is given back). */
 void sut__budget_charge(sut_budget_t *b, uint64_t bytes);
 uint64_t sut__budget_used(const sut_budget_t *b);
+/* Takes |bytes| past the peers' limit, into the node's own quarter, while the whole budget holds
+ * them: for the node's working memory of samples it admitted already (the sliding window's sums
+ * when nothing else of the window runs, slide.h). Returns 0, or CMN_EOVERLOAD (nothing charged). */
+int sut__budget_take_whole(sut_budget_t *b, uint64_t bytes);
 
 /* A peer's account opens at its handshake and closes with its connection. */
 void sut__budget_join(sut_budget_t *b);

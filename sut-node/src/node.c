@@ -1,5 +1,6 @@
 /* The node (node.h): listeners, ticks, signals, the completion queue, drain and set-up. */
 #include "node.h"
+#include "slide.h"
 
 #include "cmn/clock.h"
 #include "cmn/log.h"
@@ -437,6 +438,7 @@ int sut__node_init(sut_node_t *n, uv_loop_t *loop, const sut_opts_t *opt, cmn_er
     rc = size_node(n, eb);
     if (rc < 0)
         return rc;
+    sut__slide_budget(&n->be, &n->budget); /* the window's sums count (slide.h) */
     rc = sut__probe_start(&n->probe, &n->be, eb);
     if (rc < 0)
         return rc;

@@ -18,14 +18,21 @@
  * the division (and the weight map). A voxel no patch covers (a side that is not P/2 times an
  * integer past P) keeps sums of 0 and gets label 0, as the reference's NaN does under np.argmax.
  *
+ * Each patch's logits are weighted and added as the backend completes it, on the completing
+ * thread, four lanes at a time, in patch order (the reference's: the sums do not depend on the
+ * order the backend completes in); no copy of them is kept but of a patch that arrives before an
+ * earlier one of its backend call. The argmax is branch-free.
+ *
  * Memory per case while it runs: 3 x 4 bytes per voxel (the sums: three times the float32
- * sample the budget admitted), its labels, plus one batch of patches in and logits out.
- * Thread-safety: infer() runs on a node worker and returns when its cases are completed; several
- * workers run it at once when the backend has several engines. No cancel: a case runs to its end.
+ * sample the budget admitted; charged to the node's memory budget, sut__slide_budget), its
+ * labels, plus one batch of patches in. Thread-safety: infer() runs on a node worker and returns
+ * when its cases are completed; several workers run it at once when the backend has several
+ * engines (--workers). No cancel: a case runs to its end.
  */
 #ifndef SUT_SLIDE_H
 #define SUT_SLIDE_H
 
+#include "budget.h"
 #include "cmn/err.h"
 #include "types.h"
 
@@ -34,6 +41,16 @@
  * patches per backend call (0: the backend's preferred batch). Returns 0, or a negative code with
  * a reason in |eb| (then |n| is unchanged). */
 int sut__slide_wrap(sut_be_t *n, uint32_t patch, uint32_t batch, cmn_errbuf_t *eb);
+
+/* Charges the sums of the window over |n| (a no-op for any other backend) to |budget|, the
+ * node's memory budget (budget.h), from the next case on. A case's sums (12 bytes per voxel) are
+ * taken from what peers may hold (the limit); when it cannot hold them, a worker that runs other
+ * cases runs those first, one that runs none waits for other workers' cases to give theirs back,
+ * and with none running the node's own quarter takes them while the whole budget holds them
+ * (only that case can make progress: its sample was admitted). A case whose sums are more than
+ * the limit, or that has waited 1 s with nothing of the window to give back, fails with a reason
+ * naming its size and the budget. */
+void sut__slide_budget(sut_be_t *n, sut_budget_t *budget);
 
 /* The Gaussian importance map of the reference, P^3 floats into |out| (for tests). */
 void sut__slide_gaussian(uint32_t patch, float *out);

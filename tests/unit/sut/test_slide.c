@@ -1,7 +1,7 @@
 /* The 3D-UNet sliding window (sut-node/src/slide.h) over a recording backend: the reference's
  * Gaussian map, the patch order and coverage, backend batches that span cases, argmax labels
- * equal to a per-voxel labelling backend's, voxels no patch covers, and cases refused or failed
- * one by one (each answered exactly once). */
+ * equal to a per-voxel labelling backend's, voxels no patch covers, cases refused or failed one
+ * by one (each answered exactly once), and the sums charged to the node's memory budget. */
 #include "test_sut.h"
 
 #include "cmn/vol.h"
@@ -9,15 +9,18 @@
 
 #include <check.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The backend below the window: labels each voxel (int)x % 3 as one-hot logits, records the
  * size of every batch it gets, and fails every batch when |fail| is set. With |async| set it
- * completes from a thread of its own after infer() returned, as an accelerator backend does. */
+ * completes from a thread of its own after infer() returned, as an accelerator backend does;
+ * with |reverse|, the last patch of a batch first. */
 struct sut_backend {
     size_t calls, sizes[16], patches;
-    int fail, async, have_thread;
+    int fail, async, reverse, have_thread;
     pthread_t thread;
 };
 
@@ -53,10 +56,11 @@ static void rec_run(sut_backend_t *b, sut_batch_t *batch)
     size_t i, v;
 
     for (i = 0; i < n; i++) {
-        size_t V = batch->samples[i].size / sizeof(float);
-        const float *in = batch->samples[i].data;
+        size_t at = b->reverse ? n - 1 - i : i;
+        size_t V = batch->samples[at].size / sizeof(float);
+        const float *in = batch->samples[at].data;
         float *out = calloc(3 * V, sizeof(float));
-        sut_result_t r = {i, 0, out, 3 * V * sizeof(float), 0};
+        sut_result_t r = {at, 0, out, 3 * V * sizeof(float), 0};
 
         for (v = 0; v < V; v++)
             out[((size_t)in[v] % 3) * V + v] = 2.0f;
@@ -126,8 +130,8 @@ static void on_complete(sut_batch_t *b, const sut_result_t *r, size_t n)
         got_size[r[i].index] = r[i].size;
         free(got_data[r[i].index]);
         got_data[r[i].index] = NULL;
-        if (r[i].size) {
-            got_data[r[i].index] = malloc(r[i].size);
+        if (r[i].size) { /* with a NUL after it: a failure's text is read as a string */
+            got_data[r[i].index] = calloc(1, r[i].size + 1);
             memcpy(got_data[r[i].index], r[i].data, r[i].size);
         }
     }
@@ -209,7 +213,10 @@ START_TEST(slide_labels_and_batches_span_cases)
     size_t sizes[3], c, z, y, x;
     static const uint32_t dims[3][3] = {{4, 4, 6}, {6, 4, 4}, {4, 4, 5}};
 
-    load(&n, 4, 3, _i); /* loop 0: completes inside infer(); loop 1: from another thread */
+    /* loop 0: completes inside infer(); 1: from another thread; 2: the last patch first (held
+     * until its turn: the same labels) */
+    load(&n, 4, 3, _i == 1);
+    rec.reverse = _i == 2;
     ck_assert_str_eq(n.info.name, "rec+window4");
     for (c = 0; c < 3; c++)
         cases[c] = make_case(dims[c][0], dims[c][1], dims[c][2], &sizes[c]);
@@ -289,11 +296,101 @@ START_TEST(slide_refuses_and_fails_cases_one_by_one)
 }
 END_TEST
 
+/* Gives |arg|'s 12000 bytes back once the window has been refused twice (it waits). */
+static sut_budget_t *give_bud;
+static void *give_back_later(void *arg)
+{
+    (void)arg;
+    while (atomic_load(&give_bud->refused) < 2)
+        usleep(1000);
+    sut__budget_give(give_bud, 12000);
+    return NULL;
+}
+
+/* The window's sums (12 bytes per voxel: 6144 for an 8x8x8 case) are charged to the node's
+ * memory budget: refused when more than the limit; a second case waits for the first's; the
+ * node's own quarter takes them when nothing else of the window runs; a case waits for other
+ * memory to be given back, and is refused with the reason when none is. */
+START_TEST(slide_sums_charged_to_the_budget)
+{
+    sut_be_t n;
+    sut_budget_t bud;
+    uint8_t *cases[2];
+    size_t sizes[2], i;
+    pthread_t th;
+
+    load(&n, 4, 4, 0);
+    cases[0] = make_case(8, 8, 8, &sizes[0]);
+    cases[1] = make_case(8, 8, 8, &sizes[1]);
+    /* Sums over the limit (3/4 of 4096): refused before any patch runs, with the reason. */
+    sut__budget_init(&bud, 4096);
+    sut__slide_budget(&n, &bud);
+    run(&n, cases, sizes, 1);
+    ck_assert_int_lt(got_status[0], 0);
+    ck_assert_str_eq((char *)got_data[0],
+                     "sliding window: case of 8x8x8 voxels: its sums (6144 bytes, 3 x 4 per voxel) "
+                     "are more than the memory budget lets peers hold (0 of 3072 bytes in use, "
+                     "--memory-budget 4096)");
+    ck_assert_uint_eq(rec.patches, 0);
+    ck_assert_uint_eq(sut__budget_used(&bud), 0);
+    /* Two cases whose sums fit the limit (12288) one at a time beside 4000 bytes of other
+     * memory: the second waits for the first's; both are answered, the budget is back at 4000
+     * and never held both. */
+    sut__budget_init(&bud, 16384);
+    ck_assert_int_eq(sut__budget_take(&bud, 4000), 0);
+    memset(got_count, 0, sizeof(got_count));
+    run(&n, cases, sizes, 2);
+    for (i = 0; i < 2; i++) {
+        ck_assert_int_eq(got_status[i], 0);
+        ck_assert_uint_eq(got_size[i], 512);
+        ck_assert_uint_eq(got_data[i][(3 * 8 + 2) * 8 + 1], (3 + 2 * 2 + 5 * 1) % 3);
+    }
+    ck_assert_uint_eq(sut__budget_used(&bud), 4000);
+    ck_assert_uint_eq(atomic_load(&bud.peak), 4000 + 6144);
+    /* 9000 bytes of other memory: the limit cannot take 6144 more, the whole budget can. */
+    sut__budget_init(&bud, 16384);
+    ck_assert_int_eq(sut__budget_take(&bud, 9000), 0);
+    memset(got_count, 0, sizeof(got_count));
+    run(&n, cases, sizes, 1);
+    ck_assert_int_eq(got_status[0], 0);
+    ck_assert_uint_eq(atomic_load(&bud.peak), 9000 + 6144);
+    ck_assert_uint_eq(sut__budget_used(&bud), 9000);
+    /* 12000: not even the whole budget; the case waits until the memory is given back. */
+    sut__budget_init(&bud, 16384);
+    ck_assert_int_eq(sut__budget_take(&bud, 12000), 0);
+    give_bud = &bud;
+    ck_assert_int_eq(pthread_create(&th, NULL, give_back_later, NULL), 0);
+    memset(got_count, 0, sizeof(got_count));
+    run(&n, cases, sizes, 1);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(got_status[0], 0);
+    ck_assert_uint_eq(sut__budget_used(&bud), 0);
+    /* And when nothing is given back, refused after its wait, with the reason. */
+    ck_assert_int_eq(sut__budget_take(&bud, 12000), 0);
+    memset(got_count, 0, sizeof(got_count));
+    run(&n, cases, sizes, 1);
+    ck_assert_int_lt(got_status[0], 0);
+    ck_assert_str_eq((char *)got_data[0],
+                     "sliding window: case of 8x8x8 voxels: its sums (6144 bytes, 3 x 4 per voxel) "
+                     "do not fit the memory budget, and no other case's sums were given back "
+                     "within 1 s (12000 of 12288 bytes in use, --memory-budget 16384)");
+    ck_assert_uint_eq(sut__budget_used(&bud), 12000);
+    n.ops->destroy(n.be);
+    for (i = 0; i < 2; i++)
+        free(cases[i]);
+    for (i = 0; i < MAXS; i++) {
+        free(got_data[i]);
+        got_data[i] = NULL;
+    }
+}
+END_TEST
+
 TCase *tc_slide(void)
 {
     TCase *tc = tcase_create("slide");
     tcase_add_test(tc, slide_gaussian_is_the_reference);
-    tcase_add_loop_test(tc, slide_labels_and_batches_span_cases, 0, 2);
+    tcase_add_loop_test(tc, slide_labels_and_batches_span_cases, 0, 3);
     tcase_add_test(tc, slide_refuses_and_fails_cases_one_by_one);
+    tcase_add_test(tc, slide_sums_charged_to_the_budget);
     return tc;
 }
