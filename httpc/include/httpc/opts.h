@@ -1,17 +1,19 @@
 /* Option and log helpers of the HTTP clients (sut-node's openai and kserve backends, the QDL's
- * endpoints): one table of known keys with their defaults, one check that names every known key
- * when a key is not, one integer parser whose message names the option and its range, one
- * printf-style logger. Options are |n| KEY=VALUE pairs in two arrays (a backend passes its
- * sut_backend_config_t's n_options, keys and values). */
+ * endpoints), on common's option engine (cmn/opts.h): a table of known keys with their defaults
+ * (cmn_opt_t rows, HTTPC_OPT), one check that names every known key when a key is not, one
+ * integer parser whose message names the option and its range, one printf-style logger. Options
+ * are |n| KEY=VALUE pairs in two arrays (a backend passes its sut_backend_config_t's n_options,
+ * keys and values). */
 #ifndef HTTPC_OPTS_H
 #define HTTPC_OPTS_H
 
+#include "cmn/opts.h"
+
 #include <stddef.h>
 
-typedef struct {
-    const char *key;
-    const char *dflt; /* NULL: no default (absent means "not set") */
-} httpc_optdef_t;
+/* A known key and its default (NULL: no default, absent means "not set"). */
+typedef cmn_opt_t httpc_optdef_t;
+#define HTTPC_OPT(key, dflt) CMN_OPT_KV(key, dflt)
 
 /* 0 when every key in keys[0..n) is in |known|; else -EINVAL and "unknown option 'K' for the
  * |backend| backend (known: ...)" in err. */

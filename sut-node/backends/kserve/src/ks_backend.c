@@ -54,18 +54,18 @@ typedef struct {
 } call_t;
 
 static const httpc_optdef_t known[] = {
-    {"url", "http://127.0.0.1:8000"},
-    {"model", NULL},
-    {"version", NULL},
-    {"input", "input"},
-    {"output", "output"},
-    {"datatype", "FP32"},
-    {"shape", NULL},
-    {"max_batch", "64"},
-    {"engines", "2"},
-    {"timeout_ms", "60000"},
-    {"max_response_mb", "64"},
-    {"health_path", "/v2/health/ready"},
+    HTTPC_OPT("url", "http://127.0.0.1:8000"),
+    HTTPC_OPT("model", NULL),
+    HTTPC_OPT("version", NULL),
+    HTTPC_OPT("input", "input"),
+    HTTPC_OPT("output", "output"),
+    HTTPC_OPT("datatype", "FP32"),
+    HTTPC_OPT("shape", NULL),
+    HTTPC_OPT("max_batch", "64"),
+    HTTPC_OPT("engines", "2"),
+    HTTPC_OPT("timeout_ms", "60000"),
+    HTTPC_OPT("max_response_mb", "64"),
+    HTTPC_OPT("health_path", "/v2/health/ready"),
 };
 
 #define N_KNOWN (sizeof(known) / sizeof(known[0]))

@@ -72,24 +72,24 @@ typedef struct {
 #define OAI_STR(x) OAI_STR_(x)
 
 static const httpc_optdef_t known[] = {
-    {"url", "http://127.0.0.1:8000"},
-    {"dialect", "vllm"},
-    {"model", "model"},
-    {"max_tokens", "128"},
-    {"min_tokens", "0"},
-    {"temperature", "0"},
-    {"ignore_eos", "0"},
-    {"incremental", "0"},
-    {"oneshot", "0"},
-    {"max_concurrency", NULL}, /* default: the node's --max-batch */
-    {"timeout_ms", "600000"},
-    {"stream_idle_ms", "60000"},
-    {"connect_timeout_ms", "5000"},
-    {"max_event", "65536"},
-    {"api_key", NULL},
-    {"coalesce_us", OAI_STR(HTTPC_COALESCE_US_DEFAULT)},
-    {"health_path", "/health"},
-    {"health_timeout_ms", "2000"},
+    HTTPC_OPT("url", "http://127.0.0.1:8000"),
+    HTTPC_OPT("dialect", "vllm"),
+    HTTPC_OPT("model", "model"),
+    HTTPC_OPT("max_tokens", "128"),
+    HTTPC_OPT("min_tokens", "0"),
+    HTTPC_OPT("temperature", "0"),
+    HTTPC_OPT("ignore_eos", "0"),
+    HTTPC_OPT("incremental", "0"),
+    HTTPC_OPT("oneshot", "0"),
+    HTTPC_OPT("max_concurrency", NULL), /* default: the node's --max-batch */
+    HTTPC_OPT("timeout_ms", "600000"),
+    HTTPC_OPT("stream_idle_ms", "60000"),
+    HTTPC_OPT("connect_timeout_ms", "5000"),
+    HTTPC_OPT("max_event", "65536"),
+    HTTPC_OPT("api_key", NULL),
+    HTTPC_OPT("coalesce_us", OAI_STR(HTTPC_COALESCE_US_DEFAULT)),
+    HTTPC_OPT("health_path", "/health"),
+    HTTPC_OPT("health_timeout_ms", "2000"),
 };
 
 #define N_KNOWN (sizeof(known) / sizeof(known[0]))
