@@ -25,6 +25,15 @@ int httpc_opts_check(size_t n, const char *const *keys, const char *backend,
 const char *httpc_opts_get(size_t n, const char *const *keys, const char *const *values,
                            const httpc_optdef_t *known, size_t n_known, const char *key);
 
+/* Defines `static const char *NAME(const CFG *cfg, const char *key)`, httpc_opts_get over a
+ * backend's config (its n_options, keys and values) and its table |known| (an array). */
+#define HTTPC_OPTS_GETTER(NAME, CFG, known)                                  \
+    static const char *NAME(const CFG *cfg, const char *key)                 \
+    {                                                                        \
+        return httpc_opts_get(cfg->n_options, cfg->keys, cfg->values, known, \
+                              sizeof(known) / sizeof((known)[0]), key);      \
+    }
+
 /* Parses |v| as a decimal integer in [lo, hi] into *out; -EINVAL and "option K=V: expected an
  * integer in lo..hi" in err otherwise. */
 int httpc_opts_u(const char *key, const char *v, unsigned long long lo, unsigned long long hi,

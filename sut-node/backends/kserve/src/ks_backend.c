@@ -69,11 +69,7 @@ static const httpc_optdef_t known[] = {
 };
 
 #define N_KNOWN (sizeof(known) / sizeof(known[0]))
-
-static const char *opt(const sut_backend_config_t *cfg, const char *key)
-{
-    return httpc_opts_get(cfg->n_options, cfg->keys, cfg->values, known, N_KNOWN, key);
-}
+HTTPC_OPTS_GETTER(opt, sut_backend_config_t, known)
 
 /* A model, version or tensor name that goes into the URL path or the JSON unescaped. */
 static int printable(const char *s)
