@@ -160,7 +160,7 @@ install(FILES sut-node/include/sut/sut_backend.h
 # With endpoint nodes (issue 39) the QDL also holds the HTTP client and the engines' dialects,
 # and a static consumer links libcurl, cJSON and yajl (qdl.pc and the CMake package say so).
 set(_qdl_static_extra "")
-set(_qdl_static_deps qdl cmpr cmn nsut_proto)
+set(_qdl_static_deps qdl cmpr cmn cmn_base nsut_proto)
 set(QDL_PC_REQUIRES_EXTRA "")
 set(QDL_CMAKE_LINK_EXTRA "")
 if(TARGET httpc_oai)
@@ -174,6 +174,7 @@ file(GENERATE OUTPUT ${PROJECT_BINARY_DIR}/install/qdl_static.mri CONTENT
 addlib $<TARGET_FILE:qdl>
 addlib $<TARGET_FILE:cmpr>
 addlib $<TARGET_FILE:cmn>
+addlib $<TARGET_FILE:cmn_base>
 addlib $<TARGET_FILE:nsut_proto>
 ${_qdl_static_extra}save
 end

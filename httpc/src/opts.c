@@ -1,57 +1,45 @@
+/* httpc/opts.h over common's option engine (cmn/opts.h). */
 #include "httpc/opts.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 int httpc_opts_check(size_t n, const char *const *keys, const char *backend,
                      const httpc_optdef_t *known, size_t n_known, char *err, size_t errlen)
 {
-    size_t i, k, len;
+    long bad = cmn_opts_kv_unknown(known, n_known, n, keys);
+    size_t k, len;
 
-    for (i = 0; i < n; i++) {
-        for (k = 0; k < n_known && strcmp(keys[i], known[k].key) != 0; k++)
-            ;
-        if (k < n_known)
-            continue;
-        len = (size_t)snprintf(err, errlen,
-                               "unknown option '%s' for the %s backend (known:", keys[i], backend);
-        for (k = 0; k < n_known && len < errlen; k++)
-            len += (size_t)snprintf(err + len, errlen - len, " %s", known[k].key);
-        if (len < errlen)
-            snprintf(err + len, errlen - len, ")");
-        return -EINVAL;
-    }
-    return 0;
+    if (bad < 0)
+        return 0;
+    len = (size_t)snprintf(err, errlen, "unknown option '%s' for the %s backend (known:", keys[bad],
+                           backend);
+    for (k = 0; k < n_known && len < errlen; k++)
+        len += (size_t)snprintf(err + len, errlen - len, " %s", known[k].name);
+    if (len < errlen)
+        snprintf(err + len, errlen - len, ")");
+    return -EINVAL;
 }
 
 const char *httpc_opts_get(size_t n, const char *const *keys, const char *const *values,
                            const httpc_optdef_t *known, size_t n_known, const char *key)
 {
-    size_t i, k;
-
-    for (k = 0; k < n_known && strcmp(known[k].key, key) != 0; k++)
-        ;
-    if (k == n_known)
-        return NULL;
-    for (i = 0; i < n; i++)
-        if (strcmp(keys[i], key) == 0)
-            return values[i];
-    return known[k].dflt;
+    return cmn_opts_kv_get(known, n_known, n, keys, values, key);
 }
 
 int httpc_opts_u(const char *key, const char *v, unsigned long long lo, unsigned long long hi,
                  unsigned long long *out, char *err, size_t errlen)
 {
-    char *end;
-    unsigned long long u;
+    cmn_opt_t d = CMN_OPT_KV(key, NULL);
+    cmn_errbuf_t eb;
+    uint64_t u;
 
-    errno = 0;
-    u = strtoull(v, &end, 10);
-    if (errno || end == v || *end || v[0] == '-' || u < lo || u > hi) {
-        snprintf(err, errlen, "option %s=%s: expected an integer in %llu..%llu", key, v, lo, hi);
+    d.num = CMN_OPT_INT;
+    d.min = lo;
+    d.max = hi;
+    if (cmn_opts_num(&d, v, &u, &eb) < 0) {
+        snprintf(err, errlen, "%s", eb.msg);
         return -EINVAL;
     }
     *out = u;

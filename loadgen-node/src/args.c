@@ -19,82 +19,38 @@
 #include <strings.h>
 #include <unistd.h>
 
-/* How an option's value is stored: a string, a number, a flag (true when given), or a setter. */
-typedef enum { K_STR, K_U64, K_FLAG, K_FN, K_SECTION } kind_t;
+/* The table's rows are common's option descriptors (cmn/opts.h): a numeric value (U64, and FNNUM)
+ * is parsed and checked against [min, max] before it is stored or the setter sees it, so every
+ * bound lives in the table. */
+#define STR(n, a, f, h) CMN_OPT_STR(lg_args_t, n, a, f, h)
+#define U64(n, a, f, lo, hi, u, h) CMN_OPT_NUM(lg_args_t, n, a, f, CMN_OPT_INT, lo, hi, u, NULL, h)
+#define FNNUM(n, a, fn, nk, lo, hi, u, h) CMN_OPT_FNNUM(n, a, fn, nk, lo, hi, u, h)
+#define FLAG(n, f, h) CMN_OPT_FLAG(lg_args_t, n, f, h)
+#define FN(n, a, fn, h) CMN_OPT_FN(n, a, fn, h)
+#define SECTION(t) CMN_OPT_SECTION(t)
+#define N_INT CMN_OPT_INT
+#define N_SIZE CMN_OPT_SIZE
 
-typedef int (*setter_t)(lg_args_t *o, const char *name, const char *v, uint64_t u,
-                        cmn_errbuf_t *eb);
-
-/* How a numeric value is written: a plain integer, or a byte count with a K, M or G suffix. */
-typedef enum { N_NONE, N_INT, N_SIZE } num_t;
-
-typedef struct {
-    const char *name; /* long option without "--"; the section title for K_SECTION */
-    const char *arg;  /* the value's placeholder in --help; NULL: a flag without value */
-    kind_t kind;
-    size_t off; /* K_STR, K_U64, K_FLAG: the field in lg_args_t */
-    setter_t set;
-    const char *help; /* lines separated by '\n' */
-    /* A numeric value (K_U64, and K_FN with num != N_NONE) is parsed and checked against
-     * [min, max] before it is stored or the setter sees it, so every bound lives here. */
-    num_t num;
-    uint64_t min, max;
-    const char *unit; /* for the messages: " ms", " us", " bytes" or "" */
-} opt_t;
-
-#define STR(n, a, f, h)                                                  \
-    {                                                                    \
-        n, a, K_STR, offsetof(lg_args_t, f), NULL, h, N_NONE, 0, 0, NULL \
-    }
-#define U64(n, a, f, lo, hi, u, h)                                     \
-    {                                                                  \
-        n, a, K_U64, offsetof(lg_args_t, f), NULL, h, N_INT, lo, hi, u \
-    }
-#define FNNUM(n, a, fn, nk, lo, hi, u, h)   \
-    {                                       \
-        n, a, K_FN, 0, fn, h, nk, lo, hi, u \
-    }
-#define FLAG(n, f, h)                                                        \
-    {                                                                        \
-        n, NULL, K_FLAG, offsetof(lg_args_t, f), NULL, h, N_NONE, 0, 0, NULL \
-    }
-#define FN(n, a, fn, h)                          \
-    {                                            \
-        n, a, K_FN, 0, fn, h, N_NONE, 0, 0, NULL \
-    }
-#define SECTION(t)                                            \
-    {                                                         \
-        t, NULL, K_SECTION, 0, NULL, NULL, N_NONE, 0, 0, NULL \
-    }
-
-static int set_user_conf(lg_args_t *o, const char *name, const char *v, uint64_t u,
-                         cmn_errbuf_t *eb);
-static int set_set(lg_args_t *o, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
-static int set_synth(lg_args_t *o, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
-static int set_size(lg_args_t *o, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
-static int set_write_thread(lg_args_t *o, const char *name, const char *v, uint64_t u,
+static int set_user_conf(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
+static int set_set(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
+static int set_synth(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
+static int set_size(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
+static int set_write_thread(void *dst, const char *name, const char *v, uint64_t u,
                             cmn_errbuf_t *eb);
-static int set_node_budget(lg_args_t *o, const char *name, const char *v, uint64_t u,
+static int set_node_budget(void *dst, const char *name, const char *v, uint64_t u,
                            cmn_errbuf_t *eb);
-static int set_null(lg_args_t *o, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
-static int set_intervals(lg_args_t *o, const char *name, const char *v, uint64_t u,
-                         cmn_errbuf_t *eb);
-static int set_quiet(lg_args_t *o, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
-static int set_progress(lg_args_t *o, const char *name, const char *v, uint64_t u,
-                        cmn_errbuf_t *eb);
-static int set_issue_thread_io(lg_args_t *o, const char *name, const char *v, uint64_t u,
+static int set_null(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
+static int set_intervals(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
+static int set_quiet(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
+static int set_progress(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
+static int set_issue_thread_io(void *dst, const char *name, const char *v, uint64_t u,
                                cmn_errbuf_t *eb);
-static int set_spin(lg_args_t *o, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
-static int set_spin_budget(lg_args_t *o, const char *name, const char *v, uint64_t u,
+static int set_spin(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
+static int set_spin_budget(void *dst, const char *name, const char *v, uint64_t u,
                            cmn_errbuf_t *eb);
-static int set_issue_cpu(lg_args_t *o, const char *name, const char *v, uint64_t u,
-                         cmn_errbuf_t *eb);
-static int set_qdl_limit(lg_args_t *o, const char *name, const char *v, uint64_t u,
-                         cmn_errbuf_t *eb);
-static int set_log_level(lg_args_t *o, const char *name, const char *v, uint64_t u,
-                         cmn_errbuf_t *eb);
-static int set_config(lg_args_t *o, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
-static int set_exit(lg_args_t *o, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
+static int set_issue_cpu(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
+static int set_qdl_limit(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
+static int set_log_level(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
 
 /* Bounds of the numeric options: a sample index has 31 bits (gen.h), a sample is at most a
  * frame (4 GiB - 1), and a time beyond a day is a mistake that ns arithmetic could wrap. */
@@ -104,7 +60,7 @@ static int set_exit(lg_args_t *o, const char *name, const char *v, uint64_t u, c
 /* What nodes may make the QDL hold: up to 1 TiB (the QDL checks at least 16 KiB a connection). */
 #define LG_ARGS_MAX_NODE_BUDGET (1ull << 40)
 
-static const opt_t options[] = {
+static const cmn_opt_t options[] = {
     SECTION("Test"),
     STR("scenario", "S", scenario,
         "SingleStream, MultiStream, Server, Offline or Interactive (required;\n"
@@ -293,19 +249,17 @@ static const opt_t options[] = {
         "official LoadGen over the QDL (only in builds given\n"
         "-DMLPERF_LOADGEN_ROOT; the one for official results)"),
     FN("log-level", "L", set_log_level, "error, warn, info (default) or debug"),
-    FN("config", "FILE", set_config,
-       "read options from FILE (key = value lines, keys as the long\n"
-       "options; the command line wins)"),
-    FN("version", NULL, set_exit, "print the version and exit"),
-    FN("help", NULL, set_exit, "this text (also -h)"),
+    CMN_OPT_ACT("config", "FILE",
+                "read options from FILE (key = value lines, keys as the long\n"
+                "options; the command line wins)"),
+    CMN_OPT_ACT("version", NULL, "print the version and exit"),
+    CMN_OPT_ACT("help", NULL, "this text (also -h)"),
 };
 
 #define N_OPTIONS (sizeof(options) / sizeof(options[0]))
 
 static void usage(FILE *f)
 {
-    size_t i;
-
     fputs(
         "Usage: loadgen-node --scenario S [--model M] [--mlperf-conf PATH] [--user-conf PATH]\n"
         "                    (--qsl-npy PATH | --qsl-kits DIR | --qsl-llm-json FILE\n"
@@ -320,29 +274,13 @@ static void usage(FILE *f)
         "3 when the test could not run, 4 when a node is not ready (see --wait-for-nodes),\n"
         "130 when interrupted (SIGINT/SIGTERM).\n",
         f);
-    for (i = 0; i < N_OPTIONS; i++) {
-        const opt_t *d = &options[i];
-
-        if (d->kind == K_SECTION) {
-            fprintf(f, "\n%s:\n", d->name);
-            continue;
-        }
-        cmn_opts_help_row(f, d->name, d->arg, d->help, 22, 1);
-    }
+    cmn_opts_help(f, options, N_OPTIONS, 22, 1);
 }
 
-/* Parses a numeric option's value and checks it against the table's range: "--NAME: 'V' is not
- * an integer from MIN to MAX" for junk, a sign, trailing characters, an overflow and a value out
- * of range alike, so that every refusal names the option, the value and what is allowed. */
-static int parse_num(const opt_t *d, const char *v, uint64_t *out, cmn_errbuf_t *eb)
+static int set_user_conf(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb)
 {
-    return cmn_parse_option_num(d->name, v, d->num == N_SIZE, d->min, d->max, d->unit, NULL, out,
-                                eb);
-}
+    lg_args_t *o = dst;
 
-static int set_user_conf(lg_args_t *o, const char *name, const char *v, uint64_t u,
-                         cmn_errbuf_t *eb)
-{
     (void)u;
     if (o->n_user_conf == LG_ARGS_MAX_USER_CONFS)
         return cmn_errf(eb, CMN_ECONFIG, "--%s: at most %d files", name, LG_ARGS_MAX_USER_CONFS);
@@ -350,8 +288,10 @@ static int set_user_conf(lg_args_t *o, const char *name, const char *v, uint64_t
     return 0;
 }
 
-static int set_set(lg_args_t *o, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb)
+static int set_set(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb)
 {
+    lg_args_t *o = dst;
+
     (void)u;
     if (o->n_sets == LG_ARGS_MAX_SETS)
         return cmn_errf(eb, CMN_ECONFIG, "--%s: at most %d fields", name, LG_ARGS_MAX_SETS);
@@ -359,40 +299,49 @@ static int set_set(lg_args_t *o, const char *name, const char *v, uint64_t u, cm
     return 0;
 }
 
-static int set_synth(lg_args_t *o, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb)
+static int set_synth(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb)
 {
+    lg_args_t *o = dst;
+
     (void)name, (void)v, (void)eb;
     o->have_synth = 1;
     o->synth_n = u;
     return 0;
 }
 
-static int set_size(lg_args_t *o, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb)
+static int set_size(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb)
 {
+    lg_args_t *o = dst;
+
     (void)name, (void)v, (void)eb;
     o->sample_size = u;
     return 0;
 }
 
-static int set_write_thread(lg_args_t *o, const char *name, const char *v, uint64_t u,
+static int set_write_thread(void *dst, const char *name, const char *v, uint64_t u,
                             cmn_errbuf_t *eb)
 {
+    lg_args_t *o = dst;
+
     (void)name, (void)v, (void)eb;
     o->write_thread_min = u;
     o->have_write_thread_min = 1;
     return 0;
 }
 
-static int set_node_budget(lg_args_t *o, const char *name, const char *v, uint64_t u,
-                           cmn_errbuf_t *eb)
+static int set_node_budget(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb)
 {
+    lg_args_t *o = dst;
+
     (void)name, (void)v, (void)eb;
     o->node_memory_budget = u;
     return 0;
 }
 
-static int set_null(lg_args_t *o, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb)
+static int set_null(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb)
 {
+    lg_args_t *o = dst;
+
     (void)v, (void)eb;
     if (strcmp(name, "null-threaded") == 0) {
         o->null.threaded = 1;
@@ -409,23 +358,28 @@ static int set_null(lg_args_t *o, const char *name, const char *v, uint64_t u, c
     return 0;
 }
 
-static int set_intervals(lg_args_t *o, const char *name, const char *v, uint64_t u,
-                         cmn_errbuf_t *eb)
+static int set_intervals(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb)
 {
+    lg_args_t *o = dst;
+
     (void)name, (void)v, (void)eb;
     o->log.latency_interval_ms = u;
     return 0;
 }
 
-static int set_quiet(lg_args_t *o, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb)
+static int set_quiet(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb)
 {
+    lg_args_t *o = dst;
+
     (void)name, (void)v, (void)u, (void)eb;
     o->log.copy_summary_to_stdout = false;
     return 0;
 }
 
-static int set_progress(lg_args_t *o, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb)
+static int set_progress(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb)
 {
+    lg_args_t *o = dst;
+
     (void)u;
     if (strcmp(v, "auto") == 0)
         o->log.progress = LG_PROGRESS_AUTO;
@@ -440,9 +394,11 @@ static int set_progress(lg_args_t *o, const char *name, const char *v, uint64_t 
     return 0;
 }
 
-static int set_issue_thread_io(lg_args_t *o, const char *name, const char *v, uint64_t u,
+static int set_issue_thread_io(void *dst, const char *name, const char *v, uint64_t u,
                                cmn_errbuf_t *eb)
 {
+    lg_args_t *o = dst;
+
     bool *flag =
         strcmp(name, "wait-spin-adapt") == 0 ? &o->log.wait_spin_adapt : &o->log.issue_thread_io;
 
@@ -456,9 +412,10 @@ static int set_issue_thread_io(lg_args_t *o, const char *name, const char *v, ui
     return 0;
 }
 
-static int set_qdl_limit(lg_args_t *o, const char *name, const char *v, uint64_t u,
-                         cmn_errbuf_t *eb)
+static int set_qdl_limit(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb)
 {
+    lg_args_t *o = dst;
+
     (void)v, (void)eb;
     if (strcmp(name, "progress-timeout-ms") == 0)
         o->progress_timeout_ms = u;
@@ -467,8 +424,10 @@ static int set_qdl_limit(lg_args_t *o, const char *name, const char *v, uint64_t
     return 0;
 }
 
-static int set_spin(lg_args_t *o, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb)
+static int set_spin(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb)
 {
+    lg_args_t *o = dst;
+
     (void)v, (void)eb;
     if (strcmp(name, "spin-us") == 0)
         o->log.spin_ns = u * 1000u;
@@ -477,25 +436,28 @@ static int set_spin(lg_args_t *o, const char *name, const char *v, uint64_t u, c
     return 0;
 }
 
-static int set_spin_budget(lg_args_t *o, const char *name, const char *v, uint64_t u,
-                           cmn_errbuf_t *eb)
+static int set_spin_budget(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb)
 {
+    lg_args_t *o = dst;
+
     (void)name, (void)v, (void)eb;
     o->log.spin_budget_pct = (unsigned)u;
     return 0;
 }
 
-static int set_issue_cpu(lg_args_t *o, const char *name, const char *v, uint64_t u,
-                         cmn_errbuf_t *eb)
+static int set_issue_cpu(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb)
 {
+    lg_args_t *o = dst;
+
     (void)name, (void)v, (void)eb;
     o->log.issue_cpu = (int)u;
     return 0;
 }
 
-static int set_log_level(lg_args_t *o, const char *name, const char *v, uint64_t u,
-                         cmn_errbuf_t *eb)
+static int set_log_level(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb)
 {
+    lg_args_t *o = dst;
+
     cmn_log_level_t lvl;
 
     (void)o, (void)u;
@@ -505,117 +467,46 @@ static int set_log_level(lg_args_t *o, const char *name, const char *v, uint64_t
     return 0;
 }
 
-/* --config, --help and --version act in the first pass (parse_argv); here they are no-ops. */
-static int set_config(lg_args_t *o, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb)
+/* A config file's value lives as long as the options (lg_args_free). */
+static int keep_conf(void *dst, char *s, cmn_errbuf_t *eb)
 {
-    (void)o, (void)name, (void)v, (void)u, (void)eb;
-    return 0;
-}
+    lg_args_t *o = dst;
+    char **owned = realloc(o->owned, (o->n_owned + 1) * sizeof(*owned));
 
-static int set_exit(lg_args_t *o, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb)
-{
-    (void)o, (void)name, (void)v, (void)u, (void)eb;
-    return 0;
-}
-
-static const opt_t *find_option(const char *name)
-{
-    size_t i;
-
-    for (i = 0; i < N_OPTIONS; i++)
-        if (options[i].kind != K_SECTION && strcmp(options[i].name, name) == 0)
-            return &options[i];
-    return NULL;
-}
-
-static const void *find_row(const char *name, const char **arg)
-{
-    const opt_t *d = find_option(name);
-
-    if (d)
-        *arg = d->arg;
-    return d;
-}
-
-static int apply(lg_args_t *o, const opt_t *d, const char *v, cmn_errbuf_t *eb)
-{
-    char *field = (char *)o + d->off;
-    uint64_t u = 0;
-    int rc;
-
-    if (d->num != N_NONE && (rc = parse_num(d, v, &u, eb)) < 0)
-        return rc;
-    switch (d->kind) {
-    case K_STR:
-        memcpy(field, &v, sizeof(v));
-        return 0;
-    case K_U64:
-        memcpy(field, &u, sizeof(u));
-        return 0;
-    case K_FLAG: {
-        bool b = true;
-
-        memcpy(field, &b, sizeof(b));
-        return 0;
+    if (!owned) {
+        free(s);
+        return cmn_errf(eb, -ENOMEM, "out of memory");
     }
-    case K_FN:
-        return d->set(o, d->name, v, u, eb);
-    case K_SECTION:
-        break;
-    }
-    return 0;
-}
-
-static int conf_cb(void *arg, const char *key, const char *value, int line, cmn_errbuf_t *eb)
-{
-    lg_args_t *o = arg;
-    const opt_t *d = find_option(key);
-    char **owned, *v;
-
-    cmn_errbuf_t inner;
-    int rc;
-
-    if (!d || strcmp(key, "config") == 0 || strcmp(key, "help") == 0 || strcmp(key, "version") == 0)
-        return cmn_errf(eb, CMN_ECONFIG, "%s:%d: '%s' is not an option a config file can set",
-                        o->config_file, line, key);
-    if (!d->arg) {
-        int b;
-
-        if (cmn_parse_bool(value, &b) < 0)
-            return cmn_errf(eb, CMN_ECONFIG, "%s:%d: %s: '%s' is not a boolean (0/1)",
-                            o->config_file, line, key, value);
-        rc = b ? apply(o, d, NULL, &inner) : 0;
-    } else {
-        owned = realloc(o->owned, (o->n_owned + 1) * sizeof(*owned));
-        if (!owned)
-            return cmn_errf(eb, -ENOMEM, "%s:%d: out of memory", o->config_file, line);
-        o->owned = owned;
-        v = strdup(value);
-        if (!v)
-            return cmn_errf(eb, -ENOMEM, "%s:%d: out of memory", o->config_file, line);
-        o->owned[o->n_owned++] = v;
-        rc = apply(o, d, v, &inner);
-    }
-    if (rc < 0)
-        return cmn_errf(eb, rc, "%s:%d: %s", o->config_file, line, inner.msg);
+    o->owned = owned;
+    o->owned[o->n_owned++] = s;
     return 0;
 }
 
 /* --list-options (not in --help: for tests that walk every option): "option NAME KIND MIN MAX"
- * a line, KIND flag, string, int or size, then the --set fields and the conf keys. */
+ * a line (cmn_opts_list), then the --set fields and the conf keys. */
 static void list_options(FILE *f)
 {
-    size_t i;
-
-    for (i = 0; i < N_OPTIONS; i++) {
-        const opt_t *d = &options[i];
-
-        if (d->kind == K_SECTION)
-            continue;
-        cmn_opts_list_row(f, d->name, d->num != N_NONE, d->num == N_SIZE, d->arg != NULL, d->min,
-                          d->max);
-    }
+    cmn_opts_list(f, options, N_OPTIONS);
     lg_settings_keys_print(f);
+}
+
+/* The first pass's options: --config reads its file (0, or its error); --help and --version
+ * print and exit. */
+static int act(lg_args_t *o, const cmn_opt_t *d, const char *val, cmn_errbuf_t *eb)
+{
+    int rc;
+
+    if (strcmp(d->name, "config") == 0) {
+        o->config_file = val;
+        rc = cmn_opts_conf_file(val, options, N_OPTIONS, o, keep_conf, eb);
+        return rc < 0 && rc != -ENOMEM ? CMN_ECONFIG : rc;
+    }
+    if (strcmp(d->name, "help") == 0)
+        usage(stdout);
+    else
+        printf("%s\ngit commit %s (%s), built %s\n", LG_VERSION_STRING, BUILD_GIT_COMMIT,
+               BUILD_GIT_COMMIT_DATE, BUILD_DATE_UTC);
+    exit(0);
 }
 
 /* Two passes, as sut-node: --help, --version and --config first (the file sets defaults), then
@@ -625,9 +516,7 @@ static int parse_argv(int argc, char **argv, lg_args_t *o, int pass, cmn_errbuf_
     int i, rc;
 
     for (i = 1; i < argc; i++) {
-        const char *name, *val;
-        const opt_t *d;
-        const void *row;
+        const cmn_opt_t *d;
         cmn_conf_word_t w;
 
         if (pass == 0 && strcmp(argv[i], "--list-options") == 0) {
@@ -636,32 +525,14 @@ static int parse_argv(int argc, char **argv, lg_args_t *o, int pass, cmn_errbuf_
         }
         if (strcmp(argv[i], "--list-options") == 0)
             continue;
-        if ((rc = cmn_opts_word(argc, argv, &i, 1, find_row, &row, &w, eb)) < 0)
+        if ((rc = cmn_opts_next(argc, argv, &i, 1, options, N_OPTIONS, &d, &w, eb)) < 0)
             return rc;
-        d = row;
-        name = w.key;
         if (!d->arg && w.value)
-            return cmn_errf(eb, CMN_ECONFIG, "--%s takes no value", name);
-        val = w.value;
-        if (pass == 0) {
-            if (strcmp(name, "help") == 0) {
-                usage(stdout);
-                exit(0);
-            }
-            if (strcmp(name, "version") == 0) {
-                printf("%s\ngit commit %s (%s), built %s\n", LG_VERSION_STRING, BUILD_GIT_COMMIT,
-                       BUILD_GIT_COMMIT_DATE, BUILD_DATE_UTC);
-                exit(0);
-            }
-            if (strcmp(name, "config") == 0) {
-                o->config_file = val;
-                rc = cmn_conf_parse_file(val, conf_cb, o, eb);
-                if (rc < 0)
-                    return rc == -ENOMEM ? rc : CMN_ECONFIG;
-            }
-            continue;
-        }
-        rc = apply(o, d, val, eb);
+            return cmn_errf(eb, CMN_ECONFIG, "--%s takes no value", w.key);
+        if (d->kind == CMN_OPTK_ACT)
+            rc = pass == 0 ? act(o, d, w.value, eb) : 0;
+        else
+            rc = pass == 1 ? cmn_opts_apply(d, o, w.value, eb) : 0;
         if (rc < 0)
             return rc;
     }

@@ -54,7 +54,7 @@ struct sut_session {
     uint64_t frame_total;    /* the payload that frame buffer will hold when complete */
     uint64_t budget_wait_ns; /* reading paused since: the budget could not charge its next chunk */
     uint64_t sink_charge;    /* its sink batch's input on the peer's account, until handled */
-    uint64_t decode_big_ns;  /* its last Query whose decode took DECODE_BIG_NS (session.c) */
+    uint64_t decode_big_ns;  /* its last Query whose decode took DECODE_BIG_NS (session_admit.c) */
     uint64_t decode_till_ns; /* reading paused until then for the decode time it took */
     sut_peer_t peer;         /* its account of the memory budget (budget.h), from its Hello */
     int joined;              /* the account counts among the budget's peers */
@@ -118,7 +118,8 @@ struct sut_sessions {
     uint64_t decode_due_ns; /* when it fires, or 0 when not started */
 };
 
-/* Limits of one arriving frame, shared by session.c (charging it) and session_deadline.c. */
+/* Limits of one arriving frame, shared by session.c and session_admit.c (charging it) and
+ * session_deadline.c. */
 /* A frame's payload buffer is charged to the budget FRAME_CHUNK bytes ahead of what has arrived,
  * not whole at its header (its pages cost memory only once written): a slow-but-legal frame holds
  * what it has sent, not what it announced. */
@@ -131,14 +132,56 @@ struct sut_sessions {
 #define FRAME_MIN_RATE (256u << 10) /* bytes per second */
 #define FRAME_RATE_WINDOW_MS 1000u
 
-/* session.c's entry points for session_deadline.c (which session.c never calls: one direction).
- * sut__session_fail: the one way a session fails (a log line naming the peer and the reason, an
- * Error frame with |wire_err|, then the close with |code|). sut__session_send: one message frame.
- * sut__session_update_reading: pauses or resumes reading by the in-flight and results limits, and
- * tracks whether its results back up (congested_ns). */
+/* The session files and their layers; calls flow down only (a file calls the entry points of
+ * the files below it, declared here, and is never called back by them):
+ *
+ *   session_proto.c     the protocol: handshake, dispatch of each frame, the set of sessions,
+ *                       accept, close, drain, Goodbye
+ *   session_deadline.c  deadlines and heartbeats, on the node's tick
+ *   session_admit.c     admission: connections at the limits, Queries and their samples to the
+ *                       batcher (or a sink batch), arriving frames on the budget, decode pauses
+ *   session_results.c   results to frames: records queued per session, Response / FirstToken
+ *   session.c           lifetime, failing, sending one frame, the reading switch
+ *
+ * session_deadline.c calls session.c only. */
+
+/* session.c. sut__session_fail: the one way a session fails (a log line naming the peer and the
+ * reason, an Error frame with |wire_err|, then the close with |code|). sut__session_send: one
+ * message frame. sut__session_update_reading: pauses or resumes reading by the in-flight and
+ * results limits, the budget and the decode pause, and tracks whether its results back up
+ * (congested_ns). sut__session_release: drops one reference (refs), freeing the session at the
+ * last. sut__session_frame_top_up: charges the frame being received FRAME_CHUNK ahead of what has
+ * arrived; 0, or CMN_EOVERLOAD when the budget refuses (reading then pauses). */
 void sut__session_fail(sut_session_t *s, int code, int wire_err, const char *why);
 void sut__session_send(sut_session_t *s, unsigned type, const ProtobufCMessage *m);
 void sut__session_update_reading(sut_session_t *s);
+void sut__session_release(sut_session_t *s);
+int sut__session_frame_top_up(sut_session_t *s);
+/* The ErrorCode's name for the log ("ERROR_?" for one this build does not know). */
+const char *sut__session_wire_error_name(int wire_err);
+/* The message limits of received frames: samples per Query follow --max-inflight. */
+cmn_msg_limits_t sut__session_msg_limits(const sut_sessions_env_t *env);
+
+/* session_results.c. sut__session_reject: queues a STATUS_REJECTED result for |wire_id| (fails
+ * the session when out of memory). sut__session_flush_results: sends what the session has queued.
+ * sut__session_copy_hooks: the budget-charged copy buffers of a transport that copies frames. */
+void sut__session_reject(sut_session_t *s, uint64_t wire_id);
+void sut__session_flush_results(sut_session_t *s);
+void sut__session_copy_hooks(cmn_conn_options_t *o, sut_budget_t *b);
+
+/* session_admit.c. sut__session_admission: NULL when the new session |s| is within the connection
+ * limits (evicting an idle one first where that makes room), else why not, written into |why|.
+ * sut__session_refuse: refuses it (an Error frame to a plaintext peer; a TLS peer is closed
+ * before any TLS work). sut__session_admit_frames: the zero-copy sink and the budget charge of
+ * arriving frames, on a started connection. sut__session_handle_query: admits a Query's samples.
+ * sut__session_release_frame_charge: gives back the charge of the frame just handled (or of the
+ * connection's last one). */
+const char *sut__session_admission(sut_sessions_t *ss, sut_session_t *s, char *why, size_t cap);
+void sut__session_refuse(sut_sessions_t *ss, sut_session_t *s, const char *why);
+void sut__session_admit_frames(sut_session_t *s);
+void sut__session_handle_query(sut_session_t *s, const Nsut__Query *q, const uint8_t *payload,
+                               sut_nbatch_t *sink);
+void sut__session_release_frame_charge(sut_session_t *s);
 
 void sut__sessions_init(sut_sessions_t *ss, uv_loop_t *loop, const sut_sessions_env_t *env);
 void sut__sessions_free(sut_sessions_t *ss);

@@ -1,10 +1,15 @@
-/* cmn/opts.h: command-line words against a table, and the --help rows and --list-options lines
- * both programs print. */
+/* cmn/opts.h: command-line words against a table, the --help rows and --list-options lines
+ * both programs print, and the descriptor table's apply, range check, config-file step and
+ * backend KEY=VALUE lookups. */
 #include "cmn/opts.h"
 #include "test_common.h"
 
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Renders through |fn| into a memory stream and compares with |want| exactly. */
 #define RENDER(buf, len, call)                    \
@@ -111,6 +116,173 @@ START_TEST(list_rows)
 }
 END_TEST
 
+/* ---- the descriptor table: apply, check, config file, KEY=VALUE, --help, --list-options ---- */
+
+typedef struct {
+    const char *path;
+    uint32_t n32;
+    uint64_t n64;
+    bool quiet;
+    int busy;
+    int calls;
+    char *kept[5];
+    size_t n_kept;
+} dst_t;
+
+static int set_count(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb)
+{
+    dst_t *d = dst;
+
+    (void)name, (void)v, (void)eb;
+    d->calls += 1 + (int)u;
+    return 0;
+}
+
+static int keep(void *dst, char *s, cmn_errbuf_t *eb)
+{
+    dst_t *d = dst;
+
+    if (d->n_kept == 5) {
+        free(s);
+        return cmn_errf(eb, -ENOMEM, "too many");
+    }
+    d->kept[d->n_kept++] = s;
+    return 0;
+}
+
+static const cmn_opt_t table[] = {
+    CMN_OPT_SECTION("Main"),
+    CMN_OPT_STR(dst_t, "path", "PATH", path, "a path"),
+    CMN_OPT_NUM(dst_t, "n32", "N", n32, CMN_OPT_INT, 1, 100, " ms", "0: never", "small"),
+    CMN_OPT_NUM(dst_t, "n64", "SIZE", n64, CMN_OPT_SIZE, 0, UINT64_MAX, " bytes", NULL, "big"),
+    CMN_OPT_FLAG(dst_t, "quiet", quiet, "less"),
+    CMN_OPT_SWITCH(dst_t, "busy", busy, "spin"),
+    CMN_OPT_FNNUM("count", "N", set_count, CMN_OPT_INT, 0, 9, "", "calls"),
+    CMN_OPT_ACT("help", NULL, "this"),
+};
+#define N_TABLE (sizeof(table) / sizeof(table[0]))
+
+START_TEST(table_apply)
+{
+    dst_t d = {0};
+    cmn_errbuf_t eb = {{0}};
+
+    ck_assert_ptr_null(cmn_opts_find(table, N_TABLE, "Main")); /* a section is no option */
+    ck_assert_int_eq(cmn_opts_apply(cmn_opts_find(table, N_TABLE, "path"), &d, "/x", &eb), 0);
+    ck_assert_str_eq(d.path, "/x");
+    ck_assert_int_eq(cmn_opts_apply(cmn_opts_find(table, N_TABLE, "n32"), &d, "42", &eb), 0);
+    ck_assert_uint_eq(d.n32, 42);
+    ck_assert_int_eq(cmn_opts_apply(cmn_opts_find(table, N_TABLE, "n64"), &d, "2G", &eb), 0);
+    ck_assert_uint_eq(d.n64, 2ull << 30);
+    ck_assert_int_eq(cmn_opts_apply(cmn_opts_find(table, N_TABLE, "n32"), &d, "0", &eb),
+                     CMN_ECONFIG);
+    ck_assert_str_eq(eb.msg, "--n32: '0' is not an integer from 1 to 100 ms (0: never)");
+    ck_assert_uint_eq(d.n32, 42);
+    ck_assert_int_eq(cmn_opts_apply(cmn_opts_find(table, N_TABLE, "quiet"), &d, NULL, &eb), 0);
+    ck_assert(d.quiet);
+    ck_assert_int_eq(cmn_opts_apply(cmn_opts_find(table, N_TABLE, "busy"), &d, NULL, &eb), 0);
+    ck_assert_int_eq(d.busy, 1);
+    ck_assert_int_eq(cmn_opts_apply(cmn_opts_find(table, N_TABLE, "busy"), &d, "0", &eb), 0);
+    ck_assert_int_eq(d.busy, 0);
+    ck_assert_int_eq(cmn_opts_apply(cmn_opts_find(table, N_TABLE, "busy"), &d, "yes", &eb),
+                     CMN_ECONFIG);
+    ck_assert_str_eq(eb.msg, "busy 'yes': expected 1 or 0");
+    ck_assert_int_eq(cmn_opts_apply(cmn_opts_find(table, N_TABLE, "count"), &d, "3", &eb), 0);
+    ck_assert_int_eq(d.calls, 4); /* the setter saw the checked number */
+    ck_assert_int_eq(cmn_opts_apply(cmn_opts_find(table, N_TABLE, "count"), &d, "10", &eb),
+                     CMN_ECONFIG);
+    ck_assert_int_eq(d.calls, 4); /* ... and no number out of range */
+    ck_assert_int_eq(cmn_opts_apply(cmn_opts_find(table, N_TABLE, "help"), &d, NULL, &eb), 0);
+}
+END_TEST
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+START_TEST(table_conf_file)
+{
+    char path[] = "/tmp/test_opts_XXXXXX";
+    dst_t d = {0};
+    cmn_errbuf_t eb = {{0}};
+    size_t i;
+
+    close(mkstemp(path));
+    write_file(path, "# a file\npath = /etc/x\nn32 = 7\nquiet = 0\nbusy = 1\n");
+    ck_assert_int_eq(cmn_opts_conf_file(path, table, N_TABLE, &d, keep, &eb), 0);
+    ck_assert_str_eq(d.path, "/etc/x");
+    ck_assert_uint_eq(d.n32, 7);
+    ck_assert(!d.quiet); /* a false boolean sets nothing */
+    ck_assert_int_eq(d.busy, 1);
+    ck_assert_uint_eq(d.n_kept, 3); /* the values kept: path, n32, busy */
+    write_file(path, "help = 1\n");
+    ck_assert_int_eq(cmn_opts_conf_file(path, table, N_TABLE, &d, keep, &eb), CMN_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(eb.msg, ":1: 'help' is not an option a config file can set"));
+    write_file(path, "path = /y\nquiet = maybe\n");
+    ck_assert_int_eq(cmn_opts_conf_file(path, table, N_TABLE, &d, keep, &eb), CMN_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(eb.msg, ":2: quiet: 'maybe' is not a boolean (0/1)"));
+    write_file(path, "n32 = 101\n");
+    ck_assert_int_eq(cmn_opts_conf_file(path, table, N_TABLE, &d, keep, &eb), CMN_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(eb.msg, ":1: --n32: '101' is not an integer from 1 to 100 ms"));
+    write_file(path, "path = /z\n");
+    /* the keeper refuses (full: path, n32, busy, /y, 101): its message, after the file and line */
+    ck_assert_int_eq(cmn_opts_conf_file(path, table, N_TABLE, &d, keep, &eb), -ENOMEM);
+    ck_assert_ptr_nonnull(strstr(eb.msg, ":1: too many"));
+    unlink(path);
+    for (i = 0; i < d.n_kept; i++)
+        free(d.kept[i]);
+}
+END_TEST
+
+START_TEST(table_kv)
+{
+    static const cmn_opt_t kv[] = {CMN_OPT_KV("url", "http://h:1"), CMN_OPT_KV("model", NULL)};
+    const char *keys[] = {"model", "modle"}, *vals[] = {"m", "x"};
+    cmn_opt_t num = CMN_OPT_KV("engines", NULL);
+    cmn_errbuf_t eb = {{0}};
+    uint64_t u = 0;
+
+    ck_assert_int_eq(cmn_opts_kv_unknown(kv, 2, 1, keys), -1);
+    ck_assert_int_eq(cmn_opts_kv_unknown(kv, 2, 2, keys), 1);
+    ck_assert_str_eq(cmn_opts_kv_get(kv, 2, 2, keys, vals, "model"), "m");
+    ck_assert_str_eq(cmn_opts_kv_get(kv, 2, 2, keys, vals, "url"), "http://h:1");
+    ck_assert_ptr_null(cmn_opts_kv_get(kv, 2, 2, keys, vals, "modle")); /* no row */
+    num.num = CMN_OPT_INT;
+    num.min = 1;
+    num.max = 8;
+    ck_assert_int_eq(cmn_opts_num(&num, "08", &u, &eb), 0);
+    ck_assert_uint_eq(u, 8); /* decimal, as the backends always read them (not octal) */
+    ck_assert_int_eq(cmn_opts_num(&num, "9", &u, &eb), CMN_ECONFIG);
+    ck_assert_str_eq(eb.msg, "option engines=9: expected an integer in 1..8");
+    ck_assert_int_eq(cmn_opts_num(&num, "-1", &u, &eb), CMN_ECONFIG);
+}
+END_TEST
+
+START_TEST(table_help_list)
+{
+    char *buf = NULL;
+    size_t len = 0;
+
+    RENDER(buf, len, cmn_opts_help(f, table, 3, 12, 1));
+    ck_assert_str_eq(buf, "\nMain:\n  --path PATH  a path\n  --n32 N      small\n");
+    free(buf);
+    RENDER(buf, len, cmn_opts_list(f, table, N_TABLE));
+    ck_assert_str_eq(buf, "option path string 0 0\n"
+                          "option n32 int 1 100\n"
+                          "option n64 size 0 18446744073709551615\n"
+                          "option quiet flag 0 0\n"
+                          "option busy flag 0 0\n"
+                          "option count int 0 9\n"
+                          "option help flag 0 0\n");
+    free(buf);
+}
+END_TEST
+
 TCase *tcase_opts(void)
 {
     TCase *tc = tcase_create("opts");
@@ -118,5 +290,9 @@ TCase *tcase_opts(void)
     tcase_add_test(tc, words);
     tcase_add_test(tc, help_rows);
     tcase_add_test(tc, list_rows);
+    tcase_add_test(tc, table_apply);
+    tcase_add_test(tc, table_conf_file);
+    tcase_add_test(tc, table_kv);
+    tcase_add_test(tc, table_help_list);
     return tc;
 }

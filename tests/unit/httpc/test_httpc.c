@@ -564,8 +564,8 @@ END_TEST
 
 START_TEST(options)
 {
-    static const httpc_optdef_t known[] = {
-        {"url", "http://127.0.0.1:8000"}, {"model", NULL}, {"engines", "2"}};
+    static const httpc_optdef_t known[] = {HTTPC_OPT("url", "http://127.0.0.1:8000"),
+                                           HTTPC_OPT("model", NULL), HTTPC_OPT("engines", "2")};
     const char *keys[] = {"model", "engines"}, *vals[] = {"m1", "7"};
     const char *bad_keys[] = {"model", "enignes"};
     unsigned long long u = 0;

@@ -8,6 +8,7 @@
 #include "httpc/live.h"
 #include "httpc/opts.h"
 #include "httpc/probe.h"
+#include "httpc/svc.h"
 #include "sut/sut_backend.h"
 
 #include <errno.h>
@@ -53,26 +54,22 @@ typedef struct {
 } call_t;
 
 static const httpc_optdef_t known[] = {
-    {"url", "http://127.0.0.1:8000"},
-    {"model", NULL},
-    {"version", NULL},
-    {"input", "input"},
-    {"output", "output"},
-    {"datatype", "FP32"},
-    {"shape", NULL},
-    {"max_batch", "64"},
-    {"engines", "2"},
-    {"timeout_ms", "60000"},
-    {"max_response_mb", "64"},
-    {"health_path", "/v2/health/ready"},
+    HTTPC_OPT("url", "http://127.0.0.1:8000"),
+    HTTPC_OPT("model", NULL),
+    HTTPC_OPT("version", NULL),
+    HTTPC_OPT("input", "input"),
+    HTTPC_OPT("output", "output"),
+    HTTPC_OPT("datatype", "FP32"),
+    HTTPC_OPT("shape", NULL),
+    HTTPC_OPT("max_batch", "64"),
+    HTTPC_OPT("engines", "2"),
+    HTTPC_OPT("timeout_ms", "60000"),
+    HTTPC_OPT("max_response_mb", "64"),
+    HTTPC_OPT("health_path", "/v2/health/ready"),
 };
 
 #define N_KNOWN (sizeof(known) / sizeof(known[0]))
-
-static const char *opt(const sut_backend_config_t *cfg, const char *key)
-{
-    return httpc_opts_get(cfg->n_options, cfg->keys, cfg->values, known, N_KNOWN, key);
-}
+HTTPC_OPTS_GETTER(opt, sut_backend_config_t, known)
 
 /* A model, version or tensor name that goes into the URL path or the JSON unescaped. */
 static int printable(const char *s)
@@ -85,96 +82,83 @@ static int printable(const char *s)
     return 1;
 }
 
-static int ks_create(const sut_backend_config_t *cfg, sut_backend_t **out, char *err, size_t errlen)
+/* Parse: the options checked and read into |b| (names, tensor, numbers); nothing opened yet. 0, or
+ * a negative code with the option's message in err. */
+static int ks_parse(const sut_backend_config_t *cfg, sut_backend_t *b, char *err, size_t errlen)
 {
-    const char *url = opt(cfg, "url");
     const char *model = opt(cfg, "model");
     const char *version = opt(cfg, "version");
     const char *shape = opt(cfg, "shape");
-    const char *hp;
-    sut_backend_t *b;
-    httpc_cfg_t hc = {0};
     unsigned long long u;
-    size_t elem, ul;
-    int rc;
+    size_t elem;
 
-    if ((rc = httpc_opts_check(cfg->n_options, cfg->keys, "kserve", known, N_KNOWN, err, errlen)) <
-        0)
-        return rc;
-    rc = -EINVAL;
+    if (httpc_opts_check(cfg->n_options, cfg->keys, "kserve", known, N_KNOWN, err, errlen) < 0)
+        return -EINVAL;
     if (!model || !shape) {
         snprintf(err, errlen,
                  "the kserve backend needs model=NAME and shape=D1,D2,... (one "
                  "sample's shape)");
         return -EINVAL;
     }
-    b = calloc(1, sizeof(*b));
-    if (!b)
-        return -ENOMEM;
-    b->log = cfg->log;
     b->input = strdup(opt(cfg, "input"));
     b->output = strdup(opt(cfg, "output"));
     b->datatype = strdup(opt(cfg, "datatype"));
-    if (!b->input || !b->output || !b->datatype) {
-        rc = -ENOMEM;
-        goto fail;
-    }
+    if (!b->input || !b->output || !b->datatype)
+        return -ENOMEM;
     if (!printable(model) || (version && !printable(version)) || !printable(b->input) ||
         !printable(b->output)) {
         snprintf(err, errlen,
                  "options model, version, input, output: printable ASCII without "
                  "spaces, quotes, slashes or backslashes");
-        goto fail;
+        return -EINVAL;
     }
     elem = ks_dtype_size(b->datatype);
     if (!elem) {
         snprintf(err, errlen, "option datatype=%s: not a KServe v2 datatype (UINT8, FP32, ...)",
                  b->datatype);
-        goto fail;
+        return -EINVAL;
     }
     b->t.input = b->input;
     b->t.output = b->output;
     b->t.datatype = b->datatype;
     if (ks_parse_shape(shape, elem, &b->t, &b->sample_bytes, err, errlen) < 0)
-        goto fail;
+        return -EINVAL;
     if (httpc_opts_u("max_batch", opt(cfg, "max_batch"), 1, 65536, &u, err, errlen) < 0)
-        goto fail;
+        return -EINVAL;
     b->max_batch = (uint32_t)u;
     if (httpc_opts_u("engines", opt(cfg, "engines"), 1, 1024, &u, err, errlen) < 0)
-        goto fail;
+        return -EINVAL;
     b->engines = (uint32_t)u;
     if (httpc_opts_u("timeout_ms", opt(cfg, "timeout_ms"), 1, 86400000, &u, err, errlen) < 0)
-        goto fail;
+        return -EINVAL;
     b->timeout_ms = (long)u;
     if (httpc_opts_u("max_response_mb", opt(cfg, "max_response_mb"), 1, 65536, &u, err, errlen) < 0)
-        goto fail;
+        return -EINVAL;
     b->max_response = (size_t)u << 20;
     /* The node charges each running batch's response against its memory budget at n x the
      * describe()d output_size before it is sent (batcher.c): a batch of n may get exactly that. */
     b->per_sample = (b->max_response + b->max_batch - 1) / b->max_batch;
-    if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0) {
-        snprintf(err, errlen, "option url=%s: expected http://HOST:PORT", url);
-        goto fail;
-    }
-    ul = strlen(url);
-    while (ul && url[ul - 1] == '/')
-        ul--;
-    rc = -ENOMEM;
+    return 0;
+}
+
+/* Open: the inference and readiness URLs, then the pool (no request is sent: the server's
+ * readiness is ks_ready's, ABI 1.2). */
+static int ks_open(const sut_backend_config_t *cfg, sut_backend_t *b, char *err, size_t errlen)
+{
+    const char *url = opt(cfg, "url");
+    const char *model = opt(cfg, "model");
+    const char *version = opt(cfg, "version");
+    httpc_cfg_t hc = {0};
+    size_t ul;
+    int rc;
+
+    if ((rc = httpc_svc_base(url, &ul, err, errlen)) < 0)
+        return rc;
     b->url = malloc(ul + strlen(model) + (version ? strlen(version) : 0) + 40);
     if (!b->url)
-        goto fail;
-    hp = opt(cfg, "health_path");
-    if (*hp && *hp != '/') {
-        snprintf(err, errlen, "option health_path=%s: expected a path from / (or empty)", hp);
-        rc = -EINVAL;
-        goto fail;
-    }
-    if (*hp) {
-        b->health = malloc(ul + strlen(hp) + 1);
-        if (!b->health)
-            goto fail;
-        sprintf(b->health, "%.*s%s", (int)ul, url, hp);
-    }
+        return -ENOMEM;
+    if ((rc = httpc_svc_health(url, ul, opt(cfg, "health_path"), &b->health, err, errlen)) < 0)
+        return rc;
     if (version)
         sprintf(b->url, "%.*s/v2/models/%s/versions/%s/infer", (int)ul, url, model, version);
     else
@@ -183,38 +167,38 @@ static int ks_create(const sut_backend_config_t *cfg, sut_backend_t **out, char 
              b->url, b->input, b->datatype, b->sample_bytes);
     hc.max_conns = b->engines;
     hc.connect_timeout_ms = 5000;
-    if ((rc = httpc_lives_init(&b->lives)) < 0) {
-        snprintf(err, errlen, "the request registry's mutex: %s", strerror(-rc));
-        goto fail;
-    }
-    if ((rc = httpc_create(&hc, &b->http, err, errlen)) < 0) {
-        httpc_lives_destroy(&b->lives);
-        goto fail;
+    return httpc_svc_open(&hc, "request", &b->http, &b->lives, err, errlen);
+}
+
+/* Also what a failed create leaves: the pool only when it was opened. */
+static void ks_destroy(sut_backend_t *b)
+{
+    httpc_svc_close(b->http, &b->lives);
+    free(b->health);
+    free(b->url);
+    free(b->input);
+    free(b->output);
+    free(b->datatype);
+    free(b);
+}
+
+static int ks_create(const sut_backend_config_t *cfg, sut_backend_t **out, char *err, size_t errlen)
+{
+    sut_backend_t *b;
+    int rc;
+
+    b = calloc(1, sizeof(*b));
+    if (!b)
+        return -ENOMEM;
+    b->log = cfg->log;
+    if ((rc = ks_parse(cfg, b, err, errlen)) < 0 || (rc = ks_open(cfg, b, err, errlen)) < 0) {
+        ks_destroy(b);
+        return rc;
     }
     httpc_logf(b->log, SUT_LOG_INFO, "kserve backend: %s, max batch %u, %u engines", b->device,
                b->max_batch, b->engines);
     *out = b;
     return 0;
-fail:
-    free(b->health);
-    free(b->url);
-    free(b->input);
-    free(b->output);
-    free(b->datatype);
-    free(b);
-    return rc;
-}
-
-static void ks_destroy(sut_backend_t *b)
-{
-    httpc_destroy(b->http);
-    httpc_lives_destroy(&b->lives);
-    free(b->health);
-    free(b->url);
-    free(b->input);
-    free(b->output);
-    free(b->datatype);
-    free(b);
 }
 
 static int ks_describe(sut_backend_t *b, sut_backend_info_t *info)

@@ -10,6 +10,7 @@
 
 #include "cmn/conf.h"
 #include "cmn/err.h"
+#include "cmn/opts.h"
 #include "onnx_cuda.h"
 #include "onnx_cuda_plan.h"
 #include "onnx_dnnl.h"
@@ -48,6 +49,7 @@ struct sut_backend {
     uint8_t *classes;      /* argmax results, 4 bytes per sample, per engine */
     sut_result_t *results; /* per engine */
     int pinned_warned;
+    int locked; /* lock is initialised */
     void (*log)(int level, const char *msg);
 };
 
@@ -130,9 +132,14 @@ static void cpu_name(char *buf, size_t len)
     fclose(f);
 }
 
-static const char *const known_opts[] = {"model",  "threads",    "output",       "batch_sizes",
-                                         "device", "streams",    "workspace_mb", "conv_algo",
-                                         "tf32",   "debug_sync", "cuda_lib",     NULL};
+/* The options (cmn/opts.h's KEY=VALUE rows) and their defaults. */
+static const cmn_opt_t onnx_opts[] = {
+    CMN_OPT_KV("model", NULL),        CMN_OPT_KV("threads", NULL),     CMN_OPT_KV("output", "raw"),
+    CMN_OPT_KV("batch_sizes", NULL),  CMN_OPT_KV("device", NULL),      CMN_OPT_KV("streams", NULL),
+    CMN_OPT_KV("workspace_mb", NULL), CMN_OPT_KV("conv_algo", "find"), CMN_OPT_KV("tf32", "0"),
+    CMN_OPT_KV("debug_sync", "0"),    CMN_OPT_KV("cuda_lib", NULL),
+};
+#define N_ONNX_OPTS (sizeof(onnx_opts) / sizeof(onnx_opts[0]))
 /* The options that only the CUDA engine reads. */
 static const char *const cuda_opts[] = {"streams",    "workspace_mb", "conv_algo", "tf32",
                                         "debug_sync", "cuda_lib",     NULL};
@@ -268,235 +275,226 @@ out:
     return rc;
 }
 
-static int onnx_create(const sut_backend_config_t *cfg, sut_backend_t **out, char *err,
-                       size_t errlen)
-{
-    const char *model = sut_backend_opt(cfg, "model", NULL);
-    const char *output = sut_backend_opt(cfg, "output", "raw");
-    const char *threads_s = sut_backend_opt(cfg, "threads", NULL);
-    const char *batches_s = sut_backend_opt(cfg, "batch_sizes", NULL);
-    const char *device_opt = sut_backend_opt(cfg, "device", NULL);
-    const char *device_s = device_opt ? device_opt : cfg->device ? cfg->device : "cpu";
-    const char *streams_s = sut_backend_opt(cfg, "streams", NULL);
-    const char *ws_s = sut_backend_opt(cfg, "workspace_mb", NULL);
-    const char *algo_s = sut_backend_opt(cfg, "conv_algo", "find");
-    const char *tf32_s = sut_backend_opt(cfg, "tf32", "0");
-    const char *sync_s = sut_backend_opt(cfg, "debug_sync", "0");
-    const char *lib_s = sut_backend_opt(cfg, "cuda_lib", NULL);
-    size_t batches[MAX_PLANS], n_batches = 0, i, k;
-    unsigned long threads = cfg->threads, streams = DEFAULT_STREAMS, ws_mb = DEFAULT_WORKSPACE_MB;
-    onnx_cuda_opts_t co;
-    cmn_errbuf_t eb;
-    sut_backend_t *b;
-    char cpu[128], gpu[512] = "";
-    void *pool = NULL;
-    int rc, dev, tf32 = 0, debug_sync = 0;
+/* The options of one create, read and checked by onnx_parse. */
+typedef struct {
+    const char *model, *batches, *cuda_lib;
+    int argmax, dev, tf32, debug_sync, find_algo;
+    unsigned long threads, streams, ws_mb;
+} onnx_params_t;
 
-    eb.msg[0] = '\0';
-    for (i = 0; i < cfg->n_options; i++) {
-        for (k = 0; known_opts[k] && strcmp(known_opts[k], cfg->keys[i]) != 0; k++)
-            ;
-        if (!known_opts[k]) {
-            rc = cmn_errf(&eb, CMN_ECONFIG,
-                          "unknown option \"%s\" (model, threads, output, batch_sizes, device; "
-                          "for device=cuda: streams, workspace_mb, conv_algo, tf32, debug_sync, "
-                          "cuda_lib)",
-                          cfg->keys[i]);
-            goto fail_opts;
-        }
-    }
-    if (!model || !model[0]) {
-        rc = cmn_errf(&eb, CMN_ECONFIG, "option model=PATH (the .onnx file) is required");
-        goto fail_opts;
-    }
-    if (strcmp(output, "raw") != 0 && strcmp(output, "argmax") != 0) {
-        rc = cmn_errf(&eb, CMN_ECONFIG, "output=%s: expected raw or argmax", output);
-        goto fail_opts;
-    }
-    if (parse_device(device_s, &dev) < 0) {
-        rc = cmn_errf(&eb, CMN_ECONFIG, "%s%s: expected cpu, cuda or cuda:N (N up to %d)",
-                      device_opt ? "device=" : "--device ", device_s, MAX_DEVICE);
-        goto fail_opts;
-    }
-    if (dev < 0) {
+static const char *opt(const sut_backend_config_t *cfg, const char *key)
+{
+    return cmn_opts_kv_get(onnx_opts, N_ONNX_OPTS, cfg->n_options, cfg->keys, cfg->values, key);
+}
+
+/* Parse, the device's options: the CUDA engine's tuning, each checked. */
+static int parse_tuning(const sut_backend_config_t *cfg, onnx_params_t *p, cmn_errbuf_t *eb)
+{
+    const char *streams = opt(cfg, "streams"), *ws = opt(cfg, "workspace_mb");
+    const char *algo = opt(cfg, "conv_algo"), *tf32 = opt(cfg, "tf32");
+    const char *sync = opt(cfg, "debug_sync");
+
+    p->streams = DEFAULT_STREAMS;
+    p->ws_mb = DEFAULT_WORKSPACE_MB;
+    if (streams && parse_uint(streams, 64, &p->streams) < 0)
+        return cmn_errf(eb, CMN_ECONFIG, "streams=%s: expected a count from 1 to 64", streams);
+    if (ws && strcmp(ws, "0") != 0 && parse_uint(ws, 65536, &p->ws_mb) < 0)
+        return cmn_errf(eb, CMN_ECONFIG, "workspace_mb=%s: expected megabytes from 0 to 65536", ws);
+    if (ws && strcmp(ws, "0") == 0)
+        p->ws_mb = 0;
+    if (strcmp(algo, "find") != 0 && strcmp(algo, "heuristic") != 0)
+        return cmn_errf(eb, CMN_ECONFIG, "conv_algo=%s: expected find or heuristic", algo);
+    p->find_algo = strcmp(algo, "find") == 0;
+    if (parse_flag(tf32, &p->tf32) < 0)
+        return cmn_errf(eb, CMN_ECONFIG, "tf32=%s: expected 0 or 1", tf32);
+    if (parse_flag(sync, &p->debug_sync) < 0)
+        return cmn_errf(eb, CMN_ECONFIG, "debug_sync=%s: expected 0 or 1", sync);
+    return 0;
+}
+
+/* Parse: the options (onnx_opts), each checked, into |p|; nothing loaded yet. */
+static int onnx_parse(const sut_backend_config_t *cfg, onnx_params_t *p, cmn_errbuf_t *eb)
+{
+    const char *output = opt(cfg, "output"), *threads = opt(cfg, "threads");
+    const char *device_opt = opt(cfg, "device");
+    const char *device = device_opt ? device_opt : cfg->device ? cfg->device : "cpu";
+    long bad = cmn_opts_kv_unknown(onnx_opts, N_ONNX_OPTS, cfg->n_options, cfg->keys);
+    size_t i, k;
+    int rc;
+
+    if (bad >= 0)
+        return cmn_errf(eb, CMN_ECONFIG,
+                        "unknown option \"%s\" (model, threads, output, batch_sizes, device; "
+                        "for device=cuda: streams, workspace_mb, conv_algo, tf32, debug_sync, "
+                        "cuda_lib)",
+                        cfg->keys[bad]);
+    p->model = opt(cfg, "model");
+    p->batches = opt(cfg, "batch_sizes");
+    p->cuda_lib = opt(cfg, "cuda_lib");
+    if (!p->model || !p->model[0])
+        return cmn_errf(eb, CMN_ECONFIG, "option model=PATH (the .onnx file) is required");
+    if (strcmp(output, "raw") != 0 && strcmp(output, "argmax") != 0)
+        return cmn_errf(eb, CMN_ECONFIG, "output=%s: expected raw or argmax", output);
+    p->argmax = strcmp(output, "argmax") == 0;
+    if (parse_device(device, &p->dev) < 0)
+        return cmn_errf(eb, CMN_ECONFIG, "%s%s: expected cpu, cuda or cuda:N (N up to %d)",
+                        device_opt ? "device=" : "--device ", device, MAX_DEVICE);
+    if (p->dev < 0) {
         /* A CUDA option on the CPU is a mistake to point out, not to ignore. */
         for (i = 0; i < cfg->n_options; i++)
             for (k = 0; cuda_opts[k]; k++)
-                if (strcmp(cuda_opts[k], cfg->keys[i]) == 0) {
-                    rc = cmn_errf(&eb, CMN_ECONFIG, "%s=%s applies to device=cuda only",
-                                  cfg->keys[i], cfg->values[i]);
-                    goto fail_opts;
-                }
-    } else if (threads_s) {
-        rc =
-            cmn_errf(&eb, CMN_ECONFIG, "threads=%s applies to device=cpu (oneDNN) only", threads_s);
-        goto fail_opts;
+                if (strcmp(cuda_opts[k], cfg->keys[i]) == 0)
+                    return cmn_errf(eb, CMN_ECONFIG, "%s=%s applies to device=cuda only",
+                                    cfg->keys[i], cfg->values[i]);
+    } else if (threads) {
+        return cmn_errf(eb, CMN_ECONFIG, "threads=%s applies to device=cpu (oneDNN) only", threads);
     }
-    if (threads_s && parse_uint(threads_s, 4096, &threads) < 0) {
-        rc = cmn_errf(&eb, CMN_ECONFIG, "threads=%s: expected a count from 1 to 4096", threads_s);
-        goto fail_opts;
-    }
-    if (streams_s && parse_uint(streams_s, 64, &streams) < 0) {
-        rc = cmn_errf(&eb, CMN_ECONFIG, "streams=%s: expected a count from 1 to 64", streams_s);
-        goto fail_opts;
-    }
-    if (ws_s && strcmp(ws_s, "0") != 0 && parse_uint(ws_s, 65536, &ws_mb) < 0) {
-        rc =
-            cmn_errf(&eb, CMN_ECONFIG, "workspace_mb=%s: expected megabytes from 0 to 65536", ws_s);
-        goto fail_opts;
-    }
-    if (ws_s && strcmp(ws_s, "0") == 0)
-        ws_mb = 0;
-    if (strcmp(algo_s, "find") != 0 && strcmp(algo_s, "heuristic") != 0) {
-        rc = cmn_errf(&eb, CMN_ECONFIG, "conv_algo=%s: expected find or heuristic", algo_s);
-        goto fail_opts;
-    }
-    if (parse_flag(tf32_s, &tf32) < 0 || parse_flag(sync_s, &debug_sync) < 0) {
-        rc = cmn_errf(&eb, CMN_ECONFIG, "%s=%s: expected 0 or 1",
-                      parse_flag(tf32_s, &tf32) < 0 ? "tf32" : "debug_sync",
-                      parse_flag(tf32_s, &tf32) < 0 ? tf32_s : sync_s);
-        goto fail_opts;
-    }
-    if (threads == 0)
-        threads = (unsigned long)cpus_allowed();
+    p->threads = cfg->threads;
+    if (threads && parse_uint(threads, 4096, &p->threads) < 0)
+        return cmn_errf(eb, CMN_ECONFIG, "threads=%s: expected a count from 1 to 4096", threads);
+    if ((rc = parse_tuning(cfg, p, eb)) < 0)
+        return rc;
+    if (p->threads == 0)
+        p->threads = (unsigned long)cpus_allowed();
+    return 0;
+}
 
-    b = calloc(1, sizeof(*b));
-    if (!b) {
-        rc = cmn_errf(&eb, -ENOMEM, "out of memory");
-        goto fail_opts;
-    }
-    b->log = cfg->log;
-    b->argmax = strcmp(output, "argmax") == 0;
-    b->cuda_dev = dev;
-    b->engines = 1;
-    if (dev >= 0) {
-        /* The device first: a host without it fails before the model is even read. */
-        if ((rc = load_cuda_lib(lib_s, &b->cu, &eb)) < 0 ||
-            (rc = b->cu->probe(dev, gpu, sizeof(gpu), &eb)) < 0) {
-            /* "device=cuda:7: no such CUDA device: ..." (the engine's own "cuda:7: " dropped) */
-            char why[sizeof(eb.msg)];
-            const char *p = eb.msg;
-            if (strncmp(p, "cuda:", 5) == 0 && strstr(p, ": "))
-                p = strstr(p, ": ") + 2;
-            snprintf(why, sizeof(why), "%s", p);
-            rc = cmn_errf(&eb, rc, "device=cuda:%d: %s", dev, why);
-            goto fail_graph;
-        }
-        b->engines = (uint32_t)streams;
-    }
-    if ((rc = onnx_graph_load(model, &b->g, &eb)) < 0)
-        goto fail_graph;
-    if (b->argmax &&
-        (b->g->n_outputs != 1 || b->g->values[b->g->outputs[0]].dtype != ONNX_DT_FLOAT)) {
-        rc = cmn_errf(&eb, CMN_ECONFIG, "output=argmax needs a model with one float output");
-        goto fail_exec;
-    }
+/* Probe: device=cuda's engine library and device, before the model is even read (a host without
+ * it fails at once); |gpu| gets the device's description. */
+static int onnx_probe(sut_backend_t *b, const onnx_params_t *p, char *gpu, size_t gpulen,
+                      cmn_errbuf_t *eb)
+{
+    char why[sizeof(eb->msg)];
+    const char *m;
+    int rc;
 
+    if (p->dev < 0)
+        return 0;
+    if ((rc = load_cuda_lib(p->cuda_lib, &b->cu, eb)) < 0 ||
+        (rc = b->cu->probe(p->dev, gpu, gpulen, eb)) < 0) {
+        /* "device=cuda:7: no such CUDA device: ..." (the engine's own "cuda:7: " dropped) */
+        m = eb->msg;
+        if (strncmp(m, "cuda:", 5) == 0 && strstr(m, ": "))
+            m = strstr(m, ": ") + 2;
+        snprintf(why, sizeof(why), "%s", m);
+        return cmn_errf(eb, rc, "device=cuda:%d: %s", p->dev, why);
+    }
+    b->engines = (uint32_t)p->streams;
+    return 0;
+}
+
+/* The batch sizes the engine plans for: batch_sizes (plus the largest), else the powers of two
+ * up to the largest; a model without a batch axis runs batches of 1. */
+static int plan_batches(sut_backend_t *b, const sut_backend_config_t *cfg, const onnx_params_t *p,
+                        size_t *batches, size_t *n, cmn_errbuf_t *eb)
+{
+    size_t s;
+
+    *n = 0;
     b->max_batch = cfg->max_batch ? cfg->max_batch : DEFAULT_MAX_BATCH;
     if (!b->g->batched) {
         if (b->g->unbatched[0])
             blog(b, SUT_LOG_WARN, "onnx: %s", b->g->unbatched);
         b->max_batch = 1;
     }
-    if (batches_s && b->g->batched) {
-        if (parse_batches(batches_s, b->max_batch, batches, &n_batches) < 0) {
-            rc = cmn_errf(&eb, CMN_ECONFIG,
-                          "batch_sizes=%s: expected up to %d sizes from 1 to "
-                          "%u, comma-separated",
-                          batches_s, MAX_PLANS, b->max_batch);
-            goto fail_exec;
-        }
-        if (batches[n_batches - 1] < b->max_batch)
-            batches[n_batches++] = b->max_batch;
+    if (p->batches && b->g->batched) {
+        if (parse_batches(p->batches, b->max_batch, batches, n) < 0)
+            return cmn_errf(eb, CMN_ECONFIG,
+                            "batch_sizes=%s: expected up to %d sizes from 1 to "
+                            "%u, comma-separated",
+                            p->batches, MAX_PLANS, b->max_batch);
+        if (batches[*n - 1] < b->max_batch)
+            batches[(*n)++] = b->max_batch;
     } else {
-        size_t s;
-        for (s = 1; s < b->max_batch && n_batches < MAX_PLANS - 1; s *= 2)
-            batches[n_batches++] = s;
-        batches[n_batches++] = b->max_batch;
+        for (s = 1; s < b->max_batch && *n < MAX_PLANS - 1; s *= 2)
+            batches[(*n)++] = s;
+        batches[(*n)++] = b->max_batch;
     }
-    b->preferred = (uint32_t)batches[n_batches - 1];
+    b->preferred = (uint32_t)batches[*n - 1];
+    return 0;
+}
 
-    if (dev < 0) {
-        if ((rc = onnx_dnnl_create(b->g, (int)threads, batches, n_batches, &b->x, &eb)) < 0)
-            goto fail_exec;
-    } else {
-        if ((rc = onnx_cuda_program_build(b->g, batches, n_batches, &b->prog, &eb)) < 0)
-            goto fail_exec;
-        if (!(pool = malloc(b->prog->pool_size + 1))) {
-            rc = cmn_errf(&eb, -ENOMEM, "out of memory for %zu bytes of weights",
-                          b->prog->pool_size);
-            goto fail_results;
-        }
-        onnx_cuda_program_fill_pool(b->prog, pool);
-        memset(&co, 0, sizeof(co));
-        co.device = dev;
-        co.streams = (int)streams;
-        co.workspace = (size_t)ws_mb << 20;
-        co.tf32 = tf32;
-        co.find_algo = strcmp(algo_s, "find") == 0;
-        co.debug_sync = debug_sync;
-        co.max_batch = b->max_batch;
-        co.pool = pool;
-        rc = b->cu->create(b->prog, &co, &b->cx, &eb);
-        free(pool);
-        if (rc < 0)
-            goto fail_results;
-    }
+/* The CUDA engine on the planned program, its weights copied from one host pool. */
+static int open_cuda(sut_backend_t *b, const onnx_params_t *p, const size_t *batches, size_t n,
+                     cmn_errbuf_t *eb)
+{
+    onnx_cuda_opts_t co;
+    void *pool;
+    int rc;
+
+    if ((rc = onnx_cuda_program_build(b->g, batches, n, &b->prog, eb)) < 0)
+        return rc;
+    if (!(pool = malloc(b->prog->pool_size + 1)))
+        return cmn_errf(eb, -ENOMEM, "out of memory for %zu bytes of weights", b->prog->pool_size);
+    onnx_cuda_program_fill_pool(b->prog, pool);
+    memset(&co, 0, sizeof(co));
+    co.device = p->dev;
+    co.streams = (int)p->streams;
+    co.workspace = (size_t)p->ws_mb << 20;
+    co.tf32 = p->tf32;
+    co.find_algo = p->find_algo;
+    co.debug_sync = p->debug_sync;
+    co.max_batch = b->max_batch;
+    co.pool = pool;
+    rc = b->cu->create(b->prog, &co, &b->cx, eb);
+    free(pool);
+    return rc;
+}
+
+/* Open: the model, its plans and the engine that runs them, the result buffers. */
+static int onnx_open(sut_backend_t *b, const sut_backend_config_t *cfg, const onnx_params_t *p,
+                     const char *gpu, cmn_errbuf_t *eb)
+{
+    size_t batches[MAX_PLANS], n;
+    char cpu[128];
+    int rc;
+
+    if ((rc = onnx_graph_load(p->model, &b->g, eb)) < 0)
+        return rc;
+    if (b->argmax &&
+        (b->g->n_outputs != 1 || b->g->values[b->g->outputs[0]].dtype != ONNX_DT_FLOAT))
+        return cmn_errf(eb, CMN_ECONFIG, "output=argmax needs a model with one float output");
+    if ((rc = plan_batches(b, cfg, p, batches, &n, eb)) < 0)
+        return rc;
+    if (p->dev < 0)
+        rc = onnx_dnnl_create(b->g, (int)p->threads, batches, n, &b->x, eb);
+    else
+        rc = open_cuda(b, p, batches, n, eb);
+    if (rc < 0)
+        return rc;
     b->results = calloc((size_t)b->engines * b->max_batch, sizeof(*b->results));
     b->classes = calloc((size_t)b->engines * b->max_batch, 4);
-    if (!b->results || !b->classes) {
-        rc = cmn_errf(&eb, -ENOMEM, "out of memory");
-        goto fail_results;
-    }
-    if ((rc = pthread_mutex_init(&b->lock, NULL)) != 0) {
-        rc = cmn_errf(&eb, -rc, "cannot create a mutex");
-        goto fail_results;
-    }
-    if (dev < 0) {
+    if (!b->results || !b->classes)
+        return cmn_errf(eb, -ENOMEM, "out of memory");
+    if ((rc = pthread_mutex_init(&b->lock, NULL)) != 0)
+        return cmn_errf(eb, -rc, "cannot create a mutex");
+    b->locked = 1;
+    if (p->dev < 0) {
         cpu_name(cpu, sizeof(cpu));
-        snprintf(b->device, sizeof(b->device), "%s, %lu of %d CPUs, %s", cpu, threads,
+        snprintf(b->device, sizeof(b->device), "%s, %lu of %d CPUs, %s", cpu, p->threads,
                  (int)sysconf(_SC_NPROCESSORS_ONLN), onnx_dnnl_version());
     } else {
         snprintf(b->device, sizeof(b->device),
                  "%s; onnx CUDA engine: %lu streams, TF32 %s, convolution algorithms by %s", gpu,
-                 streams, tf32 ? "on" : "off", co.find_algo ? "timing" : "heuristics");
+                 p->streams, p->tf32 ? "on" : "off", p->find_algo ? "timing" : "heuristics");
     }
     blog(b, SUT_LOG_INFO,
          "onnx: %s: %d inputs (%zu bytes/sample), %d outputs (%zu bytes/sample), batch %s up to "
          "%u, %zu plans, %zu MB of %s buffers; %s",
-         model, b->g->n_inputs, b->g->input_size, b->g->n_outputs, b->g->output_size,
-         b->g->batched ? "axis" : "1 only", b->max_batch, n_batches,
-         (dev < 0 ? onnx_dnnl_memory(b->x) : b->cu->memory(b->cx)) >> 20,
-         dev < 0 ? "host" : "device", b->device);
-    *out = b;
+         p->model, b->g->n_inputs, b->g->input_size, b->g->n_outputs, b->g->output_size,
+         b->g->batched ? "axis" : "1 only", b->max_batch, n,
+         (p->dev < 0 ? onnx_dnnl_memory(b->x) : b->cu->memory(b->cx)) >> 20,
+         p->dev < 0 ? "host" : "device", b->device);
     return 0;
-
-fail_results:
-    free(b->results);
-    free(b->classes);
-    onnx_dnnl_destroy(b->x);
-    if (b->cx)
-        b->cu->destroy(b->cx);
-    onnx_cuda_program_free(b->prog);
-fail_exec:
-    onnx_graph_free(b->g);
-fail_graph:
-    free(b);
-fail_opts:
-    if (err && errlen) {
-        /* name the model, unless the message already does (file errors) or is about options */
-        int name = model && rc != CMN_ECONFIG && !strstr(eb.msg, model) &&
-                   strncmp(eb.msg, "device=", 7) != 0;
-        snprintf(err, errlen, "onnx backend: %s%s%s", name ? model : "", name ? ": " : "", eb.msg);
-    }
-    return rc;
 }
 
+/* Also what a failed create leaves: each part only when it was made. */
 static void onnx_destroy(sut_backend_t *b)
 {
     if (!b)
         return;
-    pthread_mutex_destroy(&b->lock);
+    if (b->locked)
+        pthread_mutex_destroy(&b->lock);
     onnx_dnnl_destroy(b->x);
     if (b->cx)
         b->cu->destroy(b->cx);
@@ -505,6 +503,42 @@ static void onnx_destroy(sut_backend_t *b)
     free(b->results);
     free(b->classes);
     free(b);
+}
+
+static int onnx_create(const sut_backend_config_t *cfg, sut_backend_t **out, char *err,
+                       size_t errlen)
+{
+    onnx_params_t p;
+    cmn_errbuf_t eb;
+    sut_backend_t *b = NULL;
+    char gpu[512] = "";
+    int rc, name;
+
+    eb.msg[0] = '\0';
+    memset(&p, 0, sizeof(p));
+    if ((rc = onnx_parse(cfg, &p, &eb)) == 0 && !(b = calloc(1, sizeof(*b))))
+        rc = cmn_errf(&eb, -ENOMEM, "out of memory");
+    if (rc == 0) {
+        b->log = cfg->log;
+        b->argmax = p.argmax;
+        b->cuda_dev = p.dev;
+        b->engines = 1;
+        if ((rc = onnx_probe(b, &p, gpu, sizeof(gpu), &eb)) == 0)
+            rc = onnx_open(b, cfg, &p, gpu, &eb);
+    }
+    if (rc == 0) {
+        *out = b;
+        return 0;
+    }
+    onnx_destroy(b);
+    if (err && errlen) {
+        /* name the model, unless the message already does (file errors) or is about options */
+        name = p.model && rc != CMN_ECONFIG && !strstr(eb.msg, p.model) &&
+               strncmp(eb.msg, "device=", 7) != 0;
+        snprintf(err, errlen, "onnx backend: %s%s%s", name ? p.model : "", name ? ": " : "",
+                 eb.msg);
+    }
+    return rc;
 }
 
 static int onnx_describe(sut_backend_t *b, sut_backend_info_t *info)

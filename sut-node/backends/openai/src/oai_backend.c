@@ -23,6 +23,7 @@
 #include "httpc/opts.h"
 #include "httpc/probe.h"
 #include "httpc/sse.h"
+#include "httpc/svc.h"
 #include "sut/sut_backend.h"
 
 #include <errno.h>
@@ -71,32 +72,28 @@ typedef struct {
 #define OAI_STR(x) OAI_STR_(x)
 
 static const httpc_optdef_t known[] = {
-    {"url", "http://127.0.0.1:8000"},
-    {"dialect", "vllm"},
-    {"model", "model"},
-    {"max_tokens", "128"},
-    {"min_tokens", "0"},
-    {"temperature", "0"},
-    {"ignore_eos", "0"},
-    {"incremental", "0"},
-    {"oneshot", "0"},
-    {"max_concurrency", NULL}, /* default: the node's --max-batch */
-    {"timeout_ms", "600000"},
-    {"stream_idle_ms", "60000"},
-    {"connect_timeout_ms", "5000"},
-    {"max_event", "65536"},
-    {"api_key", NULL},
-    {"coalesce_us", OAI_STR(HTTPC_COALESCE_US_DEFAULT)},
-    {"health_path", "/health"},
-    {"health_timeout_ms", "2000"},
+    HTTPC_OPT("url", "http://127.0.0.1:8000"),
+    HTTPC_OPT("dialect", "vllm"),
+    HTTPC_OPT("model", "model"),
+    HTTPC_OPT("max_tokens", "128"),
+    HTTPC_OPT("min_tokens", "0"),
+    HTTPC_OPT("temperature", "0"),
+    HTTPC_OPT("ignore_eos", "0"),
+    HTTPC_OPT("incremental", "0"),
+    HTTPC_OPT("oneshot", "0"),
+    HTTPC_OPT("max_concurrency", NULL), /* default: the node's --max-batch */
+    HTTPC_OPT("timeout_ms", "600000"),
+    HTTPC_OPT("stream_idle_ms", "60000"),
+    HTTPC_OPT("connect_timeout_ms", "5000"),
+    HTTPC_OPT("max_event", "65536"),
+    HTTPC_OPT("api_key", NULL),
+    HTTPC_OPT("coalesce_us", OAI_STR(HTTPC_COALESCE_US_DEFAULT)),
+    HTTPC_OPT("health_path", "/health"),
+    HTTPC_OPT("health_timeout_ms", "2000"),
 };
 
 #define N_KNOWN (sizeof(known) / sizeof(known[0]))
-
-static const char *opt(const sut_backend_config_t *cfg, const char *key)
-{
-    return httpc_opts_get(cfg->n_options, cfg->keys, cfg->values, known, N_KNOWN, key);
-}
+HTTPC_OPTS_GETTER(opt, sut_backend_config_t, known)
 
 static int printable(const char *s)
 {
@@ -106,161 +103,158 @@ static int printable(const char *s)
     return 1;
 }
 
-static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char *err,
-                      size_t errlen)
+/* Parse: the generation options into b->gen, the limits into |b| and the pool's into |hc|;
+ * nothing opened yet. 0, or -EINVAL with the option's message in err. */
+static int oai_parse(const sut_backend_config_t *cfg, sut_backend_t *b, httpc_cfg_t *hc, char *err,
+                     size_t errlen)
 {
-    sut_backend_t *b;
     unsigned long long u;
-    const char *url, *s;
-    httpc_cfg_t hc = {0};
+    const char *s;
     char *end;
-    int rc;
 
-    if ((rc = httpc_opts_check(cfg->n_options, cfg->keys, "openai", known, N_KNOWN, err, errlen)) <
-        0)
-        return rc;
-    b = calloc(1, sizeof(*b));
-    if (!b)
-        return -ENOMEM;
-    b->log = cfg->log;
-    rc = -EINVAL;
+    if (httpc_opts_check(cfg->n_options, cfg->keys, "openai", known, N_KNOWN, err, errlen) < 0)
+        return -EINVAL;
     if (httpc_oai_dialect_from_name(opt(cfg, "dialect"), &b->gen.dialect) < 0) {
         snprintf(err, errlen, "option dialect=%s: expected vllm, trtllm, sglang or llamacpp",
                  opt(cfg, "dialect"));
-        goto fail;
+        return -EINVAL;
     }
     if (!printable(opt(cfg, "model"))) {
         snprintf(err, errlen, "option model: printable ASCII without quotes or backslashes");
-        goto fail;
+        return -EINVAL;
     }
     if (httpc_opts_u("max_tokens", opt(cfg, "max_tokens"), 1, 1u << 20, &u, err, errlen) < 0)
-        goto fail;
+        return -EINVAL;
     b->gen.max_tokens = (uint32_t)u;
     if (httpc_opts_u("min_tokens", opt(cfg, "min_tokens"), 0, b->gen.max_tokens, &u, err, errlen) <
         0)
-        goto fail;
+        return -EINVAL;
     b->gen.min_tokens = (uint32_t)u;
     if (b->gen.dialect == HTTPC_OAI_LLAMACPP && b->gen.min_tokens) {
         snprintf(err, errlen,
                  "option min_tokens: the llama.cpp server has no minimum length "
                  "(use ignore_eos=1 for fixed-length outputs)");
-        goto fail;
+        return -EINVAL;
     }
     s = opt(cfg, "temperature");
     errno = 0;
     b->gen.temperature = strtod(s, &end);
     if (errno || end == s || *end || !(b->gen.temperature >= 0 && b->gen.temperature <= 100)) {
         snprintf(err, errlen, "option temperature=%s: expected a number in 0..100 (0: greedy)", s);
-        goto fail;
+        return -EINVAL;
     }
     if (httpc_opts_u("ignore_eos", opt(cfg, "ignore_eos"), 0, 1, &u, err, errlen) < 0)
-        goto fail;
+        return -EINVAL;
     b->gen.ignore_eos = (int)u;
     if (httpc_opts_u("incremental", opt(cfg, "incremental"), 0, 1, &u, err, errlen) < 0)
-        goto fail;
+        return -EINVAL;
     b->gen.incremental = (int)u;
     if (httpc_opts_u("oneshot", opt(cfg, "oneshot"), 0, 1, &u, err, errlen) < 0)
-        goto fail;
+        return -EINVAL;
     b->gen.oneshot = (int)u;
     if (b->gen.oneshot && b->gen.dialect != HTTPC_OAI_LLAMACPP) {
         snprintf(err, errlen, "option oneshot=1: only with dialect=llamacpp");
-        goto fail;
+        return -EINVAL;
     }
     s = opt(cfg, "max_concurrency");
     if (s) {
         if (httpc_opts_u("max_concurrency", s, 1, 65536, &u, err, errlen) < 0)
-            goto fail;
+            return -EINVAL;
         b->max_concurrency = (uint32_t)u;
     } else {
         b->max_concurrency = cfg->max_batch ? cfg->max_batch : 64;
     }
     if (httpc_opts_u("timeout_ms", opt(cfg, "timeout_ms"), 1, 86400000, &u, err, errlen) < 0)
-        goto fail;
+        return -EINVAL;
     b->timeout_ms = (long)u;
     if (httpc_opts_u("stream_idle_ms", opt(cfg, "stream_idle_ms"), 0, 86400000, &u, err, errlen) <
         0)
-        goto fail;
+        return -EINVAL;
     b->stream_idle_ms = (long)u;
-    hc.idle_ms = b->stream_idle_ms;
+    hc->idle_ms = b->stream_idle_ms;
     if (httpc_opts_u("connect_timeout_ms", opt(cfg, "connect_timeout_ms"), 1, 600000, &u, err,
                      errlen) < 0)
-        goto fail;
-    hc.connect_timeout_ms = (long)u;
+        return -EINVAL;
+    hc->connect_timeout_ms = (long)u;
     if (httpc_opts_u("max_event", opt(cfg, "max_event"), 256, 64u << 20, &u, err, errlen) < 0)
-        goto fail;
+        return -EINVAL;
     b->max_event = (size_t)u;
     if (httpc_opts_u("coalesce_us", opt(cfg, "coalesce_us"), 0, 1000000, &u, err, errlen) < 0)
-        goto fail;
-    hc.coalesce_us = (uint32_t)u;
+        return -EINVAL;
+    hc->coalesce_us = (uint32_t)u;
+    return 0;
+}
 
-    rc = -ENOMEM;
-    url = opt(cfg, "url");
-    if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0) {
-        snprintf(err, errlen, "option url=%s: expected http://HOST:PORT", url);
-        rc = -EINVAL;
-        goto fail;
-    }
-    {
-        size_t ul = strlen(url);
-        const char *path = httpc_oai_dialect_path(b->gen.dialect);
-        while (ul && url[ul - 1] == '/')
-            ul--;
-        b->url = malloc(ul + strlen(path) + 1);
-        if (!b->url)
-            goto fail;
-        memcpy(b->url, url, ul);
-        strcpy(b->url + ul, path);
-    }
+/* Open: the completion and health URLs, the model name and the headers, then the pool on |hc|
+ * (no request is sent: the engine's readiness is oai_ready's, ABI 1.2). */
+static int oai_open(const sut_backend_config_t *cfg, sut_backend_t *b, httpc_cfg_t *hc, char *err,
+                    size_t errlen)
+{
+    const char *url = opt(cfg, "url"), *s;
+    unsigned long long u;
+    size_t ul;
+    int rc;
+
+    if ((rc = httpc_svc_base(url, &ul, err, errlen)) < 0)
+        return rc;
+    b->url = httpc_svc_url(url, ul, httpc_oai_dialect_path(b->gen.dialect));
+    if (!b->url)
+        return -ENOMEM;
     if (httpc_opts_u("health_timeout_ms", opt(cfg, "health_timeout_ms"), 1, 600000, &u, err,
-                     errlen) < 0) {
-        rc = -EINVAL;
-        goto fail;
-    }
+                     errlen) < 0)
+        return -EINVAL;
     b->health_timeout_ms = (long)u;
-    s = opt(cfg, "health_path");
-    if (*s) {
-        size_t ul = strlen(url);
-        if (*s != '/' || !printable(s)) {
-            snprintf(err, errlen, "option health_path=%s: expected a path from / (or empty)", s);
-            rc = -EINVAL;
-            goto fail;
-        }
-        while (ul && url[ul - 1] == '/')
-            ul--;
-        b->health = malloc(ul + strlen(s) + 1);
-        if (!b->health)
-            goto fail;
-        memcpy(b->health, url, ul);
-        strcpy(b->health + ul, s);
-    }
+    if ((rc = httpc_svc_health(url, ul, opt(cfg, "health_path"), &b->health, err, errlen)) < 0)
+        return rc;
     b->model = strdup(opt(cfg, "model"));
     if (!b->model)
-        goto fail;
+        return -ENOMEM;
     b->gen.model = b->model;
     b->headers[0] = "Content-Type: application/json";
     s = opt(cfg, "api_key");
     if (s) {
         if (!printable(s)) {
             snprintf(err, errlen, "option api_key: printable ASCII expected");
-            rc = -EINVAL;
-            goto fail;
+            return -EINVAL;
         }
         b->auth = malloc(strlen(s) + 32);
         if (!b->auth)
-            goto fail;
+            return -ENOMEM;
         sprintf(b->auth, "Authorization: Bearer %s", s);
         b->headers[1] = b->auth;
     }
     snprintf(b->device, sizeof(b->device), "%s engine at %s (max %u streams)",
              httpc_oai_dialect_name(b->gen.dialect), b->url, b->max_concurrency);
-    hc.max_conns = b->max_concurrency;
-    if ((rc = httpc_lives_init(&b->lives)) < 0) {
-        snprintf(err, errlen, "the stream registry's mutex: %s", strerror(-rc));
-        goto fail;
-    }
-    if ((rc = httpc_create(&hc, &b->http, err, errlen)) < 0) {
-        httpc_lives_destroy(&b->lives);
-        goto fail;
+    hc->max_conns = b->max_concurrency;
+    return httpc_svc_open(hc, "stream", &b->http, &b->lives, err, errlen);
+}
+
+/* Also what a failed create leaves: the pool only when it was opened. */
+static void oai_destroy(sut_backend_t *b)
+{
+    httpc_svc_close(b->http, &b->lives);
+    free(b->health);
+    free(b->auth);
+    free(b->model);
+    free(b->url);
+    free(b);
+}
+
+static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char *err,
+                      size_t errlen)
+{
+    sut_backend_t *b;
+    httpc_cfg_t hc = {0};
+    int rc;
+
+    b = calloc(1, sizeof(*b));
+    if (!b)
+        return -ENOMEM;
+    b->log = cfg->log;
+    if ((rc = oai_parse(cfg, b, &hc, err, errlen)) < 0 ||
+        (rc = oai_open(cfg, b, &hc, err, errlen)) < 0) {
+        oai_destroy(b);
+        return rc;
     }
     httpc_logf(b->log, SUT_LOG_INFO,
                "openai backend: %s, max_tokens=%u min_tokens=%u temperature=%g coalesce_us=%u "
@@ -269,25 +263,6 @@ static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
                b->stream_idle_ms, b->gen.oneshot ? " oneshot (no streaming)" : "");
     *out = b;
     return 0;
-
-fail:
-    free(b->health);
-    free(b->auth);
-    free(b->model);
-    free(b->url);
-    free(b);
-    return rc;
-}
-
-static void oai_destroy(sut_backend_t *b)
-{
-    httpc_destroy(b->http);
-    httpc_lives_destroy(&b->lives);
-    free(b->health);
-    free(b->auth);
-    free(b->model);
-    free(b->url);
-    free(b);
 }
 
 static int oai_describe(sut_backend_t *b, sut_backend_info_t *info)
