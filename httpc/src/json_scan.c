@@ -16,6 +16,18 @@ static int is_hex(unsigned char c)
     return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'f');
 }
 
+/* Bytes a string holds as they are: not a control byte (0x00-0x1f), '"' (0x22), '\\' (0x5c). */
+static const unsigned char plain[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+};
+
 /* A string's body from just after its opening quote: *close is its closing quote. 0: no escape,
  * 1: valid escapes, -1: unusual (a control byte, a bad or NUL escape, no closing quote). */
 static int scan_string(cp_t p, cp_t e, cp_t *close)
@@ -23,18 +35,21 @@ static int scan_string(cp_t p, cp_t e, cp_t *close)
     int esc = 0;
 
     while (p < e) {
-        unsigned char c = *p;
+        unsigned char c;
 
+        while (e - p >= 4 && plain[p[0]] && plain[p[1]] && plain[p[2]] && plain[p[3]])
+            p += 4;
+        while (p < e && plain[*p])
+            p++;
+        if (p == e)
+            break;
+        c = *p;
         if (c == '"') {
             *close = p;
             return esc;
         }
-        if (c < 0x20)
-            return -1;
-        if (c != '\\') {
-            p++;
-            continue;
-        }
+        if (c != '\\')
+            return -1; /* a control byte */
         if (e - p < 2)
             return -1;
         c = p[1];
