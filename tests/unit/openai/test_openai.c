@@ -41,6 +41,15 @@ START_TEST(dialects)
     ck_assert_ptr_nonnull(strstr(body, "\"return_tokens_as_token_ids\":true"));
     ck_assert_uint_eq(len, strlen(body));
     free(body);
+    {
+        /* Every int32 spelled as %d would, unaligned, then the rest of the body. */
+        static const int32_t ext[6] = {0, 0, -1, 2147483647, (-2147483647 - 1), 10};
+        ck_assert_int_eq(httpc_oai_dialect_body(&g, (const char *)ext + 4, 5, &body, &len), 0);
+        ck_assert_ptr_nonnull(
+            strstr(body, "\"prompt\":[0,-1,2147483647,-2147483648,10],\"max_tokens\":8,"));
+        ck_assert_uint_eq(len, strlen(body));
+        free(body);
+    }
     o.max = 8;
     event_ok(&g, "{\"choices\":[{\"text\":\"x\",\"token_ids\":[11,12],\"finish_reason\":null}]}",
              &o);
