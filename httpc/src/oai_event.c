@@ -12,7 +12,7 @@
  * tokens_predicted (llamacpp). An engine error wins over everything else.
  *
  * Each event goes first through the fast scanner (json_scan.c: the same callbacks, in place, no
- * allocation, about a fifth of yajl's time on a vLLM event); whatever it does not take (deep
+ * allocation, under half of yajl's instructions on a vLLM event); whatever it does not take (deep
  * nesting, escapes where the value is read, anything malformed) is parsed again from the start
  * with yajl, which has the last word. */
 #include "httpc/oai.h"
