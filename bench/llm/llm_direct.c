@@ -53,15 +53,14 @@ static int on_data(httpc_req_t *r, const char *p, size_t n)
 {
     call_t *c = (call_t *)r;
     while (n) {
-        int have;
-        ssize_t used = httpc_sse_feed(&c->sse, p, n, &have);
+        const char *ev;
+        size_t len;
+        ssize_t used = httpc_sse_next(&c->sse, p, n, &ev, &len); /* in place, as the backend */
         if (used < 0)
             return 1;
         p += used;
         n -= (size_t)used;
-        if (have) {
-            size_t len;
-            const char *ev = httpc_sse_event(&c->sse, &len);
+        if (ev) {
             if (!c->out.done && httpc_oai_dialect_event(c->gen, ev, len, &c->out) < 0)
                 return 1;
             if (!c->ttft && c->out.n) {
@@ -109,12 +108,10 @@ static int parse_bench(long n)
     httpc_sse_init(&p, 65536);
     o.max = (size_t)n + 1;
     for (i = 0; i < n; i++) {
-        int have;
         size_t len;
         const char *d;
         t0 = now_ns();
-        httpc_sse_feed(&p, ev, sizeof(ev) - 1, &have);
-        d = httpc_sse_event(&p, &len);
+        httpc_sse_next(&p, ev, sizeof(ev) - 1, &d, &len);
         t_sse += now_ns() - t0;
         t0 = now_ns();
         if (httpc_oai_dialect_event(&g, d, len, &o) < 0)

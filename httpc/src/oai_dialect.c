@@ -84,16 +84,52 @@ static void sb_printf(sbuf_t *b, const char *fmt, ...)
     }
 }
 
+/* The prompt's token IDs as a JSON array, digits written here: one vsnprintf per token was most
+ * of a request's formatting (callgrind: about 53 000 instructions for 64 tokens). */
 static void sb_tokens(sbuf_t *b, const unsigned char *t, size_t n)
 {
-    size_t i;
-    sb_printf(b, "[");
+    size_t i, need;
+    char *w;
+
+    if (b->failed)
+        return;
+    if (n > ((size_t)-1 - b->len - 3) / 12) { /* "-2147483648," is 12 bytes */
+        b->failed = 1;
+        return;
+    }
+    need = b->len + 12 * n + 3; /* "[", the IDs and their commas, "]", NUL */
+    if (need > b->cap) {
+        char *np = realloc(b->p, need);
+        if (!np) {
+            b->failed = 1;
+            return;
+        }
+        b->p = np;
+        b->cap = need;
+    }
+    w = b->p + b->len;
+    *w++ = '[';
     for (i = 0; i < n; i++) {
         int32_t v;
+        uint32_t u;
+        char d[10];
+        int k = 0;
+
         memcpy(&v, t + 4 * i, 4); /* samples need not be aligned */
-        sb_printf(b, i ? ",%d" : "%d", (int)v);
+        if (i)
+            *w++ = ',';
+        if (v < 0)
+            *w++ = '-';
+        u = v < 0 ? 0u - (uint32_t)v : (uint32_t)v;
+        do
+            d[k++] = (char)('0' + u % 10);
+        while ((u /= 10) != 0);
+        while (k)
+            *w++ = d[--k];
     }
-    sb_printf(b, "]");
+    *w++ = ']';
+    *w = '\0';
+    b->len = (size_t)(w - b->p);
 }
 
 /* The model name as a JSON string: only printable ASCII without quotes or backslashes is

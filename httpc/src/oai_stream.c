@@ -60,8 +60,10 @@ int httpc_oai_stream_feed(httpc_oai_stream_t *s, const char *p, size_t n, int *p
     if (s->gen->oneshot)
         return gather(s, p, n);
     while (n) {
-        int have = 0;
-        ssize_t used = httpc_sse_feed(&s->sse, p, n, &have);
+        const char *ev;
+        size_t len;
+        /* Each event read where it lies in |p| when it can (httpc_sse_next), not copied. */
+        ssize_t used = httpc_sse_next(&s->sse, p, n, &ev, &len);
         if (used < 0) {
             snprintf(s->err, sizeof(s->err), "an SSE event over max_event=%zu bytes", s->max_event);
             s->failed = 1;
@@ -69,9 +71,8 @@ int httpc_oai_stream_feed(httpc_oai_stream_t *s, const char *p, size_t n, int *p
         }
         p += used;
         n -= (size_t)used;
-        if (have) {
-            size_t len, before = s->out.n;
-            const char *ev = httpc_sse_event(&s->sse, &len);
+        if (ev) {
+            size_t before = s->out.n;
             /* Events after the end mark are read too: vLLM's usage comes last. */
             if (httpc_oai_dialect_event(s->gen, ev, len, &s->out) < 0)
                 return fail(s, s->out.err);

@@ -143,6 +143,51 @@ ssize_t httpc_sse_feed(httpc_sse_t *p, const char *data, size_t n, int *have_eve
     return (ssize_t)i;
 }
 
+/* The usual event, a single "data:" line and the blank line after it, read where it lies: at a
+ * line start with nothing pending, both line ends LF and in |data|, the line within the limit.
+ * Returns the bytes it takes (0: not that shape, the general path reads it). */
+static size_t whole_event(httpc_sse_t *p, const char *data, size_t n, const char **ev, size_t *len)
+{
+    const char *eol, *v;
+    size_t ln;
+
+    if (p->line_len || p->have_data || p->after_cr || n < 7 || memcmp(data, "data:", 5) != 0)
+        return 0;
+    eol = memchr(data, '\n', n);
+    if (!eol || (size_t)(eol - data) + 1 >= n || eol[1] != '\n')
+        return 0;
+    ln = (size_t)(eol - data);
+    if (ln > p->max_event || memchr(data, '\r', ln))
+        return 0;
+    v = data + 5;
+    if (v < eol && *v == ' ')
+        v++;
+    *ev = v;
+    *len = (size_t)(eol - v);
+    return ln + 2;
+}
+
+ssize_t httpc_sse_next(httpc_sse_t *p, const char *data, size_t n, const char **ev, size_t *len)
+{
+    size_t used;
+    ssize_t rc;
+    int have;
+
+    *ev = NULL;
+    *len = 0;
+    if (p->ready) { /* the previous event was read: the next one starts empty */
+        p->ready = 0;
+        p->ev_len = 0;
+    }
+    used = whole_event(p, data, n, ev, len);
+    if (used)
+        return (ssize_t)used;
+    rc = httpc_sse_feed(p, data, n, &have);
+    if (rc >= 0 && have)
+        *ev = httpc_sse_event(p, len);
+    return rc;
+}
+
 const char *httpc_sse_event(const httpc_sse_t *p, size_t *len)
 {
     *len = p->ev_len;

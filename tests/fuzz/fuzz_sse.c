@@ -1,5 +1,6 @@
 /* Fuzz target: an engine's SSE stream, fed to the openai backend's decoder in chunks of a size
- * the first byte picks, and every event given to a dialect's parser (the second byte picks it):
+ * the first byte picks, and every event given to a dialect's parser (the second byte picks it, and
+ * whether the events are read in place with httpc_sse_next or copied with httpc_sse_feed):
  * the bytes an engine sends are hostile until validated. */
 #include "httpc/oai.h"
 #include "httpc/sse.h"
@@ -15,12 +16,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     httpc_oai_out_t o = {0};
     httpc_sse_t p;
     size_t chunk, off = 0;
+    int in_place;
 
     if (size < 2)
         return 0;
     chunk = (size_t)data[0] % 64 + 1;
     g.dialect = (httpc_oai_dialect_t)(data[1] % 4);
     g.incremental = data[1] & 0x10 ? 1 : 0;
+    in_place = data[1] & 0x20 ? 1 : 0; /* httpc_sse_next, as the backend reads */
     data += 2;
     size -= 2;
     o.max = 64;
@@ -28,15 +31,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     while (off < size) {
         size_t n = size - off < chunk ? size - off : chunk;
         while (n) {
-            int have;
-            ssize_t used = httpc_sse_feed(&p, (const char *)data + off, n, &have);
+            int have = 0;
+            size_t len = 0;
+            const char *ev = NULL;
+            ssize_t used = in_place ? httpc_sse_next(&p, (const char *)data + off, n, &ev, &len)
+                                    : httpc_sse_feed(&p, (const char *)data + off, n, &have);
             if (used < 0)
                 goto out;
             off += (size_t)used;
             n -= (size_t)used;
-            if (have) {
-                size_t len;
-                const char *ev = httpc_sse_event(&p, &len);
+            if (have)
+                ev = httpc_sse_event(&p, &len);
+            if (ev) {
                 if (httpc_oai_dialect_event(&g, ev, len, &o) < 0)
                     goto out;
             }

@@ -38,6 +38,13 @@ void httpc_sse_reset(httpc_sse_t *p);
  * next call. */
 ssize_t httpc_sse_feed(httpc_sse_t *p, const char *data, size_t n, int *have_event);
 
+/* The same without copying where it can (the hot path of an LLM stream): when *ev is set on
+ * return, one event is complete and its data is the |*len| bytes at *ev, NOT NUL-terminated,
+ * either in |data| (a single-line event that lay whole in it) or in the decoder; valid until the
+ * next call and while |data| is. Same limits, errors and line ends as httpc_sse_feed(), with
+ * which it may be mixed on one decoder. */
+ssize_t httpc_sse_next(httpc_sse_t *p, const char *data, size_t n, const char **ev, size_t *len);
+
 /* The data of the event just completed (NUL-terminated, |*len| bytes without the NUL). */
 const char *httpc_sse_event(const httpc_sse_t *p, size_t *len);
 

@@ -27,6 +27,8 @@ typedef struct {
     int n;
 } evs_t;
 
+static int in_place; /* feed() reads with httpc_sse_next instead of httpc_sse_feed */
+
 /* Feeds |s| in pieces of |step| bytes (0: all at once) and collects the events. */
 static int feed(httpc_sse_t *p, const char *s, size_t len, size_t step, evs_t *out)
 {
@@ -35,17 +37,21 @@ static int feed(httpc_sse_t *p, const char *s, size_t len, size_t step, evs_t *o
         size_t piece = step ? (len - off < step ? len - off : step) : len - off;
         while (piece) {
             int have;
-            ssize_t used = httpc_sse_feed(p, s + off, piece, &have);
+            size_t n = 0;
+            const char *e = NULL;
+            ssize_t used = in_place ? httpc_sse_next(p, s + off, piece, &e, &n)
+                                    : httpc_sse_feed(p, s + off, piece, &have);
             if (used < 0)
                 return (int)used;
             off += (size_t)used;
             piece -= (size_t)used;
-            if (have) {
-                size_t n;
-                const char *e = httpc_sse_event(p, &n);
+            if (!in_place && have)
+                e = httpc_sse_event(p, &n);
+            if (e) {
                 ck_assert_int_lt(out->n, 8);
                 ck_assert_uint_lt(n, 128);
-                memcpy(out->ev[out->n], e, n + 1);
+                memcpy(out->ev[out->n], e, n); /* not NUL-terminated in place */
+                out->ev[out->n][n] = '\0';
                 out->n++;
             }
         }
@@ -69,6 +75,7 @@ static const char stream[] = ": keep-alive comment\r\n"
 START_TEST(sse_bytewise)
 {
     size_t step;
+    in_place = 0;
     for (step = 0; step <= sizeof(stream); step++) {
         httpc_sse_t p;
         evs_t e = {0};
@@ -85,7 +92,63 @@ START_TEST(sse_bytewise)
 }
 END_TEST
 
+static void sse_limits_check(void);
+
 START_TEST(sse_limits)
+{
+    in_place = 0;
+    sse_limits_check();
+}
+END_TEST
+
+/* httpc_sse_next: the same events and limits as httpc_sse_feed in every split, a whole LF event
+ * read where it lies, anything else through the decoder. */
+START_TEST(sse_in_place)
+{
+    static const char lf[] = "data: {\"a\":1}\n\ndata: {\"b\":2}\n\ndata:x\r\n\r\n";
+    const char *e;
+    size_t step, n;
+    httpc_sse_t p;
+    ssize_t used;
+
+    in_place = 1;
+    for (step = 0; step <= sizeof(stream); step++) {
+        evs_t ev = {0};
+        httpc_sse_init(&p, 1024);
+        ck_assert_int_eq(feed(&p, stream, sizeof(stream) - 1, step, &ev), 0);
+        ck_assert_int_eq(ev.n, 5);
+        ck_assert_str_eq(ev.ev[0], "{\"a\":1}");
+        ck_assert_str_eq(ev.ev[1], "{\"b\":2}");
+        ck_assert_str_eq(ev.ev[2], "line1\nline2");
+        ck_assert_str_eq(ev.ev[3], "");
+        ck_assert_str_eq(ev.ev[4], "[DONE]");
+        httpc_sse_free(&p);
+    }
+    sse_limits_check();
+    httpc_sse_init(&p, 1024);
+    used = httpc_sse_next(&p, lf, sizeof(lf) - 1, &e, &n);
+    ck_assert_int_eq(used, 15);
+    ck_assert_ptr_eq(e, lf + 6); /* in place */
+    ck_assert_uint_eq(n, 7);
+    used = httpc_sse_next(&p, lf + 15, sizeof(lf) - 16, &e, &n);
+    ck_assert_int_eq(used, 15);
+    ck_assert_ptr_eq(e, lf + 21);
+    ck_assert_uint_eq(n, 7);
+    used = httpc_sse_next(&p, lf + 30, sizeof(lf) - 31, &e, &n);
+    ck_assert_int_ge(used, 9);
+    ck_assert_ptr_nonnull(e);
+    ck_assert(e < lf || e >= lf + sizeof(lf)); /* CRLF: through the decoder */
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(e[0], 'x');
+    httpc_sse_free(&p);
+    /* Over the limit in one piece: refused as by the decoder. */
+    httpc_sse_init(&p, 6);
+    ck_assert_int_eq(httpc_sse_next(&p, lf, sizeof(lf) - 1, &e, &n), HTTPC_SSE_ETOOBIG);
+    httpc_sse_free(&p);
+}
+END_TEST
+
+static void sse_limits_check(void)
 {
     httpc_sse_t p;
     evs_t e = {0};
@@ -116,7 +179,6 @@ START_TEST(sse_limits)
     ck_assert_uint_eq(strlen(e.ev[0]), 58);
     httpc_sse_free(&p);
 }
-END_TEST
 
 /* ---- the HTTP pool against a scripted server ---- */
 
@@ -707,12 +769,15 @@ START_TEST(http_idle)
 }
 END_TEST
 
-TCase *tc_sse_bytewise(void), *tc_sse_limits(void), *tc_http_pool(void), *tc_http_coalesce(void),
-    *tc_http_queue(void), *tc_http_cancel(void), *tc_http_idle(void), *tc_options(void);
+TCase *tc_sse_bytewise(void), *tc_sse_limits(void), *tc_sse_in_place(void), *tc_http_pool(void),
+    *tc_http_coalesce(void), *tc_http_queue(void), *tc_http_cancel(void), *tc_http_idle(void),
+    *tc_options(void);
 
 CHECK_ONE_TEST_TCASE(sse_bytewise)
 
 CHECK_ONE_TEST_TCASE(sse_limits)
+
+CHECK_ONE_TEST_TCASE(sse_in_place)
 
 CHECK_ONE_TEST_TCASE(http_pool)
 
@@ -726,5 +791,5 @@ CHECK_ONE_TEST_TCASE(http_idle)
 
 CHECK_ONE_TEST_TCASE(options)
 
-CHECK_MAIN("httpc", tc_sse_bytewise, tc_sse_limits, tc_http_pool, tc_http_coalesce, tc_http_queue,
-           tc_http_cancel, tc_http_idle, tc_options)
+CHECK_MAIN("httpc", tc_sse_bytewise, tc_sse_limits, tc_sse_in_place, tc_http_pool, tc_http_coalesce,
+           tc_http_queue, tc_http_cancel, tc_http_idle, tc_options)

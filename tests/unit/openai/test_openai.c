@@ -1,11 +1,14 @@
 /* Unit tests of the openai backend's parts: each dialect's request body and stream events, a
- * stream with text but no token IDs, the event scanner against hostile events. (The SSE decoder
+ * stream with text but no token IDs, the event scanner against hostile events, its fast JSON path
+ * against yajl on mutated events. (The SSE decoder
  * and the HTTP pool it runs on are tested in tests/unit/httpc.) */
 #include "../check_main.h"
 
 #include "httpc/sse.h"
 #include "httpc/oai.h"
+#include "json_scan.h" /* httpc/src: the event's fast JSON path */
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +41,15 @@ START_TEST(dialects)
     ck_assert_ptr_nonnull(strstr(body, "\"return_tokens_as_token_ids\":true"));
     ck_assert_uint_eq(len, strlen(body));
     free(body);
+    {
+        /* Every int32 spelled as %d would, unaligned, then the rest of the body. */
+        static const int32_t ext[6] = {0, 0, -1, 2147483647, (-2147483647 - 1), 10};
+        ck_assert_int_eq(httpc_oai_dialect_body(&g, (const char *)ext + 4, 5, &body, &len), 0);
+        ck_assert_ptr_nonnull(
+            strstr(body, "\"prompt\":[0,-1,2147483647,-2147483648,10],\"max_tokens\":8,"));
+        ck_assert_uint_eq(len, strlen(body));
+        free(body);
+    }
     o.max = 8;
     event_ok(&g, "{\"choices\":[{\"text\":\"x\",\"token_ids\":[11,12],\"finish_reason\":null}]}",
              &o);
@@ -419,6 +431,191 @@ START_TEST(token_count)
 }
 END_TEST
 
+/* ---- the fast JSON path against yajl ---- */
+
+/* Each callback appends one record to a log; the fast scanner and yajl must write the same log
+ * for every text the scanner accepts. |lens_only|: strings are logged by emptiness alone (an
+ * escaped string reaches the scanner's user undecoded, yajl's decoded). */
+typedef struct {
+    char log[8192];
+    size_t n;
+    int overflow, lens_only;
+} rec_t;
+
+static void rec(rec_t *r, char tag, const void *p, size_t len)
+{
+    if (r->n + len + 3 > sizeof(r->log)) {
+        r->overflow = 1;
+        return;
+    }
+    r->log[r->n++] = tag;
+    memcpy(r->log + r->n, p, len);
+    r->n += len;
+    r->log[r->n++] = '\x1f';
+}
+
+static int r_null(void *c)
+{
+    rec(c, 'z', "", 0);
+    return 1;
+}
+static int r_bool(void *c, int b)
+{
+    rec(c, 'b', b ? "1" : "0", 1);
+    return 1;
+}
+static int r_num(void *c, const char *s, size_t l)
+{
+    rec(c, 'n', s, l);
+    return 1;
+}
+static int r_str(void *c, const unsigned char *s, size_t l)
+{
+    rec_t *r = c;
+    if (r->lens_only)
+        rec(r, 's', l ? "+" : "0", 1);
+    else
+        rec(r, 's', s, l);
+    return 1;
+}
+static int r_key(void *c, const unsigned char *s, size_t l)
+{
+    rec(c, 'k', s, l);
+    return 1;
+}
+static int r_smap(void *c)
+{
+    rec(c, '{', "", 0);
+    return 1;
+}
+static int r_emap(void *c)
+{
+    rec(c, '}', "", 0);
+    return 1;
+}
+static int r_sarr(void *c)
+{
+    rec(c, '[', "", 0);
+    return 1;
+}
+static int r_earr(void *c)
+{
+    rec(c, ']', "", 0);
+    return 1;
+}
+static int r_escaped(void *c, const unsigned char *s, size_t l)
+{
+    rec_t *r = c;
+    (void)s;
+    if (!r->lens_only)
+        return -1; /* yajl decodes it */
+    rec(r, 's', l ? "+" : "0", 1);
+    return 1;
+}
+
+static const yajl_callbacks rec_cb = {r_null, r_bool, NULL,   NULL,   r_num, r_str,
+                                      r_smap, r_key,  r_emap, r_sarr, r_earr};
+
+/* 1 when the scanner took |t| (then asserted equal to yajl's reading), 0 when it left it. */
+static int scan_vs_yajl(const char *t, size_t len, int lens_only)
+{
+    rec_t *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
+    yajl_handle h;
+    yajl_status st;
+    int rc;
+
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(b);
+    a->lens_only = b->lens_only = lens_only;
+    rc = httpc_json_scan(t, len, &rec_cb, r_escaped, a);
+    ck_assert_int_ne(rc, HTTPC_JSCAN_CANCEL); /* no callback here says stop */
+    if (rc == HTTPC_JSCAN_OK) {
+        h = yajl_alloc(&rec_cb, NULL, b);
+        ck_assert_ptr_nonnull(h);
+        yajl_config(h, yajl_dont_validate_strings, 1);
+        st = yajl_parse(h, (const unsigned char *)t, len);
+        if (st == yajl_status_ok)
+            st = yajl_complete_parse(h);
+        yajl_free(h);
+        ck_assert_msg(st == yajl_status_ok, "the scanner took what yajl refuses: '%.*s'", (int)len,
+                      t);
+        ck_assert_msg(!a->overflow && !b->overflow && a->n == b->n && !memcmp(a->log, b->log, a->n),
+                      "the scanner and yajl read '%.*s' differently", (int)len, t);
+    }
+    free(a);
+    free(b);
+    return rc == HTTPC_JSCAN_OK;
+}
+
+START_TEST(json_fast_path)
+{
+    static const char *const base[] = {
+        "{\"id\":\"cmpl-b\",\"object\":\"text_completion\",\"created\":1700000000,\"model\":\"b\","
+        "\"choices\":[{\"index\":0,\"text\":\" tok1\\n\\u00e9\",\"logprobs\":null,"
+        "\"finish_reason\":null,\"stop_reason\":null,\"token_ids\":[12,-0,3.5e+2,1E3]}],"
+        "\"usage\":{\"completion_tokens\":7,\"x\":[true,false,{}]}}",
+        "{\"output_ids\":[1,2],\"meta_info\":{\"finish_reason\":{\"type\":\"length\"},"
+        "\"completion_tokens\":2},\"text\":\"a\\\"b\\/c\\\\\"}",
+        " {\t\"tokens\" : [ 115 ] ,\r\n\"stop\":false, \"content\":\"\\ud83d\\ude00\"} ",
+        "{\"error\":{\"message\":\"bad \\\"prompt\\\"\",\"code\":400},\"object\":\"error\"}",
+        "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]",
+    };
+    static const char spice[] = "\"\\{}[],: 01-.eE+utfnal/\n\t\r\x01\x7f\x80\xff";
+    uint64_t x = 0x9e3779b97f4a7c15u;
+    size_t b, i, taken = 0, total = 0;
+    char t[512];
+
+    /* The texts themselves: taken, except the one deeper than the scanner goes. */
+    for (b = 0; b < 4; b++)
+        ck_assert_msg(scan_vs_yajl(base[b], strlen(base[b]), 1), "not taken: %s", base[b]);
+    ck_assert_int_eq(scan_vs_yajl(base[4], strlen(base[4]), 1), 0);
+    /* Escaped strings go to the caller's hook; a NUL escape and a bad one never do. */
+    ck_assert_int_eq(scan_vs_yajl(base[0], strlen(base[0]), 0), 0);
+    ck_assert_int_eq(scan_vs_yajl("{\"t\":\"a\\u0000\"}", 15, 1), 0);
+    ck_assert_int_eq(scan_vs_yajl("{\"t\":\"a\\x\"}", 11, 1), 0);
+    ck_assert_int_eq(scan_vs_yajl("{\"t\\n\":1}", 9, 1), 0);
+    /* Mutants of each: a byte replaced, removed or inserted, or the text cut, in many places. */
+    for (b = 0; b < sizeof(base) / sizeof(base[0]); b++) {
+        size_t len0 = strlen(base[b]);
+        for (i = 0; i < 4000; i++) {
+            size_t len = len0, at;
+            int k, edits = 1 + (int)(i % 3);
+
+            memcpy(t, base[b], len0);
+            for (k = 0; k < edits; k++) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                at = (size_t)(x >> 8) % (len + 1);
+                switch ((x >> 40) % 4) {
+                case 0:
+                    if (at < len)
+                        t[at] = spice[(x >> 48) % (sizeof(spice) - 1)];
+                    break;
+                case 1:
+                    if (at < len) {
+                        memmove(t + at, t + at + 1, len - at - 1);
+                        len--;
+                    }
+                    break;
+                case 2:
+                    memmove(t + at + 1, t + at, len - at);
+                    t[at] = spice[(x >> 48) % (sizeof(spice) - 1)];
+                    len++;
+                    break;
+                default:
+                    len = at;
+                }
+            }
+            taken += (size_t)scan_vs_yajl(t, len, (int)(i & 1));
+            total++;
+        }
+    }
+    /* Not vacuous: many mutants are still JSON the scanner reads. */
+    ck_assert_msg(taken > total / 20, "only %zu of %zu mutants taken", taken, total);
+}
+END_TEST
+
 static TCase *tc(const char *name, const TTest *t)
 {
     TCase *c = tcase_create(name);
@@ -444,4 +641,10 @@ static TCase *tc_token_count(void)
     return tc("token_count", token_count);
 }
 
-CHECK_MAIN("openai", tc_dialects, tc_text_without_ids, tc_event_scanner_hostile, tc_token_count)
+static TCase *tc_json_fast_path(void)
+{
+    return tc("json_fast_path", json_fast_path);
+}
+
+CHECK_MAIN("openai", tc_dialects, tc_text_without_ids, tc_event_scanner_hostile, tc_token_count,
+           tc_json_fast_path)

@@ -1,0 +1,34 @@
+/* A strict JSON scanner for the usual shape of an engine's stream event: one pass over the bytes
+ * in place, no allocation, the same SAX callbacks as yajl's parser (src/oai_event.c uses both).
+ *
+ * It accepts only what RFC 8259 and yajl (with yajl_dont_validate_strings) both accept, and then
+ * makes exactly the calls yajl would make, in the same order. Anything beyond its limits is
+ * HTTPC_JSCAN_UNUSUAL and the caller parses the event again with yajl, which decides: nesting
+ * deeper than HTTPC_JSCAN_DEPTH, a key with an escape, a string with an escape whose slot the
+ * caller cannot take undecoded, "\u0000" (yajl decodes it to nothing), any syntax error, an
+ * empty text, trailing bytes. So a hostile event never gets further here than with yajl alone.
+ *
+ * Every callback of |cb| except yajl_integer and yajl_double must be set; yajl_number gets the
+ * number's text. A string value with escapes (validated, not decoded) goes to |escaped| instead
+ * of yajl_string, which returns 1 when it took it, 0 to stop (as a callback's 0), or -1 to make
+ * the whole scan HTTPC_JSCAN_UNUSUAL. */
+#ifndef HTTPC_JSON_SCAN_H
+#define HTTPC_JSON_SCAN_H
+
+#include <stddef.h>
+#include <yajl/yajl_parse.h>
+
+#define HTTPC_JSCAN_DEPTH 32
+
+enum {
+    HTTPC_JSCAN_OK = 0,      /* one JSON value, every callback made */
+    HTTPC_JSCAN_CANCEL = -1, /* a callback returned 0 (yajl: yajl_status_client_canceled) */
+    HTTPC_JSCAN_UNUSUAL = 1, /* beyond the scanner: parse it again with yajl */
+};
+
+typedef int (*httpc_jscan_escaped_fn)(void *ctx, const unsigned char *raw, size_t len);
+
+int httpc_json_scan(const char *data, size_t len, const yajl_callbacks *cb,
+                    httpc_jscan_escaped_fn escaped, void *ctx);
+
+#endif
