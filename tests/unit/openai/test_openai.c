@@ -38,6 +38,14 @@ START_TEST(dialects)
     ck_assert_ptr_nonnull(strstr(body, "\"return_tokens_as_token_ids\":true"));
     ck_assert_uint_eq(len, strlen(body));
     free(body);
+    {
+        /* the digits are written by hand: the sign, the extremes and zero */
+        const int32_t edge[4] = {-1, INT32_MIN, 0, INT32_MAX};
+        ck_assert_int_eq(httpc_oai_dialect_body(&g, edge, 4, &body, &len), 0);
+        ck_assert_ptr_nonnull(strstr(body, "\"prompt\":[-1,-2147483648,0,2147483647],"));
+        ck_assert_uint_eq(len, strlen(body));
+        free(body);
+    }
     o.max = 8;
     event_ok(&g, "{\"choices\":[{\"text\":\"x\",\"token_ids\":[11,12],\"finish_reason\":null}]}",
              &o);
