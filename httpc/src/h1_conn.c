@@ -219,7 +219,7 @@ static void finish(h1_conn_t *c, int keep, int status, const char *fmt, ...)
     c->req = NULL;
     if (r)
         r->conn = NULL;
-    if (keep && !p->closing) {
+    if (keep && !p->closing && !c->writing) { /* answered before its request was all sent: no */
         c->served++;
         c->state = C_IDLE;
         c->next_idle = p->idle;
