@@ -106,7 +106,17 @@ int httpc_h1_pool_create(uv_loop_t *loop, const httpc_h1_cfg_t *cfg, httpc_h1_po
         free(p);
         return -ENOENT;
     }
-    memcpy(&p->addr, res->ai_addr, res->ai_addrlen);
+    {
+        /* IPv4 first when the name has it: "localhost" resolves to ::1 first on Debian, and
+         * engines started with --host 0.0.0.0 listen on IPv4 only (libcurl would try both) */
+        const struct addrinfo *pick = res;
+        for (const struct addrinfo *a = res; a; a = a->ai_next)
+            if (a->ai_family == AF_INET) {
+                pick = a;
+                break;
+            }
+        memcpy(&p->addr, pick->ai_addr, pick->ai_addrlen);
+    }
     freeaddrinfo(res);
     cap = strlen(cfg->path) + strlen(host_hdr) + 128;
     for (const char *const *h = cfg->headers; h && *h; h++) {

@@ -92,7 +92,8 @@ struct httpc_h1_req {
 };
 
 typedef struct {
-    const char *host; /* a name or address; resolved once at create */
+    const char *host; /* a name or address; resolved once at create (its IPv4 address when it
+                         has one, else its first) */
     uint16_t port;
     const char *path;           /* the request path, e.g. "/v1/completions" */
     const char *const *headers; /* fixed header lines without CRLF, NULL-terminated, or NULL */

@@ -5,9 +5,9 @@
  * codings, chunked with Content-Length, bad chunk sizes, chunk data past its size); every limit
  * (status line, header count, head size, chunk-size digits and line); a close at each point of
  * an answer named. The pool on a libuv loop against a scripted loopback server: keep-alive reuse,
- * Connection: close, the server's idle close raced by a request (sent again once), a refused
- * connect, the first-byte deadline, an error status with its body in the message, cancel, and
- * close failing what is left with HTTPC_ESTOP. */
+ * Connection: close (by name), the server's idle close raced by a request (sent again once), a
+ * name that does not resolve, a refused connect, the first-byte deadline, an error status with
+ * its body in the message, cancel, and close failing what is left with HTTPC_ESTOP. */
 #include "../check_main.h"
 
 #include "httpc/h1.h"
@@ -380,10 +380,11 @@ static void call_init(call_t *c)
     c->r.ctx = c;
 }
 
-static httpc_h1_pool_t *pool_for(uv_loop_t *loop, int port, uint32_t conns, uint32_t first_ms)
+static httpc_h1_pool_t *pool_on(uv_loop_t *loop, const char *host, int port, uint32_t conns,
+                                uint32_t first_ms)
 {
     const char *hdrs[] = {"Content-Type: application/json", NULL};
-    httpc_h1_cfg_t cfg = {.host = "127.0.0.1",
+    httpc_h1_cfg_t cfg = {.host = host,
                           .port = (uint16_t)port,
                           .path = "/v1/completions",
                           .headers = hdrs,
@@ -395,6 +396,11 @@ static httpc_h1_pool_t *pool_for(uv_loop_t *loop, int port, uint32_t conns, uint
     char err[300];
     ck_assert_int_eq(httpc_h1_pool_create(loop, &cfg, &p, err, sizeof(err)), 0);
     return p;
+}
+
+static httpc_h1_pool_t *pool_for(uv_loop_t *loop, int port, uint32_t conns, uint32_t first_ms)
+{
+    return pool_on(loop, "127.0.0.1", port, conns, first_ms);
 }
 
 /* Runs the loop until every call is done (a wide deadline). */
@@ -477,10 +483,11 @@ START_TEST(h1_pool)
     ck_assert_int_eq(uv_loop_close(&loop), 0);
     server_stop(&s, th);
 
-    /* Connection: close and a body to the close: a new connection each time */
+    /* Connection: close and a body to the close: a new connection each time; by name, to a
+     * server on IPv4 loopback only ("localhost" may list ::1 first) */
     server_start(&s, 1, &port, &th);
     uv_loop_init(&loop);
-    p = pool_for(&loop, port, 2, 0);
+    p = pool_on(&loop, "localhost", port, 2, 0);
     for (int i = 0; i < 3; i++) {
         call_init(&c[i]);
         httpc_h1_send(p, &c[i].r);
@@ -522,6 +529,17 @@ START_TEST(h1_faults)
     call_t c[2];
     httpc_h1_pool_t *p;
 
+    /* a name that does not resolve: refused at create, naming it */
+    {
+        httpc_h1_cfg_t cfg = {.host = "no-such-host.invalid", .port = 80, .path = "/"};
+        httpc_h1_pool_t *none = NULL;
+        char err[300] = "";
+        uv_loop_init(&loop);
+        ck_assert_int_lt(httpc_h1_pool_create(&loop, &cfg, &none, err, sizeof(err)), 0);
+        ck_assert_ptr_null(none);
+        ck_assert_msg(strstr(err, "no-such-host.invalid:80: the name does not resolve"), "%s", err);
+        ck_assert_int_eq(uv_loop_close(&loop), 0);
+    }
     /* refused: a port nobody listens on (bound, then closed) */
     lfd = listen_any(&port);
     close(lfd);
