@@ -60,6 +60,12 @@ int httpc_json_message(const char *body, char *out, size_t outlen)
 int httpc_probe_get(const char *url, const char *const *headers, long timeout_ms, char *why,
                     size_t whylen)
 {
+    return httpc_probe_get_ca(url, headers, NULL, timeout_ms, why, whylen);
+}
+
+int httpc_probe_get_ca(const char *url, const char *const *headers, const char *ca_file,
+                       long timeout_ms, char *why, size_t whylen)
+{
     CURL *e = curl_easy_init();
     struct curl_slist *hl = NULL;
     char errbuf[CURL_ERROR_SIZE] = "";
@@ -89,6 +95,8 @@ int httpc_probe_get(const char *url, const char *const *headers, long timeout_ms
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, &body);
     curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    if (ca_file)
+        curl_easy_setopt(e, CURLOPT_CAINFO, ca_file);
     res = curl_easy_perform(e);
     if (res == CURLE_OK)
         curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &code);

@@ -2,29 +2,41 @@
  * (issue 39; qdl/README.md, "Endpoints").
  *
  * Each sample (little-endian int32 token IDs, as LLM QSLs hold them) goes as one streaming
- * completion in the node's dialect (httpc/oai.h, the openai backend's one copy) on one libcurl
- * pool shared by every endpoint node (httpc/httpc.h), which runs on a thread of its own. That
- * thread reads each stream (httpc_oai_stream_t) and hands two events per request to the QDL's
- * loop through a cmn_xq: its first token, and its end. On the loop they become a FirstToken and
- * a Response result of the request's "connection" and go through results.c like a sut-node's,
- * so a sample is completed at most once, passes at most one first token however often it is
- * re-dispatched, and a result of a connection closed meanwhile (its samples re-dispatched) is
- * dropped: its wire id is no longer in that connection's in-flight map.
+ * completion in the node's dialect (httpc/oai.h, the openai backend's one copy), read as it
+ * arrives (httpc_oai_stream_t). Its first token and its end become a FirstToken and a Response
+ * result of the request's "connection" and go through results.c like a sut-node's, so a sample
+ * is completed at most once, passes at most one first token however often it is re-dispatched,
+ * and a result of a connection closed meanwhile (its samples re-dispatched) is dropped: its wire
+ * id is no longer in that connection's in-flight map.
  *
- * Health is a node's: a stream that fails (the endpoint refused, died mid-stream, answered an
- * error status, sent what does not parse) closes its connection: every stream on it is
- * cancelled, its samples go to other nodes, and it comes back after the reconnect backoff on
- * probation (one sample at a time until one completes). The progress deadline (node.c) applies
- * as to a streaming node. An endpoint has no pings: its liveness is its streams. */
+ * Transport: openai+http:// nodes use the lean HTTP/1.1 client (httpc/h1.h), one keep-alive
+ * pool per node on the QDL's own loop, so a stream's bytes are parsed and its results handled
+ * on the loop thread with no hand-over; openai+https:// nodes use the libcurl pool
+ * (httpc/httpc.h) on a thread of its own, whose two events per request (first token, end) reach
+ * the loop through a cmn_xq.
+ *
+ * Health: a stream that fails (the engine died mid-stream, answered an error status or an
+ * error event, sent what does not parse) re-dispatches its own sample only (no second
+ * FirstToken); the endpoint's other streams go on, and until one of them completes it is
+ * degraded (dispatch.c: a new sample only when no healthy node has room, one at a time), so the
+ * sample goes elsewhere. EP_FAIL_LIMIT failed streams in a row, or one that could not connect
+ * (openai+http://), close the endpoint's connection: every stream on it is cancelled, its
+ * samples go to other nodes, and it comes back after the reconnect backoff on probation (one
+ * sample at a time until one completes). A stream that completes resets the count. The progress
+ * deadline (node.c) applies as to a streaming node. An endpoint has no pings: its liveness is its
+ * streams; at start each one is probed once (GET /v1/models), so an address that does not answer
+ * HTTP fails qdl_create naming it. */
 #include "qdl_internal.h"
 
 #include "cmn/clock.h"
 #include "cmn/log.h"
 
 #ifdef QDL_HAVE_ENDPOINTS
+#    include "httpc/h1.h"
 #    include "httpc/httpc.h"
 #    include "httpc/live.h"
 #    include "httpc/oai.h"
+#    include "httpc/probe.h"
 #endif
 
 #include <errno.h>
@@ -35,6 +47,8 @@
 #define EP_SCHEME "openai+"
 #define EP_MAX_EVENT 65536u
 #define EP_TIMEOUT_MS 600000L
+#define EP_FAIL_LIMIT 3u /* failed streams in a row that close an endpoint's connection */
+#define EP_PROBE_MS 5000L
 
 int qdl__ep_address(const char *address)
 {
@@ -105,8 +119,15 @@ typedef struct {
 
 /* An endpoint node's own part. */
 struct qdl_ep_node {
-    char url[320]; /* the request URL: base + dialect path */
+    char url[320];  /* the request URL: base + dialect path */
+    char base[320]; /* scheme, authority, path prefix */
+    char host[256]; /* openai+http://: the host (without brackets), port and path for h1 */
+    uint16_t port;
+    const char *path;
+    int https;
     httpc_oai_gen_t gen;
+    httpc_h1_pool_t *h1; /* openai+http:// */
+    uint32_t fails;      /* streams failed in a row */
 };
 
 /* The QDL's endpoint part: one pool for every endpoint node. */
@@ -117,11 +138,15 @@ struct qdl_ep {
     cmn_xq_t events;
     int events_open;
     char *auth;      /* "Authorization: Bearer KEY" or NULL */
+    int curl;        /* some node is openai+https:// (the libcurl pool) */
     size_t requests; /* requests allocated and not yet freed */
 };
 
 typedef struct qdl_ep_req {
     httpc_req_t req;
+    httpc_h1_req_t h1; /* openai+http:// */
+    int in_cb;         /* h1: inside its on_data */
+    int dead;          /* h1: cancelled from inside its on_data; freed there */
     httpc_live_t live;
     qdl_t *q;
     qdl_conn_t *qc;
@@ -129,6 +154,7 @@ typedef struct qdl_ep_req {
     char *body;
     const char *headers[4];
     char session[96];
+    char extra[100]; /* h1: the session header line */
     httpc_oai_stream_t st;
     /* Written on the pool's thread before the event that carries them is pushed. */
     int32_t first_tok;
@@ -141,6 +167,39 @@ typedef struct qdl_ep_req {
 } ep_req_t;
 
 /* ---- set-up ---------------------------------------------------------------------------------- */
+
+/* openai+http://: host, port (80 when not given) and request path from the node's URL. */
+static int ep_host_port(qdl_node_t *nd, const char *auth, cmn_errbuf_t *eb)
+{
+    struct qdl_ep_node *e = nd->ep;
+    const char *end = auth + strcspn(auth, "/?"), *colon, *h = auth, *he;
+    unsigned long port = 80;
+
+    if (*h == '[') {
+        he = memchr(h, ']', (size_t)(end - h));
+        if (!he)
+            return cmn_errf(eb, CMN_ECONFIG, "endpoint %s: '[' without ']' in the host",
+                            nd->address);
+        h++;
+        colon = he + 1 < end && he[1] == ':' ? he + 1 : NULL;
+    } else {
+        colon = memchr(h, ':', (size_t)(end - h));
+        he = colon ? colon : end;
+    }
+    if (colon) {
+        char *stop;
+        port = strtoul(colon + 1, &stop, 10);
+        if (stop != end || port == 0 || port > 65535)
+            return cmn_errf(eb, CMN_ECONFIG, "endpoint %s: the port is not 1..65535", nd->address);
+    }
+    if (he == h || (size_t)(he - h) >= sizeof(e->host))
+        return cmn_errf(eb, CMN_ECONFIG, "endpoint %s: no HOST:PORT after the scheme", nd->address);
+    memcpy(e->host, h, (size_t)(he - h));
+    e->host[he - h] = '\0';
+    e->port = (uint16_t)port;
+    e->path = strchr(e->url + strlen("http://"), '/');
+    return 0;
+}
 
 int qdl__ep_node_init(qdl_t *q, qdl_node_t *nd, cmn_errbuf_t *eb)
 {
@@ -192,6 +251,10 @@ int qdl__ep_node_init(qdl_t *q, qdl_node_t *nd, cmn_errbuf_t *eb)
         return cmn_errf(eb, CMN_ECONFIG, "endpoint %s: the URL is too long", nd->address);
     snprintf(nd->ep->url, sizeof(nd->ep->url), "%.*s%s", (int)base_len, a,
              httpc_oai_dialect_path(nd->ep->gen.dialect));
+    snprintf(nd->ep->base, sizeof(nd->ep->base), "%.*s", (int)base_len, a);
+    nd->ep->https = strncmp(a, "https://", 8) == 0;
+    if (!nd->ep->https && ep_host_port(nd, auth, eb) < 0)
+        return -1;
     snprintf(nd->name, sizeof(nd->name), "endpoint %s %.*s",
              httpc_oai_dialect_name(nd->ep->gen.dialect), (int)base_len, a);
     nd->named = 1;
@@ -203,6 +266,74 @@ int qdl__ep_node_init(qdl_t *q, qdl_node_t *nd, cmn_errbuf_t *eb)
 }
 
 static void on_events(cmn_xq_t *x, cmn_xq_node_t *list);
+
+/* The fixed headers of every request (Content-Type, the API key). */
+static void ep_headers(const qdl_t *q, const char *hdrs[3])
+{
+    size_t h = 0;
+
+    hdrs[h++] = "Content-Type: application/json";
+    if (q->ep->auth)
+        hdrs[h++] = q->ep->auth;
+    hdrs[h] = NULL;
+}
+
+/* Every endpoint answers HTTP before the run: GET BASE/v1/models (httpc/probe.h: 2xx, or 404, 405,
+ * 501 from an engine without that route). With wait_ready_ms the run may start before an engine
+ * is up, so a failed probe is a warning there. */
+static int ep_probe_all(qdl_t *q, cmn_errbuf_t *eb)
+{
+    const char *hdrs[3];
+    char url[400], why[600];
+    size_t i;
+    long ms = q->cfg.connect_timeout_ms ? (long)q->cfg.connect_timeout_ms : EP_PROBE_MS;
+
+    ep_headers(q, hdrs);
+    for (i = 0; i < q->n_nodes; i++) {
+        qdl_node_t *nd = &q->nodes[i];
+        int rc;
+        if (!nd->endpoint)
+            continue;
+        snprintf(url, sizeof(url), "%s/v1/models", nd->ep->base);
+        why[0] = '\0';
+        rc = httpc_probe_get_ca(url, hdrs, q->cfg.tls_ca_file, ms, why, sizeof(why));
+        if (rc < 0)
+            return cmn_errf(eb, rc, "endpoint %s: cannot probe it: %s", nd->address,
+                            cmn_strerror(rc));
+        if (rc == 0 && !q->cfg.wait_ready_ms)
+            return cmn_errf(eb, CMN_ENOTREADY,
+                            "endpoint %s does not answer as an OpenAI-compatible server: %s",
+                            nd->address, why);
+        if (rc == 0)
+            cmn_log_warn("qdl: endpoint %s does not answer yet: %s", nd->address, why);
+    }
+    return 0;
+}
+
+/* openai+http://: the node's keep-alive pool on the QDL's loop. */
+static int ep_h1_open(qdl_t *q, qdl_node_t *nd, cmn_errbuf_t *eb)
+{
+    httpc_h1_cfg_t c;
+    const char *hdrs[3];
+    char err[400] = "";
+    uint64_t conns = (uint64_t)nd->window * q->cfg.connections_per_node;
+    int rc;
+
+    ep_headers(q, hdrs);
+    memset(&c, 0, sizeof(c));
+    c.host = nd->ep->host;
+    c.port = nd->ep->port;
+    c.path = nd->ep->path;
+    c.headers = hdrs;
+    c.max_conns = conns > 65536 ? 65536 : (uint32_t)conns;
+    c.connect_ms = q->cfg.connect_timeout_ms ? (uint32_t)q->cfg.connect_timeout_ms : 0;
+    c.first_byte_ms = c.idle_ms = (uint32_t)EP_TIMEOUT_MS;
+    rc = httpc_h1_pool_create(&q->loop, &c, &nd->ep->h1, err, sizeof(err));
+    if (rc < 0)
+        return cmn_errf(eb, rc == -ENOENT || rc == -EINVAL ? CMN_ECONFIG : rc, "endpoint %s: %s",
+                        nd->address, err);
+    return 0;
+}
 
 int qdl__ep_open(qdl_t *q, cmn_errbuf_t *eb)
 {
@@ -244,6 +375,23 @@ int qdl__ep_open(qdl_t *q, cmn_errbuf_t *eb)
                             "digits, '-', '_'; at most 64)",
                             h);
     }
+    rc = ep_probe_all(q, eb);
+    if (rc < 0)
+        return rc;
+    for (i = 0; i < q->n_nodes; i++) {
+        qdl_node_t *nd = &q->nodes[i];
+        if (!nd->endpoint)
+            continue;
+        if (nd->ep->https) {
+            q->ep->curl = 1;
+            continue;
+        }
+        rc = ep_h1_open(q, nd, eb);
+        if (rc < 0)
+            return rc;
+    }
+    if (!q->ep->curl)
+        return 0;
     memset(&hc, 0, sizeof(hc));
     hc.max_conns = conns > 65536 ? 65536 : (uint32_t)conns;
     hc.connect_timeout_ms = (long)q->cfg.connect_timeout_ms;
@@ -378,29 +526,139 @@ static void deliver(qdl_t *q, ep_req_t *r, int first_token)
         qdl__conn_close(r->qc, CMN_EPEER, eb.msg);
 }
 
+/* ---- health --------------------------------------------------------------------------------- */
+
+/* One failed stream's sample back to the queue (it keeps first_token_seen: no second
+ * FirstToken), or failed once it has used up its dispatches. */
+static void redispatch_one(qdl_t *q, qdl_conn_t *qc, uint64_t wire_id)
+{
+    qdl_node_t *nd = qc->node;
+    qdl_srec_t *s = cmn_idmap_del(&qc->inflight, wire_id);
+
+    if (!s)
+        return;
+    qc->n_inflight--;
+    nd->inflight--;
+    nd->tokens_out -= s->cost;
+    if (s->dispatches >= q->cfg.max_dispatches) {
+        cmn_log_error("qdl: a sample (response id %llu) fails: it was sent %u times "
+                      "(max_dispatches) and every stream of it failed",
+                      (unsigned long long)s->s.response_id, s->dispatches);
+        nd->st.samples_failed++;
+        s->next = NULL;
+        qdl__fail_chain(q, s, CMN_ENONODE);
+    } else {
+        nd->st.redispatched++;
+        qdl__pending_requeue(q, &s, 1);
+    }
+    q->dispatch_due = 1;
+}
+
+/* A stream's end on the loop (the request already off its connection's list): its result, or
+ * its failure counted against the endpoint (EP_FAIL_LIMIT in a row, or |no_connect|, close the
+ * endpoint's connection; else only its sample is re-dispatched). */
+static void stream_end(qdl_t *q, ep_req_t *r, int no_connect)
+{
+    qdl_node_t *nd = r->qc->node;
+    char why[700];
+    unsigned long long rid;
+
+    if (q->stopping || !current(r))
+        return;
+    if (r->status == 0) {
+        nd->ep->fails = 0;
+        deliver(q, r, 0);
+        return;
+    }
+    nd->st.errors++;
+    nd->ep->fails++;
+    rid = (unsigned long long)((qdl_srec_t *)cmn_idmap_get(&r->qc->inflight, r->wire_id))
+              ->s.response_id;
+    if (no_connect || nd->ep->fails >= EP_FAIL_LIMIT) {
+        if (no_connect)
+            snprintf(why, sizeof(why), "stream for LoadGen response id %llu failed: %s", rid,
+                     r->msg);
+        else
+            snprintf(why, sizeof(why),
+                     "%u streams in a row failed, the last (LoadGen response id %llu): %s",
+                     nd->ep->fails, rid, r->msg);
+        nd->ep->fails = 0;
+        qdl__conn_close(r->qc, r->status, why);
+        return;
+    }
+    cmn_log_warn("qdl: node %s: stream for LoadGen response id %llu failed: %s; its sample is "
+                 "re-dispatched (%u of %u failed streams in a row close the endpoint)",
+                 qdl__node_label(nd), rid, r->msg, nd->ep->fails, EP_FAIL_LIMIT);
+    /* Its other streams go on; until one of them completes (results.c clears it) the endpoint
+     * gets a new sample only when no healthy node has room, so this one goes elsewhere. */
+    nd->degraded = 1;
+    redispatch_one(q, r->qc, r->wire_id);
+}
+
 static void on_event(qdl_t *q, ep_event_t *ev)
 {
     ep_req_t *r = ev->r;
-    char why[600];
 
     if (!ev->done) {
         if (!q->stopping && current(r))
             deliver(q, r, 1);
         return;
     }
-    if (!q->stopping && current(r)) {
-        if (r->status == 0) {
-            deliver(q, r, 0);
-        } else {
-            r->qc->node->st.errors++;
-            snprintf(why, sizeof(why), "stream for LoadGen response id %llu failed: %s",
-                     (unsigned long long)((qdl_srec_t *)cmn_idmap_get(&r->qc->inflight, r->wire_id))
-                         ->s.response_id,
-                     r->msg);
-            unlist(r);
-            qdl__conn_close(r->qc, r->status, why);
+    unlist(r);
+    stream_end(q, r, 0);
+    req_free(q, r);
+}
+
+/* ---- openai+http://: the lean client's callbacks, on the loop ------------------------------- */
+
+static int h1_on_data(httpc_h1_req_t *hr, const char *p, size_t n)
+{
+    ep_req_t *r = hr->ctx;
+    qdl_t *q = r->q;
+    int progress = 0;
+
+    if (httpc_oai_stream_feed(&r->st, p, n, &progress))
+        return 1;
+    if (!r->first_pushed && r->st.out.n > 0 && !r->st.gen->oneshot) {
+        r->first_tok = r->st.out.toks[0];
+        r->first_pushed = 1;
+        if (!q->stopping && current(r)) {
+            r->in_cb = 1;
+            deliver(q, r, 1);
+            r->in_cb = 0;
+            if (r->dead) { /* its connection closed in there (qdl__ep_cancel) */
+                req_free(q, r);
+                return 1;
+            }
         }
     }
+    return 0;
+}
+
+static void h1_on_done(httpc_h1_req_t *hr, int status, const char *msg)
+{
+    ep_req_t *r = hr->ctx;
+    qdl_t *q = r->q;
+    int no_connect = status == HTTPC_H1_ECONNECT;
+
+    if (status == 0 && httpc_oai_stream_end(&r->st) < 0)
+        status = CMN_EPEER;
+    else if (status != 0 && r->st.failed)
+        status = CMN_EPEER;
+    r->status = status;
+    if (status == CMN_EPEER)
+        snprintf(r->msg, sizeof(r->msg), "%s", r->st.err);
+    else if (status != 0)
+        snprintf(r->msg, sizeof(r->msg), "%s", msg ? msg : "failed");
+    unlist(r);
+    if (status == 0 && !r->first_pushed && r->st.out.n > 0) {
+        /* oneshot, or tokens only at the end: the first token just before the end */
+        r->first_tok = r->st.out.toks[0];
+        r->first_pushed = 1;
+        if (!q->stopping && current(r))
+            deliver(q, r, 1);
+    }
+    stream_end(q, r, no_connect);
     req_free(q, r);
 }
 
@@ -450,6 +708,18 @@ static ep_req_t *req_new(qdl_t *q, qdl_conn_t *qc, qdl_srec_t *s)
         r->headers[h++] = r->session;
     }
     r->headers[h] = NULL;
+    if (nd->ep->h1) {
+        r->h1.body = r->body;
+        r->h1.body_len = blen;
+        if (q->cfg.endpoint_session_header) {
+            r->h1.extra = r->extra;
+            r->h1.extra_len = (size_t)snprintf(r->extra, sizeof(r->extra), "%s\r\n", r->session);
+        }
+        r->h1.on_data = h1_on_data;
+        r->h1.on_done = h1_on_done;
+        r->h1.ctx = r;
+        return r;
+    }
     r->req.url = nd->ep->url;
     r->req.body = r->body;
     r->req.body_len = blen;
@@ -466,8 +736,13 @@ static ep_req_t *req_new(qdl_t *q, qdl_conn_t *qc, qdl_srec_t *s)
 
 int qdl__ep_send(qdl_t *q, qdl_conn_t *qc, qdl_srec_t *s)
 {
-    ep_req_t *r = req_new(q, qc, s);
+    ep_req_t *r;
 
+    if (!qc->node->ep->https && !qc->node->ep->h1) {
+        s->wire_id = q->next_wire_id++;
+        return 0; /* only while stopping (its pool is closed): the sample fails with the rest */
+    }
+    r = req_new(q, qc, s);
     if (!r)
         return -ENOMEM;
     s->wire_id = q->next_wire_id++;
@@ -478,6 +753,11 @@ int qdl__ep_send(qdl_t *q, qdl_conn_t *qc, qdl_srec_t *s)
         qc->ep_reqs->prev = r;
     qc->ep_reqs = r;
     r->listed = 1;
+    if (qc->node->ep->h1) {
+        if (httpc_h1_send(qc->node->ep->h1, &r->h1) < 0)
+            req_free(q, r); /* only while stopping: the sample fails with the rest */
+        return 0;
+    }
     httpc_live_add(&q->ep->lives, &r->live);
     if (httpc_submit(q->ep->http, &r->req) < 0) {
         /* only while stopping: its end never comes; the sample fails with the rest */
@@ -494,6 +774,17 @@ void qdl__ep_cancel(qdl_conn_t *qc)
 
     while (qc->ep_reqs) {
         ep_req_t *r = qc->ep_reqs;
+        if (qc->node->ep->h1) {
+            /* No callback comes for it any more: freed here, or by its own on_data when it is
+             * the one running (the close came from inside it). */
+            httpc_h1_cancel(qc->node->ep->h1, &r->h1);
+            unlist(r);
+            if (r->in_cb)
+                r->dead = 1;
+            else
+                req_free(q, r);
+            continue;
+        }
         /* Marks it unless its end already ran (then its end event waits in the queue). */
         (void)httpc_live_cancel(&q->ep->lives, q->ep->http, r, &zero, 1);
         unlist(r);
@@ -502,7 +793,17 @@ void qdl__ep_cancel(qdl_conn_t *qc)
 
 void qdl__ep_stop(qdl_t *q)
 {
-    if (!q->ep || !q->ep->http)
+    size_t i;
+
+    if (!q->ep)
+        return;
+    for (i = 0; q->nodes && i < q->n_nodes; i++)
+        if (q->nodes[i].ep && q->nodes[i].ep->h1) {
+            /* every stream ends (h1_on_done frees it); the pool frees itself as the loop runs */
+            httpc_h1_pool_close(q->nodes[i].ep->h1);
+            q->nodes[i].ep->h1 = NULL;
+        }
+    if (!q->ep->http)
         return;
     httpc_destroy(q->ep->http); /* every stream ends: its end event is queued */
     q->ep->http = NULL;

@@ -5,7 +5,8 @@ OpenAI-compatible engine itself (--nodes openai+http://...), no sut-node in betw
 Against the real test engine (tests/engines/llm_engine.py), every sample is answered exactly once
 with token IDs equal to the engine's own greedy output, in Offline and Server, in the vllm and
 sglang dialects (--endpoint-dialect and the ?dialect= suffix), with the API-key and session
-headers sent; least-tokens and round-robin balance over two endpoints; a mixed fabric (a sut-node
+headers sent; one failed stream re-dispatches only its sample and leaves the endpoint up (no
+loss, no reconnect); the start-up probe fails a dead or non-HTTP address at start, naming it; least-tokens and round-robin balance over two endpoints; a mixed fabric (a sut-node
 with the openai backend beside an endpoint) gets the same tokens and uses both; Name() names
 every endpoint and says "Endpoint SUT". Against hostile endpoints in this process (stdlib only),
 each beside the real engine: one that streams a first token and dies mid-stream, one answering
@@ -85,6 +86,24 @@ class Hostile(http.server.BaseHTTPRequestHandler):
             c.close()
             self.close_connection = True
             return
+        if mode == "flaky":  # the first stream dies after its first token, the rest relay
+            with srv.lock:
+                first = srv.requests == 1
+            if first:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                ev = {"choices": [{"index": 0, "text": "x", "token_ids": [7]}]}
+                self.wfile.write(b"data: " + json.dumps(ev).encode() + b"\n\n")
+                self.wfile.flush()
+                self.close_connection = True
+                return
+            srv.mode = "relay"
+            try:
+                return self.answer(srv)
+            finally:
+                srv.mode = "flaky"
         if mode == "status500":
             body = b'{"error": "boom: the hostile engine fails"}'
             self.send_response(500)
@@ -308,6 +327,52 @@ def main():
             print(f"ok hostile {mode}: {hs.requests} requests, {bad['redispatched']} samples "
                   f"re-dispatched, every sample once with the engine's tokens")
         print("ok API key and session headers sent")
+
+        # One failed stream re-dispatches its own sample and does not bench the endpoint: an
+        # endpoint whose first stream dies (then relays the engine) is never closed (0 losses,
+        # 0 reconnects), completes samples, and re-dispatched exactly one.
+        hs = HostileServer("flaky", engines[0])
+        hurl = f"openai+http://127.0.0.1:{hs.server_address[1]}"
+        out, text = run("flaky endpoint", hurl, "Offline", ["--endpoint-max-inflight", "4",
+                                                             "--log-level", "warn"])
+        hs.shutdown()
+        nj = nodes_json(out)[0]
+        if (nj["losses"] != 0 or nj["reconnects"] != 0 or nj["redispatched"] != 1 or
+                nj["samples_completed"] != N_PROMPTS or "without its end mark" not in text):
+            sys.exit(f"FAIL flaky endpoint: one failed stream must re-dispatch one sample and "
+                     f"leave the endpoint up: {nj}\n{text[-1500:]}")
+        print(f"ok one failed stream: its sample re-dispatched, the endpoint kept ({nj})")
+
+        # The start-up probe: an address with nothing listening, and one that does not speak
+        # HTTP, fail at start naming the address and why.
+        import socket
+        dead = socket.socket()
+        dead.bind(("127.0.0.1", 0))
+        dead_port = dead.getsockname()[1]
+        dead.close()
+        junk = socket.socket()
+        junk.bind(("127.0.0.1", 0))
+        junk.listen(8)
+
+        def junk_server():
+            while True:
+                try:
+                    c, _ = junk.accept()
+                except OSError:
+                    return
+                c.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
+                c.close()
+        threading.Thread(target=junk_server, daemon=True).start()
+        for port, words in ((dead_port, "onnect"), (junk.getsockname()[1], "")):
+            addr = f"openai+http://127.0.0.1:{port}"
+            rc, text = et.loadgen(lg, os.path.join(tmp, f"probe{port}"), addr, qsl, "Offline",
+                                  "AccuracyOnly", [], common)
+            want = f"endpoint {addr} does not answer as an OpenAI-compatible server"
+            if rc == 0 or want not in text or words not in text:
+                sys.exit(f"FAIL probe {addr}: exit {rc}, expected '{want}' and '{words}'\n"
+                         f"{text[-1000:]}")
+        junk.close()
+        print("ok start-up probe: a dead address and a non-HTTP one fail at start, named")
 
         # HTTPS: a TLS front (stdlib ssl, a certificate made here) relaying the engine's stream;
         # the endpoint's certificate verified against --tls-ca.

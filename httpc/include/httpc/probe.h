@@ -15,6 +15,10 @@
 int httpc_probe_get(const char *url, const char *const *headers, long timeout_ms, char *why,
                     size_t whylen);
 
+/* The same, https:// verified against |ca_file| (PEM) instead of the system's CAs when given. */
+int httpc_probe_get_ca(const char *url, const char *const *headers, const char *ca_file,
+                       long timeout_ms, char *why, size_t whylen);
+
 /* The engine's own words from a JSON error body: {"error": {"message": ...}} as llama.cpp and
  * OpenAI write it, {"message": ...} as vLLM and SGLang, {"error": "..."} as TGI. 1 with the
  * message in out[0..outlen) (truncated), 0 when |body| is not such JSON. */
