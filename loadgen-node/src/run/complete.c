@@ -157,7 +157,7 @@ void lg_complete(lg_run_t *run, const lg_response_t *r, size_t n)
     hi = atomic_load_explicit(&run->issued_hi, memory_order_acquire);
     for (i = 0; i < n; i++) {
         size_t k;
-        lg__chunk_t *c = lg__slot_find(run, r[i].id, hi, &k);
+        lg__chunk_t *c = lg__slot_find(run, r[i].response_id, hi, &k);
         int64_t old, lat;
         uint32_t idx;
         int64_t n_tokens = r[i].n_tokens;
@@ -166,13 +166,14 @@ void lg_complete(lg_run_t *run, const lg_response_t *r, size_t n)
             lg__run_error(run, LG__E_UNKNOWN_ID,
                           "Received a completion for sample id %" PRIu64
                           ", which is not outstanding in this series",
-                          r[i].id);
+                          r[i].response_id);
             continue;
         }
         old = atomic_load_explicit(&c->lat[k], memory_order_relaxed);
         if (old >= 0) {
             lg__run_error(run, LG__E_TWICE,
-                          "Attempted to complete a sample twice. (sample %" PRIu64 ")", r[i].id);
+                          "Attempted to complete a sample twice. (sample %" PRIu64 ")",
+                          r[i].response_id);
             continue;
         }
         lat = rel + old + 1;
@@ -181,7 +182,7 @@ void lg_complete(lg_run_t *run, const lg_response_t *r, size_t n)
             failed++;
             lg__run_error(run, LG__E_FAILED,
                           "Sample %" PRIu64 " (qsl_idx %u) failed in the SUT%s%s: %s (%s)%s%s",
-                          r[i].id, idx & LG__IDX_MASK, r[i].node ? " at node " : "",
+                          r[i].response_id, idx & LG__IDX_MASK, r[i].node ? " at node " : "",
                           r[i].node ? r[i].node : "", cmn_strerror(r[i].status),
                           cmn_err_name(r[i].status), r[i].error ? ": " : "",
                           r[i].error ? r[i].error : "");
@@ -195,24 +196,25 @@ void lg_complete(lg_run_t *run, const lg_response_t *r, size_t n)
                         run, LG__E_DIGEST,
                         "Sample %" PRIu64 " (qsl_idx %u): the response (%zu bytes, digest "
                         "%016" PRIx64 ") does not match the sample's digest %016" PRIx64,
-                        r[i].id, idx & LG__IDX_MASK, r[i].size,
+                        r[i].response_id, idx & LG__IDX_MASK, r[i].size,
                         r[i].size == 8 && r[i].data ? cmn_digest_get(r[i].data) : 0, want);
                 }
             }
             if (run->use_tokens)
-                record_tokens(run, c, k, &n_tokens, r[i].id);
+                record_tokens(run, c, k, &n_tokens, r[i].response_id);
             if (run->accuracy || (idx & LG__ACC_FLAG)) {
                 int mode = !run->use_tokens ? 0 : !run->needs_first_token ? 1 : 2;
-                lg__tok_node_t *t = mode == 2 ? tok_take(run, r[i].id) : NULL;
+                lg__tok_node_t *t = mode == 2 ? tok_take(run, r[i].response_id) : NULL;
 
-                lg__acclog_write(&run->acc, r[i].id, idx & LG__IDX_MASK, r[i].data, r[i].size, mode,
-                                 t ? t->data : NULL, t ? t->size : 0, n_tokens);
+                lg__acclog_write(&run->acc, r[i].response_id, idx & LG__IDX_MASK, r[i].data,
+                                 r[i].size, mode, t ? t->data : NULL, t ? t->size : 0, n_tokens);
                 free(t);
             }
         }
         if (!atomic_compare_exchange_strong(&c->lat[k], &old, lat)) {
             lg__run_error(run, LG__E_TWICE,
-                          "Attempted to complete a sample twice. (sample %" PRIu64 ")", r[i].id);
+                          "Attempted to complete a sample twice. (sample %" PRIu64 ")",
+                          r[i].response_id);
             continue;
         }
         if (run->obs && !run->accuracy && r[i].status >= 0)
@@ -283,14 +285,14 @@ void lg_first_token(lg_run_t *run, const lg_response_t *r, size_t n)
     hi = atomic_load_explicit(&run->issued_hi, memory_order_acquire);
     for (i = 0; i < n; i++) {
         size_t k;
-        lg__chunk_t *c = lg__slot_find(run, r[i].id, hi, &k);
+        lg__chunk_t *c = lg__slot_find(run, r[i].response_id, hi, &k);
         int64_t old, expect = 0;
 
         if (!c) {
             lg__run_error(run, LG__E_UNKNOWN_ID,
                           "Received a first token for sample id %" PRIu64
                           ", which is not outstanding in this series",
-                          r[i].id);
+                          r[i].response_id);
             continue;
         }
         if (!c->ttft)
@@ -300,19 +302,19 @@ void lg_first_token(lg_run_t *run, const lg_response_t *r, size_t n)
             lg__run_error(
                 run, LG__E_TOKEN_AFTER,
                 "Attempted to record token latency after sample was completed (sample %" PRIu64 ")",
-                r[i].id);
+                r[i].response_id);
             continue;
         }
         if (!atomic_compare_exchange_strong(&c->ttft[k], &expect, rel + old + 2)) {
             lg__run_error(run, LG__E_TOKEN_TWICE,
                           "Attempted to complete a sample twice. (first token of sample %" PRIu64
                           ")",
-                          r[i].id);
+                          r[i].response_id);
             continue;
         }
         /* Only a logged response of a scenario that records first tokens needs the bytes. */
         if (run->needs_first_token && (run->accuracy || (c->idx[k] & LG__ACC_FLAG)))
-            tok_put(run, r[i].id, r[i].data, r[i].data ? r[i].size : 0);
+            tok_put(run, r[i].response_id, r[i].data, r[i].data ? r[i].size : 0);
     }
     atomic_fetch_sub(&run->active, 1);
 }
