@@ -75,9 +75,12 @@ lg__chunk_t *lg__slot_find(lg_run_t *run, uint64_t id, uint64_t hi, size_t *k)
     return atomic_load_explicit(&run->dir[o >> LG__CHUNK_BITS], memory_order_acquire);
 }
 
-static int enter(lg_run_t *run)
+/* A call with |n| responses received at |now| may go on: 1 (counted in run->active) with the
+ * time since the run's start in *rel and the issued ids' bound in *hi; 0 when there is nothing
+ * to do or the series has ended. */
+static int enter(lg_run_t *run, size_t n, uint64_t now, int64_t *rel, uint64_t *hi)
 {
-    if (atomic_load(&run->finished))
+    if (!run || n == 0 || atomic_load(&run->finished))
         return 0;
     atomic_fetch_add(&run->active, 1);
     if (atomic_load(&run->closed)) {
@@ -85,6 +88,8 @@ static int enter(lg_run_t *run)
         lg__run_error(run, LG__E_LATE, "a completion arrived after the end of its series; dropped");
         return 0;
     }
+    *rel = (int64_t)(now - run->t0);
+    *hi = atomic_load_explicit(&run->issued_hi, memory_order_acquire);
     return 1;
 }
 
@@ -145,30 +150,38 @@ static void observe(const lg_observe_t *o, lg__chunk_t *c, size_t k, int64_t lat
         cmn_series_observe(o->tpot, (uint64_t)((lat - t1) / (c->ntok[k] - 1)));
 }
 
+/* The slot of response |r| (its chunk; *k its place there), or NULL after the run error that no
+ * such sample is outstanding (|what| it brought: "completion", "first token"). */
+static lg__chunk_t *outstanding(lg_run_t *run, const lg_response_t *r, uint64_t hi, size_t *k,
+                                const char *what)
+{
+    lg__chunk_t *c = lg__slot_find(run, r->response_id, hi, k);
+
+    if (!c)
+        lg__run_error(run, LG__E_UNKNOWN_ID,
+                      "Received a %s for sample id %" PRIu64
+                      ", which is not outstanding in this series",
+                      what, r->response_id);
+    return c;
+}
+
 void lg_complete(lg_run_t *run, const lg_response_t *r, size_t n)
 {
     uint64_t now = cmn_now_ns(), hi, done;
     int64_t rel, cur, q_left = 1;
     size_t i, ok = 0, failed = 0, bad = 0;
 
-    if (!run || n == 0 || !enter(run))
+    if (!enter(run, n, now, &rel, &hi))
         return;
-    rel = (int64_t)(now - run->t0);
-    hi = atomic_load_explicit(&run->issued_hi, memory_order_acquire);
     for (i = 0; i < n; i++) {
         size_t k;
-        lg__chunk_t *c = lg__slot_find(run, r[i].response_id, hi, &k);
+        lg__chunk_t *c = outstanding(run, &r[i], hi, &k, "completion");
         int64_t old, lat;
         uint32_t idx;
         int64_t n_tokens = r[i].n_tokens;
 
-        if (!c) {
-            lg__run_error(run, LG__E_UNKNOWN_ID,
-                          "Received a completion for sample id %" PRIu64
-                          ", which is not outstanding in this series",
-                          r[i].response_id);
+        if (!c)
             continue;
-        }
         old = atomic_load_explicit(&c->lat[k], memory_order_relaxed);
         if (old >= 0) {
             lg__run_error(run, LG__E_TWICE,
@@ -279,22 +292,15 @@ void lg_first_token(lg_run_t *run, const lg_response_t *r, size_t n)
     int64_t rel;
     size_t i;
 
-    if (!run || n == 0 || !enter(run))
+    if (!enter(run, n, now, &rel, &hi))
         return;
-    rel = (int64_t)(now - run->t0);
-    hi = atomic_load_explicit(&run->issued_hi, memory_order_acquire);
     for (i = 0; i < n; i++) {
         size_t k;
-        lg__chunk_t *c = lg__slot_find(run, r[i].response_id, hi, &k);
+        lg__chunk_t *c = outstanding(run, &r[i], hi, &k, "first token");
         int64_t old, expect = 0;
 
-        if (!c) {
-            lg__run_error(run, LG__E_UNKNOWN_ID,
-                          "Received a first token for sample id %" PRIu64
-                          ", which is not outstanding in this series",
-                          r[i].response_id);
+        if (!c)
             continue;
-        }
         if (!c->ttft)
             continue; /* token latencies are off */
         old = atomic_load_explicit(&c->lat[k], memory_order_relaxed);
