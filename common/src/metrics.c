@@ -347,6 +347,16 @@ int cmn_metrics_add_series(cmn_metrics_t *m, const cmn_metric_desc_t *d, cmn_ser
     return rc;
 }
 
+int cmn_metrics_add_slots(cmn_metrics_t *m, const cmn_metric_slot_t *t, size_t n, void *base,
+                          cmn_errbuf_t *eb)
+{
+    int rc = 0;
+
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = cmn_metrics_add_series(m, &t[i].d, (cmn_series_t **)((char *)base + t[i].series), eb);
+    return rc;
+}
+
 static char *labels_render(const cmn_metric_t *mt, const char *const *values, int *err)
 {
     sbuf_t b = {0};

@@ -19,9 +19,6 @@
 #include <string.h>
 #include <time.h>
 
-/* Durations are kept in nanoseconds and shown in seconds. */
-#define NS 9
-
 #ifdef LG_HAVE_QDL
 /* The nodes a scrape reports (loadgen-node accepts at most 64). */
 #    define MAX_NODES 64
@@ -160,26 +157,23 @@ static int add_plain(lg__metrics_t *m, const char *name, const char *help, cmn_m
 }
 
 /* The histograms the run observes (lg_observe_t). */
-static const struct {
-    cmn_metric_desc_t d;
-    size_t series; /* offsetof its pointer in lg_observe_t */
-} hist_descs[] = {
+static const cmn_metric_slot_t hist_descs[] = {
     {{"loadgen_sample_latency_seconds",
       "Each successful performance-run sample: from its scheduled issue to its completion (the "
       "latency LoadGen judges).",
-      CMN_METRIC_HISTOGRAM, NS, NULL, cmn_metrics_latency_ns, CMN_METRICS_LATENCY_N},
+      CMN_METRICS_HIST_LATENCY},
      offsetof(lg_observe_t, latency)},
     {{"loadgen_time_to_first_token_seconds",
       "Token runs: each sample's time from its scheduled issue to its first token.",
-      CMN_METRIC_HISTOGRAM, NS, NULL, cmn_metrics_ttft_ns, CMN_METRICS_TTFT_N},
+      CMN_METRICS_HIST_TTFT},
      offsetof(lg_observe_t, ttft)},
     {{"loadgen_time_per_output_token_seconds",
       "Token runs: each sample's (latency - time to first token) / (output tokens - 1).",
-      CMN_METRIC_HISTOGRAM, NS, NULL, cmn_metrics_tpot_ns, CMN_METRICS_TPOT_N},
+      CMN_METRICS_HIST_TPOT},
      offsetof(lg_observe_t, tpot)},
     {{"loadgen_issue_lateness_seconds",
-      "Server: how long after its scheduled time each sample was issued.", CMN_METRIC_HISTOGRAM, NS,
-      NULL, cmn_metrics_latency_ns, CMN_METRICS_LATENCY_N},
+      "Server: how long after its scheduled time each sample was issued.",
+      CMN_METRICS_HIST_LATENCY},
      offsetof(lg_observe_t, late)},
 };
 
@@ -225,9 +219,9 @@ static int register_run(lg__metrics_t *m, const lg__metrics_cfg_t *cfg, cmn_errb
              CMN_METRIC_GAUGE, 0, info_labels, &mt, eb);
     if (rc == 0 && (rc = cmn_metric_series(mt, values, &s)) == 0)
         cmn_series_set(s, 1);
-    for (size_t i = 0; rc == 0 && i < sizeof(hist_descs) / sizeof(hist_descs[0]); i++)
-        rc = cmn_metrics_add_series(m->reg, &hist_descs[i].d,
-                                    (cmn_series_t **)((char *)&m->obs + hist_descs[i].series), eb);
+    if (rc == 0)
+        rc = cmn_metrics_add_slots(m->reg, hist_descs, sizeof(hist_descs) / sizeof(hist_descs[0]),
+                                   &m->obs, eb);
     if (rc == 0)
         rc = add_plain(m, "loadgen_run_result_valid",
                        "1 when the performance run's result is VALID, 0 when INVALID, -1 until "

@@ -42,6 +42,21 @@ static int stop(jctx_t *c, int rc)
 /* Where the parse is, for every message: the file, and the sample when inside one. */
 #    define WHERE_FMT "%s: sample %zu: "
 
+/* |p| (*cap entries of |size| bytes) reallocated to twice as many, |first| at first: the new
+ * array, or NULL with the parse stopped (-ENOMEM naming |what|) and |p| untouched. */
+static void *grow(jctx_t *c, void *p, size_t *cap, size_t size, size_t first, const char *what)
+{
+    size_t n = *cap ? *cap * 2 : first;
+    void *q = realloc(p, n * size);
+
+    if (!q) {
+        stop(c, cmn_errf(c->eb, -ENOMEM, "%s: out of memory for %zu %s", c->path, n, what));
+        return NULL;
+    }
+    *cap = n;
+    return q;
+}
+
 static int bad_value(jctx_t *c, const char *what)
 {
     if (c->depth == 0)
@@ -109,14 +124,11 @@ static int on_integer(void *ctx, long long v)
                                           "most 4 GiB on the wire)",
                                 c->path, c->sample, c->field, LG__LLM_MAX_TOKENS));
     if (o->n_tokens == c->tok_cap) {
-        size_t cap = c->tok_cap ? c->tok_cap * 2 : 65536;
-        int32_t *t = realloc(o->tokens, cap * sizeof(*t));
+        int32_t *t = grow(c, o->tokens, &c->tok_cap, sizeof(*t), 65536, "token IDs");
 
         if (!t)
-            return stop(
-                c, cmn_errf(c->eb, -ENOMEM, "%s: out of memory for %zu token IDs", c->path, cap));
+            return 0;
         o->tokens = t;
-        c->tok_cap = cap;
     }
     o->tokens[o->n_tokens++] = (int32_t)v;
     c->sample_n++;
@@ -165,14 +177,11 @@ static int on_end_map(void *ctx)
         return stop(c, cmn_errf(c->eb, CMN_ETOOBIG, "%s: more than %u samples", c->path,
                                 LG_QSL_MAX_SAMPLES));
     if (o->n_samples + 1 >= c->off_cap) {
-        size_t cap = c->off_cap ? c->off_cap * 2 : 1024;
-        uint64_t *f = realloc(o->offsets, cap * sizeof(*f));
+        uint64_t *f = grow(c, o->offsets, &c->off_cap, sizeof(*f), 1024, "samples");
 
         if (!f)
-            return stop(
-                c, cmn_errf(c->eb, -ENOMEM, "%s: out of memory for %zu samples", c->path, cap));
+            return 0;
         o->offsets = f;
-        c->off_cap = cap;
     }
     o->offsets[++o->n_samples] = o->n_tokens;
     c->sample++;

@@ -104,7 +104,7 @@ static void answer(null_sut_t *n, const job_t *jobs, size_t m)
 
             if (n->cfg.drop_every && c % n->cfg.drop_every == 0)
                 continue;
-            r[k].id = j->id;
+            r[k].response_id = j->id;
             r[k].status = n->cfg.fail_every && c % n->cfg.fail_every == 0 ? CMN_EBACKEND : 0;
             r[k].size = r[k].status ? 0 : make_response(n, j, buf[k], RESP);
             r[k].data = r[k].status ? NULL : buf[k];
@@ -185,7 +185,7 @@ static int push_jobs(null_sut_t *n, const lg_sample_t *s, size_t m)
     for (i = 0; i < m; i++) {
         job_t *j = &n->q[(n->head + n->len++) % n->cap];
 
-        j->id = s[i].id;
+        j->id = s[i].response_id;
         j->index = s[i].index;
         j->data = s[i].data;
         j->size = s[i].size;
@@ -210,7 +210,7 @@ static int null_issue(lg_sut_t *sut, const lg_sample_t *s, size_t m)
         size_t part = m - done < 64 ? m - done : 64;
 
         for (i = 0; i < part; i++) {
-            jobs[i].id = s[done + i].id;
+            jobs[i].id = s[done + i].response_id;
             jobs[i].index = s[done + i].index;
             jobs[i].data = s[done + i].data;
             jobs[i].size = s[done + i].size;

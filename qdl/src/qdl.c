@@ -365,7 +365,7 @@ static int loop_init(qdl_t *q, cmn_errbuf_t *eb)
     q->tick.data = q;
     uv_check_init(&q->loop, &q->check);
     q->check.data = q;
-    rc = qdl__nodes_init(q, eb);
+    rc = qdl__nodes_init(q, &qdl__node_events, eb);
     if (rc == 0)
         rc = qdl__ep_open(q, eb);
     if (rc == 0) {

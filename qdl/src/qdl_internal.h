@@ -9,7 +9,10 @@
  *
  *   qdl.c       the API and the loop thread (requests, config, timers, the dispatch check)
  *   dispatch.c  the policy that picks a connection, part sizing, sending Query parts
- *   node.c      connections, handshake, liveness and shutdown
+ *   node_frames_in.c   frames in from a node, routed to the files below
+ *   node_session.c     the handshake and readiness   node_liveness.c  heartbeats and deadlines
+ *   node.c             connections: set-up, connect, close, re-queue, reconnect, shutdown
+ *   node_frames_out.c  the control frames to a node (Hello, Ping, Pong, Flush, Goodbye)
  *   results.c   Response/FirstToken results decoded and completed     name.c  Name() aggregation
  *   pending.c   the queue of samples waiting for a connection
  *   complete.c  query blocks, sample completion, synchronous requests answered
@@ -39,6 +42,15 @@
 
 typedef struct qdl_node qdl_node_t;
 typedef struct qdl_conn qdl_conn_t;
+
+/* What a sut-node connection (node.c) hands to the files above it: each frame and decode error
+ * (node_frames_in.c) and its connect (node_session.c sends the Hello). qdl.c passes
+ * qdl__node_events to qdl__nodes_init, so node.c calls nothing above it by name. */
+typedef struct {
+    void (*on_frame)(cmn_conn_t *c, const cmn_frame_t *f);
+    void (*on_decode_error)(cmn_conn_t *c, int err);
+    void (*on_connected)(cmn_conn_t *c, int status);
+} qdl_node_events_t;
 
 /* A part whose frame waits for the polling thread's next turn: its samples' wire ids are
  * first_wire_id .. first_wire_id + n - 1 on |conn|. */
@@ -183,6 +195,7 @@ struct qdl {
     size_t n_nodes;
     qdl_conn_t *conns; /* every connection: node i's are conns[i * cpn .. (i + 1) * cpn) */
     size_t n_conns;
+    const qdl_node_events_t *node_events; /* the files above node.c (qdl__nodes_init) */
     char client_name[128];
 
     /* What one connection may make the QDL hold at once (its frame, the results decoded from it):
@@ -330,23 +343,60 @@ void qdl__name_tick(qdl_t *q, uint64_t now);
 /* Fails the Name() in progress and every queued one. */
 void qdl__name_fail_all(qdl_t *q);
 
+/* ---- node.c, node_session.c, node_liveness.c, node_frames_in.c, node_frames_out.c ------------ *
+ * The node files, top to bottom (README.md, "Map of the files"): frames in, then the session
+ * protocol and liveness side by side, the connections (node.c), frames out. */
+
+/* ---- node_frames_out.c ---------------------------------------------------------------------- */
+
+/* The control frames to a node: Hello (codecs offered, our frame limit), a heartbeat Ping (its
+ * time and sequence recorded for the Pong), one Pong for a node's Ping (pong_queued while it
+ * waits in the write queue), Goodbye, and Flush to every ready sut-node. */
+void qdl__send_hello(qdl_conn_t *qc);
+void qdl__send_ping(qdl_conn_t *qc, uint64_t now);
+void qdl__send_pong(qdl_conn_t *qc, const Nsut__Ping *m);
+void qdl__send_goodbye(qdl_conn_t *qc);
+void qdl__flush_nodes(qdl_t *q);
+
 /* ---- node.c --------------------------------------------------------------------------------- */
 
 int qdl__conn_usable(const qdl_conn_t *qc);
 int qdl__ready_nodes(const qdl_t *q);
-int qdl__nodes_init(qdl_t *q, cmn_errbuf_t *eb);
+/* The nodes and their connections from the configuration; a connection hands its frames, decode
+ * errors and connect to |events| (qdl__node_events), the layers above node.c. */
+int qdl__nodes_init(qdl_t *q, const qdl_node_events_t *events, cmn_errbuf_t *eb);
 void qdl__nodes_free(qdl_t *q);
 void qdl__connect_all(qdl_t *q);
 void qdl__conn_close(qdl_conn_t *qc, int reason, const char *why);
-/* Connect deadlines, pings, liveness and progress deadlines. */
-void qdl__nodes_tick(qdl_t *q, uint64_t now);
-/* Answers qdl_create's request once every connection is ready. */
-void qdl__check_start(qdl_t *q);
 /* Fails every sample in flight with |status|. */
 void qdl__nodes_fail_inflight(qdl_t *q, int status);
 void qdl__stop_nodes(qdl_t *q);
-void qdl__flush_nodes(qdl_t *q);
 void qdl__stats_fill(const qdl_t *q, qdl_node_stats_t *out, size_t cap);
+
+/* ---- node_liveness.c ------------------------------------------------------------------------ */
+
+/* A Pong: the round trip of our last Ping. */
+void qdl__live_pong(qdl_conn_t *qc, const Nsut__Pong *p);
+/* A node's Ping: one Pong owed at most; a flood drops the node. */
+void qdl__live_ping(qdl_conn_t *qc, const Nsut__Ping *m);
+/* Connect deadlines, pings, liveness and progress deadlines. */
+void qdl__nodes_tick(qdl_t *q, uint64_t now);
+
+/* ---- node_session.c ------------------------------------------------------------------------- */
+
+/* The connection is up (cmn_conn's connect callback): starts it and sends the Hello. */
+void qdl__session_connected(cmn_conn_t *c, int status);
+/* A HelloAck: checked, recorded, and the connection ready unless the node is not. */
+void qdl__session_hello_ack(qdl_t *q, qdl_conn_t *qc, const Nsut__HelloAck *a);
+/* The node's Error frame: the connection closes with its text (and a waiting start fails). */
+void qdl__session_error(qdl_t *q, qdl_conn_t *qc, const Nsut__Error *e);
+/* Answers qdl_create's request once every connection is ready. */
+void qdl__check_start(qdl_t *q);
+
+/* ---- node_frames_in.c ----------------------------------------------------------------------- */
+
+/* What node.c's connections call above it: frames in, decode errors, the session's start. */
+extern const qdl_node_events_t qdl__node_events;
 
 /* ---- endpoint.c ----------------------------------------------------------------------------- */
 

@@ -145,6 +145,25 @@ static int null_describe(sut_backend_t *b, sut_backend_info_t *info)
 /* Completes in chunks so a large batch needs no allocation. */
 #define CHUNK 64
 
+typedef void (*deliver_fn)(sut_batch_t *b, const sut_result_t *results, size_t n);
+
+/* Adds sample |i|'s result (|data|, |size| bytes, |n_tokens|) to the chunk |r| of *k entries,
+ * and hands the chunk over through |deliver| (complete or first_token) when it is full or |i| is
+ * the last of the batch's |n|. */
+static void chunk_add(sut_batch_t *batch, deliver_fn deliver, sut_result_t *r, size_t *k, size_t i,
+                      size_t n, const void *data, size_t size, int64_t n_tokens)
+{
+    r[*k].index = i;
+    r[*k].status = 0;
+    r[*k].data = data;
+    r[*k].size = size;
+    r[*k].n_tokens = n_tokens;
+    if (++*k == CHUNK || i + 1 == n) {
+        deliver(batch, r, *k);
+        *k = 0;
+    }
+}
+
 static int null_infer(sut_backend_t *b, sut_batch_t *batch)
 {
     /* Read once: after the last complete() the batch belongs to the node again. */
@@ -152,17 +171,8 @@ static int null_infer(sut_backend_t *b, sut_batch_t *batch)
     sut_result_t r[CHUNK];
     size_t i, k = 0;
 
-    for (i = 0; i < n; i++) {
-        r[k].index = i;
-        r[k].status = 0;
-        r[k].data = b->zeros;
-        r[k].size = (size_t)b->output_size;
-        r[k].n_tokens = 0;
-        if (++k == CHUNK || i + 1 == n) {
-            batch->complete(batch, r, k);
-            k = 0;
-        }
-    }
+    for (i = 0; i < n; i++)
+        chunk_add(batch, batch->complete, r, &k, i, n, b->zeros, (size_t)b->output_size, 0);
     return 0;
 }
 
@@ -231,15 +241,7 @@ static int digest_infer(sut_backend_t *b, sut_batch_t *batch)
     (void)b;
     for (i = 0; i < n; i++) {
         cmn_digest_put(out[k], cmn_digest64(batch->samples[i].data, batch->samples[i].size));
-        r[k].index = i;
-        r[k].status = 0;
-        r[k].data = out[k];
-        r[k].size = 8;
-        r[k].n_tokens = 0;
-        if (++k == CHUNK || i + 1 == n) {
-            batch->complete(batch, r, k);
-            k = 0;
-        }
+        chunk_add(batch, batch->complete, r, &k, i, n, out[k], 8, 0);
     }
     return 0;
 }
@@ -376,45 +378,19 @@ static int sim_infer(sut_backend_t *b, sut_batch_t *batch)
 
     if (!b->llm) {
         sleep_until(start + jittered_ns(b, b->a_us + b->b_us * (double)n, rnd));
-        for (i = 0, k = 0; i < n; i++) {
-            r[k].index = i;
-            r[k].status = 0;
-            r[k].data = b->zeros;
-            r[k].size = (size_t)b->output_size;
-            r[k].n_tokens = 0;
-            if (++k == CHUNK || i + 1 == n) {
-                batch->complete(batch, r, k);
-                k = 0;
-            }
-        }
+        for (i = 0, k = 0; i < n; i++)
+            chunk_add(batch, batch->complete, r, &k, i, n, b->zeros, (size_t)b->output_size, 0);
         return 0;
     }
     /* LLM: the first token of every sample after the TTFT, the rest after n_tokens x TPOT. */
     sleep_until(start + jittered_ns(b, b->ttft_us, rnd));
-    for (i = 0, k = 0; i < n; i++) {
-        r[k].index = i;
-        r[k].status = 0;
-        r[k].data = b->zeros;
-        r[k].size = 4;
-        r[k].n_tokens = 1;
-        if (++k == CHUNK || i + 1 == n) {
-            batch->first_token(batch, r, k);
-            k = 0;
-        }
-    }
+    for (i = 0, k = 0; i < n; i++)
+        chunk_add(batch, batch->first_token, r, &k, i, n, b->zeros, 4, 1);
     sleep_until(cmn_now_ns() +
                 jittered_ns(b, b->tpot_us * (double)(b->tokens - 1), splitmix64(rnd)));
-    for (i = 0, k = 0; i < n; i++) {
-        r[k].index = i;
-        r[k].status = 0;
-        r[k].data = b->zeros;
-        r[k].size = (size_t)b->tokens * 4;
-        r[k].n_tokens = (int64_t)b->tokens;
-        if (++k == CHUNK || i + 1 == n) {
-            batch->complete(batch, r, k);
-            k = 0;
-        }
-    }
+    for (i = 0, k = 0; i < n; i++)
+        chunk_add(batch, batch->complete, r, &k, i, n, b->zeros, (size_t)b->tokens * 4,
+                  (int64_t)b->tokens);
     return 0;
 }
 

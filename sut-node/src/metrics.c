@@ -262,27 +262,41 @@ static size_t size_bounds(sut_metrics_t *m)
 }
 
 /* What workers.c observes per sample (sut_obs_t), named as vLLM names its own. */
-static const struct {
-    cmn_metric_desc_t d;
-    size_t series; /* offsetof its pointer in sut_obs_t */
-} llm_descs[] = {
+/* The batches' durations (sut_metrics_t), after sut_node_batch_size. */
+static const cmn_metric_slot_t batch_descs[] = {
+    {{"sut_node_batch_wait_seconds",
+      "From a batch's first sample to the backend starting it: the batching wait plus the wait "
+      "for an engine.",
+      CMN_METRICS_HIST_LATENCY},
+     offsetof(sut_metrics_t, batch_wait)},
+    {{"sut_node_infer_duration_seconds",
+      "From the backend starting a batch to its last completion.", CMN_METRICS_HIST_LATENCY},
+     offsetof(sut_metrics_t, infer)},
+    {{"sut_node_sample_latency_seconds",
+      "Each sample's time in the node: from its Query frame's arrival to its batch's completion "
+      "(decode, batching, queueing, inference).",
+      CMN_METRICS_HIST_LATENCY},
+     offsetof(sut_metrics_t, latency)},
+};
+
+static const cmn_metric_slot_t llm_descs[] = {
     {{"sut_node_time_to_first_token_seconds",
       "From a sample's Query frame's arrival to its first token (streaming backends).",
-      CMN_METRIC_HISTOGRAM, NS, NULL, cmn_metrics_ttft_ns, CMN_METRICS_TTFT_N},
+      CMN_METRICS_HIST_TTFT},
      offsetof(sut_obs_t, ttft)},
     {{"sut_node_time_per_output_token_seconds",
       "Per sample, from its first token to its result, divided by its output tokens less one "
       "(streaming backends).",
-      CMN_METRIC_HISTOGRAM, NS, NULL, cmn_metrics_tpot_ns, CMN_METRICS_TPOT_N},
+      CMN_METRICS_HIST_TPOT},
      offsetof(sut_obs_t, tpot)},
     {{"sut_node_e2e_request_latency_seconds",
       "From a sample's Query frame's arrival to its own result, successful samples.",
-      CMN_METRIC_HISTOGRAM, NS, NULL, cmn_metrics_latency_ns, CMN_METRICS_LATENCY_N},
+      CMN_METRICS_HIST_LATENCY},
      offsetof(sut_obs_t, e2e)},
     {{"sut_node_request_queue_time_seconds",
       "From a sample's Query frame's arrival to the backend starting its batch, successful "
       "samples.",
-      CMN_METRIC_HISTOGRAM, NS, NULL, cmn_metrics_latency_ns, CMN_METRICS_LATENCY_N},
+      CMN_METRICS_HIST_LATENCY},
      offsetof(sut_obs_t, queue)},
     {{"sut_node_prompt_tokens_total",
       "Input tokens of the samples a streaming backend started (int32 token ids: sample bytes / "
@@ -305,14 +319,12 @@ static const struct {
 
 static int register_llm(sut_metrics_t *m, cmn_errbuf_t *eb)
 {
-    for (size_t i = 0; i < sizeof(llm_descs) / sizeof(llm_descs[0]); i++) {
-        cmn_series_t **s = (cmn_series_t **)((char *)&m->obs + llm_descs[i].series);
-        int rc = cmn_metrics_add_series(m->reg, &llm_descs[i].d, s, eb);
-        if (rc < 0)
-            return rc;
-    }
-    cmn_series_set(m->obs.engine_up, -1);
-    return 0;
+    int rc = cmn_metrics_add_slots(m->reg, llm_descs, sizeof(llm_descs) / sizeof(llm_descs[0]),
+                                   &m->obs, eb);
+
+    if (rc == 0)
+        cmn_series_set(m->obs.engine_up, -1);
+    return rc;
 }
 
 static int register_all(sut_metrics_t *m, cmn_errbuf_t *eb)
@@ -351,19 +363,8 @@ static int register_all(sut_metrics_t *m, cmn_errbuf_t *eb)
     rc = add_histogram(m, "sut_node_batch_size", "Samples per batch, counted when it completes.", 0,
                        m->size_bounds, nsize, &m->batch_size, eb);
     if (rc == 0)
-        rc = add_histogram(m, "sut_node_batch_wait_seconds",
-                           "From a batch's first sample to the backend starting it: the batching "
-                           "wait plus the wait for an engine.",
-                           NS, cmn_metrics_latency_ns, CMN_METRICS_LATENCY_N, &m->batch_wait, eb);
-    if (rc == 0)
-        rc = add_histogram(m, "sut_node_infer_duration_seconds",
-                           "From the backend starting a batch to its last completion.", NS,
-                           cmn_metrics_latency_ns, CMN_METRICS_LATENCY_N, &m->infer, eb);
-    if (rc == 0)
-        rc = add_histogram(m, "sut_node_sample_latency_seconds",
-                           "Each sample's time in the node: from its Query frame's arrival to its "
-                           "batch's completion (decode, batching, queueing, inference).",
-                           NS, cmn_metrics_latency_ns, CMN_METRICS_LATENCY_N, &m->latency, eb);
+        rc = cmn_metrics_add_slots(m->reg, batch_descs,
+                                   sizeof(batch_descs) / sizeof(batch_descs[0]), m, eb);
     if (rc == 0)
         rc = register_llm(m, eb);
     if (rc == 0)

@@ -56,6 +56,40 @@ def wait_port(path, proc, log, timeout=30.0):
     sys.exit(f"FAIL: no port in {path} after {timeout} s; log:\n{open(log).read()[-2000:]}")
 
 
+def need_modules(*modules):
+    """Skips the test (77) unless Debian's Python imports every one of |modules|."""
+    r = subprocess.run([PY, "-c", "import " + ", ".join(modules)], capture_output=True, text=True)
+    if r.returncode != 0:
+        skip(f"Python packages missing: {r.stderr.strip().splitlines()[-1]}")
+
+
+def llm_qsl(src, tmp, count, eos, extra=()):
+    """|count| prompts of token IDs without |eos| in the official pickle form (|extra|: more
+    make_llm_tokens.py options), converted by llm_pickle_to_qsl.py as a real data set would be:
+    (the QSL folder, the prompts as lists)."""
+    import numpy as np
+    tools = os.path.join(src, "loadgen-node", "tools")
+    pkl, qsl = os.path.join(tmp, "tokens.pkl"), os.path.join(tmp, "qsl")
+    for argv in ([PY, os.path.join(tools, "make_llm_tokens.py"), "--out", pkl, "--count",
+                  str(count), "--avoid", str(eos), *extra],
+                 [PY, os.path.join(tools, "llm_pickle_to_qsl.py"), "--pickle", pkl, "--out-dir",
+                  qsl]):
+        r = subprocess.run(argv, capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit(f"FAIL: {os.path.basename(argv[1])} exit {r.returncode}:\n"
+                     f"{r.stderr[-2000:]}")
+    return qsl, [np.load(os.path.join(qsl, f)).tolist() for f in sorted(os.listdir(qsl))]
+
+
+def start_llm_engine(procs, src, tmp, name, eos, timeout):
+    """tests/engines/llm_engine.py (end of sequence |eos|) under |procs|, logging to
+    <tmp>/<name>.log: its port, once it listens."""
+    log, port_file = os.path.join(tmp, f"{name}.log"), os.path.join(tmp, f"{name}.port")
+    p = procs.start([PY, os.path.join(src, "tests", "engines", "llm_engine.py"), "--port-file",
+                     port_file, "--eos", str(eos)], log)
+    return wait_port(port_file, p, log, timeout=timeout)
+
+
 def start_node(procs, sut, tmp, name, backend, opts, extra=()):
     port_file = os.path.join(tmp, f"{name}.port")
     log = os.path.join(tmp, f"{name}.log")

@@ -214,30 +214,13 @@ def main():
         shutil.rmtree(probe_dir, ignore_errors=True)
         if "this build has no official LoadGen" in probe.stderr + probe.stdout:
             et.skip("loadgen-node was built without an official LoadGen (-DMLPERF_LOADGEN_ROOT)")
-    r = subprocess.run([et.PY, "-c", "import torch, fastapi, uvicorn, pandas, numpy"],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        et.skip(f"Python packages missing: {r.stderr.strip().splitlines()[-1]}")
-    tools = os.path.join(src, "loadgen-node", "tools")
+    et.need_modules("torch", "fastapi", "uvicorn", "pandas", "numpy")
     tmp = tempfile.mkdtemp(prefix="endpoint-")
     procs = et.Procs()
     try:
-        pkl, qsl = os.path.join(tmp, "tokens.pkl"), os.path.join(tmp, "qsl")
-        subprocess.run([et.PY, os.path.join(tools, "make_llm_tokens.py"), "--out", pkl,
-                        "--count", str(N_PROMPTS), "--avoid", str(EOS)], check=True,
-                       capture_output=True)
-        subprocess.run([et.PY, os.path.join(tools, "llm_pickle_to_qsl.py"), "--pickle", pkl,
-                        "--out-dir", qsl], check=True, capture_output=True)
-        import numpy as np
-        prompts = [np.load(os.path.join(qsl, f)).tolist() for f in sorted(os.listdir(qsl))]
-
-        engines = []
-        for k in range(2):
-            elog = os.path.join(tmp, f"engine{k}.log")
-            pf = os.path.join(tmp, f"engine{k}.port")
-            p = procs.start([et.PY, os.path.join(src, "tests", "engines", "llm_engine.py"),
-                             "--port-file", pf, "--eos", str(EOS)], elog)
-            engines.append(et.wait_port(pf, p, elog, timeout=60))
+        qsl, prompts = et.llm_qsl(src, tmp, N_PROMPTS, EOS)
+        engines = [et.start_llm_engine(procs, src, tmp, f"engine{k}", EOS, timeout=60)
+                   for k in range(2)]
         ref = [et.greedy(engines[0], p, MAX_TOKENS) for p in prompts]
         ep = [f"openai+http://127.0.0.1:{port}" for port in engines]
         keyf = os.path.join(tmp, "key")

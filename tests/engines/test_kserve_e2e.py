@@ -33,10 +33,7 @@ def main():
     if len(sys.argv) != 5:
         sys.exit(__doc__)
     sut, lg, plugin, src = sys.argv[1:]
-    r = subprocess.run([et.PY, "-c", "import torch, fastapi, uvicorn, onnx, numpy"],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        et.skip(f"Python packages missing: {r.stderr.strip().splitlines()[-1]}")
+    et.need_modules("torch", "fastapi", "uvicorn", "onnx", "numpy")
     model = os.path.join(src, "sut-node", "backends", "onnx", "models", "fashion_mnist_cnn.onnx")
     ref = json.load(open(model[:-5] + ".json"))
     tmp = tempfile.mkdtemp(prefix="kserve-e2e-")

@@ -125,9 +125,7 @@ def main():
     if len(sys.argv) != 5:
         sys.exit(__doc__)
     sut, lg, plugin, src = sys.argv[1:]
-    r = subprocess.run([et.PY, "-c", "import numpy, pandas"], capture_output=True, text=True)
-    if r.returncode != 0:
-        et.skip(f"Python packages missing: {r.stderr.strip().splitlines()[-1]}")
+    et.need_modules("numpy", "pandas")
     t0 = time.monotonic()
     r = subprocess.run([os.path.join(src, "deploy", "llama-server.sh")], capture_output=True,
                        text=True, timeout=600)

@@ -30,28 +30,13 @@ def main():
     if len(sys.argv) != 5:
         sys.exit(__doc__)
     sut, lg, plugin, src = sys.argv[1:]
-    r = subprocess.run([et.PY, "-c", "import torch, fastapi, uvicorn, pandas, numpy"],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        et.skip(f"Python packages missing: {r.stderr.strip().splitlines()[-1]}")
-    tools = os.path.join(src, "loadgen-node", "tools")
+    et.need_modules("torch", "fastapi", "uvicorn", "pandas", "numpy")
     tmp = tempfile.mkdtemp(prefix="llm-e2e-")
     procs = et.Procs()
     try:
         # The data set in the official pickle form, converted as a real one would be.
-        pkl, qsl = os.path.join(tmp, "tokens.pkl"), os.path.join(tmp, "qsl")
-        subprocess.run([et.PY, os.path.join(tools, "make_llm_tokens.py"), "--out", pkl,
-                        "--count", str(N_PROMPTS), "--avoid", str(EOS)], check=True)
-        subprocess.run([et.PY, os.path.join(tools, "llm_pickle_to_qsl.py"), "--pickle", pkl,
-                        "--out-dir", qsl], check=True)
-        import numpy as np
-        prompts = [np.load(os.path.join(qsl, f)).tolist() for f in sorted(os.listdir(qsl))]
-
-        elog = os.path.join(tmp, "engine.log")
-        eport_file = os.path.join(tmp, "engine.port")
-        eng = procs.start([et.PY, os.path.join(src, "tests", "engines", "llm_engine.py"),
-                           "--port-file", eport_file, "--eos", str(EOS)], elog)
-        eport = et.wait_port(eport_file, eng, elog, timeout=40)
+        qsl, prompts = et.llm_qsl(src, tmp, N_PROMPTS, EOS)
+        eport = et.start_llm_engine(procs, src, tmp, "engine", EOS, timeout=40)
         ref = [et.greedy(eport, p, MAX_TOKENS) for p in prompts]
         print(f"engine on port {eport}: reference outputs of {len(ref)} prompts, "
               f"{min(map(len, ref))}..{max(map(len, ref))} tokens")

@@ -222,10 +222,7 @@ def main():
     if len(sys.argv) != 6 or sys.argv[5] not in ("builtin", "official"):
         sys.exit(__doc__)
     sut, lg, plugin, src, fe = sys.argv[1:]
-    r = subprocess.run([et.PY, "-c", "import torch, fastapi, uvicorn, pandas, numpy"],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        et.skip(f"Python packages missing: {r.stderr.strip().splitlines()[-1]}")
+    et.need_modules("torch", "fastapi", "uvicorn", "pandas", "numpy")
     conf = mlperf_conf(src)
     if not conf:
         et.skip("no official mlperf.conf (MLPERF_INFERENCE_DIR/loadgen/mlperf.conf or "
@@ -271,11 +268,7 @@ def main():
         if back != cnn:
             fail("pandas does not read back the JSON written")
 
-        elog = os.path.join(tmp, "engine.log")
-        eport_file = os.path.join(tmp, "engine.port")
-        eng = procs.start([et.PY, os.path.join(src, "tests", "engines", "llm_engine.py"),
-                           "--port-file", eport_file, "--eos", str(EOS)], elog)
-        eport = et.wait_port(eport_file, eng, elog, timeout=40)
+        eport = et.start_llm_engine(procs, src, tmp, "engine", EOS, timeout=40)
         refs = {"json": [direct(eport, p) for p in cnn], "npy": [direct(eport, p) for p in llama2]}
         node, addr, nlog = et.start_node(
             procs, sut, tmp, "llm", plugin,

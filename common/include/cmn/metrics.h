@@ -72,6 +72,18 @@ int cmn_metrics_add(cmn_metrics_t *m, const cmn_metric_desc_t *d, cmn_metric_t *
 int cmn_metrics_add_series(cmn_metrics_t *m, const cmn_metric_desc_t *d, cmn_series_t **out,
                            cmn_errbuf_t *eb);
 
+/* A table of metrics without labels whose series live in a struct of the caller's: |series| is
+ * offsetof(that struct, the entry's cmn_series_t * member). */
+typedef struct {
+    cmn_metric_desc_t d;
+    size_t series;
+} cmn_metric_slot_t;
+
+/* cmn_metrics_add_series for each of the |n| entries of |t|, its series stored at
+ * (char *)base + t[i].series; stops at the first error. */
+int cmn_metrics_add_slots(cmn_metrics_t *m, const cmn_metric_slot_t *t, size_t n, void *base,
+                          cmn_errbuf_t *eb);
+
 /* The series of |mt| with these label values (as many as the metric has label names; NULL for a
  * metric without labels), created on first use. Values are any UTF-8 text up to
  * CMN_METRICS_MAX_LABEL_LEN bytes; '\', '"' and newline are escaped on output. Returns 0,

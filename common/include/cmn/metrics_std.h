@@ -25,6 +25,13 @@ enum { CMN_METRICS_LATENCY_N = 26, CMN_METRICS_TTFT_N = 22, CMN_METRICS_TPOT_N =
 extern const uint64_t cmn_metrics_latency_ns[CMN_METRICS_LATENCY_N];
 extern const uint64_t cmn_metrics_ttft_ns[CMN_METRICS_TTFT_N];
 extern const uint64_t cmn_metrics_tpot_ns[CMN_METRICS_TPOT_N];
+/* A cmn_metric_desc_t's type, decimals, labels and bounds for a histogram of durations kept in
+ * nanoseconds with one of these bucket lists: what follows its name and help, as in
+ * {"x_seconds", "help", CMN_METRICS_HIST_TTFT}. */
+#define CMN_METRICS_HIST_NS(bounds, n) CMN_METRIC_HISTOGRAM, 9, NULL, (bounds), (n)
+#define CMN_METRICS_HIST_LATENCY CMN_METRICS_HIST_NS(cmn_metrics_latency_ns, CMN_METRICS_LATENCY_N)
+#define CMN_METRICS_HIST_TTFT CMN_METRICS_HIST_NS(cmn_metrics_ttft_ns, CMN_METRICS_TTFT_N)
+#define CMN_METRICS_HIST_TPOT CMN_METRICS_HIST_NS(cmn_metrics_tpot_ns, CMN_METRICS_TPOT_N)
 
 int cmn_metrics_process(cmn_metrics_t *m, cmn_errbuf_t *eb);
 

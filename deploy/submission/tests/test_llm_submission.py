@@ -49,16 +49,8 @@ STANDIN = os.path.join(HERE, "llm_standin_accuracy.py")
 N_PROMPTS = 16
 MAX_TOKENS = 8
 EOS = 2
-ALLOWED = [
-    r"Test duration less than 600s in user config",
-    r"accurcy run does not cover all dataset|accuracy run does not cover all dataset",
-    r"performance_sample_count, found \d+, needs to be >= \d+",
-    r"Required minimum Query Count not met by user config",
-    r"Required minimum samples per query not met by user config",
+ALLOWED = verdict.SHORT_RUN + verdict.SMALL_QSL + [
     r"accuracy not met",  # the stand-in's scores (counted by the runner, listed here)
-    r"Some (performance|accuracy|compliance) checks? Checks failed for",
-    r"NoResults ",
-    r"SUMMARY: submission has errors",
 ]
 TIMING = [
     r"Failed extra check for TTFT and TPOT",
@@ -129,20 +121,8 @@ def main():
         interactive = has_interactive(lg, tmp)
         with open(os.path.join(src, "loadgen-node", "README.md")) as f:
             documented = "--scenario Interactive" in f.read()
-        tools = os.path.join(src, "loadgen-node", "tools")
-        pkl, qsl = os.path.join(tmp, "tokens.pkl"), os.path.join(tmp, "qsl")
-        subprocess.run([PY, os.path.join(tools, "make_llm_tokens.py"), "--out", pkl, "--count",
-                        str(N_PROMPTS), "--max-len", "24", "--avoid", str(EOS)], check=True,
-                       stdout=subprocess.DEVNULL)
-        subprocess.run([PY, os.path.join(tools, "llm_pickle_to_qsl.py"), "--pickle", pkl,
-                        "--out-dir", qsl], check=True, stdout=subprocess.DEVNULL)
-        import numpy as np
-        prompts = [np.load(os.path.join(qsl, f)).tolist() for f in sorted(os.listdir(qsl))]
-
-        elog, eport_file = os.path.join(tmp, "engine.log"), os.path.join(tmp, "engine.port")
-        eng = procs.start([PY, os.path.join(src, "tests", "engines", "llm_engine.py"),
-                           "--port-file", eport_file, "--eos", str(EOS)], elog)
-        eport = et.wait_port(eport_file, eng, elog, timeout=60)
+        qsl, prompts = et.llm_qsl(src, tmp, N_PROMPTS, EOS, extra=("--max-len", "24"))
+        eport = et.start_llm_engine(procs, src, tmp, "engine", EOS, timeout=60)
         ref = os.path.join(tmp, "reference.json")
         with open(ref, "w") as f:
             json.dump([et.greedy(eport, p, MAX_TOKENS, timeout=60) for p in prompts], f)
@@ -191,24 +171,8 @@ def main():
             else:
                 print("ok without accuracy_standin, the runner stops: " + line[:240] + "...")
 
-        t1 = time.monotonic()
-        r = subprocess.run([PY, SUBMIT, cfg, "--submission"], capture_output=True, text=True,
-                           timeout=1500)
-        print(f"submit.py --submission: exit {r.returncode} in {time.monotonic() - t1:.0f} s")
-        print(r.stderr[-3000:])
-        print(r.stdout[-6000:])
-        if r.returncode != 1:  # a short run cannot pass the checker
-            failures.append(f"submit.py --submission exited {r.returncode}, expected 1")
-        log = os.path.join(tmp, "work", "logs", "check.log")
-        os.makedirs(artefacts, exist_ok=True)
-        kept = os.path.join(artefacts, "checker-output.txt")
-        if os.path.exists(log):
-            shutil.copy(log, kept)
-            print(f"the checker's output is kept in {kept}")
-        for w in ("summary.csv",):
-            if os.path.exists(os.path.join(tmp, "work", w)):
-                shutil.copy(os.path.join(tmp, "work", w), os.path.join(artefacts, w))
-        lines, bad = verdict.judge(log, ALLOWED, TIMING)
+        r, lines, bad = verdict.submit_and_judge(PY, SUBMIT, cfg, tmp, artefacts, ALLOWED,
+                                                 TIMING, timeout=1500, keep=("summary.csv",))
         failures += bad
         if not any("accuracy not met" in ln for ln in lines):
             print("note: the stand-in's scores met every target")

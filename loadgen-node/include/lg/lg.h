@@ -36,10 +36,10 @@ typedef struct lg_run lg_run_t;
 
 /* One sample of an issued query, and one completed sample or first token: the QDL's own types
  * (qdl/qdl.h, the layer below), so the QDL adapter passes them through without copying. A
- * sample's |id| is its sequence number in the test (0, 1, 2, ...) and |index| its QSL index (for
- * local SUTs; the QDL never sends it). A response's |status| < 0 fails the sample (an error, the
- * run INVALID); issued_ns/sent_ns (0: not known) give the harness block's "QDL queueing" and the
- * qdl_queue_ns column, node_queue_ns/node_backend_ns with sent_ns its "Network and return";
+ * sample's |response_id| is its sequence number in the test (0, 1, 2, ...) and |index| its QSL
+ * index (for local SUTs; the QDL never sends it). A response's |status| < 0 fails the sample (an
+ * error, the run INVALID); issued_ns/sent_ns (0: not known) give the harness block's "QDL queueing"
+ * and the qdl_queue_ns column, node_queue_ns/node_backend_ns with sent_ns its "Network and return";
  * |error| and |node| (NULL: not known) name a failed sample's reason and node. */
 typedef qdl_sample_t lg_sample_t;
 typedef qdl_response_t lg_response_t;

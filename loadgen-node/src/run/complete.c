@@ -75,9 +75,12 @@ lg__chunk_t *lg__slot_find(lg_run_t *run, uint64_t id, uint64_t hi, size_t *k)
     return atomic_load_explicit(&run->dir[o >> LG__CHUNK_BITS], memory_order_acquire);
 }
 
-static int enter(lg_run_t *run)
+/* A call with |n| responses received at |now| may go on: 1 (counted in run->active) with the
+ * time since the run's start in *rel and the issued ids' bound in *hi; 0 when there is nothing
+ * to do or the series has ended. */
+static int enter(lg_run_t *run, size_t n, uint64_t now, int64_t *rel, uint64_t *hi)
 {
-    if (atomic_load(&run->finished))
+    if (!run || n == 0 || atomic_load(&run->finished))
         return 0;
     atomic_fetch_add(&run->active, 1);
     if (atomic_load(&run->closed)) {
@@ -85,6 +88,8 @@ static int enter(lg_run_t *run)
         lg__run_error(run, LG__E_LATE, "a completion arrived after the end of its series; dropped");
         return 0;
     }
+    *rel = (int64_t)(now - run->t0);
+    *hi = atomic_load_explicit(&run->issued_hi, memory_order_acquire);
     return 1;
 }
 
@@ -145,34 +150,43 @@ static void observe(const lg_observe_t *o, lg__chunk_t *c, size_t k, int64_t lat
         cmn_series_observe(o->tpot, (uint64_t)((lat - t1) / (c->ntok[k] - 1)));
 }
 
+/* The slot of response |r| (its chunk; *k its place there), or NULL after the run error that no
+ * such sample is outstanding (|what| it brought: "completion", "first token"). */
+static lg__chunk_t *outstanding(lg_run_t *run, const lg_response_t *r, uint64_t hi, size_t *k,
+                                const char *what)
+{
+    lg__chunk_t *c = lg__slot_find(run, r->response_id, hi, k);
+
+    if (!c)
+        lg__run_error(run, LG__E_UNKNOWN_ID,
+                      "Received a %s for sample id %" PRIu64
+                      ", which is not outstanding in this series",
+                      what, r->response_id);
+    return c;
+}
+
 void lg_complete(lg_run_t *run, const lg_response_t *r, size_t n)
 {
     uint64_t now = cmn_now_ns(), hi, done;
     int64_t rel, cur, q_left = 1;
     size_t i, ok = 0, failed = 0, bad = 0;
 
-    if (!run || n == 0 || !enter(run))
+    if (!enter(run, n, now, &rel, &hi))
         return;
-    rel = (int64_t)(now - run->t0);
-    hi = atomic_load_explicit(&run->issued_hi, memory_order_acquire);
     for (i = 0; i < n; i++) {
         size_t k;
-        lg__chunk_t *c = lg__slot_find(run, r[i].id, hi, &k);
+        lg__chunk_t *c = outstanding(run, &r[i], hi, &k, "completion");
         int64_t old, lat;
         uint32_t idx;
         int64_t n_tokens = r[i].n_tokens;
 
-        if (!c) {
-            lg__run_error(run, LG__E_UNKNOWN_ID,
-                          "Received a completion for sample id %" PRIu64
-                          ", which is not outstanding in this series",
-                          r[i].id);
+        if (!c)
             continue;
-        }
         old = atomic_load_explicit(&c->lat[k], memory_order_relaxed);
         if (old >= 0) {
             lg__run_error(run, LG__E_TWICE,
-                          "Attempted to complete a sample twice. (sample %" PRIu64 ")", r[i].id);
+                          "Attempted to complete a sample twice. (sample %" PRIu64 ")",
+                          r[i].response_id);
             continue;
         }
         lat = rel + old + 1;
@@ -181,7 +195,7 @@ void lg_complete(lg_run_t *run, const lg_response_t *r, size_t n)
             failed++;
             lg__run_error(run, LG__E_FAILED,
                           "Sample %" PRIu64 " (qsl_idx %u) failed in the SUT%s%s: %s (%s)%s%s",
-                          r[i].id, idx & LG__IDX_MASK, r[i].node ? " at node " : "",
+                          r[i].response_id, idx & LG__IDX_MASK, r[i].node ? " at node " : "",
                           r[i].node ? r[i].node : "", cmn_strerror(r[i].status),
                           cmn_err_name(r[i].status), r[i].error ? ": " : "",
                           r[i].error ? r[i].error : "");
@@ -195,24 +209,25 @@ void lg_complete(lg_run_t *run, const lg_response_t *r, size_t n)
                         run, LG__E_DIGEST,
                         "Sample %" PRIu64 " (qsl_idx %u): the response (%zu bytes, digest "
                         "%016" PRIx64 ") does not match the sample's digest %016" PRIx64,
-                        r[i].id, idx & LG__IDX_MASK, r[i].size,
+                        r[i].response_id, idx & LG__IDX_MASK, r[i].size,
                         r[i].size == 8 && r[i].data ? cmn_digest_get(r[i].data) : 0, want);
                 }
             }
             if (run->use_tokens)
-                record_tokens(run, c, k, &n_tokens, r[i].id);
+                record_tokens(run, c, k, &n_tokens, r[i].response_id);
             if (run->accuracy || (idx & LG__ACC_FLAG)) {
                 int mode = !run->use_tokens ? 0 : !run->needs_first_token ? 1 : 2;
-                lg__tok_node_t *t = mode == 2 ? tok_take(run, r[i].id) : NULL;
+                lg__tok_node_t *t = mode == 2 ? tok_take(run, r[i].response_id) : NULL;
 
-                lg__acclog_write(&run->acc, r[i].id, idx & LG__IDX_MASK, r[i].data, r[i].size, mode,
-                                 t ? t->data : NULL, t ? t->size : 0, n_tokens);
+                lg__acclog_write(&run->acc, r[i].response_id, idx & LG__IDX_MASK, r[i].data,
+                                 r[i].size, mode, t ? t->data : NULL, t ? t->size : 0, n_tokens);
                 free(t);
             }
         }
         if (!atomic_compare_exchange_strong(&c->lat[k], &old, lat)) {
             lg__run_error(run, LG__E_TWICE,
-                          "Attempted to complete a sample twice. (sample %" PRIu64 ")", r[i].id);
+                          "Attempted to complete a sample twice. (sample %" PRIu64 ")",
+                          r[i].response_id);
             continue;
         }
         if (run->obs && !run->accuracy && r[i].status >= 0)
@@ -277,22 +292,15 @@ void lg_first_token(lg_run_t *run, const lg_response_t *r, size_t n)
     int64_t rel;
     size_t i;
 
-    if (!run || n == 0 || !enter(run))
+    if (!enter(run, n, now, &rel, &hi))
         return;
-    rel = (int64_t)(now - run->t0);
-    hi = atomic_load_explicit(&run->issued_hi, memory_order_acquire);
     for (i = 0; i < n; i++) {
         size_t k;
-        lg__chunk_t *c = lg__slot_find(run, r[i].id, hi, &k);
+        lg__chunk_t *c = outstanding(run, &r[i], hi, &k, "first token");
         int64_t old, expect = 0;
 
-        if (!c) {
-            lg__run_error(run, LG__E_UNKNOWN_ID,
-                          "Received a first token for sample id %" PRIu64
-                          ", which is not outstanding in this series",
-                          r[i].id);
+        if (!c)
             continue;
-        }
         if (!c->ttft)
             continue; /* token latencies are off */
         old = atomic_load_explicit(&c->lat[k], memory_order_relaxed);
@@ -300,19 +308,19 @@ void lg_first_token(lg_run_t *run, const lg_response_t *r, size_t n)
             lg__run_error(
                 run, LG__E_TOKEN_AFTER,
                 "Attempted to record token latency after sample was completed (sample %" PRIu64 ")",
-                r[i].id);
+                r[i].response_id);
             continue;
         }
         if (!atomic_compare_exchange_strong(&c->ttft[k], &expect, rel + old + 2)) {
             lg__run_error(run, LG__E_TOKEN_TWICE,
                           "Attempted to complete a sample twice. (first token of sample %" PRIu64
                           ")",
-                          r[i].id);
+                          r[i].response_id);
             continue;
         }
         /* Only a logged response of a scenario that records first tokens needs the bytes. */
         if (run->needs_first_token && (run->accuracy || (c->idx[k] & LG__ACC_FLAG)))
-            tok_put(run, r[i].id, r[i].data, r[i].data ? r[i].size : 0);
+            tok_put(run, r[i].response_id, r[i].data, r[i].data ? r[i].size : 0);
     }
     atomic_fetch_sub(&run->active, 1);
 }

@@ -47,7 +47,7 @@ static int record_sample(lg_run_t *run, uint64_t seq, uint32_t idx, int64_t sche
         atomic_store_explicit(&c->ttft[k], 0, memory_order_relaxed);
         c->ntok[k] = 0;
     }
-    s->id = seq;
+    s->response_id = seq;
     s->index = idx & LG__IDX_MASK;
     lg_qsl_get(run->qsl, idx & LG__IDX_MASK, &qs);
     s->data = qs.data;
@@ -67,7 +67,7 @@ static void record_call(lg_run_t *run, const lg_sample_t *s, size_t n, uint64_t 
     if (run->accuracy)
         return;
     for (i = 0; i < n; i++) {
-        uint64_t o = s[i].id - run->first_seq;
+        uint64_t o = s[i].response_id - run->first_seq;
         lg__chunk_t *c = atomic_load_explicit(&run->dir[o >> LG__CHUNK_BITS], memory_order_relaxed);
 
         lg__hist_add(&run->call_hist, call);
@@ -83,7 +83,7 @@ static void issue_batch(lg_run_t *run, const lg_sample_t *s, size_t n, uint64_t 
     int rc;
     size_t i;
 
-    atomic_store_explicit(&run->issued_hi, s[n - 1].id + 1, memory_order_release);
+    atomic_store_explicit(&run->issued_hi, s[n - 1].response_id + 1, memory_order_release);
     rc = run->sut->issue(run->sut, s, n);
     record_call(run, s, n, woke);
     if (rc >= 0)
@@ -93,7 +93,7 @@ static void issue_batch(lg_run_t *run, const lg_sample_t *s, size_t n, uint64_t 
     for (i = 0; i < n; i++) {
         /* Every field: the optional ones (times, error, node) unknown, not what malloc left. */
         memset(&run->rbuf[i], 0, sizeof(run->rbuf[i]));
-        run->rbuf[i].id = s[i].id;
+        run->rbuf[i].response_id = s[i].response_id;
         run->rbuf[i].status = rc;
     }
     lg_complete(run, run->rbuf, n);
@@ -236,7 +236,7 @@ void lg__issue_server(lg_run_t *run, const lg_effective_settings_t *s, lg__gen_t
             }
             st->last_sched_rel = next_delta;
         }
-        st->last_q_first = run->sbuf[batch - 1].id;
+        st->last_q_first = run->sbuf[batch - 1].response_id;
         st->last_issue_rel = now_rel;
         issue_batch(run, run->sbuf, batch, woke);
         st->queries_issued += batch;

@@ -5,6 +5,21 @@
 
 #include <stdlib.h>
 
+static void chunk_free(lg__chunk_t *c)
+{
+    free(c->ttft);
+    free(c->ntok);
+    free(c->sched);
+    free(c->late);
+    free(c->call);
+    free(c->qq);
+    free(c->nq);
+    free(c->nb);
+    free(c->wr);
+    free(c->cause);
+    free(c);
+}
+
 lg__chunk_t *lg__slot_chunk(lg_run_t *run, size_t ci)
 {
     lg__chunk_t *c;
@@ -37,17 +52,7 @@ lg__chunk_t *lg__slot_chunk(lg_run_t *run, size_t ci)
     return atomic_load_explicit(&run->dir[ci], memory_order_relaxed);
 
 fail:
-    free(c->ttft);
-    free(c->ntok);
-    free(c->late);
-    free(c->call);
-    free(c->qq);
-    free(c->nq);
-    free(c->nb);
-    free(c->wr);
-    free(c->cause);
-    free(c->sched);
-    free(c);
+    chunk_free(c);
     return NULL;
 }
 
@@ -57,16 +62,6 @@ void lg__slot_free_chunk(lg_run_t *run, size_t ci)
 
     if (!c)
         return;
-    free(c->ttft);
-    free(c->ntok);
-    free(c->sched);
-    free(c->late);
-    free(c->call);
-    free(c->qq);
-    free(c->nq);
-    free(c->nb);
-    free(c->wr);
-    free(c->cause);
-    free(c);
+    chunk_free(c);
     atomic_store_explicit(&run->dir[ci], NULL, memory_order_relaxed);
 }

@@ -48,30 +48,22 @@ typedef enum {
     QDL_POLICY_LEAST_TOKENS = 3,
 } qdl_policy_t;
 
-/* One sample to dispatch; loadgen-node's lg_sample_t is this type (no copy between them).
- * |response_id| and |id| name the same field: the QDL and the official shim say response_id,
- * loadgen-node says id (to become one name once loadgen-node's run files settle). */
+/* One sample to dispatch; loadgen-node's lg_sample_t is this type (no copy between them). */
 typedef struct {
-    union {
-        uint64_t response_id; /* the caller's id (LoadGen's ResponseId), returned on completion */
-        uint64_t id;
-    };
-    const void *data; /* sample bytes as they go on the wire (compressed if codec != 0) */
-    size_t size;      /* bytes at data */
-    int codec;        /* 0 none, 1 lz4 (cmpr/cmpr.h), chosen by the QSL */
-    size_t raw_size;  /* decoded size (== size when codec is 0) */
-    uint64_t index;   /* the caller's QSL sample index; the QDL neither reads nor sends it */
+    uint64_t response_id; /* the caller's id (LoadGen's ResponseId), returned on completion */
+    const void *data;     /* sample bytes as they go on the wire (compressed if codec != 0) */
+    size_t size;          /* bytes at data */
+    int codec;            /* 0 none, 1 lz4 (cmpr/cmpr.h), chosen by the QSL */
+    size_t raw_size;      /* decoded size (== size when codec is 0) */
+    uint64_t index;       /* the caller's QSL sample index; the QDL neither reads nor sends it */
 } qdl_sample_t;
 
 /* One completed sample (or first token); loadgen-node's lg_response_t is this type, so the
- * QDL's completions reach lg_complete() as they are. |id| is |response_id|'s other name. */
+ * QDL's completions reach lg_complete() as they are. */
 typedef struct {
-    union {
-        uint64_t response_id;
-        uint64_t id;
-    };
-    int status;       /* 0, or a negative code: the sample failed and carries no data */
-    const void *data; /* decoded response bytes, valid during the callback only */
+    uint64_t response_id; /* the sample's qdl_sample_t.response_id */
+    int status;           /* 0, or a negative code: the sample failed and carries no data */
+    const void *data;     /* decoded response bytes, valid during the callback only */
     size_t size;
     int64_t n_tokens; /* output tokens (LLMs); 0 otherwise */
     /* Where the sample's time went inside the QDL, on CLOCK_MONOTONIC (cmn_now_ns()): when

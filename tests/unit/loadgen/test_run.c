@@ -419,7 +419,7 @@ static int slow_issue(lg_sut_t *sut, const lg_sample_t *s, size_t n)
 
         while (cmn_now_ns() < until) {
         }
-        r[i % 64].id = s[i].id;
+        r[i % 64].response_id = s[i].response_id;
         r[i % 64].status = 0;
         r[i % 64].data = NULL;
         r[i % 64].size = 0;
@@ -732,7 +732,7 @@ static int keeper_issue(lg_sut_t *sut, const lg_sample_t *s, size_t n)
 
     k->run = sut->run;
     for (i = 0; i < n && k->n < 64; i++)
-        k->ids[k->n++] = s[i].id;
+        k->ids[k->n++] = s[i].response_id;
     return 0;
 }
 
@@ -753,7 +753,7 @@ START_TEST(late_completion_after_the_test)
     ck_assert_ptr_nonnull(k.run);
     /* The SUT answers after lg_start_test returned: dropped, no crash (ASan watches). */
     for (i = 0; i < k.n; i++) {
-        r[i].id = k.ids[i];
+        r[i].response_id = k.ids[i];
         r[i].status = 0;
         r[i].data = NULL;
         r[i].size = 0;
@@ -773,7 +773,7 @@ static int interrupting_issue(lg_sut_t *sut, const lg_sample_t *s, size_t n)
     size_t i;
 
     for (i = 0; i < n; i++) {
-        r.id = s[i].id;
+        r.response_id = s[i].response_id;
         lg_complete(sut->run, &r, 1);
         if (++*count == 100)
             lg_interrupt(SIGINT);

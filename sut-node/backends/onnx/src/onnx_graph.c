@@ -258,28 +258,40 @@ static int attrs_known(const ctx_t *c, const char *const *known)
     return 0;
 }
 
-static int attr_int(const ctx_t *c, const char *name, int64_t dflt, int64_t *out)
+/* The int or float attribute |name| into *out (NULL when absent); a code naming it when it has
+ * another type or no value. */
+static int attr_scalar(const ctx_t *c, const char *name, Onnx__AttributeProto__AttributeType type,
+                       const char *what, const Onnx__AttributeProto **out)
 {
     const Onnx__AttributeProto *a = attr_find(c, name);
-    *out = dflt;
+    int has;
+
+    *out = NULL;
     if (!a)
         return 0;
-    if (!a->has_i || (a->has_type && a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT))
-        return node_bad(c->eb, c->n, "attribute \"%s\" must be an int", name);
-    *out = a->i;
+    has = type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT ? a->has_i : a->has_f;
+    if (!has || (a->has_type && a->type != type))
+        return node_bad(c->eb, c->n, "attribute \"%s\" must be %s", name, what);
+    *out = a;
     return 0;
+}
+
+static int attr_int(const ctx_t *c, const char *name, int64_t dflt, int64_t *out)
+{
+    const Onnx__AttributeProto *a;
+    int rc = attr_scalar(c, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, "an int", &a);
+
+    *out = a ? a->i : dflt;
+    return rc;
 }
 
 static int attr_float(const ctx_t *c, const char *name, float dflt, float *out)
 {
-    const Onnx__AttributeProto *a = attr_find(c, name);
-    *out = dflt;
-    if (!a)
-        return 0;
-    if (!a->has_f || (a->has_type && a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT))
-        return node_bad(c->eb, c->n, "attribute \"%s\" must be a float", name);
-    *out = a->f;
-    return 0;
+    const Onnx__AttributeProto *a;
+    int rc = attr_scalar(c, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT, "a float", &a);
+
+    *out = a ? a->f : dflt;
+    return rc;
 }
 
 /* Reads an ints attribute of exactly |want| entries (or any count when want < 0) into |out|;
@@ -460,28 +472,61 @@ static void out_like(infer_t *x, const onnx_value_t *in)
     x->out->batched = in->batched;
 }
 
-static int infer_conv(infer_t *x)
+/* Conv and ConvTranspose: their attributes known, inputs X and W (and B) float, X with 1 to 3
+ * spatial dims and W of its rank; their group attribute into *group. */
+static int conv_inputs(infer_t *x, const char *const *known, int64_t *group)
 {
-    static const char *const known[] = {"auto_pad", "dilations", "group", "kernel_shape",
-                                        "pads",     "strides",   NULL};
     ctx_t c = {x->p, x->n, x->eb};
-    onnx_node_t *n = x->n;
-    const onnx_value_t *in = in_val(x, 0), *w = in_val(x, 1), *b = in_val(x, 2);
-    int64_t kshape[ONNX_MAX_SPATIAL], group;
-    size_t cnt;
-    int s, rc, extended = 0;
+    const onnx_value_t *in = in_val(x, 0), *w = in_val(x, 1);
+    int rc;
 
     if ((rc = attrs_known(&c, known)) < 0)
         return rc;
     if (!in || !w)
-        return node_bad(x->eb, n, "needs inputs X and W");
+        return node_bad(x->eb, x->n, "needs inputs X and W");
     if ((rc = need_float(x, 0)) < 0 || (rc = need_float(x, 1)) < 0 || (rc = need_float(x, 2)) < 0)
         return rc;
     if (in->rank < 3 || in->rank > 2 + ONNX_MAX_SPATIAL)
-        return node_bad(x->eb, n, "input of rank %d; 1 to 3 spatial dims are supported", in->rank);
+        return node_bad(x->eb, x->n, "input of rank %d; 1 to 3 spatial dims are supported",
+                        in->rank);
     if (w->rank != in->rank)
-        return node_bad(x->eb, n, "W has rank %d, X rank %d", w->rank, in->rank);
-    if ((rc = attr_int(&c, "group", 1, &group)) < 0)
+        return node_bad(x->eb, x->n, "W has rank %d, X rank %d", w->rank, in->rank);
+    return attr_int(&c, "group", 1, group);
+}
+
+/* A kernel_shape attribute, when given, must be W's spatial dims. */
+static int kernel_shape_of_w(infer_t *x, const onnx_value_t *w)
+{
+    ctx_t c = {x->p, x->n, x->eb};
+    int64_t kshape[ONNX_MAX_SPATIAL];
+    size_t cnt;
+    int s, rc;
+
+    if ((rc = attr_ints(&c, "kernel_shape", w->rank - 2, kshape, ONNX_MAX_SPATIAL, &cnt)) < 0)
+        return rc;
+    for (s = 0; cnt && s < w->rank - 2; s++)
+        if (kshape[s] != w->dims[2 + s])
+            return node_bad(x->eb, x->n, "kernel_shape does not match W");
+    return 0;
+}
+
+/* Weights and bias that differ per sample cannot run batched. */
+static void conv_weights_not_batched(infer_t *x)
+{
+    not_batched(x, 1, "its weights are a per-sample input");
+    not_batched(x, 2, "its bias is a per-sample input");
+}
+
+static int infer_conv(infer_t *x)
+{
+    static const char *const known[] = {"auto_pad", "dilations", "group", "kernel_shape",
+                                        "pads",     "strides",   NULL};
+    onnx_node_t *n = x->n;
+    const onnx_value_t *in = in_val(x, 0), *w = in_val(x, 1), *b = in_val(x, 2);
+    int64_t group;
+    int rc, extended = 0;
+
+    if ((rc = conv_inputs(x, known, &group)) < 0)
         return rc;
     if (group < 1 || in->dims[1] % group || w->dims[0] % group || w->dims[1] * group != in->dims[1])
         return node_bad(x->eb, n, "group %lld does not fit %lld input channels and W [%lld,%lld]",
@@ -490,18 +535,14 @@ static int infer_conv(infer_t *x)
     if (b && (b->rank != 1 || b->dims[0] != w->dims[0]))
         return node_bad(x->eb, n, "bias \"%s\" must be a vector of %lld", b->name,
                         (long long)w->dims[0]);
-    if ((rc = attr_ints(&c, "kernel_shape", in->rank - 2, kshape, ONNX_MAX_SPATIAL, &cnt)) < 0)
+    if ((rc = kernel_shape_of_w(x, w)) < 0)
         return rc;
-    for (s = 0; cnt && s < in->rank - 2; s++)
-        if (kshape[s] != w->dims[2 + s])
-            return node_bad(x->eb, n, "kernel_shape does not match W");
     n->group = group;
     if ((rc = spatial_attrs(x, in, w->dims + 2, 0, &extended)) < 0)
         return rc;
     x->out->dims[1] = w->dims[0];
     x->out->batched = in->batched;
-    not_batched(x, 1, "its weights are a per-sample input");
-    not_batched(x, 2, "its bias is a per-sample input");
+    conv_weights_not_batched(x);
     return 0;
 }
 
@@ -798,6 +839,17 @@ static int infer_matmul(infer_t *x)
     return 0;
 }
 
+/* A negative *axis counts from the end; it must then lie in [0, rank), or [0, rank] with
+ * |end_ok| (Flatten's). */
+static int axis_in_range(const infer_t *x, int64_t *axis, int rank, int end_ok)
+{
+    if (*axis < 0)
+        *axis += rank;
+    if (*axis < 0 || *axis > rank - (end_ok ? 0 : 1))
+        return node_bad(x->eb, x->n, "axis out of range for rank %d", rank);
+    return 0;
+}
+
 static int infer_flatten(infer_t *x)
 {
     static const char *const known[] = {"axis", NULL};
@@ -810,10 +862,8 @@ static int infer_flatten(infer_t *x)
         return rc;
     if (!in)
         return node_bad(x->eb, x->n, "needs one input");
-    if (axis < 0)
-        axis += in->rank;
-    if (axis < 0 || axis > in->rank)
-        return node_bad(x->eb, x->n, "axis out of range for rank %d", in->rank);
+    if ((rc = axis_in_range(x, &axis, in->rank, 1)) < 0)
+        return rc;
     x->out->dtype = in->dtype;
     x->out->rank = 2;
     x->out->dims[0] = onnx_dims_numel(in->dims, (int)axis);
@@ -907,10 +957,8 @@ static int infer_softmax(infer_t *x)
     x->n->softmax_2d = x->g->opset < 13;
     if ((rc = attr_int(&c, "axis", x->n->softmax_2d ? 1 : -1, &axis)) < 0)
         return rc;
-    if (axis < 0)
-        axis += in->rank;
-    if (axis < 0 || axis >= in->rank)
-        return node_bad(x->eb, x->n, "axis out of range for rank %d", in->rank);
+    if ((rc = axis_in_range(x, &axis, in->rank, 0)) < 0)
+        return rc;
     x->n->axis = (int)axis;
     x->out->dtype = in->dtype;
     out_like(x, in);
@@ -961,26 +1009,16 @@ static int infer_convtranspose(infer_t *x)
     ctx_t c = {x->p, x->n, x->eb};
     onnx_node_t *n = x->n;
     const onnx_value_t *in = in_val(x, 0), *w = in_val(x, 1), *b = in_val(x, 2);
-    int64_t kshape[ONNX_MAX_SPATIAL], opad[ONNX_MAX_SPATIAL] = {0}, oshape[ONNX_MAX_SPATIAL + 2];
+    int64_t opad[ONNX_MAX_SPATIAL] = {0}, oshape[ONNX_MAX_SPATIAL + 2];
     int64_t pads[2 * ONNX_MAX_SPATIAL], group;
     size_t cnt, n_oshape;
     char autopad[32];
     const char *ap;
     int s, ns, rc;
 
-    if ((rc = attrs_known(&c, known)) < 0)
+    if ((rc = conv_inputs(x, known, &group)) < 0)
         return rc;
-    if (!in || !w)
-        return node_bad(x->eb, n, "needs inputs X and W");
-    if ((rc = need_float(x, 0)) < 0 || (rc = need_float(x, 1)) < 0 || (rc = need_float(x, 2)) < 0)
-        return rc;
-    if (in->rank < 3 || in->rank > 2 + ONNX_MAX_SPATIAL)
-        return node_bad(x->eb, n, "input of rank %d; 1 to 3 spatial dims are supported", in->rank);
-    if (w->rank != in->rank)
-        return node_bad(x->eb, n, "W has rank %d, X rank %d", w->rank, in->rank);
     ns = in->rank - 2;
-    if ((rc = attr_int(&c, "group", 1, &group)) < 0)
-        return rc;
     if (group < 1 || in->dims[1] % group || w->dims[0] != in->dims[1])
         return node_bad(x->eb, n, "group %lld does not fit %lld input channels and W [%lld,%lld]",
                         (long long)group, (long long)in->dims[1], (long long)w->dims[0],
@@ -988,11 +1026,8 @@ static int infer_convtranspose(infer_t *x)
     if (b && (b->rank != 1 || b->dims[0] != w->dims[1] * group))
         return node_bad(x->eb, n, "bias \"%s\" must be a vector of %lld", b->name,
                         (long long)(w->dims[1] * group));
-    if ((rc = attr_ints(&c, "kernel_shape", ns, kshape, ONNX_MAX_SPATIAL, &cnt)) < 0)
+    if ((rc = kernel_shape_of_w(x, w)) < 0)
         return rc;
-    for (s = 0; cnt && s < ns; s++)
-        if (kshape[s] != w->dims[2 + s])
-            return node_bad(x->eb, n, "kernel_shape does not match W");
     n->n_spatial = ns;
     n->group = group;
     for (s = 0; s < ns; s++) {
@@ -1048,8 +1083,7 @@ static int infer_convtranspose(infer_t *x)
         x->out->dims[2 + s] = o;
     }
     x->out->batched = in->batched;
-    not_batched(x, 1, "its weights are a per-sample input");
-    not_batched(x, 2, "its bias is a per-sample input");
+    conv_weights_not_batched(x);
     return 0;
 }
 
@@ -1115,10 +1149,8 @@ static int infer_concat(infer_t *x)
         return rc;
     if (in->rank < 1)
         return node_bad(x->eb, x->n, "scalars cannot be concatenated");
-    if (axis < 0)
-        axis += in->rank;
-    if (axis < 0 || axis >= in->rank)
-        return node_bad(x->eb, x->n, "axis out of range for rank %d", in->rank);
+    if ((rc = axis_in_range(x, &axis, in->rank, 0)) < 0)
+        return rc;
     if (in->dtype != ONNX_DT_FLOAT && in->dtype != ONNX_DT_UINT8 && in->dtype != ONNX_DT_INT8 &&
         in->dtype != ONNX_DT_INT32)
         return node_bad(x->eb, x->n, "input type %s is not supported", onnx_dtype_name(in->dtype));
