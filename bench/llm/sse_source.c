@@ -18,6 +18,9 @@
  * token's event were written. A client's TTFT and TPOT less these are what the client adds
  * (endpoint_bench.py).
  *
+ * A GET (a client's readiness probe, as the QDL's GET /v1/models at start) is answered with a
+ * one-model list, not streamed and not logged.
+ *
  * --tokens overrides the request's max_tokens. A benchmark tool, not a server: it trusts its
  * loopback client (requests over 64 KiB are refused and the connection closed). */
 #include <signal.h>
@@ -195,6 +198,21 @@ static void try_request(conn_t *c)
     if (pr)
         for (pr += 10; *pr && *pr != ']'; pr++)
             c->prompt_len += *pr == ',';
+    if (strncmp(c->req, "GET ", 4) == 0) { /* a client's readiness probe: the model list */
+        static const char models[] =
+            "{\"object\":\"list\",\"data\":[{\"id\":\"sse_source\",\"object\":\"model\"}]}";
+        char head[128];
+        int k = snprintf(head, sizeof(head),
+                         "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                         "Content-Length: %zu\r\n\r\n",
+                         sizeof(models) - 1);
+        memmove(c->req, c->req + total, c->req_len - total);
+        c->req_len -= total;
+        send_bytes(c, head, (size_t)k);
+        send_bytes(c, models, sizeof(models) - 1);
+        try_request(c);
+        return;
+    }
     memmove(c->req, c->req + total, c->req_len - total);
     c->req_len -= total;
     c->sent = c->held = 0;

@@ -133,6 +133,9 @@ static const cmn_opt_t options[] = {
         "streams in flight per endpoint (default 256)"),
     STR("endpoint-api-key-file", "FILE", ep_key_file,
         "a file holding the endpoints' API key (Authorization: Bearer)"),
+    STR("endpoint-ca", "FILE", ep_ca,
+        "CA that signed the openai+https:// endpoints' certificates\n"
+        "(default: --tls-ca, else the system's CAs)"),
     STR("endpoint-session-header", "NAME", ep_session,
         "a header naming each sample's session (e.g. X-Session-ID)"),
     U64("connections", "N", connections, 1, 64, "", "connections per node (QDL, default 1)"),
@@ -163,7 +166,7 @@ static const cmn_opt_t options[] = {
         "codec offered for responses: none (default) or lz4 (QDL)"),
     STR("tls-ca", "FILE", tls_ca,
         "CA that signed the nodes' certificates (QDL, TLS 1.3; and the\n"
-        "openai+https:// endpoints')"),
+        "openai+https:// endpoints' unless --endpoint-ca)"),
     STR("tls-cert", "FILE", tls_cert, "client certificate for mutual TLS (QDL)"),
     STR("tls-key", "FILE", tls_key, "private key of --tls-cert (QDL)"),
     STR("tls-server-name", "NAME", tls_name, "name expected in the nodes' certificates (QDL)"),
@@ -703,6 +706,7 @@ static int check_args(lg_args_t *o, cmn_errbuf_t *eb)
     if ((rc = check_readable("--tls-ca", o->tls_ca, eb)) < 0 ||
         (rc = check_readable("--tls-cert", o->tls_cert, eb)) < 0 ||
         (rc = check_readable("--tls-key", o->tls_key, eb)) < 0 ||
+        (rc = check_readable("--endpoint-ca", o->ep_ca, eb)) < 0 ||
         (rc = check_readable("--endpoint-api-key-file", o->ep_key_file, eb)) < 0)
         return rc;
     if (o->audit && strcmp(o->audit, "none") == 0)

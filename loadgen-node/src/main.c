@@ -213,6 +213,7 @@ static int open_qdl(const lg_args_t *o, official_call_t *off, lg_sut_t **sut, cm
     cfg.endpoint_min_tokens = (uint32_t)o->ep_min_tokens;
     cfg.endpoint_max_inflight = (uint32_t)o->ep_max_inflight;
     cfg.endpoint_session_header = o->ep_session;
+    cfg.endpoint_ca_file = o->ep_ca;
     if (o->ep_key_file) {
         if ((rc = read_api_key(o->ep_key_file, key, sizeof(key), eb)) < 0) {
             free(list);

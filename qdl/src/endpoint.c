@@ -278,6 +278,13 @@ static void ep_headers(const qdl_t *q, const char *hdrs[3])
     hdrs[h] = NULL;
 }
 
+/* The CA openai+https:// endpoints are verified against: endpoint_ca_file, else tls_ca_file
+ * (NULL: the system's). */
+static const char *ep_ca(const qdl_t *q)
+{
+    return q->cfg.endpoint_ca_file ? q->cfg.endpoint_ca_file : q->cfg.tls_ca_file;
+}
+
 /* Every endpoint answers HTTP before the run: GET BASE/v1/models (httpc/probe.h: 2xx, or 404, 405,
  * 501 from an engine without that route). With wait_ready_ms the run may start before an engine
  * is up, so a failed probe is a warning there. */
@@ -296,7 +303,7 @@ static int ep_probe_all(qdl_t *q, cmn_errbuf_t *eb)
             continue;
         snprintf(url, sizeof(url), "%s/v1/models", nd->ep->base);
         why[0] = '\0';
-        rc = httpc_probe_get_ca(url, hdrs, q->cfg.tls_ca_file, ms, why, sizeof(why));
+        rc = httpc_probe_get_ca(url, hdrs, ep_ca(q), ms, why, sizeof(why));
         if (rc < 0)
             return cmn_errf(eb, rc, "endpoint %s: cannot probe it: %s", nd->address,
                             cmn_strerror(rc));
@@ -396,7 +403,7 @@ int qdl__ep_open(qdl_t *q, cmn_errbuf_t *eb)
     hc.max_conns = conns > 65536 ? 65536 : (uint32_t)conns;
     hc.connect_timeout_ms = (long)q->cfg.connect_timeout_ms;
     hc.coalesce_us = HTTPC_COALESCE_US_DEFAULT;
-    hc.ca_file = q->cfg.tls_ca_file;
+    hc.ca_file = ep_ca(q);
     rc = httpc_create(&hc, &q->ep->http, err, sizeof(err));
     if (rc < 0)
         return cmn_errf(eb, rc, "endpoints: cannot start the HTTP client: %s", err);

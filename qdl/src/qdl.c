@@ -243,16 +243,17 @@ static char *dup_str(char **pool_cursor, const char *s)
 static int copy_config(qdl_t *q, const qdl_config_t *cfg)
 {
     size_t bytes = 0, i;
-    const char *strs[9] = {
-        cfg->client_name,    cfg->tls_ca_file,      cfg->tls_cert_file,
-        cfg->tls_key_file,   cfg->tls_server_name,  cfg->endpoint_dialect,
-        cfg->endpoint_model, cfg->endpoint_api_key, cfg->endpoint_session_header};
+    const char *strs[10] = {
+        cfg->client_name,     cfg->tls_ca_file,      cfg->tls_cert_file,
+        cfg->tls_key_file,    cfg->tls_server_name,  cfg->endpoint_dialect,
+        cfg->endpoint_model,  cfg->endpoint_api_key, cfg->endpoint_session_header,
+        cfg->endpoint_ca_file};
     char *cur;
     const char **nodes;
 
     for (i = 0; i < cfg->n_nodes; i++)
         bytes += strlen(cfg->nodes[i]) + 1;
-    for (i = 0; i < 9; i++)
+    for (i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
         bytes += strs[i] ? strlen(strs[i]) + 1 : 0;
     q->strings = qdl__malloc(bytes + cfg->n_nodes * sizeof(char *) + 1);
     if (!q->strings)
@@ -272,6 +273,7 @@ static int copy_config(qdl_t *q, const qdl_config_t *cfg)
     q->cfg.endpoint_model = dup_str(&cur, cfg->endpoint_model);
     q->cfg.endpoint_api_key = dup_str(&cur, cfg->endpoint_api_key);
     q->cfg.endpoint_session_header = dup_str(&cur, cfg->endpoint_session_header);
+    q->cfg.endpoint_ca_file = dup_str(&cur, cfg->endpoint_ca_file);
     if (!q->cfg.max_dispatches)
         q->cfg.max_dispatches = 3;
     if (!q->cfg.node_memory_budget)

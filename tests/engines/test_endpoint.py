@@ -13,8 +13,9 @@ each beside the real engine: one that streams a first token and dies mid-stream,
 500, one sending JSON that does not parse, one sending an engine error, one that never answers
 (the progress deadline, with --endpoint-max-inflight holding): every sample still once with the
 right tokens, the hostile endpoint's failure named in loadgen-node's log, its samples
-re-dispatched (nodes.json). HTTPS: a TLS front relaying the engine, verified with --tls-ca (every
-sample once, tokens equal) and refused, naming the certificate, without it.
+re-dispatched (nodes.json). HTTPS: a TLS front relaying the engine, verified with --tls-ca, and
+with --endpoint-ca beside a plaintext sut-node (every sample once, tokens equal; both nodes
+complete samples) and refused, naming the certificate, without a CA.
 
 With FRONT_END official (the official LoadGen behind loadgen-node, --loadgen official; exit 77
 when this build has none), the official LoadGen drives the same QDL: Offline and Server against
@@ -366,14 +367,26 @@ def main():
         hs = HostileServer("relay", engines[0], (cert, key))
         hurl = f"openai+https://127.0.0.1:{hs.server_address[1]}"
         run("https", hurl, "Offline", ["--tls-ca", cert])
+        # --endpoint-ca: the endpoint's own CA, beside a plaintext sut-node (--tls-ca would
+        # turn on TLS to the sut-node too); both complete samples.
+        node, addr, _ = et.start_node(procs, sut, tmp, "https-mixed-node", plugin,
+                                      {"url": f"http://127.0.0.1:{engines[1]}",
+                                       "max_tokens": MAX_TOKENS}, ["--max-batch", "4"])
+        out, _ = run("https --endpoint-ca mixed", f"{addr},{hurl}", "Server",
+                     ["--endpoint-ca", cert, "--policy", "round-robin"])
+        nj = nodes_json(out)
+        procs.stop(node)
+        if len(nj) != 2 or any(n["samples_completed"] == 0 for n in nj):
+            sys.exit(f"FAIL https --endpoint-ca beside a plaintext sut-node: both nodes must "
+                     f"complete samples: {nj}")
         rc, text = loadgen(lg, os.path.join(tmp, "https-noca"), hurl, qsl, "Offline", [],
                            common + ["--max-dispatches", "1"], official)
         hs.shutdown()
         if rc == 0 or "certificate" not in text:
             sys.exit(f"FAIL https without the CA: exit {rc}, no word of the certificate\n"
                      f"{text[-1000:]}")
-        print("ok https: every sample once through a TLS endpoint verified with --tls-ca; "
-              "refused without it")
+        print("ok https: every sample once through a TLS endpoint verified with --tls-ca, and "
+              "with --endpoint-ca beside a plaintext sut-node; refused without a CA")
 
         # A bad --nodes entry and a dialect that does not exist are usage errors naming them.
         for nodes, words in ((ep[0] + "?dialect=nope", "dialect 'nope'"),

@@ -173,6 +173,10 @@ typedef struct {
     /* A header naming each sample's session ("NAME: <response id>"), as MLCommons Endpoints'
      * X-Session-ID, for a router that keeps a session on one replica; NULL: none. */
     const char *endpoint_session_header;
+    /* The CA openai+https:// endpoints' certificates are verified against; NULL: tls_ca_file,
+     * else the system's CAs. Apart from tls_ca_file, which also turns on TLS to every sut-node,
+     * so plaintext sut-nodes and an endpoint with a private CA can share one fabric. */
+    const char *endpoint_ca_file;
 } qdl_config_t;
 
 /* Fills |cfg| with the defaults above (no nodes, no callback). */
