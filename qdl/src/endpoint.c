@@ -23,9 +23,9 @@
  * (openai+http://), close the endpoint's connection: every stream on it is cancelled, its
  * samples go to other nodes, and it comes back after the reconnect backoff on probation (one
  * sample at a time until one completes). A stream that completes resets the count. The progress
- * deadline (node.c) applies as to a streaming node. An endpoint has no pings: its liveness is its
- * streams; at start each one is probed once (GET /v1/models), so an address that does not answer
- * HTTP fails qdl_create naming it. */
+ * deadline (node_liveness.c) applies as to a streaming node. An endpoint has no pings: its liveness
+ * is its streams; at start each one is probed once (GET /v1/models), so an address that does not
+ * answer HTTP fails qdl_create naming it. */
 #include "qdl_internal.h"
 
 #include "cmn/clock.h"
