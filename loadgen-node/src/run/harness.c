@@ -176,6 +176,40 @@ static lg__late_cause_t cause_lines(lg_run_t *run, uint64_t l99, double *share)
     return top;
 }
 
+/* How long the spin's turns of the SUT's I/O took, by kind, beside the mean gap they share with
+ * the issues: a turn longer than the time left to the next issue makes it late. */
+static void turn_lines(lg_run_t *run)
+{
+    static const char *const label[LG__TURN_KINDS] = {
+        [LG__TURN_WRITE] = "I/O turns writing (ns)        ",
+        [LG__TURN_READ] = "I/O turns reading only (ns)   ",
+    };
+    static const char *const key[LG__TURN_KINDS] = {
+        [LG__TURN_WRITE] = "harness_io_turn_write",
+        [LG__TURN_READ] = "harness_io_turn_read",
+    };
+    lg__pace_t *p = &run->pace;
+    char k[64];
+    int i;
+
+    for (i = 0; i < LG__TURN_KINDS; i++) {
+        lg__hist_t *h = &p->turn_hist[i];
+        uint64_t n = lg__hist_count_from(h, 0), p50 = lg__hist_quantile(h, 0.50),
+                 p99 = lg__hist_quantile(h, 0.99);
+
+        out(run, "%s: p50 %" PRIu64 ", p99 %" PRIu64 " (%" PRIu64 " turns%s)\n", label[i], p50, p99,
+            n,
+            i == LG__TURN_WRITE ? ": the first poll after an issue, its frame then reads"
+                                : ": polls with no frame of the issue thread's to write");
+        snprintf(k, sizeof(k), "%s_p50_ns", key[i]);
+        LG_DU64(&run->dlog, k, p50);
+        snprintf(k, sizeof(k), "%s_p99_ns", key[i]);
+        LG_DU64(&run->dlog, k, p99);
+        snprintf(k, sizeof(k), "%s_count", key[i]);
+        LG_DU64(&run->dlog, k, n);
+    }
+}
+
 /* The host's floor (floor.c, probed at the series' start) beside the issue lateness |l99|. */
 static void floor_lines(lg_run_t *run, uint64_t l99)
 {
@@ -245,6 +279,7 @@ static void overhead_lines(lg_run_t *run, const lg_effective_settings_t *s)
                     ": half the mean gap)\n",
                     p->max_quiet_ns, p->quiet_cap_ns);
                 LG_DU64(&run->dlog, "harness_quiet_window_ns", p->max_quiet_ns);
+                turn_lines(run);
             }
         }
         if (run->ls->issue_cpu >= 0)

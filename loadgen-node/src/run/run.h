@@ -110,6 +110,10 @@ typedef enum {
     LG__LATE_WORK,   /* issuing the queries before it took the thread past the deadline */
     LG__LATE_CAUSES
 } lg__late_cause_t;
+/* The kinds of the spin's turns of the SUT's I/O (pace.c measures them, harness.c reports). */
+#define LG__TURN_WRITE 0 /* the first poll after an issue: writes its frame, then reads */
+#define LG__TURN_READ 1  /* a poll with nothing of the issue thread's to write: reads only */
+#define LG__TURN_KINDS 2
 /* floor.c: the host's floor under the issue lateness, probed at the start of a Server series. */
 #define LG__FLOOR_MAX_CPUS 8
 #define LG__FLOOR_PROBE_NS 250000000u
@@ -149,6 +153,11 @@ typedef struct {
     uint64_t quiet_cap_ns, quiet_ns, max_quiet_ns;
     uint64_t turns;
     uint32_t turn_ring[LG__PACE_RING];
+    /* Every turn's length by kind (LG__TURN_*), for the report: does a turn fit in a gap? A turn
+     * writes when an issue was made since the last poll (|unsent|): the QDL writes the frames it
+     * queued at the start of its next poll. */
+    int unsent;
+    lg__hist_t turn_hist[LG__TURN_KINDS];
     /* The last wait: why it ended when it did, when, how late, and that lateness in parts per
      * cause (a backlog carries the parts of the waits before it). */
     lg__late_cause_t cause;

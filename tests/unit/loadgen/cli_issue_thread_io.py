@@ -4,7 +4,8 @@ I/O between issues and the QDL's loop thread ("qdl-loop") sleeps while the serie
 whole 1 s window of a run against a null sut-node on loopback it makes no context switch at all,
 where with off it wakes for the queries. Either way every sample completes without error, and the
 summary's harness block and the detail log say which it was, and with on the quiet window before
-each issue, never above half the mean gap. A bad value gets exit status 2 and a
+each issue, never above half the mean gap, and the spin's I/O turns by kind (writing, reading
+only: p50 <= p99, some turns counted). A bad value gets exit status 2 and a
 message naming the flag. Reads /proc/PID/task/*/status; bounded in time.
 Usage: cli_issue_thread_io.py LOADGEN_NODE SUT_NODE OUTDIR"""
 import json
@@ -98,6 +99,25 @@ def run_mode(lg, addr, out, mode, fails):
         if not m or int(m.group(2)) != cap or int(m.group(1)) > cap or q != int(m.group(1)):
             fails.append(f"on: quiet window line {m.group(0) if m else None!r}, detail {q!r}: "
                          f"want a window of at most the cap {cap} ns in both")
+    # The spin's I/O turns by kind (writing: the first poll after an issue; reading only): both
+    # lines with on, each p50 <= p99 and as in the detail log, and some turns counted; none with off.
+    turns = 0
+    for kind, label in (("write", "writing"), ("read", "reading only")):
+        t = re.search(r"I/O turns " + label + r" \(ns\) *: p50 (\d+), p99 (\d+) \((\d+) turns",
+                      summary)
+        if mode == "off":
+            if t:
+                fails.append(f"off: the harness block reports I/O turns ({t.group(0)!r})")
+            continue
+        keys = [detail_value(os.path.join(d, "mlperf_log_detail.txt"), f"harness_io_turn_{kind}_{k}")
+                for k in ("p50_ns", "p99_ns", "count")]
+        if not t or int(t.group(1)) > int(t.group(2)) or keys != [int(x) for x in t.groups()]:
+            fails.append(f"on: I/O turns {label}: line {t.group(0) if t else None!r}, detail "
+                         f"{keys!r}: want p50 <= p99, the same figures in both")
+            continue
+        turns += int(t.group(3))
+    if mode == "on" and turns == 0:
+        fails.append("on: no I/O turn counted in a run that spins before every issue")
     return woke
 
 
