@@ -1,9 +1,11 @@
 /* The openai backend's lean transport: the h1 pool on a loop thread (oai_lean.h). */
+/* pthread_setname_np: _GNU_SOURCE comes from the build */
 #include "oai_lean.h"
 
 #include "httpc/httpc.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,6 +139,7 @@ static void run(void *arg)
 {
     oai_lean_t *l = arg;
 
+    pthread_setname_np(pthread_self(), "oai-http"); /* as libcurl's (per-thread CPU, bench/) */
     uv_run(&l->loop, UV_RUN_DEFAULT);
 }
 
