@@ -1,6 +1,5 @@
 /* The openai backend's lean transport: the h1 pool on a loop thread (oai_lean.h). */
-/* pthread_setname_np: _GNU_SOURCE comes from the build */
-#include "oai_lean.h"
+#include "oai_lean.h" /* pthread_setname_np below: _GNU_SOURCE comes from the build */
 
 #include "httpc/httpc.h"
 
@@ -296,12 +295,15 @@ int oai_lean_submit(oai_lean_t *l, oai_lreq_t *r)
 void oai_lean_cancel(oai_lreq_t *r)
 {
     oai_lean_t *l = r->l;
+    int stopping;
 
     uv_mutex_lock(&l->mu);
     r->cancel = 1;
     l->cancels = 1;
+    stopping = l->stopping; /* then every request ends anyway, and the wake-up may be closed */
     uv_mutex_unlock(&l->mu);
-    uv_async_send(&l->wake);
+    if (!stopping)
+        uv_async_send(&l->wake);
 }
 
 void oai_lean_progress(oai_lreq_t *r)
