@@ -5,13 +5,15 @@ requests made directly (llm_direct, the backend's own HTTP and parsing code with
 
     bench/llm/llm_bench.py [--build build] [--qps 200] [--tokens 64] [--duration-s 10]
                            [--ttft-ms 20] [--tpot-ms 4] [--runs 1] [--coalesce-us N]
-                           [--stream-interval K]
+                           [--stream-interval K] [--client lean|curl]
 
 --coalesce-us sets the backend's read coalescing (its coalesce_us option) and llm_direct's alike,
 so both read the streams the same way; without it both use the backend's default.
 --stream-interval K makes the source stream as an engine given its stream interval does (SGLang's
 and vLLM's --stream-interval, TensorRT-LLM's stream_interval): the first token alone, then one
 event per K tokens at the same token pace (default 1: one event per token).
+--client sets the backend's HTTP client (its client option; default: the backend's, lean for
+http://); llm_direct always reads with libcurl's pool.
 
 Prints the figures and one row for bench/README.md. Nothing is asserted.
 """
@@ -105,6 +107,7 @@ def one_run(a, b, tmp, qsl):
     d = dict(l.split("=") for l in r.stdout.split())
     direct_ttft = float(d["ttft_p50_us"])
     bopt = [] if a.coalesce_us is None else ["--backend-opt", f"coalesce_us={a.coalesce_us}"]
+    bopt += [] if a.client is None else ["--backend-opt", f"client={a.client}"]
 
     # Through loadgen-node -> QDL -> sut-node (openai) -> the source.
     src, port = source(b, tmp, "src-node", a)
@@ -168,6 +171,7 @@ def main():
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--coalesce-us", type=int, default=None)
     ap.add_argument("--stream-interval", type=int, default=1)
+    ap.add_argument("--client", choices=["lean", "curl"], default=None)
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="llm-bench-")
     try:

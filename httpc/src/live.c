@@ -48,8 +48,8 @@ void httpc_live_del(httpc_lives_t *l, httpc_live_t *e)
     e->next = e->prev = NULL;
 }
 
-size_t httpc_live_cancel(httpc_lives_t *l, httpc_t *h, const void *batch, const size_t *indices,
-                         size_t n)
+size_t httpc_live_mark(httpc_lives_t *l, const void *batch, const size_t *indices, size_t n,
+                       void (*mark)(httpc_live_t *e, void *arg), void *arg)
 {
     httpc_live_t *e;
     size_t i, k = 0;
@@ -68,9 +68,20 @@ size_t httpc_live_cancel(httpc_lives_t *l, httpc_t *h, const void *batch, const 
             if (i == n)
                 continue;
         }
-        httpc_cancel(h, e->req);
+        mark(e, arg);
         k++;
     }
     uv_mutex_unlock(&l->mu);
     return k;
+}
+
+static void mark_curl(httpc_live_t *e, void *h)
+{
+    httpc_cancel(h, e->req);
+}
+
+size_t httpc_live_cancel(httpc_lives_t *l, httpc_t *h, const void *batch, const size_t *indices,
+                         size_t n)
+{
+    return httpc_live_mark(l, batch, indices, n, mark_curl, h);
 }

@@ -3,7 +3,7 @@
 token IDs that come back through loadgen-node -> QDL -> sut-node -> engine equal the engine's own
 greedy output for that prompt (asked directly), each sample exactly once, in Offline and Server,
 in every dialect the test engine speaks, with read coalescing off, at its default and at long
-periods (coalesce_us); an engine error fails the samples with the engine's message in the node's
+periods (coalesce_us), through the lean client and libcurl (client=); an engine error fails the samples with the engine's message in the node's
 log; an out-of-range option stops the node with its name; a Server performance run reports TTFT
 and TPOT.
 
@@ -44,17 +44,21 @@ def main():
         url = f"http://127.0.0.1:{eport}"
         common = ["--model", "llama2-70b"]
         server_sets = ["server_target_qps=40", "use_token_latencies=1"]
-        # coalesce_us: the default, off, and periods long enough that one read brings several
-        # of the engine's events (the end of a stream among them).
+        # client: lean (the default for http://) and curl; coalesce_us (curl's): the default,
+        # and periods long enough that one read brings several of the engine's events (the end
+        # of a stream among them).
         runs = [("vllm", "Offline", {}), ("vllm", "Server", {"coalesce_us": 0}),
-                ("sglang", "Offline", {"coalesce_us": 100000}), ("llamacpp", "Offline", {}),
-                ("trtllm", "Server", {"coalesce_us": 30000})]
+                ("vllm", "Offline", {"client": "curl"}),
+                ("sglang", "Offline", {"client": "curl", "coalesce_us": 100000}),
+                ("llamacpp", "Offline", {}),
+                ("trtllm", "Server", {"client": "curl", "coalesce_us": 30000})]
         for dialect, scenario, extra in runs:
+            tag = f"{dialect}-{scenario}" + ("-curl" if "client" in extra else "")
             node, addr, nlog = et.start_node(
-                procs, sut, tmp, f"llm-{dialect}-{scenario}", plugin,
+                procs, sut, tmp, f"llm-{tag}", plugin,
                 {"url": url, "dialect": dialect, "max_tokens": MAX_TOKENS, **extra},
                 ["--max-batch", "8"])
-            out = os.path.join(tmp, f"{dialect}-{scenario}")
+            out = os.path.join(tmp, tag)
             rc, text = et.loadgen(lg, out, addr, qsl, scenario, "AccuracyOnly",
                                   server_sets if scenario == "Server" else [], common)
             if rc != 0:
@@ -62,6 +66,10 @@ def main():
                          f"node log:\n{open(nlog).read()[-2000:]}")
             et.check_tokens(f"{dialect} {scenario} {extra or ''}".strip(), out, ref)
             procs.stop(node)
+            client = "client=" + extra.get("client", "lean")
+            if client not in open(nlog).read():
+                sys.exit(f"FAIL {dialect} {scenario}: the node did not say {client}:\n"
+                         f"{open(nlog).read()[-2000:]}")
 
         # An option out of its range stops the node, naming it.
         r = subprocess.run([sut, "--listen", "127.0.0.1:0", "--backend", plugin,
@@ -71,6 +79,15 @@ def main():
             sys.exit(f"FAIL coalesce_us=2000000 accepted (exit {r.returncode}):\n"
                      f"{(r.stdout + r.stderr)[-1000:]}")
         print("ok coalesce_us=2000000 refused: " + (r.stdout + r.stderr).strip().splitlines()[-1])
+        for bad, word in ((f"url={url}", "client=tcp"), (f"url=https://127.0.0.1:{eport}",
+                                                        "client=lean")):
+            r = subprocess.run([sut, "--listen", "127.0.0.1:0", "--backend", plugin,
+                                "--backend-opt", bad, "--backend-opt", word],
+                               capture_output=True, text=True, timeout=30)
+            if r.returncode == 0 or f"option {word}" not in r.stdout + r.stderr:
+                sys.exit(f"FAIL {bad} {word} accepted (exit {r.returncode}):\n"
+                         f"{(r.stdout + r.stderr)[-1000:]}")
+            print(f"ok {word} refused: " + (r.stdout + r.stderr).strip().splitlines()[-1])
 
         # Token latencies: a short Server performance run, reported (not judged: no speed
         # assertion on a shared machine).

@@ -147,6 +147,7 @@ def text_only(procs, sut, lg, plugin, tmp):
         print("ok text only: every sample failed, the same 4 wire ids in both logs; "
               + lines[0][-200:])
         # A burst of failures: both logs name a few, not all (rate-limited).
+        time.sleep(1.1)  # the node's one-second log window of the run above is over
         argv[argv.index("--qsl-synthetic") + 1] = str(BURST)
         argv[argv.index("--output-dir") + 1] = os.path.join(tmp, "burst")
         before = len(re.findall(r"backend openai failed sample", open(nlog).read()))

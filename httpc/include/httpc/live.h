@@ -39,5 +39,9 @@ void httpc_live_del(httpc_lives_t *l, httpc_live_t *e);
 /* Marks the requests of samples batch[indices[0..n)] cancelled on |h|; returns how many. */
 size_t httpc_live_cancel(httpc_lives_t *l, httpc_t *h, const void *batch, const size_t *indices,
                          size_t n);
+/* The same with |mark| for each match instead of httpc_cancel, under the set's lock (another
+ * client's cancel: the openai backend's lean transport). */
+size_t httpc_live_mark(httpc_lives_t *l, const void *batch, const size_t *indices, size_t n,
+                       void (*mark)(httpc_live_t *e, void *arg), void *arg);
 
 #endif

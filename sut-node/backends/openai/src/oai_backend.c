@@ -16,7 +16,12 @@
  *
  * cancel() (ABI 1.1) marks the batch's streams in the pool (httpc_cancel): a queued one is
  * never sent, an open one is closed; both complete with SUT_BACKEND_ECANCELED. stream_idle_ms
- * fails a stream that brings no token for that long (the first one included). */
+ * fails a stream that brings no token for that long (the first one included).
+ *
+ * client=lean (the default for http:// engines) sends through the lean HTTP/1.1 client instead
+ * of libcurl (oai_lean.c: httpc/h1.h on a loop thread of its own, same deadlines and cancel);
+ * client=curl keeps libcurl's pool, the only one for https:// (and the one coalesce_us reads
+ * for). */
 #include "httpc/oai.h"
 #include "httpc/httpc.h"
 #include "httpc/live.h"
@@ -26,7 +31,10 @@
 #include "httpc/svc.h"
 #include "sut/sut_backend.h"
 
+#include "oai_lean.h"
+
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +46,9 @@
 #endif
 
 struct sut_backend {
-    httpc_t *http;
+    httpc_t *http;    /* client=curl */
+    oai_lean_t *lean; /* client=lean */
+    int use_lean;
     httpc_lives_t lives; /* the streams cancel() can find */
     httpc_oai_gen_t gen;
     char *url;    /* base URL + the dialect's path */
@@ -56,7 +66,8 @@ struct sut_backend {
 };
 
 typedef struct {
-    httpc_req_t req; /* first: the pool hands it back */
+    httpc_req_t req; /* first: the pool hands it back (client=curl) */
+    oai_lreq_t lr;   /* client=lean */
     httpc_live_t live;
     sut_backend_t *b;
     sut_batch_t *batch;
@@ -90,6 +101,7 @@ static const httpc_optdef_t known[] = {
     HTTPC_OPT("coalesce_us", OAI_STR(HTTPC_COALESCE_US_DEFAULT)),
     HTTPC_OPT("health_path", "/health"),
     HTTPC_OPT("health_timeout_ms", "2000"),
+    HTTPC_OPT("client", NULL), /* default: lean for http://, curl for https:// */
 };
 
 #define N_KNOWN (sizeof(known) / sizeof(known[0]))
@@ -185,6 +197,42 @@ static int oai_parse(const sut_backend_config_t *cfg, sut_backend_t *b, httpc_cf
     return 0;
 }
 
+/* The client: libcurl's pool (client=curl, and every https:// engine) or the lean one. */
+static int oai_client(const sut_backend_config_t *cfg, sut_backend_t *b, httpc_cfg_t *hc,
+                      const char *url, char *err, size_t errlen)
+{
+    const char *c = opt(cfg, "client");
+    int https = strncmp(url, "https://", 8) == 0, rc;
+    oai_lean_cfg_t lc;
+
+    if (c && strcmp(c, "lean") != 0 && strcmp(c, "curl") != 0) {
+        snprintf(err, errlen, "option client=%s: expected lean or curl", c);
+        return -EINVAL;
+    }
+    if (c && https && strcmp(c, "lean") == 0) {
+        snprintf(err, errlen, "option client=lean: http:// engines only (%s goes through curl)",
+                 url);
+        return -EINVAL;
+    }
+    b->use_lean = !https && (!c || strcmp(c, "lean") == 0);
+    if (!b->use_lean)
+        return httpc_svc_open(hc, "stream", &b->http, &b->lives, err, errlen);
+    if ((rc = httpc_lives_init(&b->lives)) < 0) {
+        snprintf(err, errlen, "the stream registry's mutex: %s", strerror(-rc));
+        return rc;
+    }
+    memset(&lc, 0, sizeof(lc));
+    lc.url = b->url;
+    lc.headers = b->headers;
+    lc.max_conns = b->max_concurrency;
+    lc.connect_ms = hc->connect_timeout_ms;
+    lc.timeout_ms = b->timeout_ms;
+    lc.idle_ms = b->stream_idle_ms;
+    if ((rc = oai_lean_open(&lc, &b->lean, err, errlen)) < 0)
+        httpc_lives_destroy(&b->lives);
+    return rc;
+}
+
 /* Open: the completion and health URLs, the model name and the headers, then the pool on |hc|
  * (no request is sent: the engine's readiness is oai_ready's, ABI 1.2). */
 static int oai_open(const sut_backend_config_t *cfg, sut_backend_t *b, httpc_cfg_t *hc, char *err,
@@ -226,12 +274,16 @@ static int oai_open(const sut_backend_config_t *cfg, sut_backend_t *b, httpc_cfg
     snprintf(b->device, sizeof(b->device), "%s engine at %s (max %u streams)",
              httpc_oai_dialect_name(b->gen.dialect), b->url, b->max_concurrency);
     hc->max_conns = b->max_concurrency;
-    return httpc_svc_open(hc, "stream", &b->http, &b->lives, err, errlen);
+    return oai_client(cfg, b, hc, url, err, errlen);
 }
 
 /* Also what a failed create leaves: the pool only when it was opened. */
 static void oai_destroy(sut_backend_t *b)
 {
+    if (b->lean) {
+        oai_lean_close(b->lean);
+        httpc_lives_destroy(&b->lives);
+    }
     httpc_svc_close(b->http, &b->lives);
     free(b->health);
     free(b->auth);
@@ -258,9 +310,10 @@ static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
     }
     httpc_logf(b->log, SUT_LOG_INFO,
                "openai backend: %s, max_tokens=%u min_tokens=%u temperature=%g coalesce_us=%u "
-               "stream_idle_ms=%ld%s",
+               "stream_idle_ms=%ld client=%s%s",
                b->device, b->gen.max_tokens, b->gen.min_tokens, b->gen.temperature, hc.coalesce_us,
-               b->stream_idle_ms, b->gen.oneshot ? " oneshot (no streaming)" : "");
+               b->stream_idle_ms, b->use_lean ? "lean" : "curl",
+               b->gen.oneshot ? " oneshot (no streaming)" : "");
     *out = b;
     return 0;
 }
@@ -305,41 +358,70 @@ static void first_token(stream_t *s)
     }
 }
 
+/* A piece of the answer: 1 stops the stream. *progress: a token came; *first: the first token
+ * just went out (TTFT is measured; the rest may wait, coalesce_us). */
+static int stream_data(stream_t *s, const char *p, size_t n, int *progress, int *first)
+{
+    int had = s->first_sent;
+
+    *progress = *first = 0;
+    if (httpc_oai_stream_feed(&s->st, p, n, progress))
+        return 1;
+    if (!s->st.gen->oneshot) {
+        first_token(s);
+        *first = !had && s->first_sent;
+    }
+    return 0;
+}
+
 static int on_data(httpc_req_t *r, const char *p, size_t n)
 {
     stream_t *s = (stream_t *)r;
-    int progress = 0, first = s->first_sent;
+    int progress, first;
 
-    if (httpc_oai_stream_feed(&s->st, p, n, &progress))
+    if (stream_data(s, p, n, &progress, &first))
         return 1;
     if (progress) /* a token: the idle deadline restarts */
         httpc_progress(&s->req);
-    if (!s->st.gen->oneshot) {
-        first_token(s);
-        if (!first && s->first_sent) /* TTFT is measured; the rest may wait (coalesce_us) */
-            httpc_coalesce(&s->req);
-    }
+    if (first)
+        httpc_coalesce(&s->req);
+    return 0;
+}
+
+static int on_lean_data(httpc_h1_req_t *r, const char *p, size_t n)
+{
+    stream_t *s = r->ctx;
+    int progress, first;
+
+    if (stream_data(s, p, n, &progress, &first))
+        return 1;
+    if (progress)
+        oai_lean_progress(&s->lr);
     return 0;
 }
 
 /* An engine's error answer as its own words: "HTTP 400: <message>" from the JSON error bodies of
  * vLLM, SGLang, llama.cpp, OpenAI and TGI (httpc_json_message); |msg| as it is otherwise. */
-static const char *engine_error(const httpc_req_t *r, const char *msg, char *buf, size_t len)
+static const char *engine_error(const char *msg, char *buf, size_t len)
 {
-    const char *body = strstr(msg, ": ");
-    char m[256];
+    const char *h = strstr(msg, "HTTP "), *body;
+    char m[256], *end;
+    long code;
 
-    if (r->http_code < 400 || !body || !httpc_json_message(body + 2, m, sizeof(m)))
+    if (!h)
+        return msg;
+    code = strtol(h + 5, &end, 10); /* curl's "HTTP 400 from URL: ...", lean's "HTTP 400: ..." */
+    body = strstr(end, ": ");
+    if (code < 400 || !body || !httpc_json_message(body + 2, m, sizeof(m)))
         return msg;
     /* Truncated to |len| as the reason on the wire is (SUT_BACKEND_ERROR_MAX). */
-    if (snprintf(buf, len, "HTTP %ld: %s", r->http_code, m) < 0)
+    if (snprintf(buf, len, "HTTP %ld: %s", code, m) < 0)
         return msg;
     return buf;
 }
 
-static void on_done(httpc_req_t *r, int status, const char *msg)
+static void stream_done(stream_t *s, int status, const char *msg)
 {
-    stream_t *s = (stream_t *)r;
     sut_backend_t *b = s->b;
     sut_result_t res = {s->index, 0, NULL, 0, 0};
     char ebuf[SUT_BACKEND_ERROR_MAX + 1] = "";
@@ -347,7 +429,7 @@ static void on_done(httpc_req_t *r, int status, const char *msg)
     if (status == 0 && httpc_oai_stream_end(&s->st) == 0)
         first_token(s); /* oneshot: the whole response at once */
     if (status == HTTPC_ESTATUS)
-        msg = engine_error(r, msg, ebuf, sizeof(ebuf));
+        msg = engine_error(msg, ebuf, sizeof(ebuf));
     if (status == HTTPC_ECANCEL) {
         res.status = SUT_BACKEND_ECANCELED; /* its client is gone: nothing to tell anyone */
     } else if (s->st.failed || status != 0) {
@@ -366,6 +448,16 @@ static void on_done(httpc_req_t *r, int status, const char *msg)
     httpc_live_del(&b->lives, &s->live); /* before the batch may go back to the node */
     s->batch->complete(s->batch, &res, 1);
     stream_free(s);
+}
+
+static void on_done(httpc_req_t *r, int status, const char *msg)
+{
+    stream_done((stream_t *)r, status, msg);
+}
+
+static void on_lean_done(oai_lreq_t *r, int status, const char *msg)
+{
+    stream_done(r->h1.ctx, status, msg);
 }
 
 static int oai_infer(sut_backend_t *b, sut_batch_t *batch)
@@ -413,6 +505,11 @@ static int oai_infer(sut_backend_t *b, sut_batch_t *batch)
         s->req.on_data = on_data;
         s->req.on_done = on_done;
         s->req.ctx = s;
+        s->lr.h1.body = s->body;
+        s->lr.h1.body_len = blen;
+        s->lr.h1.on_data = on_lean_data;
+        s->lr.on_done = on_lean_done;
+        s->lr.h1.ctx = s;
     }
     if (rc < 0) {
         for (i = 0; i < n; i++)
@@ -426,7 +523,8 @@ static int oai_infer(sut_backend_t *b, sut_batch_t *batch)
         ss[i]->live.batch = batch;
         ss[i]->live.index = i;
         httpc_live_add(&b->lives, &ss[i]->live);
-        if (httpc_submit(b->http, &ss[i]->req) < 0) {
+        if ((b->lean ? oai_lean_submit(b->lean, &ss[i]->lr) : httpc_submit(b->http, &ss[i]->req)) <
+            0) {
             sut_result_t res = {i, -ECANCELED, NULL, 0, 0};
             httpc_live_del(&b->lives, &ss[i]->live);
             stream_free(ss[i]);
@@ -437,9 +535,17 @@ static int oai_infer(sut_backend_t *b, sut_batch_t *batch)
     return 0;
 }
 
+/* Under the registry's lock: the stream's on_done has not returned. */
+static void mark_lean(httpc_live_t *e, void *arg)
+{
+    (void)arg;
+    oai_lean_cancel(&((stream_t *)((char *)e - offsetof(stream_t, live)))->lr);
+}
+
 static void oai_cancel(sut_backend_t *b, sut_batch_t *batch, const size_t *indices, size_t n)
 {
-    size_t k = httpc_live_cancel(&b->lives, b->http, batch, indices, n);
+    size_t k = b->lean ? httpc_live_mark(&b->lives, batch, indices, n, mark_lean, NULL)
+                       : httpc_live_cancel(&b->lives, b->http, batch, indices, n);
 
     httpc_logf(b->log, SUT_LOG_DEBUG, "openai backend: %zu of %zu cancelled samples were running",
                k, n);

@@ -1,0 +1,312 @@
+/* The openai backend's lean transport: the h1 pool on a loop thread (oai_lean.h). */
+#include "oai_lean.h" /* pthread_setname_np below: _GNU_SOURCE comes from the build */
+
+#include "httpc/httpc.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+struct oai_lean {
+    uv_loop_t loop;
+    uv_async_t wake;
+    uv_timer_t tick;
+    uv_thread_t thread;
+    httpc_h1_pool_t *pool;
+    char url[512];
+    long timeout_ms, idle_ms;
+    oai_lreq_t active; /* the loop's list head (circular) */
+    /* under mu */
+    uv_mutex_t mu;
+    oai_lreq_t *queue, *queue_tail;
+    int cancels, stopping;
+};
+
+static void link_active(oai_lean_t *l, oai_lreq_t *r)
+{
+    r->prev = l->active.prev;
+    r->next = &l->active;
+    l->active.prev->next = r;
+    l->active.prev = r;
+}
+
+static void unlink_active(oai_lreq_t *r)
+{
+    r->prev->next = r->next;
+    r->next->prev = r->prev;
+    r->next = r->prev = r;
+}
+
+/* h1's end of a request: off the list, then the caller's. */
+static void on_h1_done(httpc_h1_req_t *hr, int status, const char *msg)
+{
+    oai_lreq_t *r = (oai_lreq_t *)hr;
+
+    unlink_active(r);
+    r->on_done(r, status, msg);
+}
+
+/* Fails a running request here (the pool forgets it first). */
+static void fail(oai_lean_t *l, oai_lreq_t *r, int status, const char *msg)
+{
+    httpc_h1_cancel(l->pool, &r->h1);
+    unlink_active(r);
+    r->on_done(r, status, msg);
+}
+
+static void on_wake(uv_async_t *a)
+{
+    oai_lean_t *l = a->data;
+    oai_lreq_t *q, *r, *next, *marked = NULL;
+    int stopping, cancels;
+
+    uv_mutex_lock(&l->mu);
+    q = l->queue;
+    l->queue = l->queue_tail = NULL;
+    stopping = l->stopping;
+    cancels = l->cancels;
+    l->cancels = 0;
+    uv_mutex_unlock(&l->mu);
+    for (r = q; r; r = next) {
+        next = r->next;
+        r->start_ms = r->progress_ms = uv_now(&l->loop);
+        link_active(l, r);
+        if (stopping || httpc_h1_send(l->pool, &r->h1) < 0) {
+            char msg[600];
+            unlink_active(r);
+            snprintf(msg, sizeof(msg), "%s: the backend is closing", l->url);
+            r->on_done(r, HTTPC_ESTOP, msg);
+        }
+    }
+    if (cancels) {
+        /* The marked ones, taken off the list under the lock (a mark comes with a wake-up, so
+         * one that lands after this walk is seen on the next). */
+        uv_mutex_lock(&l->mu);
+        for (r = l->active.next; r != &l->active; r = next) {
+            next = r->next;
+            if (r->cancel) {
+                unlink_active(r);
+                r->next = marked;
+                marked = r;
+            }
+        }
+        uv_mutex_unlock(&l->mu);
+        while (marked) {
+            char msg[600];
+            r = marked;
+            marked = r->next;
+            r->next = r->prev = r;
+            httpc_h1_cancel(l->pool, &r->h1);
+            snprintf(msg, sizeof(msg), "%s: cancelled", l->url);
+            r->on_done(r, HTTPC_ECANCEL, msg);
+        }
+    }
+    if (stopping) {
+        httpc_h1_pool_close(l->pool); /* the running ones end with HTTPC_ESTOP in here */
+        uv_close((uv_handle_t *)&l->wake, NULL);
+        uv_close((uv_handle_t *)&l->tick, NULL);
+    }
+}
+
+/* The deadlines: timeout_ms from submission, idle_ms without a token. */
+static void on_tick(uv_timer_t *t)
+{
+    oai_lean_t *l = t->data;
+    uint64_t now = uv_now(&l->loop);
+    oai_lreq_t *r, *next;
+    char msg[700];
+
+    for (r = l->active.next; r != &l->active; r = next) {
+        next = r->next;
+        if (now - r->start_ms >= (uint64_t)l->timeout_ms) {
+            snprintf(msg, sizeof(msg), "%s: no whole answer within %ld ms (timeout_ms)", l->url,
+                     l->timeout_ms);
+            fail(l, r, HTTPC_ETRANSFER, msg);
+        } else if (l->idle_ms > 0 && now - r->progress_ms >= (uint64_t)l->idle_ms) {
+            snprintf(msg, sizeof(msg),
+                     "%s: nothing new for %llu ms, over the idle deadline of %ld ms", l->url,
+                     (unsigned long long)(now - r->progress_ms), l->idle_ms);
+            fail(l, r, HTTPC_EIDLE, msg);
+        }
+    }
+}
+
+static void run(void *arg)
+{
+    oai_lean_t *l = arg;
+
+    pthread_setname_np(pthread_self(), "oai-http"); /* as libcurl's (per-thread CPU, bench/) */
+    uv_run(&l->loop, UV_RUN_DEFAULT);
+}
+
+/* HOST, PORT and PATH of http://HOST[:PORT]/PATH ([v6] in brackets). */
+static int split_url(const char *url, char *host, size_t hostlen, uint16_t *port, const char **path,
+                     char *err, size_t errlen)
+{
+    const char *h = url + strlen("http://"), *slash = h + strcspn(h, "/"), *he, *pc = NULL;
+    unsigned long pn = 80;
+
+    if (*h == '[') {
+        he = memchr(h, ']', (size_t)(slash - h));
+        if (!he)
+            goto bad;
+        h++;
+        if (he + 1 < slash) {
+            if (he[1] != ':')
+                goto bad;
+            pc = he + 2;
+        }
+    } else {
+        he = memchr(h, ':', (size_t)(slash - h));
+        if (he)
+            pc = he + 1;
+        else
+            he = slash;
+    }
+    if (pc) {
+        char *stop;
+        errno = 0;
+        pn = strtoul(pc, &stop, 10);
+        if (errno || stop != slash || pn == 0 || pn > 65535)
+            goto bad;
+    }
+    if (he == h || (size_t)(he - h) >= hostlen || !*slash)
+        goto bad;
+    memcpy(host, h, (size_t)(he - h));
+    host[he - h] = '\0';
+    *port = (uint16_t)pn;
+    *path = slash;
+    return 0;
+bad:
+    snprintf(err, errlen, "option url: %s is not http://HOST[:PORT] (port 1..65535)", url);
+    return -EINVAL;
+}
+
+static uint32_t ms32(long ms)
+{
+    return ms <= 0 ? 0 : ms > 86400000 ? 86400000u : (uint32_t)ms;
+}
+
+int oai_lean_open(const oai_lean_cfg_t *cfg, oai_lean_t **out, char *err, size_t errlen)
+{
+    oai_lean_t *l = calloc(1, sizeof(*l));
+    httpc_h1_cfg_t c;
+    char host[256];
+    long limit, tick;
+    int rc;
+
+    if (!l)
+        return -ENOMEM;
+    memset(&c, 0, sizeof(c));
+    snprintf(l->url, sizeof(l->url), "%s", cfg->url);
+    if ((rc = split_url(cfg->url, host, sizeof(host), &c.port, &c.path, err, errlen)) < 0) {
+        free(l);
+        return rc;
+    }
+    l->timeout_ms = cfg->timeout_ms;
+    l->idle_ms = cfg->idle_ms;
+    l->active.next = l->active.prev = &l->active;
+    c.host = host;
+    c.headers = cfg->headers;
+    c.max_conns = cfg->max_conns;
+    c.connect_ms = ms32(cfg->connect_ms);
+    /* the pool's own byte deadlines stay behind the request's (ours, on the tick) */
+    c.first_byte_ms = c.idle_ms = ms32(cfg->timeout_ms);
+    if ((rc = uv_loop_init(&l->loop)) < 0) {
+        snprintf(err, errlen, "the lean client's loop: %s", uv_strerror(rc));
+        free(l);
+        return rc;
+    }
+    if ((rc = uv_mutex_init(&l->mu)) < 0) {
+        snprintf(err, errlen, "the lean client's mutex: %s", uv_strerror(rc));
+        uv_loop_close(&l->loop);
+        free(l);
+        return rc;
+    }
+    rc = httpc_h1_pool_create(&l->loop, &c, &l->pool, err, errlen);
+    if (rc == 0) {
+        uv_async_init(&l->loop, &l->wake, on_wake);
+        uv_timer_init(&l->loop, &l->tick);
+        l->wake.data = l->tick.data = l;
+        limit = l->idle_ms > 0 && l->idle_ms < l->timeout_ms ? l->idle_ms : l->timeout_ms;
+        tick = limit / 4 < 10 ? 10 : limit / 4 > 1000 ? 1000 : limit / 4;
+        uv_timer_start(&l->tick, on_tick, (uint64_t)tick, (uint64_t)tick);
+        rc = uv_thread_create(&l->thread, run, l);
+        if (rc < 0) {
+            snprintf(err, errlen, "the lean client's thread: %s", uv_strerror(rc));
+            httpc_h1_pool_close(l->pool);
+            uv_close((uv_handle_t *)&l->wake, NULL);
+            uv_close((uv_handle_t *)&l->tick, NULL);
+            uv_run(&l->loop, UV_RUN_DEFAULT);
+        }
+    }
+    if (rc < 0) {
+        uv_loop_close(&l->loop);
+        uv_mutex_destroy(&l->mu);
+        free(l);
+        return rc;
+    }
+    *out = l;
+    return 0;
+}
+
+void oai_lean_close(oai_lean_t *l)
+{
+    if (!l)
+        return;
+    uv_mutex_lock(&l->mu);
+    l->stopping = 1;
+    uv_mutex_unlock(&l->mu);
+    uv_async_send(&l->wake);
+    uv_thread_join(&l->thread);
+    uv_loop_close(&l->loop);
+    uv_mutex_destroy(&l->mu);
+    free(l);
+}
+
+int oai_lean_submit(oai_lean_t *l, oai_lreq_t *r)
+{
+    int wake;
+
+    r->l = l;
+    r->cancel = 0;
+    r->next = NULL;
+    r->h1.on_done = on_h1_done;
+    uv_mutex_lock(&l->mu);
+    if (l->stopping) {
+        uv_mutex_unlock(&l->mu);
+        return HTTPC_ESTOP;
+    }
+    wake = l->queue == NULL;
+    if (l->queue_tail)
+        l->queue_tail->next = r;
+    else
+        l->queue = r;
+    l->queue_tail = r;
+    uv_mutex_unlock(&l->mu);
+    if (wake)
+        uv_async_send(&l->wake);
+    return 0;
+}
+
+void oai_lean_cancel(oai_lreq_t *r)
+{
+    oai_lean_t *l = r->l;
+    int stopping;
+
+    uv_mutex_lock(&l->mu);
+    r->cancel = 1;
+    l->cancels = 1;
+    stopping = l->stopping; /* then every request ends anyway, and the wake-up may be closed */
+    uv_mutex_unlock(&l->mu);
+    if (!stopping)
+        uv_async_send(&l->wake);
+}
+
+void oai_lean_progress(oai_lreq_t *r)
+{
+    r->progress_ms = uv_now(&r->l->loop);
+}

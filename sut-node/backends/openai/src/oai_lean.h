@@ -1,0 +1,50 @@
+/* The openai backend's lean transport (client=lean, http:// engines): the lean HTTP/1.1 client
+ * (httpc/h1.h) on a libuv loop in a thread of its own, with what the backend needs around it:
+ * submission from any thread (a locked list and one uv_async_send), cancel marks from any
+ * thread, and the request deadline (timeout_ms, from submission) and the token idle deadline
+ * (idle_ms, from submission, then from the reader's last oai_lean_progress) on one tick.
+ * Callbacks run on the loop thread. */
+#ifndef OAI_LEAN_H
+#define OAI_LEAN_H
+
+#include "httpc/h1.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct oai_lean oai_lean_t;
+typedef struct oai_lreq oai_lreq_t;
+
+struct oai_lreq {
+    httpc_h1_req_t h1; /* first. The caller sets body, body_len, on_data and ctx */
+    /* Exactly once: 0, or HTTPC_E* (httpc/h1.h's, HTTPC_ECANCEL after oai_lean_cancel,
+     * HTTPC_EIDLE or HTTPC_ETRANSFER for the deadlines, HTTPC_ESTOP at close). */
+    void (*on_done)(oai_lreq_t *r, int status, const char *msg);
+    /* the transport's */
+    oai_lean_t *l;
+    uint64_t start_ms, progress_ms;
+    int cancel; /* under the transport's lock */
+    oai_lreq_t *next, *prev;
+};
+
+typedef struct {
+    const char *url;            /* http://HOST[:PORT]/PATH (the completion URL) */
+    const char *const *headers; /* NULL-terminated "Name: value" lines */
+    uint32_t max_conns;
+    long connect_ms;
+    long timeout_ms; /* > 0 */
+    long idle_ms;    /* 0: off */
+} oai_lean_cfg_t;
+
+/* 0, or a negative code with err naming the URL and why. */
+int oai_lean_open(const oai_lean_cfg_t *cfg, oai_lean_t **out, char *err, size_t errlen);
+/* Every request still queued or running fails with HTTPC_ESTOP; the thread is joined. */
+void oai_lean_close(oai_lean_t *l);
+/* Any thread: 0, or HTTPC_ESTOP once closing (|r| not taken, no on_done). */
+int oai_lean_submit(oai_lean_t *l, oai_lreq_t *r);
+/* Any thread; the caller guarantees r's on_done has not returned (httpc/live.h). */
+void oai_lean_cancel(oai_lreq_t *r);
+/* From r's on_data: a token came (restarts the idle deadline). */
+void oai_lean_progress(oai_lreq_t *r);
+
+#endif
