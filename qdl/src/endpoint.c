@@ -452,10 +452,10 @@ static int on_data(httpc_req_t *hr, const char *p, size_t n)
     return 0;
 }
 
-static void on_done(httpc_req_t *hr, int status, const char *msg)
+/* A stream's end, from either client: its status (a stream that parsed badly or ended short is the
+ * peer's fault, CMN_EPEER, with the parser's words) and the message kept for the failure. */
+static int end_status(ep_req_t *r, int status, const char *msg)
 {
-    ep_req_t *r = hr->ctx;
-
     if (status == 0 && httpc_oai_stream_end(&r->st) < 0)
         status = CMN_EPEER;
     else if (status != 0 && r->st.failed)
@@ -465,7 +465,14 @@ static void on_done(httpc_req_t *hr, int status, const char *msg)
         snprintf(r->msg, sizeof(r->msg), "%s", r->st.err);
     else if (status != 0)
         snprintf(r->msg, sizeof(r->msg), "%s", msg ? msg : "failed");
-    else if (!r->first_pushed && r->st.out.n > 0) {
+    return status;
+}
+
+static void on_done(httpc_req_t *hr, int status, const char *msg)
+{
+    ep_req_t *r = hr->ctx;
+
+    if (end_status(r, status, msg) == 0 && !r->first_pushed && r->st.out.n > 0) {
         /* oneshot, or tokens only at the end: the first token just before the end */
         r->first_tok = r->st.out.toks[0];
         r->first_pushed = 1;
@@ -648,15 +655,7 @@ static void h1_on_done(httpc_h1_req_t *hr, int status, const char *msg)
     qdl_t *q = r->q;
     int no_connect = status == HTTPC_H1_ECONNECT;
 
-    if (status == 0 && httpc_oai_stream_end(&r->st) < 0)
-        status = CMN_EPEER;
-    else if (status != 0 && r->st.failed)
-        status = CMN_EPEER;
-    r->status = status;
-    if (status == CMN_EPEER)
-        snprintf(r->msg, sizeof(r->msg), "%s", r->st.err);
-    else if (status != 0)
-        snprintf(r->msg, sizeof(r->msg), "%s", msg ? msg : "failed");
+    status = end_status(r, status, msg);
     unlist(r);
     if (status == 0 && !r->first_pushed && r->st.out.n > 0) {
         /* oneshot, or tokens only at the end: the first token just before the end */

@@ -8,6 +8,7 @@
  * Connection: close (by name), the server's idle close raced by a request (sent again once), a
  * name that does not resolve, a refused connect, the first-byte deadline, an error status with
  * its body in the message, cancel, and close failing what is left with HTTPC_ESTOP. */
+#include "tnsock.h"
 #include "../check_main.h"
 
 #include "httpc/h1.h"
@@ -327,21 +328,6 @@ static void *serve(void *arg)
     return NULL;
 }
 
-static int listen_any(int *port)
-{
-    struct sockaddr_in a = {0};
-    socklen_t al = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    ck_assert_int_eq(listen(fd, 64), 0);
-    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &al), 0);
-    *port = ntohs(a.sin_port);
-    return fd;
-}
-
 typedef struct {
     httpc_h1_req_t r;
     char data[256];
@@ -428,7 +414,7 @@ static void server_start(server_t *s, int mode, int *port, pthread_t *th)
 {
     memset(s, 0, sizeof(*s));
     s->mode = mode;
-    s->lfd = listen_any(port);
+    s->lfd = tn_listen_any(port);
     ck_assert_int_eq(pthread_create(th, NULL, serve, s), 0);
 }
 
@@ -541,7 +527,7 @@ START_TEST(h1_faults)
         ck_assert_int_eq(uv_loop_close(&loop), 0);
     }
     /* refused: a port nobody listens on (bound, then closed) */
-    lfd = listen_any(&port);
+    lfd = tn_listen_any(&port);
     close(lfd);
     uv_loop_init(&loop);
     p = pool_for(&loop, port, 1, 0);

@@ -3,6 +3,7 @@
  * connection closed mid-stream, a server that never answers, more requests than connections),
  * also with read coalescing (streams that end, a keep-alive connection reused after a coalesced
  * stream, a cut-off while coalesced); cancel and the idle deadline; the option helpers. */
+#include "tnsock.h"
 #include "../check_main.h"
 
 #include "httpc/httpc.h"
@@ -242,21 +243,6 @@ static void on_done(httpc_req_t *r, int status, const char *msg)
     __atomic_store_n(&res->done, 1, __ATOMIC_RELEASE);
 }
 
-static int listen_any(int *port)
-{
-    struct sockaddr_in a = {0};
-    socklen_t al = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    ck_assert_int_eq(listen(fd, 64), 0);
-    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &al), 0);
-    *port = ntohs(a.sin_port);
-    return fd;
-}
-
 static void run_request(const char *reply, long timeout_ms, result_t *res)
 {
     int port;
@@ -270,7 +256,7 @@ static void run_request(const char *reply, long timeout_ms, result_t *res)
     int i;
 
     memset(res, 0, sizeof(*res));
-    s.lfd = listen_any(&port);
+    s.lfd = tn_listen_any(&port);
     s.reply = reply;
     ck_assert_int_eq(pthread_create(&th, NULL, serve_one, &s), 0);
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1/completions", port);
@@ -358,7 +344,7 @@ START_TEST(http_queue)
     int i, port;
 
     memset(res, 0, sizeof(res));
-    sv.lfd = listen_any(&port);
+    sv.lfd = tn_listen_any(&port);
     sv.n = N;
     ck_assert_int_eq(pthread_create(&th, NULL, serve_n, &sv), 0);
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/v2/models/m/infer", port);
@@ -382,7 +368,7 @@ START_TEST(http_queue)
      * behind it has 100 ms and never gets the connection. */
     memset(res, 0, 2 * sizeof(res[0]));
     cfg.max_conns = 1;
-    silent.lfd = listen_any(&port);
+    silent.lfd = tn_listen_any(&port);
     silent.reply = NULL;
     ck_assert_int_eq(pthread_create(&th, NULL, serve_one, &silent), 0);
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/v2/models/m/infer", port);
@@ -549,7 +535,7 @@ static uint64_t run_coalesced(int n, int cut, uint32_t coalesce_us, result_t *re
     uint64_t parks;
 
     ck_assert_int_le(n, 2);
-    s.lfd = listen_any(&port);
+    s.lfd = tn_listen_any(&port);
     s.requests = n;
     s.cut = cut;
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1/completions", port);
@@ -705,7 +691,7 @@ START_TEST(http_cancel)
     int i, port;
 
     memset(res, 0, sizeof(res));
-    sv.lfd = listen_any(&port);
+    sv.lfd = tn_listen_any(&port);
     sv.head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
               "Transfer-Encoding: chunked\r\n\r\n";
     ck_assert_int_eq(pthread_create(&th, NULL, serve_hold, &sv), 0);
@@ -749,7 +735,7 @@ START_TEST(http_idle)
     int port;
 
     memset(res, 0, sizeof(res));
-    sv.lfd = listen_any(&port);
+    sv.lfd = tn_listen_any(&port);
     sv.head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
               "Transfer-Encoding: chunked\r\n\r\n";
     ck_assert_int_eq(pthread_create(&th, NULL, serve_hold, &sv), 0);
