@@ -114,6 +114,10 @@ static unsigned part_codecs(const qdl_t *q, const qdl_pq_t *pq)
     unsigned codecs = 0;
     size_t n = 0;
 
+    /* One codec in the whole query (the usual case): every sample left has it, no walk. The walk
+     * per part was 8 % of loadgen-node's CPU in endpoint mode, where a part is one sample. */
+    if ((pq->codecs & (pq->codecs - 1u)) == 0)
+        return pq->codecs;
     for (s = pq->head; s && n < q->cfg.max_part_samples; s = s->next, n++)
         codecs |= 1u << s->s.codec;
     return codecs;

@@ -21,6 +21,7 @@ static void pq_append(qdl_pq_t *pq, qdl_srec_t *s)
         pq->head = s;
     pq->tail = s;
     pq->n++;
+    pq->codecs |= 1u << s->s.codec;
 }
 
 static void stamp(qdl_pq_t *pq, uint64_t now)

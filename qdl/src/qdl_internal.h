@@ -82,7 +82,8 @@ typedef struct qdl_pq {
     uint64_t query_id;
     qdl_srec_t *head, *tail;
     size_t n;
-    uint32_t part; /* index of the next part sent */
+    uint32_t part;   /* index of the next part sent */
+    uint32_t codecs; /* 1 << codec of every sample ever appended (a superset of those left) */
     struct qdl_pq *next;
 } qdl_pq_t;
 
