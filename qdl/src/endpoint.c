@@ -841,3 +841,6 @@ void qdl__ep_free(qdl_t *q)
 }
 
 #endif
+
+const qdl_ep_hooks_t qdl__ep_hooks = {qdl__ep_address, qdl__ep_node_init, qdl__ep_connect,
+                                      qdl__ep_cancel};

@@ -7,7 +7,8 @@
  *
  * This is the bottom of the node files: it calls only node_frames_out.c (and the layers under
  * it). The layers above reach it by name; it reaches them only through the callbacks qdl.c hands
- * to qdl__nodes_init (frames in, and the session's start on connect). */
+ * to qdl__nodes_init (frames in, and the session's start on connect; an endpoint node's set-up,
+ * "connect" and cancel, endpoint.c's). */
 #include "qdl_internal.h"
 
 #include "cmn/clock.h"
@@ -160,7 +161,7 @@ void qdl__conn_close(qdl_conn_t *qc, int reason, const char *why)
     if (nd->endpoint) {
         /* No connection to close: its streams are cancelled, their ends dropped; on probation
          * when it comes back (one sample at a time until it completes one). */
-        qdl__ep_cancel(qc);
+        q->ep_hooks->cancel(qc);
         nd->degraded = 1;
         conn_closed(qc, reason);
         return;
@@ -244,7 +245,7 @@ static void conn_connect(qdl_conn_t *qc)
     if (nd->connects++ >= q->cfg.connections_per_node)
         nd->st.reconnects++;
     if (nd->endpoint) {
-        qdl__ep_connect(qc);
+        q->ep_hooks->connect(qc);
         return;
     }
     rc = cmn_conn_init(&q->loop, &qc->c, &cb, &opt, &pre);
@@ -321,8 +322,8 @@ static int node_init(qdl_t *q, size_t i, cmn_errbuf_t *eb)
     host_part(nd->address, nd->host, sizeof(nd->host));
     nd->window = 65536;
     nd->weight = 1.0;
-    if (qdl__ep_address(nd->address))
-        rc = qdl__ep_node_init(q, nd, eb);
+    if (q->ep_hooks->is_address(nd->address))
+        rc = q->ep_hooks->node_init(q, nd, eb);
     else
         rc = cmn_endpoint_parse(q->cfg.nodes[i], &nd->transport, &nd->addr, eb);
     if (rc == 0 && nd->transport == CMN_TRANSPORT_UCX && q->tls)
@@ -357,12 +358,14 @@ static int node_init(qdl_t *q, size_t i, cmn_errbuf_t *eb)
     return 0;
 }
 
-int qdl__nodes_init(qdl_t *q, const qdl_node_events_t *events, cmn_errbuf_t *eb)
+int qdl__nodes_init(qdl_t *q, const qdl_node_events_t *events, const qdl_ep_hooks_t *ep,
+                    cmn_errbuf_t *eb)
 {
     size_t i;
     int rc;
 
     q->node_events = events;
+    q->ep_hooks = ep;
     q->n_nodes = q->cfg.n_nodes;
     q->n_conns = q->n_nodes * q->cfg.connections_per_node;
     q->nodes = qdl__calloc(q->n_nodes, sizeof(*q->nodes));

@@ -367,7 +367,7 @@ static int loop_init(qdl_t *q, cmn_errbuf_t *eb)
     q->tick.data = q;
     uv_check_init(&q->loop, &q->check);
     q->check.data = q;
-    rc = qdl__nodes_init(q, &qdl__node_events, eb);
+    rc = qdl__nodes_init(q, &qdl__node_events, &qdl__ep_hooks, eb);
     if (rc == 0)
         rc = qdl__ep_open(q, eb);
     if (rc == 0) {

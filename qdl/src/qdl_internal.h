@@ -52,6 +52,16 @@ typedef struct {
     void (*on_connected)(cmn_conn_t *c, int status);
 } qdl_node_events_t;
 
+/* What node.c asks of endpoint nodes (endpoint.c, above it): whether an address names one, its
+ * set-up, its "connect" and its streams' cancel on close. qdl.c passes qdl__ep_hooks to
+ * qdl__nodes_init beside qdl__node_events, so node.c calls endpoint.c by no name either. */
+typedef struct {
+    int (*is_address)(const char *address);
+    int (*node_init)(qdl_t *q, qdl_node_t *nd, cmn_errbuf_t *eb);
+    void (*connect)(qdl_conn_t *qc);
+    void (*cancel)(qdl_conn_t *qc);
+} qdl_ep_hooks_t;
+
 /* A part whose frame waits for the polling thread's next turn: its samples' wire ids are
  * first_wire_id .. first_wire_id + n - 1 on |conn|. */
 typedef struct {
@@ -197,6 +207,7 @@ struct qdl {
     qdl_conn_t *conns; /* every connection: node i's are conns[i * cpn .. (i + 1) * cpn) */
     size_t n_conns;
     const qdl_node_events_t *node_events; /* the files above node.c (qdl__nodes_init) */
+    const qdl_ep_hooks_t *ep_hooks;       /* endpoint.c, also above it (qdl__nodes_init) */
     char client_name[128];
 
     /* What one connection may make the QDL hold at once (its frame, the results decoded from it):
@@ -364,8 +375,10 @@ void qdl__flush_nodes(qdl_t *q);
 int qdl__conn_usable(const qdl_conn_t *qc);
 int qdl__ready_nodes(const qdl_t *q);
 /* The nodes and their connections from the configuration; a connection hands its frames, decode
- * errors and connect to |events| (qdl__node_events), the layers above node.c. */
-int qdl__nodes_init(qdl_t *q, const qdl_node_events_t *events, cmn_errbuf_t *eb);
+ * errors and connect to |events| (qdl__node_events), an endpoint node is set up, connected and
+ * cancelled through |ep| (qdl__ep_hooks): the layers above node.c. */
+int qdl__nodes_init(qdl_t *q, const qdl_node_events_t *events, const qdl_ep_hooks_t *ep,
+                    cmn_errbuf_t *eb);
 void qdl__nodes_free(qdl_t *q);
 void qdl__connect_all(qdl_t *q);
 void qdl__conn_close(qdl_conn_t *qc, int reason, const char *why);
@@ -421,6 +434,8 @@ void qdl__ep_cancel(qdl_conn_t *qc);
 /* Stops the pool (every stream ends) and the event queue; on the loop thread, at stop. */
 void qdl__ep_stop(qdl_t *q);
 void qdl__ep_free(qdl_t *q);
+/* qdl__ep_address, qdl__ep_node_init, qdl__ep_connect and qdl__ep_cancel, for node.c. */
+extern const qdl_ep_hooks_t qdl__ep_hooks;
 
 /* ---- dispatch.c ----------------------------------------------------------------------------- */
 
