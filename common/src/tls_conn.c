@@ -20,12 +20,15 @@
  * plaintext per SSL_write, so the limit is checked often. */
 #define TLS_OUT_HIGH (1u << 20)
 #define TLS_STEP (64u * 1024u)
+/* The ciphertext goes to the socket once this much is ready (and at the end of each pump): one
+ * write per sample of 150 KB cost more system calls and wake-ups than the kernel's copy. */
+#define TLS_FLUSH (512u * 1024u)
 /* Buffers smaller than this are copied together and encrypted as one record of up to
  * TLS_RECORD bytes (TLS's largest). */
 #define TLS_GATHER (4u * 1024u)
 #define TLS_RECORD (16u * 1024u)
 /* Ciphertext is read from the socket in steps of up to this much. */
-#define TLS_READ (256u * 1024u)
+#define TLS_READ (512u * 1024u)
 
 typedef struct {
     cmn__tls_t *tls;
@@ -201,7 +204,7 @@ static void tls_pump(cmn__core_t *k)
                 x->buf++;
                 x->off = 0;
             }
-            if (cmn__tls_output(x->tls, &unused) >= TLS_STEP)
+            if (cmn__tls_output(x->tls, &unused) >= TLS_FLUSH)
                 flush_output(k);
             continue;
         }
