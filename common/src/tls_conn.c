@@ -1,7 +1,10 @@
 /* The TLS transport: TLS 1.3 (the engine in tls.c) over the TCP socket of tcp.c. Frames queued by
- * the core are encrypted as the socket drains, so memory stays bounded whatever is queued; the
- * ciphertext read from the socket is decrypted into the core's read buffer and fed to its
- * decoder. */
+ * the core are encrypted as the socket drains, so memory stays bounded whatever is queued; small
+ * buffers (frame heads, small frames) are gathered into full records rather than one small
+ * record each. The ciphertext is written from the engine's output buffer, at once when the
+ * kernel takes it (the buffer is reused: no allocation per write). The ciphertext read from the
+ * socket is decrypted where the core's decoder wants it: a large frame's body straight into
+ * place, as plain TCP reads it. */
 #include "tls_conn_internal.h"
 #include "cmn/err.h"
 #include "cmn/log.h"
@@ -9,28 +12,43 @@
 #include "tls_internal.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Stop encrypting while this much ciphertext waits for the socket, and encrypt at most this much
  * plaintext per SSL_write, so the limit is checked often. */
 #define TLS_OUT_HIGH (1u << 20)
 #define TLS_STEP (64u * 1024u)
+/* The ciphertext goes to the socket once this much is ready (and at the end of each pump): one
+ * write per sample of 150 KB cost more system calls and wake-ups than the kernel's copy. */
+#define TLS_FLUSH (512u * 1024u)
+/* Buffers smaller than this are copied together and encrypted as one record of up to
+ * TLS_RECORD bytes (TLS's largest). */
+#define TLS_GATHER (4u * 1024u)
+#define TLS_RECORD (16u * 1024u)
+/* Ciphertext is read from the socket in steps of up to this much. */
+#define TLS_READ (512u * 1024u)
 
 typedef struct {
     cmn__tls_t *tls;
     /* Batches waiting to be encrypted, oldest first. */
     cmn__batch_t *head, *tail;
     size_t buf, off;  /* progress inside head */
-    size_t cipher;    /* ciphertext handed to the socket, not yet written */
+    size_t cipher;    /* ciphertext handed to libuv's write queue, not yet written */
     int shutdown_due; /* the shutdown waits for the queue to be encrypted */
+    uint8_t *cbuf;    /* ciphertext read from the socket (TLS_READ bytes) */
+    size_t stage_len; /* small buffers gathered in |stage|, not yet encrypted */
+    uint8_t stage[TLS_RECORD];
 } tlsc_t;
 
-/* Ciphertext on its way to the socket. */
+/* Ciphertext on its way to the socket through libuv's queue: the engine's output buffer, taken
+ * over, from |len| bytes before its end. */
 typedef struct {
     uv_write_t req;
     cmn__core_t *k;
-    uint8_t *buf;
-    size_t len;
+    uint8_t *base;
+    size_t cap, len;
 } tls_out_t;
 
 static tlsc_t *tlsc(const cmn__core_t *k)
@@ -46,7 +64,7 @@ static void on_tls_write(uv_write_t *req, int status)
     cmn__core_t *k = o->k;
     tlsc_t *x = tlsc(k);
 
-    free(o->buf);
+    cmn__tls_give_back(x->tls, o->base, o->cap);
     x->cipher -= o->len;
     cmn__core_written(k, o->len, 0);
     free(o);
@@ -55,39 +73,64 @@ static void on_tls_write(uv_write_t *req, int status)
         tls_pump(k);
 }
 
-/* Sends whatever OpenSSL produced (handshake records, tickets, encrypted frames). */
+/* Sends whatever OpenSSL produced (handshake records, tickets, encrypted frames): what the kernel
+ * takes at once straight from the engine's buffer, the rest through libuv's queue (after what is
+ * queued already, so nothing overtakes). */
 static void flush_output(cmn__core_t *k)
 {
     tlsc_t *x = tlsc(k);
+    uv_stream_t *s = cmn__tcp_stream(k);
+    const uint8_t *p;
+    size_t n = cmn__tls_output(x->tls, &p), cap, w = 0;
     tls_out_t *o;
+    uint8_t *base;
     uv_buf_t b;
-    uint8_t *buf;
-    size_t n;
     int rc;
 
-    while ((n = cmn__tls_take_output(x->tls, &buf)) > 0) {
-        o = malloc(sizeof(*o));
-        if (!o) {
-            free(buf);
-            cmn__core_close(k, -ENOMEM);
-            return;
-        }
-        o->k = k;
-        o->buf = buf;
-        o->len = n;
-        o->req.data = o;
-        b = uv_buf_init((char *)buf, (unsigned)n);
-        x->cipher += n;
-        cmn__core_writing(k, n, 0);
-        rc = uv_write(&o->req, cmn__tcp_stream(k), &b, 1, on_tls_write);
-        if (rc < 0) {
-            x->cipher -= n;
-            cmn__core_written(k, n, 0);
-            free(buf);
-            free(o);
+    if (n == 0)
+        return;
+    if (!s) { /* closed: nothing more goes out */
+        cmn__tls_output_sent(x->tls);
+        return;
+    }
+    if (x->cipher == 0) {
+        b = uv_buf_init((char *)(uintptr_t)p, (unsigned)n);
+        rc = uv_try_write(s, &b, 1);
+        if (rc < 0 && rc != UV_EAGAIN) {
+            cmn__tls_output_sent(x->tls);
+            cmn__core_set_error(k, "write error: %s", cmn_strerror(rc));
             cmn__core_close(k, rc);
             return;
         }
+        if (rc > 0)
+            w = (size_t)rc;
+        if (w == n) {
+            cmn__tls_output_sent(x->tls);
+            return;
+        }
+    }
+    o = malloc(sizeof(*o));
+    if (!o) {
+        cmn__tls_output_sent(x->tls);
+        cmn__core_close(k, -ENOMEM);
+        return;
+    }
+    n = cmn__tls_take_output(x->tls, &base, &cap);
+    o->k = k;
+    o->base = base;
+    o->cap = cap;
+    o->len = n - w;
+    o->req.data = o;
+    b = uv_buf_init((char *)base + w, (unsigned)o->len);
+    x->cipher += o->len;
+    cmn__core_writing(k, o->len, 0);
+    rc = uv_write(&o->req, s, &b, 1, on_tls_write);
+    if (rc < 0) {
+        x->cipher -= o->len;
+        cmn__core_written(k, o->len, 0);
+        cmn__tls_give_back(x->tls, base, cap);
+        free(o);
+        cmn__core_close(k, rc);
     }
 }
 
@@ -109,23 +152,51 @@ static void tls_finish(cmn__core_t *k)
     cmn__tcp_fin(k);
 }
 
+/* Encrypts the gathered small buffers as one record. */
+static int stage_out(cmn__core_t *k, char *err, size_t errlen)
+{
+    tlsc_t *x = tlsc(k);
+    int rc;
+
+    if (!x->stage_len)
+        return 0;
+    rc = cmn__tls_write(x->tls, x->stage, x->stage_len, err, errlen);
+    x->stage_len = 0;
+    return rc;
+}
+
 /* Encrypts queued frames while less than TLS_OUT_HIGH of ciphertext waits for the socket. A
- * batch's callbacks run once all of it is encrypted: its payload is no longer referenced then. */
+ * batch's callbacks run once all of it is encrypted (or copied into the stage, which is
+ * encrypted before this returns): its payload is no longer referenced then. */
 static void tls_pump(cmn__core_t *k)
 {
     tlsc_t *x = tlsc(k);
+    const uint8_t *unused;
     char err[300];
     int rc = 0;
 
-    while (x->head && x->cipher < TLS_OUT_HIGH && k->closing != 2) {
+    while (rc == 0 && x->head && x->cipher < TLS_OUT_HIGH && k->closing != 2) {
         cmn__batch_t *b = x->head;
 
         if (x->buf < b->nbufs) {
             const uv_buf_t *ub = &b->bufs[x->buf];
+            const char *src = ub->base + x->off;
             size_t n = ub->len - x->off;
+
+            if (n < TLS_GATHER) {
+                if (x->stage_len + n > TLS_RECORD && (rc = stage_out(k, err, sizeof(err))) < 0)
+                    break;
+                memcpy(x->stage + x->stage_len, src, n);
+                x->stage_len += n;
+                x->buf++;
+                x->off = 0;
+                continue;
+            }
+            if ((rc = stage_out(k, err, sizeof(err))) < 0)
+                break;
             if (n > TLS_STEP)
                 n = TLS_STEP;
-            rc = cmn__tls_write(x->tls, ub->base + x->off, n, err, sizeof(err));
+            rc = cmn__tls_write(x->tls, src, n, err, sizeof(err));
             if (rc < 0)
                 break;
             x->off += n;
@@ -133,7 +204,8 @@ static void tls_pump(cmn__core_t *k)
                 x->buf++;
                 x->off = 0;
             }
-            flush_output(k);
+            if (cmn__tls_output(x->tls, &unused) >= TLS_FLUSH)
+                flush_output(k);
             continue;
         }
         x->head = b->next;
@@ -142,10 +214,15 @@ static void tls_pump(cmn__core_t *k)
         x->buf = x->off = 0;
         cmn__core_sent(k, b, 0);
     }
+    if (rc == 0 && k->closing != 2)
+        rc = stage_out(k, err, sizeof(err));
     if (rc < 0) {
         tls_failed(k, rc, err);
         return;
     }
+    if (k->closing == 2)
+        return;
+    flush_output(k);
     if (x->shutdown_due && !x->head && k->closing != 2) {
         x->shutdown_due = 0;
         tls_finish(k);
@@ -154,8 +231,20 @@ static void tls_pump(cmn__core_t *k)
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
+    cmn__core_t *k = h->data;
+
     (void)suggested;
-    cmn__core_read_buf(h->data, 0, buf); /* ciphertext goes through OpenSSL's buffer anyway */
+    *buf = uv_buf_init((char *)tlsc(k)->cbuf, TLS_READ);
+}
+
+/* Where the next plaintext goes: where plain TCP would read it (cmn__core_read_buf). */
+static void place_plain(void *arg, uint8_t **p, size_t *cap)
+{
+    uv_buf_t b;
+
+    cmn__core_read_buf(arg, 1, &b);
+    *p = (uint8_t *)b.base;
+    *cap = b.len;
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -168,10 +257,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (!cmn__tcp_read_arrived(k, nread))
         return;
     was = cmn__tls_established(x->tls);
-    /* The ciphertext is copied into OpenSSL's buffer first, so the read buffer can take the
-     * plaintext. */
-    rc = cmn__tls_on_cipher(x->tls, (const uint8_t *)buf->base, (size_t)nread, k->rbuf,
-                            k->opt.read_buf_size, cmn__core_feed, k, err, sizeof(err));
+    rc = cmn__tls_on_cipher(x->tls, (const uint8_t *)buf->base, (size_t)nread, place_plain,
+                            cmn__core_feed, k, err, sizeof(err));
     if (k->closing != 2)
         flush_output(k);
     if (rc < 0) {
@@ -286,6 +373,7 @@ static void tlsc_free(void *p)
 {
     tlsc_t *x = p;
     cmn__tls_free(x->tls);
+    free(x->cbuf);
     free(x);
 }
 
@@ -297,9 +385,15 @@ int cmn__tls_attach(cmn__core_t *k, cmn_tls_ctx_t *ctx, const char *peer_name)
 
     if (!x)
         return -ENOMEM;
+    x->cbuf = malloc(TLS_READ);
+    if (!x->cbuf) {
+        free(x);
+        return -ENOMEM;
+    }
     rc = cmn__tls_new(ctx, peer_name, &x->tls, err, sizeof(err));
     if (rc < 0) {
         cmn_log_error("%s: %s", k->peer, err);
+        free(x->cbuf);
         free(x);
         return rc;
     }

@@ -1,4 +1,5 @@
-/* TLS 1.3 between the QDL and sut-node: queries over TLS, mutual TLS that rejects unauthenticated,
+/* TLS 1.3 between the QDL and sut-node: queries over TLS (small, and large mixed with small),
+ * mutual TLS that rejects unauthenticated,
  * wrongly signed and unlisted clients, a QDL that rejects a node it cannot verify, and a plaintext
  * peer against a TLS node. Certificates come from deploy/tls/make-certs.sh. */
 #include "../unit/check_main.h"
@@ -52,7 +53,9 @@ typedef struct {
 } counter_t;
 
 static counter_t C;
-static uint8_t sample_bytes[64][777];
+/* 64 distinct samples; query k sends sample k % 64 with sample_len[k % 64] bytes. */
+static uint8_t *sample_bytes[64];
+static size_t sample_len[64];
 
 static void on_complete(void *user, const qdl_response_t *r, size_t n)
 {
@@ -63,8 +66,7 @@ static void on_complete(void *user, const qdl_response_t *r, size_t n)
         uint64_t k = r[i].response_id;
         C.done++;
         if (r[i].status == 0 && r[i].size == 8 &&
-            cmn_digest_get(r[i].data) ==
-                cmn_digest64(sample_bytes[k % 64], sizeof(sample_bytes[0])))
+            cmn_digest_get(r[i].data) == cmn_digest64(sample_bytes[k % 64], sample_len[k % 64]))
             C.ok++;
     }
     uv_mutex_unlock(&C.mu);
@@ -89,22 +91,27 @@ static int try_qdl(int port, const char *ca, const char *ccert, const char *ckey
     return qdl_create(&cfg, out, err, errlen);
 }
 
-/* 2000 digest queries through |q|: every one comes back right. */
-static void run_queries(qdl_t *q)
+/* |count| digest queries through |q|, all issued at once: every one comes back right. Every
+ * |big_every|-th sample (0: none) has |big| bytes, the others 777. */
+static void run_sized(qdl_t *q, size_t count, size_t big_every, size_t big)
 {
     qdl_sample_t s;
-    uint64_t deadline = cmn_now_ns() + 30000000000ull;
+    uint64_t deadline = cmn_now_ns() + 60000000000ull;
     size_t i, j;
 
     uv_mutex_init(&C.mu);
     C.done = C.ok = 0;
-    for (i = 0; i < 64; i++)
-        for (j = 0; j < sizeof(sample_bytes[0]); j++)
-            sample_bytes[i][j] = (uint8_t)(i * 7 + j);
-    for (i = 0; i < 2000; i++) {
+    for (i = 0; i < 64; i++) {
+        sample_len[i] = big_every && i % big_every == 0 ? big : 777;
+        sample_bytes[i] = malloc(sample_len[i]);
+        ck_assert_ptr_nonnull(sample_bytes[i]);
+        for (j = 0; j < sample_len[i]; j++)
+            sample_bytes[i][j] = (uint8_t)(i * 7 + j + (j >> 8));
+    }
+    for (i = 0; i < count; i++) {
         s.response_id = i;
         s.data = sample_bytes[i % 64];
-        s.size = s.raw_size = sizeof(sample_bytes[0]);
+        s.size = s.raw_size = sample_len[i % 64];
         s.codec = 0;
         ck_assert_int_eq(qdl_issue_query(q, &s, 1), 0);
     }
@@ -113,13 +120,21 @@ static void run_queries(qdl_t *q)
         uv_mutex_lock(&C.mu);
         done = C.done;
         uv_mutex_unlock(&C.mu);
-        if (done == 2000 || cmn_now_ns() > deadline)
+        if (done == count || cmn_now_ns() > deadline)
             break;
         usleep(2000);
     }
-    ck_assert_uint_eq(C.done, 2000);
-    ck_assert_uint_eq(C.ok, 2000);
+    ck_assert_uint_eq(C.done, count);
+    ck_assert_uint_eq(C.ok, count);
     uv_mutex_destroy(&C.mu);
+    for (i = 0; i < 64; i++)
+        free(sample_bytes[i]);
+}
+
+/* 2000 small digest queries through |q|. */
+static void run_queries(qdl_t *q)
+{
+    run_sized(q, 2000, 0, 0);
 }
 
 START_TEST(queries_over_tls)
@@ -137,6 +152,29 @@ START_TEST(queries_over_tls)
     ck_assert_int_eq(qdl_name(q, name, sizeof(name), NULL, err, sizeof(err)), 0);
     ck_assert_ptr_nonnull(strstr(name, "Network SUT (1 node: tls-node)"));
     run_queries(q);
+    qdl_destroy(q);
+    ck_assert_int_eq(tn_stop(&p, SIGTERM, 10000), 0);
+    tn_cleanup(&p);
+}
+END_TEST
+
+/* Large frames (decrypted straight into place, encrypted past the 1 MiB of ciphertext the
+ * transport lets wait for the socket) mixed with small ones (gathered into shared records): 640
+ * samples, a quarter of them 300 001 B (not a multiple of a record), about 48 MB in all, issued
+ * at once; every digest comes back right. */
+START_TEST(large_samples_over_tls)
+{
+    tn_proc_t p;
+    qdl_t *q = NULL;
+    char err[512] = "";
+    const char *args[] = {"--backend", "digest",         "--tls-cert", cert("node.pem"),
+                          "--tls-key", cert("node.key"), NULL};
+
+    ck_assert_int_eq(tn_spawn(&p, SUT_NODE_EXE, args), 0);
+    ck_assert(tn_wait_log(&p, "tls on (TLS 1.3)", 10000));
+    ck_assert_msg(try_qdl(p.port, cert("ca.pem"), NULL, NULL, &q, err, sizeof(err)) == 0, "%s",
+                  err);
+    run_sized(q, 640, 4, 300001);
     qdl_destroy(q);
     ck_assert_int_eq(tn_stop(&p, SIGTERM, 10000), 0);
     tn_cleanup(&p);
@@ -254,6 +292,7 @@ static TCase *tc_tls(void)
     TCase *t = tcase_create("tls");
     tcase_add_checked_fixture(t, make_certs, remove_certs);
     tcase_add_test(t, queries_over_tls);
+    tcase_add_test(t, large_samples_over_tls);
     tcase_add_test(t, mutual_tls_accepts_the_right_client);
     tcase_add_test(t, node_with_untrusted_certificate_rejected);
     tcase_add_test(t, plaintext_peer_against_tls_node);
