@@ -9,20 +9,6 @@
 #include "tls_conn_internal.h"
 #include "ucx_internal.h"
 
-#include <string.h>
-
-cmn_conn_options_t cmn_conn_options_default(void)
-{
-    cmn_conn_options_t o;
-    memset(&o, 0, sizeof(o));
-    o.read_buf_size = 64u * 1024u;
-    o.write_high_water = 16u * 1024u * 1024u;
-    o.write_low_water = 4u * 1024u * 1024u;
-    o.keepalive_s = 30;
-    o.shutdown_timeout_ms = 2000;
-    return o;
-}
-
 int cmn_conn_init(uv_loop_t *loop, cmn_conn_t *c, const cmn_conn_callbacks_t *cb,
                   const cmn_conn_options_t *opt, const cmn_frame_limits_t *limits)
 {

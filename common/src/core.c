@@ -21,6 +21,19 @@
 _Static_assert(sizeof(cmn__core_t) <= sizeof(((cmn_conn_t *)0)->private_),
                "CMN_CONN_PRIVATE_SIZE (cmn/conn.h) is too small for the core's state");
 
+/* The defaults of cmn_conn_options_t (cmn/conn.h): the core runs with them when given none. */
+cmn_conn_options_t cmn_conn_options_default(void)
+{
+    cmn_conn_options_t o;
+    memset(&o, 0, sizeof(o));
+    o.read_buf_size = 64u * 1024u;
+    o.write_high_water = 16u * 1024u * 1024u;
+    o.write_low_water = 4u * 1024u * 1024u;
+    o.keepalive_s = 30;
+    o.shutdown_timeout_ms = 2000;
+    return o;
+}
+
 static void batch_free(cmn__batch_t *b)
 {
     free(b->heads);
