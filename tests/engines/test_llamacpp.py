@@ -209,7 +209,7 @@ def main():
         rc, text = et.loadgen(lg, out, addr, qsl, "Offline", "AccuracyOnly", [], common)
         procs.stop(node)
         nl = open(nlog).read()
-        pat = re.compile(r"sample \d+ failed: the engine counted (\d+) output tokens "
+        pat = re.compile(r"sample \d+ failed: \S+: the engine counted (\d+) output tokens "
                          r"\(tokens_predicted\) but sent (\d+) token IDs")
         pairs = sorted((int(a), int(b)) for a, b in pat.findall(nl))
         want = sorted((p, n) for _, p, n in lost)

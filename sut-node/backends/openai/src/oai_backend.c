@@ -424,21 +424,33 @@ static void stream_done(stream_t *s, int status, const char *msg)
 {
     sut_backend_t *b = s->b;
     sut_result_t res = {s->index, 0, NULL, 0, 0};
-    char ebuf[SUT_BACKEND_ERROR_MAX + 1] = "";
+    char ebuf[SUT_BACKEND_ERROR_MAX + 1] = "", fbuf[sizeof(s->st.err) + 600];
 
     if (status == 0 && httpc_oai_stream_end(&s->st) == 0)
         first_token(s); /* oneshot: the whole response at once */
     if (status == HTTPC_ESTATUS)
         msg = engine_error(msg, ebuf, sizeof(ebuf));
+    if (status != HTTPC_ECANCEL && (s->st.failed || status != 0)) {
+        /* The stream's own findings (SSE, JSON, token checks) name the engine as the transport's
+         * do; either may quote the engine's bytes (a bad event's or body's start): printable ASCII
+         * only, in the log and to the client */
+        if (s->st.failed)
+            snprintf(fbuf, sizeof(fbuf), "%s: %s", b->url, s->st.err);
+        else
+            snprintf(fbuf, sizeof(fbuf), "%s", msg ? msg : "(no message)");
+        for (char *c = fbuf; *c; c++)
+            if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
+                *c = '?';
+        msg = fbuf;
+    }
     if (status == HTTPC_ECANCEL) {
         res.status = SUT_BACKEND_ECANCELED; /* its client is gone: nothing to tell anyone */
     } else if (s->st.failed || status != 0) {
-        httpc_logf(b->log, SUT_LOG_WARN, "openai backend: sample %zu failed: %s%s", s->index,
-                   s->st.failed ? s->st.err : msg,
+        httpc_logf(b->log, SUT_LOG_WARN, "openai backend: sample %zu failed: %s%s", s->index, msg,
                    status == HTTPC_EIDLE ? " (stream_idle_ms)" : "");
         res.status = s->st.failed ? -EPROTO : status;
         /* The reason goes to the client too (ABI 1.2): the engine's words in its log. */
-        res.data = s->st.failed ? s->st.err : msg;
+        res.data = msg;
         res.size = strlen(res.data);
     } else {
         res.data = s->st.out.toks;
