@@ -543,8 +543,13 @@ static void on_poll(uv_poll_t *p, int status, int events)
     sockctx_t *s = p->data;
     int flags = 0;
 
+    /* libuv reports a socket error (POLLERR: the peer reset a kept-alive connection) as a status
+     * with no events, and stops watching. Handing libcurl CURL_CSELECT_ERR fails the transfer at
+     * once ("select/poll returned error"); letting it read and write instead, it meets the error
+     * itself and, on a reused connection that had sent nothing back, sends the request again on a
+     * new one, as it does under its own poll. */
     if (status < 0)
-        flags = CURL_CSELECT_ERR;
+        flags = CURL_CSELECT_IN | CURL_CSELECT_OUT;
     if (events & UV_READABLE)
         flags |= CURL_CSELECT_IN;
     if (events & UV_WRITABLE)
