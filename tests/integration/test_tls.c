@@ -27,6 +27,15 @@ static const char *cert(const char *name)
     return p;
 }
 
+/* A digest sut-node with the fabric's node certificate, TLS on. */
+static void spawn_tls_node(tn_proc_t *p)
+{
+    const char *args[] = {"--backend", "digest",         "--tls-cert", cert("node.pem"),
+                          "--tls-key", cert("node.key"), NULL};
+
+    ck_assert_int_eq(tn_spawn(p, SUT_NODE_EXE, args), 0);
+}
+
 static void make_certs(void)
 {
     char cmd[512];
@@ -167,10 +176,8 @@ START_TEST(large_samples_over_tls)
     tn_proc_t p;
     qdl_t *q = NULL;
     char err[512] = "";
-    const char *args[] = {"--backend", "digest",         "--tls-cert", cert("node.pem"),
-                          "--tls-key", cert("node.key"), NULL};
 
-    ck_assert_int_eq(tn_spawn(&p, SUT_NODE_EXE, args), 0);
+    spawn_tls_node(&p);
     ck_assert(tn_wait_log(&p, "tls on (TLS 1.3)", 10000));
     ck_assert_msg(try_qdl(p.port, cert("ca.pem"), NULL, NULL, &q, err, sizeof(err)) == 0, "%s",
                   err);
@@ -252,10 +259,8 @@ START_TEST(node_with_untrusted_certificate_rejected)
     tn_proc_t p;
     qdl_t *q = NULL;
     char err[512] = "";
-    const char *args[] = {"--backend", "digest",         "--tls-cert", cert("node.pem"),
-                          "--tls-key", cert("node.key"), NULL};
 
-    ck_assert_int_eq(tn_spawn(&p, SUT_NODE_EXE, args), 0);
+    spawn_tls_node(&p);
     ck_assert_int_lt(try_qdl(p.port, cert("other/ca.pem"), NULL, NULL, &q, err, sizeof(err)), 0);
     ck_assert_ptr_nonnull(strstr(err, "certificate verification failed"));
     ck_assert_int_eq(tn_stop(&p, SIGTERM, 10000), 0);
@@ -270,10 +275,8 @@ START_TEST(plaintext_peer_against_tls_node)
     qdl_t *q = NULL;
     char err[512] = "";
     const int codecs[1] = {0};
-    const char *args[] = {"--backend", "digest",         "--tls-cert", cert("node.pem"),
-                          "--tls-key", cert("node.key"), NULL};
 
-    ck_assert_int_eq(tn_spawn(&p, SUT_NODE_EXE, args), 0);
+    spawn_tls_node(&p);
     ck_assert_int_eq(tn_connect(&c, p.port), 0);
     /* A plaintext Hello is not a TLS record: the node drops the connection. */
     ck_assert_ptr_null(tn_handshake(&c, codecs, 1));
