@@ -20,7 +20,7 @@ for a in "$@"; do
     [[ "$a" == --official-loadgen-root=* ]] && official=${a#*=}
     prev=$a
 done
-targets=(sut-node loadgen-node rawrr qdlbench spingaps)
+targets=(sut-node loadgen-node rawrr qdlbench spingaps slidebench)
 cmake_args=(-DCMAKE_BUILD_TYPE=Release)
 if [[ -n "$official" ]]; then
     cmake_args+=("-DMLPERF_LOADGEN_ROOT=$official")
