@@ -28,12 +28,11 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
     return n; /* the rest is read and dropped */
 }
 
-/* Control bytes and quotes out of the engine's text, so it fits one log line. */
-static void clean(char *s)
+void httpc_text_clean(char *s, char with)
 {
     for (; *s; s++)
         if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e)
-            *s = ' ';
+            *s = with;
 }
 
 int httpc_json_message(const char *body, char *out, size_t outlen)
@@ -108,7 +107,7 @@ int httpc_probe_get_ca(const char *url, const char *const *headers, const char *
     }
     if ((code >= 200 && code <= 299) || code == 404 || code == 405 || code == 501)
         return 1;
-    clean(body.buf);
+    httpc_text_clean(body.buf, ' ');
     if (body.n && httpc_json_message(body.buf, msg, sizeof(msg)))
         snprintf(why, whylen, "GET %s: HTTP %ld: %s", url, code, msg);
     else

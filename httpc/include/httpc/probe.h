@@ -24,4 +24,9 @@ int httpc_probe_get_ca(const char *url, const char *const *headers, const char *
  * message in out[0..outlen) (truncated), 0 when |body| is not such JSON. */
 int httpc_json_message(const char *body, char *out, size_t outlen);
 
+/* Every byte of the NUL-terminated |s| outside printable ASCII (control bytes, DEL, anything
+ * of UTF-8) becomes |with|, so an engine's text fits one log line and says nothing to a
+ * terminal. */
+void httpc_text_clean(char *s, char with);
+
 #endif

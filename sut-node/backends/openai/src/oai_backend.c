@@ -438,9 +438,7 @@ static void stream_done(stream_t *s, int status, const char *msg)
             snprintf(fbuf, sizeof(fbuf), "%s: %s", b->url, s->st.err);
         else
             snprintf(fbuf, sizeof(fbuf), "%s", msg ? msg : "(no message)");
-        for (char *c = fbuf; *c; c++)
-            if ((unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
-                *c = '?';
+        httpc_text_clean(fbuf, '?');
         msg = fbuf;
     }
     if (status == HTTPC_ECANCEL) {
