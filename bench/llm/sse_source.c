@@ -6,7 +6,15 @@
  * function of the prompt length and the position, so a client can check them.
  *
  *   sse_source [--port-file F] [--ttft-us 20000] [--tpot-us 5000] [--tokens N]
- *              [--stream-interval K] [--log F]
+ *              [--stream-interval K] [--log F] [--one-write]
+ *
+ * --one-write (only with --ttft-us 0 --tpot-us 0, every token at once) writes each answer, the
+ * same bytes, with one write instead of one per event: the null engine of the capacity rows
+ * (endpoint_bench.py), whose client then meets one TCP segment per answer instead of one per
+ * event (each of which costs the client's kernel an ACK and a wake-up), and which costs the
+ * engine a twelfth of the system calls. Its --log times the first and last token both just before
+ * that write. Every write is tried at once (uv_try_write); only what the kernel did not take is
+ * copied.
  *
  * --stream-interval K (1 to 64, default 1) streams as engines do with their stream interval
  * (SGLang's and vLLM's --stream-interval, TensorRT-LLM's stream_interval): the first token alone,
@@ -31,6 +39,7 @@
 #include <uv.h>
 
 #define REQ_MAX 65536
+#define OUT_MAX 65536 /* a --one-write answer: about 300 B per event */
 
 static uint64_t ttft_us = 20000, tpot_us = 5000;
 static long force_tokens = 0;
@@ -39,7 +48,10 @@ static long stream_interval = 1;
 static uv_loop_t *loop;
 static unsigned long long tokens_sent, streams_done;
 static uv_signal_t sig;
-static FILE *log_f; /* --log: one line per stream */
+static FILE *log_f;   /* --log: one line per stream */
+static int one_write; /* --one-write */
+#define SSE_HEAD \
+    "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 
 typedef struct {
     uv_tcp_t tcp;
@@ -48,9 +60,13 @@ typedef struct {
     size_t req_len;
     int streaming; /* a response is being streamed */
     long tokens, sent, prompt_len;
-    long held;                     /* tokens generated but not yet sent (--stream-interval) */
-    uint64_t arrival_ns, first_ns; /* --log: the request's arrival, its first token's send */
+    long held; /* tokens generated but not yet sent (--stream-interval) */
+    /* --log: the request's arrival, its first and last token's send */
+    uint64_t arrival_ns, first_ns, last_ns;
     int closing;
+    int gather; /* --one-write: the answer is gathered in out, then written at once */
+    size_t out_len;
+    char out[OUT_MAX];
 } conn_t;
 
 typedef struct {
@@ -65,10 +81,27 @@ static void on_written(uv_write_t *w, int status)
     free(w);
 }
 
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void send_bytes(conn_t *c, const char *p, size_t n)
 {
-    wreq_t *w = malloc(sizeof(*w) + n);
-    uv_buf_t b;
+    uv_buf_t b = uv_buf_init((char *)p, (unsigned)n);
+    int k = uv_try_write((uv_stream_t *)&c->tcp, &b, 1); /* the kernel takes it all: no copy */
+    wreq_t *w;
+
+    if (k == UV_EAGAIN || k == UV_ENOSYS)
+        k = 0;
+    if (k < 0 || (size_t)k == n)
+        return;
+    p += k;
+    n -= (size_t)k;
+    w = malloc(sizeof(*w) + n); /* the rest, after what the kernel took, from a copy */
     if (!w)
         return;
     memcpy(w->data, p, n);
@@ -78,13 +111,30 @@ static void send_bytes(conn_t *c, const char *p, size_t n)
         free(w);
 }
 
+/* Bytes for the client: written at once, or (a --one-write answer) gathered in c->out. */
+static void emit(conn_t *c, const char *p, size_t n)
+{
+    if (!c->gather) {
+        send_bytes(c, p, n);
+        return;
+    }
+    if (c->out_len + n > sizeof(c->out)) { /* a long answer: in pieces, the first timed */
+        if (!c->first_ns)
+            c->first_ns = mono_ns();
+        send_bytes(c, c->out, c->out_len);
+        c->out_len = 0;
+    }
+    memcpy(c->out + c->out_len, p, n);
+    c->out_len += n;
+}
+
 /* One SSE event as one HTTP chunk. */
 static void send_event(conn_t *c, const char *json)
 {
     char buf[4096];
     int ev = (int)strlen(json) + 8; /* "data: " + json + "\n\n" */
     int n = snprintf(buf, sizeof(buf), "%x\r\ndata: %s\n\n\r\n", ev, json);
-    send_bytes(c, buf, (size_t)n);
+    emit(c, buf, (size_t)n);
 }
 
 static void on_close(uv_handle_t *h)
@@ -104,14 +154,6 @@ static void conn_close(conn_t *c)
 }
 
 static void try_request(conn_t *c);
-
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static long token_at(const conn_t *c, long pos)
 {
@@ -142,28 +184,46 @@ static void send_tokens(conn_t *c, int last)
     c->held = 0;
 }
 
-/* Each tick generates one token; the first goes out alone, the others every --stream-interval. */
-static void on_tick(uv_timer_t *t)
+/* One token generated; the first goes out alone, the others every --stream-interval (timed
+ * just before their write, unless gathered). Returns 1 when it was the last: the stream's end
+ * follows it. */
+static int gen_token(conn_t *c)
 {
-    conn_t *c = t->data;
     int last = c->sent + c->held + 1 == c->tokens;
-    uint64_t now = 0;
 
     c->held++;
     if (c->sent == 0 || last || c->held == stream_interval) {
-        now = mono_ns(); /* before the write: the client cannot see it earlier */
-        if (c->sent == 0)
-            c->first_ns = now;
+        if (!c->gather) {
+            uint64_t now = mono_ns(); /* before the write: the client cannot see it earlier */
+            if (c->sent == 0)
+                c->first_ns = now;
+            c->last_ns = now;
+        }
         send_tokens(c, last);
     }
     if (last) {
-        streams_done++;
-        if (log_f)
-            fprintf(log_f, "%llu %llu %llu %ld\n", (unsigned long long)c->arrival_ns,
-                    (unsigned long long)c->first_ns, (unsigned long long)now, c->tokens);
         send_event(c, "[DONE]");
-        send_bytes(c, "0\r\n\r\n", 5);
-        c->streaming = 0;
+        emit(c, "0\r\n\r\n", 5);
+    }
+    return last;
+}
+
+static void stream_done(conn_t *c)
+{
+    streams_done++;
+    if (log_f)
+        fprintf(log_f, "%llu %llu %llu %ld\n", (unsigned long long)c->arrival_ns,
+                (unsigned long long)c->first_ns, (unsigned long long)c->last_ns, c->tokens);
+    c->streaming = 0;
+}
+
+/* Each tick generates one token. */
+static void on_tick(uv_timer_t *t)
+{
+    conn_t *c = t->data;
+
+    if (gen_token(c)) {
+        stream_done(c);
         try_request(c); /* a pipelined next request, if any */
         return;
     }
@@ -216,13 +276,24 @@ static void try_request(conn_t *c)
     memmove(c->req, c->req + total, c->req_len - total);
     c->req_len -= total;
     c->sent = c->held = 0;
+    c->first_ns = 0;
     c->streaming = 1;
     c->arrival_ns = mono_ns();
-    send_bytes(c,
-               "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-               "Transfer-Encoding: chunked\r\n\r\n",
-               strlen("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                      "Transfer-Encoding: chunked\r\n\r\n"));
+    c->gather = one_write;
+    emit(c, SSE_HEAD, sizeof(SSE_HEAD) - 1);
+    if (one_write) { /* every token at once: the whole answer in one write, timed just before */
+        while (!gen_token(c))
+            ;
+        c->last_ns = mono_ns();
+        if (!c->first_ns)
+            c->first_ns = c->last_ns;
+        send_bytes(c, c->out, c->out_len);
+        c->out_len = 0;
+        c->gather = 0;
+        stream_done(c);
+        try_request(c); /* a pipelined next request, if any */
+        return;
+    }
     uv_timer_start(&c->timer, on_tick, ttft_us / 1000, 0);
 }
 
@@ -288,7 +359,16 @@ int main(int argc, char **argv)
     int i, len = sizeof(got);
     uv_tcp_t srv;
 
-    for (i = 1; i + 1 < argc; i += 2) {
+    for (i = 1; i < argc; i += 2) {
+        if (!strcmp(argv[i], "--one-write")) {
+            one_write = 1;
+            i--;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "sse_source: %s needs a value\n", argv[i]);
+            return 2;
+        }
         if (!strcmp(argv[i], "--port-file"))
             port_file = argv[i + 1];
         else if (!strcmp(argv[i], "--ttft-us"))
@@ -312,6 +392,11 @@ int main(int argc, char **argv)
     }
     if (stream_interval < 1 || stream_interval > INTERVAL_MAX) {
         fprintf(stderr, "sse_source: --stream-interval is from 1 to %d\n", INTERVAL_MAX);
+        return 2;
+    }
+    if (one_write && (ttft_us || tpot_us)) {
+        fprintf(stderr, "sse_source: --one-write is for --ttft-us 0 --tpot-us 0 (every token at "
+                        "once)\n");
         return 2;
     }
     if (ttft_us % 1000 || tpot_us % 1000)
