@@ -11,6 +11,8 @@
  * Output: one line per request on stdout, on CLOCK_MONOTONIC in ns (the clock sse_source --log
  * writes): "start first last", start being just before the request's write. Errors name the
  * request and what failed; exit 1. A benchmark tool for a loopback engine it started itself. */
+#include "sse_req.h"
+
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -45,38 +47,6 @@ static int write_all(int fd, const char *p, size_t n)
         n -= (size_t)w;
     }
     return 0;
-}
-
-/* The request: head and body, as the vLLM dialect of httpc_oai_dialect_body() writes it. */
-static char *build_request(unsigned port, long prompt_tokens, long max_tokens, size_t *len)
-{
-    size_t cap = (size_t)prompt_tokens * 12 + 1024, n = 0;
-    char *body = malloc(cap), *req;
-    long i;
-
-    if (!body)
-        return NULL;
-    n += (size_t)snprintf(body + n, cap - n, "{\"model\":\"model\",\"prompt\":[");
-    for (i = 0; i < prompt_tokens; i++)
-        n += (size_t)snprintf(body + n, cap - n, i ? ",%ld" : "%ld", 1000 + i);
-    n += (size_t)snprintf(body + n, cap - n,
-                          "],\"max_tokens\":%ld,\"min_tokens\":%ld,\"temperature\":0,"
-                          "\"stream\":true,\"stream_options\":{\"include_usage\":true},"
-                          "\"ignore_eos\":true,\"return_token_ids\":true,\"logprobs\":0,"
-                          "\"return_tokens_as_token_ids\":true}",
-                          max_tokens, max_tokens);
-    req = malloc(n + 512);
-    if (!req) {
-        free(body);
-        return NULL;
-    }
-    *len = (size_t)snprintf(req, n + 512,
-                            "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n"
-                            "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
-                            "Content-Length: %zu\r\n\r\n%s",
-                            port, n, body);
-    free(body);
-    return req;
 }
 
 /* One response: reads until the chunked stream's last chunk; fills first and last. */
@@ -147,7 +117,7 @@ int main(int argc, char **argv)
                         "[--prompt-tokens 1..100000] [--max-tokens N >= 1]\n");
         return 2;
     }
-    req = build_request((unsigned)port, prompt_tokens, max_tokens, &req_len);
+    req = sse_req_build((unsigned)port, prompt_tokens, 1000, max_tokens, &req_len);
     buf = malloc(RESP_MAX);
     fd = socket(AF_INET, SOCK_STREAM, 0);
     memset(&a, 0, sizeof(a));
