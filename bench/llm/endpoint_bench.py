@@ -1,10 +1,13 @@
 #!/usr/bin/python3
 """Endpoint mode against a Python client (issue 39; bench/README.md): both drive the same null
-engine (sse_source: every token at once, 8 per request) with the same number of requests in
-flight, and each run's requests per CPU-second of the client (user + system, all its threads:
-what the client costs on one core) and per wall second are printed side by side, with the
-ratio. loadgen-node runs an Offline PerformanceOnly run with --nodes openai+http://...; the
-reference is aiohttp_client.py (asyncio + aiohttp, as NVIDIA's harness).
+engine (sse_source: every token at once, 8 per request, the answer in one write) with the same
+number of requests in flight, and each run's requests per CPU-second of the client (user +
+system, all its threads: what the client costs on one core), the engine's own CPU per request
+apart, and requests per wall second are printed side by side, with the ratio. loadgen-node runs
+an Offline PerformanceOnly run with --nodes openai+http://...; the reference is
+aiohttp_client.py (asyncio + aiohttp, as NVIDIA's harness); the floor is sse_flood (raw C, one
+write and one read per request: what the kernel's loopback costs). Rounds alternate the
+clients, and --old-loadgen runs a second loadgen-node binary in turn with BUILD's.
 
 Then the latency rows (latency_rows, lateness_rows; medians of --runs runs, ratios within each):
 what each client adds to the engine's own TTFT and TPOT at a low rate, against sse_source's
@@ -12,8 +15,10 @@ what each client adds to the engine's own TTFT and TPOT at a low rate, against s
 socket timestamping the first SSE data byte); and the issue lateness p99 of a Server run in
 endpoint mode next to R6v (spingaps --all-cpus) and the run's own host floor probe.
 
-    endpoint_bench.py BUILD_DIR [--requests 20000] [--concurrency 64] [--runs 3]
+    endpoint_bench.py BUILD_DIR [--requests 100000] [--py-requests 20000] [--concurrency 64]
+                      [--rounds 3] [--old-loadgen BIN] [--per-event-writes] [--runs 3]
                       [--low-qps 10] [--low-s 5] [--late-qps 1000] [--no-capacity]
+                      [--no-latency]
 """
 import argparse
 import csv
@@ -263,67 +268,132 @@ def latency_main(a):
     lateness_rows(a)
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("build")
-    ap.add_argument("--requests", type=int, default=20000)
-    ap.add_argument("--concurrency", type=int, default=64)
-    add_latency_args(ap)
-    a = ap.parse_args()
-    if a.no_capacity:
-        return latency_main(a)
+def proc_cpu(pid):
+    """A process's own user + system seconds so far (/proc/PID/stat): the engine's, apart."""
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cap_loadgen(a, binary, port, out, n):
+    """One Offline PerformanceOnly run of about n samples in endpoint mode; (requests, wall)."""
+    r = subprocess.run([binary, "--scenario", "Offline", "--mode", "PerformanceOnly",
+                        "--qsl-synthetic", "1024", "--sample-size", "400", "--nodes",
+                        f"openai+http://127.0.0.1:{port}", "--endpoint-max-tokens", "8",
+                        "--endpoint-max-inflight", str(a.concurrency), "--output-dir", out,
+                        "--quiet", "--progress", "off", "--log-level", "warn", "--set",
+                        "min_duration_ms=1000", "--set", f"offline_expected_qps={n / 1.1:.0f}",
+                        "--set", "min_query_count=1"], capture_output=True, text=True,
+                       timeout=600)
+    nodes = glob.glob(os.path.join(out, "*nodes.json"))
+    done = json.load(open(nodes[0]))["nodes"][0]["samples_completed"] if nodes else 0
+    if r.returncode not in (0, 1) or done == 0:  # 1: a result INVALID for its duration
+        sys.exit(f"{binary} failed ({r.returncode}):\n{r.stdout[-1500:]}{r.stderr[-1500:]}")
+    return done
+
+
+def cap_flood(a, port, n):
+    r = subprocess.run([os.path.join(a.build, "bench", "sse_flood"), "--port", str(port),
+                        "--requests", str(n), "--concurrency", str(a.concurrency)],
+                       capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        sys.exit(f"sse_flood failed:\n{r.stderr[-1500:]}")
+    return json.loads(r.stdout)
+
+
+def cap_python(a, port, n):
+    r = subprocess.run(["/usr/bin/python3", os.path.join(HERE, "aiohttp_client.py"), "--url",
+                        f"http://127.0.0.1:{port}", "--requests", str(n), "--concurrency",
+                        str(a.concurrency)], capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        sys.exit(f"aiohttp_client failed:\n{r.stderr[-2000:]}")
+    return json.loads(r.stdout)["requests"]
+
+
+def capacity(a):
+    """The capacity rows: --rounds rounds, each running every client once in turn against one
+    null engine (every token at once; --one-write unless --per-event-writes): sse_flood (the
+    floor: one write and one read per request), loadgen-node in endpoint mode (and --old-loadgen,
+    alternating with it), aiohttp_client.py. Per client: requests per CPU-second of the client
+    alone (getrusage of the child, or the floor's own), the engine's CPU over the same run apart
+    (/proc), requests per wall second; the medians of the rounds and the ratios of medians."""
+    eng = [os.path.join(a.build, "bench", "sse_source"), "--ttft-us", "0", "--tpot-us", "0",
+           "--tokens", "8"] + ([] if a.per_event_writes else ["--one-write"])
     tmp = tempfile.mkdtemp(prefix="epbench-")
     pf = os.path.join(tmp, "port")
-    src = subprocess.Popen([os.path.join(a.build, "bench", "sse_source"), "--port-file", pf,
-                            "--ttft-us", "0", "--tpot-us", "0", "--tokens", "8"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    src = subprocess.Popen(eng + ["--port-file", pf], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    clients = [("floor", "sse_flood (raw C: 1 write + 1 read per request)")]
+    if a.old_loadgen:
+        clients.append(("old", f"loadgen-node endpoint mode, {a.old_loadgen}"))
+    clients += [("lg", "loadgen-node endpoint mode"), ("py", "python asyncio + aiohttp")]
+    res = {k: [] for k, _ in clients}
     try:
         for _ in range(100):
             if os.path.exists(pf) and os.path.getsize(pf):
                 break
             time.sleep(0.05)
         port = int(open(pf).read())
-        rows = []
-        # loadgen-node, endpoint mode: an Offline run of about --requests samples.
-        out = os.path.join(tmp, "lg")
-        c0, t0 = child_cpu(), time.monotonic()
-        r = subprocess.run([os.path.join(a.build, "loadgen-node", "loadgen-node"), "--scenario",
-                            "Offline", "--mode", "PerformanceOnly", "--qsl-synthetic", "1024",
-                            "--sample-size", "400", "--nodes", f"openai+http://127.0.0.1:{port}",
-                            "--endpoint-max-tokens", "8", "--endpoint-max-inflight",
-                            str(a.concurrency), "--output-dir", out, "--quiet", "--progress",
-                            "off", "--log-level", "warn", "--set", "min_duration_ms=1000",
-                            "--set", f"offline_expected_qps={a.requests / 1.1:.0f}", "--set",
-                            "min_query_count=1"], capture_output=True, text=True, timeout=600)
-        wall, cpu = time.monotonic() - t0, child_cpu() - c0
-        nodes = json.load(open(next(os.path.join(out, f) for f in os.listdir(out)
-                                    if f.endswith("nodes.json"))))["nodes"]
-        n = nodes[0]["samples_completed"]
-        if r.returncode != 0 or n == 0:
-            sys.exit(f"loadgen-node failed ({r.returncode}):\n{r.stdout[-1500:]}{r.stderr[-1500:]}")
-        rows.append(("loadgen-node endpoint mode", n, wall, cpu))
-        # The Python reference client, same engine, same concurrency.
-        c0, t0 = child_cpu(), time.monotonic()
-        r = subprocess.run(["/usr/bin/python3", os.path.join(HERE, "aiohttp_client.py"), "--url",
-                            f"http://127.0.0.1:{port}", "--requests", str(n), "--concurrency",
-                            str(a.concurrency)], capture_output=True, text=True, timeout=600)
-        if r.returncode != 0:
-            sys.exit(f"aiohttp_client failed:\n{r.stderr[-2000:]}")
-        py = json.loads(r.stdout)
-        rows.append(("python asyncio + aiohttp", n, time.monotonic() - t0, child_cpu() - c0))
-        print(f"{'client':28} {'requests':>9} {'wall s':>8} {'cpu s':>8} {'req/s':>9} "
-              f"{'req/cpu-s':>10} {'tok/cpu-s':>10}")
-        for name, n, wall, cpu in rows:
-            print(f"{name:28} {n:9d} {wall:8.2f} {cpu:8.2f} {n / wall:9.0f} {n / cpu:10.0f} "
-                  f"{8 * n / cpu:10.0f}")
-        print(f"capacity ratio (requests per CPU-second): "
-              f"{(rows[0][1] / rows[0][3]) / (rows[1][1] / rows[1][3]):.1f}x; python client's "
-              f"own TTFT p50 {py['ttft_p50_ms']:.2f} ms p99 {py['ttft_p99_ms']:.2f} ms")
+        for rnd in range(a.rounds):
+            for key, _ in clients:
+                e0, c0, t0 = proc_cpu(src.pid), child_cpu(), time.monotonic()
+                if key == "floor":
+                    fl = cap_flood(a, port, a.requests)
+                    n, cpu = fl["requests"], fl["cpu_s"]
+                elif key == "py":
+                    n = cap_python(a, port, a.py_requests)
+                    cpu = child_cpu() - c0
+                else:
+                    n = cap_loadgen(a, a.old_loadgen if key == "old" else
+                                    os.path.join(a.build, "loadgen-node", "loadgen-node"), port,
+                                    os.path.join(tmp, f"{key}{rnd}"), a.requests)
+                    cpu = child_cpu() - c0
+                wall, ecpu = time.monotonic() - t0, proc_cpu(src.pid) - e0
+                res[key].append((n, wall, cpu, ecpu))
     finally:
         src.terminate()
         src.wait()
         shutil.rmtree(tmp, ignore_errors=True)
-    latency_main(a)
+    print(f"engine: {' '.join(os.path.basename(x) if i == 0 else x for i, x in enumerate(eng))}; "
+          f"{a.concurrency} in flight; {a.rounds} rounds, each client once per round in turn; "
+          f"median [min..max]")
+    print(f"{'client':52} {'req/cpu-s':>22} {'req/s wall':>9} {'engine us/req':>13}")
+    meds = {}
+    for key, name in clients:
+        rc = [n / c for n, _, c, _ in res[key]]
+        rw = [n / w for n, w, _, _ in res[key]]
+        ec = [e / n * 1e6 for n, _, _, e in res[key]]
+        meds[key] = med(rc)
+        print(f"{name:52} {med(rc):9.0f} [{min(rc):.0f}..{max(rc):.0f}] {med(rw):9.0f} "
+              f"{med(ec):13.1f}")
+    for key, _ in clients:
+        print(f"  {key} per round (req/cpu-s): " +
+              " ".join(f"{n / c:.0f}" for n, _, c, _ in res[key]))
+    ratios = [(x[0] / x[2]) / (y[0] / y[2]) for x, y in zip(res["lg"], res["py"])]
+    print(f"capacity ratio loadgen-node / aiohttp (requests per CPU-second): {med(ratios):.1f}x "
+          f"(target 20x); loadgen-node / the floor: {meds['lg'] / meds['floor']:.2f}; "
+          f"the floor's system calls per request: {fl['writes_per_req']:.2f} write, "
+          f"{fl['reads_per_req']:.2f} read, {fl['epoll_waits_per_req']:.2f} epoll_wait")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build")
+    ap.add_argument("--requests", type=int, default=100000,
+                    help="requests per run of the C clients (capacity rows)")
+    ap.add_argument("--py-requests", type=int, default=20000,
+                    help="requests per run of the Python client (capacity rows)")
+    ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of the capacity rows")
+    ap.add_argument("--old-loadgen", help="another loadgen-node binary, run in turn with BUILD's")
+    ap.add_argument("--per-event-writes", action="store_true",
+                    help="the engine writes each event on its own (not sse_source --one-write)")
+    ap.add_argument("--no-latency", action="store_true", help="the capacity rows only")
+    add_latency_args(ap)
+    a = ap.parse_args()
+    if not a.no_capacity:
+        capacity(a)
+    if not a.no_latency:
+        latency_main(a)
 
 
 if __name__ == "__main__":
