@@ -84,8 +84,16 @@ static void sb_printf(sbuf_t *b, const char *fmt, ...)
     }
 }
 
+/* "00" to "99": two digits per division. */
+static const char digits2[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233"
+    "34353637383940414243444546474849505152535455565758596061626364656667"
+    "6869707172737475767778798081828384858687888990919293949596979899";
+
 /* The prompt's token IDs as a JSON array, digits written here: one vsnprintf per token was most
- * of a request's formatting (callgrind: about 53 000 instructions for 64 tokens). */
+ * of a request's formatting (callgrind: about 53 000 instructions for 64 tokens); two digits per
+ * step, each ID's digits written back to front into a 10-byte slot and copied once (an
+ * endpoint's prompt of 100 ten-digit IDs: 12.9 % of loadgen-node's CPU with one digit per step). */
 static void sb_tokens(sbuf_t *b, const unsigned char *t, size_t n)
 {
     size_t i, need;
@@ -112,8 +120,7 @@ static void sb_tokens(sbuf_t *b, const unsigned char *t, size_t n)
     for (i = 0; i < n; i++) {
         int32_t v;
         uint32_t u;
-        char d[10];
-        int k = 0;
+        char d[10], *e = d + sizeof(d), *q = e;
 
         memcpy(&v, t + 4 * i, 4); /* samples need not be aligned */
         if (i)
@@ -121,11 +128,20 @@ static void sb_tokens(sbuf_t *b, const unsigned char *t, size_t n)
         if (v < 0)
             *w++ = '-';
         u = v < 0 ? 0u - (uint32_t)v : (uint32_t)v;
-        do
-            d[k++] = (char)('0' + u % 10);
-        while ((u /= 10) != 0);
-        while (k)
-            *w++ = d[--k];
+        while (u >= 100) {
+            uint32_t r = u % 100;
+            u /= 100;
+            q -= 2;
+            memcpy(q, digits2 + 2 * r, 2);
+        }
+        if (u >= 10) {
+            q -= 2;
+            memcpy(q, digits2 + 2 * u, 2);
+        } else {
+            *--q = (char)('0' + u);
+        }
+        memcpy(w, q, (size_t)(e - q));
+        w += e - q;
     }
     *w++ = ']';
     *w = '\0';
@@ -138,7 +154,16 @@ int httpc_oai_dialect_body(const httpc_oai_gen_t *g, const void *prompt, size_t 
                            size_t *len)
 {
     sbuf_t b = {0};
+    size_t mlen = g->model ? strlen(g->model) : 0;
 
+    /* room for the whole body at once: each part formatted once, no realloc (vsnprintf measured
+     * and formatted the head and the tail twice each, with three reallocs per request) */
+    if (n < ((size_t)-1 / 2 - mlen - 1024) / 12) {
+        b.cap = 12 * n + mlen + 512;
+        b.p = malloc(b.cap);
+        if (!b.p)
+            return -ENOMEM;
+    }
     switch (g->dialect) {
     case HTTPC_OAI_VLLM:
     case HTTPC_OAI_TRTLLM:

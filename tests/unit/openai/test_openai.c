@@ -50,6 +50,25 @@ START_TEST(dialects)
         ck_assert_uint_eq(len, strlen(body));
         free(body);
     }
+    {
+        /* Every digit count at its edges, two digits per step: as "%d" writes them. */
+        static const int32_t edge[] = {
+            9,         10,        99,         100,    101,     999,     1000,     9999,
+            10000,     99999,     100000,     999999, 1000000, 9999999, 10000000, 99999999,
+            100000000, 999999999, 1000000000, -9,     -10,     -99,     -100,     -1000000000};
+        char want[400];
+        size_t k = 0, i;
+
+        k += (size_t)snprintf(want, sizeof(want), "\"prompt\":[");
+        for (i = 0; i < sizeof(edge) / sizeof(edge[0]); i++)
+            k += (size_t)snprintf(want + k, sizeof(want) - k, i ? ",%d" : "%d", (int)edge[i]);
+        snprintf(want + k, sizeof(want) - k, "],");
+        ck_assert_int_eq(
+            httpc_oai_dialect_body(&g, edge, sizeof(edge) / sizeof(edge[0]), &body, &len), 0);
+        ck_assert_ptr_nonnull(strstr(body, want));
+        ck_assert_uint_eq(len, strlen(body));
+        free(body);
+    }
     o.max = 8;
     event_ok(&g, "{\"choices\":[{\"text\":\"x\",\"token_ids\":[11,12],\"finish_reason\":null}]}",
              &o);
