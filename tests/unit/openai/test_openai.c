@@ -69,6 +69,33 @@ START_TEST(dialects)
         ck_assert_uint_eq(len, strlen(body));
         free(body);
     }
+    {
+        /* The text around the IDs is kept per thread for the last settings: a change of any of
+         * them, and a model name too long to keep, still make their own body. */
+        httpc_oai_gen_t h = g;
+        char model[301];
+
+        h.max_tokens = 9;
+        h.temperature = 0.5;
+        ck_assert_int_eq(httpc_oai_dialect_body(&h, prompt, 1, &body, &len), 0);
+        ck_assert_ptr_nonnull(
+            strstr(body, "\"max_tokens\":9,\"min_tokens\":2,\"temperature\":0.5,"));
+        free(body);
+        memset(model, 'm', 300);
+        model[300] = '\0';
+        h.model = model;
+        ck_assert_int_eq(httpc_oai_dialect_body(&h, prompt, 3, &body, &len), 0);
+        ck_assert_uint_eq(len, strlen(body));
+        ck_assert_int_eq(strncmp(body, "{\"model\":\"mmm", 13), 0);
+        ck_assert_ptr_nonnull(strstr(body, "m\",\"prompt\":[5,6,70000],\"max_tokens\":9,"));
+        free(body);
+        h.dialect = HTTPC_OAI_SGLANG;
+        ck_assert_int_eq(httpc_oai_dialect_body(&h, prompt, 2, &body, &len), 0);
+        ck_assert_str_eq(body, "{\"input_ids\":[5,6],\"sampling_params\":{\"max_new_tokens\":9,"
+                               "\"min_new_tokens\":2,\"temperature\":0.5,\"ignore_eos\":false},"
+                               "\"stream\":true}");
+        free(body);
+    }
     o.max = 8;
     event_ok(&g, "{\"choices\":[{\"text\":\"x\",\"token_ids\":[11,12],\"finish_reason\":null}]}",
              &o);
