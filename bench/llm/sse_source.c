@@ -13,8 +13,9 @@
  * (endpoint_bench.py), whose client then meets one TCP segment per answer instead of one per
  * event (each of which costs the client's kernel an ACK and a wake-up), and which costs the
  * engine a twelfth of the system calls. Its --log times the first and last token both just before
- * that write. Every write is tried at once (uv_try_write); only what the kernel did not take is
- * copied.
+ * that write; the last answer made is written again, unformatted, to the next request with the
+ * same prompt length and tokens (the answer is a function of them). Every write is tried at once
+ * (uv_try_write); only what the kernel did not take is copied.
  *
  * --stream-interval K (1 to 64, default 1) streams as engines do with their stream interval
  * (SGLang's and vLLM's --stream-interval, TensorRT-LLM's stream_interval): the first token alone,
@@ -282,11 +283,33 @@ static void try_request(conn_t *c)
     c->gather = one_write;
     emit(c, SSE_HEAD, sizeof(SSE_HEAD) - 1);
     if (one_write) { /* every token at once: the whole answer in one write, timed just before */
+        /* the last answer made, again when the prompt's length and the tokens are the same (the
+         * answer is a function of them): formatting it was a sixth of the engine's CPU */
+        static char memo[OUT_MAX];
+        static size_t memo_len;
+        static long memo_prompt = -1, memo_tokens;
+
+        if (c->prompt_len == memo_prompt && c->tokens == memo_tokens) {
+            c->out_len = 0;
+            c->sent = c->tokens;
+            tokens_sent += (unsigned long long)c->tokens;
+            c->first_ns = c->last_ns = mono_ns();
+            send_bytes(c, memo, memo_len);
+            c->gather = 0;
+            stream_done(c);
+            try_request(c);
+            return;
+        }
         while (!gen_token(c))
             ;
         c->last_ns = mono_ns();
-        if (!c->first_ns)
+        if (!c->first_ns) { /* written whole: kept for the next request like it */
             c->first_ns = c->last_ns;
+            memcpy(memo, c->out, c->out_len);
+            memo_len = c->out_len;
+            memo_prompt = c->prompt_len;
+            memo_tokens = c->tokens;
+        }
         send_bytes(c, c->out, c->out_len);
         c->out_len = 0;
         c->gather = 0;
