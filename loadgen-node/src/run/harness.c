@@ -188,7 +188,8 @@ static void write_lines(lg_run_t *run)
     all = h.batches_out - run->health0.batches_out;
     thr = h.batches_write_thread - run->health0.batches_write_thread;
     out(run, "Writes by write threads       : %" PRIu64 " of %" PRIu64 " batches (%s)\n", thr, all,
-        thr ? "off the issue thread, --issue-write-thread" : "none: the issue thread wrote");
+        thr ? "the rest by the thread running the loop"
+            : "all by the thread running the loop: the issue thread while lent");
     LG_DU64(&run->dlog, "harness_batches_out", all);
     LG_DU64(&run->dlog, "harness_batches_write_thread", thr);
 }
