@@ -225,3 +225,8 @@ const cmn_conn_stats_t *cmn_conn_stats(const cmn_conn_t *c)
 {
     return &cmn__core_const(c)->st;
 }
+
+void cmn_conn_set_write_thread_min(cmn_conn_t *c, size_t min)
+{
+    cmn__core(c)->opt.write_thread_min = min;
+}

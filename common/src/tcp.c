@@ -320,6 +320,7 @@ static void tcp_write(cmn__core_t *k, cmn__batch_t *b)
         wj->job.nbufs = b->nbufs;
         wj->job.bytes = b->bytes;
         t->writer_bytes += b->bytes;
+        k->st.batches_thread++;
         cmn__writer_push(t->writer, &wj->job);
         return;
     }

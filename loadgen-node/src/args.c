@@ -240,6 +240,10 @@ static const cmn_opt_t options[] = {
        "Server through the QDL: the issue thread runs the QDL's network\n"
        "I/O between issues while the QDL's own thread sleeps (default on;\n"
        "off, and with --issue-cpu: every query handed to the QDL's thread)"),
+    FN("issue-write-thread", "on|off", set_issue_thread_io,
+       "with the I/O on the issue thread, a write thread per tcp://\n"
+       "connection writes the frames, so the issue thread never calls\n"
+       "writev (default off; loadgen-node/README.md)"),
     FNNUM("wait-spin-us", "N", set_spin, N_INT, 0, 1000000, " us",
           "SingleStream/MultiStream: spin up to N us for a query's\n"
           "completion before sleeping (default 150)"),
@@ -402,8 +406,9 @@ static int set_issue_thread_io(void *dst, const char *name, const char *v, uint6
 {
     lg_args_t *o = dst;
 
-    bool *flag =
-        strcmp(name, "wait-spin-adapt") == 0 ? &o->log.wait_spin_adapt : &o->log.issue_thread_io;
+    bool *flag = strcmp(name, "wait-spin-adapt") == 0      ? &o->log.wait_spin_adapt
+                 : strcmp(name, "issue-write-thread") == 0 ? &o->issue_write_thread
+                                                           : &o->log.issue_thread_io;
 
     (void)u;
     if (strcmp(v, "on") == 0)

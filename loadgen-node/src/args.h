@@ -40,6 +40,7 @@ typedef struct {
     uint64_t connections;
     uint64_t write_thread_min; /* --write-thread-min (QDL), when have_write_thread_min */
     int have_write_thread_min;
+    bool issue_write_thread;      /* --issue-write-thread (QDL lend_write_thread) */
     uint64_t progress_timeout_ms; /* 0: the QDL's default */
     uint32_t max_dispatches;      /* 0: the QDL's default */
     uint64_t node_memory_budget;  /* --node-memory-budget; 0: the QDL's default */

@@ -172,6 +172,7 @@ static int open_qdl(const lg_args_t *o, official_call_t *off, lg_sut_t **sut, cm
     cfg.connections_per_node = (unsigned)o->connections;
     if (o->have_write_thread_min)
         cfg.write_thread_min = o->write_thread_min;
+    cfg.lend_write_thread = o->issue_write_thread;
     cfg.progress_timeout_ms = o->progress_timeout_ms;
     if (o->max_dispatches)
         cfg.max_dispatches = o->max_dispatches;

@@ -99,6 +99,8 @@ static int qdl_sut_health(lg_sut_t *sut, lg_sut_health_t *h)
         h->nodes_lost += st[i].reconnects || !st[i].up ? 1u : 0u;
         h->reconnects += st[i].reconnects;
         h->redispatched += st[i].redispatched;
+        h->batches_out += st[i].batches_out;
+        h->batches_write_thread += st[i].batches_write_thread;
     }
     return 0;
 }

@@ -209,6 +209,10 @@ static void conn_closed(qdl_conn_t *qc, int reason)
     } else {
         snprintf(why, sizeof(why), "%s", qc->why);
     }
+    if (!nd->endpoint) { /* the node's write counters keep what this connection wrote */
+        nd->st.batches_out += cmn_conn_stats(&qc->c)->batches_out;
+        nd->st.batches_write_thread += cmn_conn_stats(&qc->c)->batches_thread;
+    }
     qc->open = 0;
     qc->state = QC_IDLE;
     conn_cleanup(qc, reason, why);
@@ -242,6 +246,10 @@ static void conn_connect(qdl_conn_t *qc)
     int rc;
 
     opt.write_thread_min = (size_t)q->cfg.write_thread_min;
+    if (q->cfg.lend_write_thread && !opt.write_thread_min)
+        opt.write_thread_min = SIZE_MAX; /* a write thread, idle until the loop is lent */
+    if (q->lend_writes)
+        opt.write_thread_min = 1;
     if (nd->connects++ >= q->cfg.connections_per_node)
         nd->st.reconnects++;
     if (nd->endpoint) {
@@ -459,7 +467,28 @@ void qdl__stats_fill(const qdl_t *q, qdl_node_stats_t *out, size_t cap)
         out[i].inflight = nd->inflight;
         out[i].up = 0;
         out[i].degraded = nd->degraded;
-        for (k = 0; k < q->cfg.connections_per_node; k++)
-            out[i].up |= nd->conns[k].state == QC_READY;
+        for (k = 0; k < q->cfg.connections_per_node; k++) {
+            const qdl_conn_t *qc = &nd->conns[k];
+            out[i].up |= qc->state == QC_READY;
+            if (qc->open && !nd->endpoint) {
+                out[i].batches_out += cmn_conn_stats(&qc->c)->batches_out;
+                out[i].batches_write_thread += cmn_conn_stats(&qc->c)->batches_thread;
+            }
+        }
+    }
+}
+
+void qdl__conns_lend_writes(qdl_t *q, int on)
+{
+    size_t i, k, base = q->cfg.write_thread_min ? (size_t)q->cfg.write_thread_min : SIZE_MAX;
+
+    q->lend_writes = on;
+    for (i = 0; i < q->n_nodes; i++) {
+        qdl_node_t *nd = &q->nodes[i];
+
+        for (k = 0; k < q->cfg.connections_per_node && !nd->endpoint; k++) {
+            if (nd->conns[k].open)
+                cmn_conn_set_write_thread_min(&nd->conns[k].c, on ? 1 : base);
+        }
     }
 }

@@ -13,9 +13,17 @@
  * the caller's loop work before the loop thread's next turn. Requests from other threads keep
  * arriving through the request queue and are run by whichever thread runs the loop.
  *
+ * With lend_write_thread the polling thread writes nothing into a socket: while lent, every tcp://
+ * connection hands each batch to its write thread (common/src/writer.c; one wake-up per batch at
+ * most, none while the thread is still writing), which writes it with one sendmsg and hands it
+ * back to the loop (its uv_async: the sent callbacks, the backlog and the write accounting run in
+ * a later qdl_poll(), as without the thread). So a Server issue thread's turns never block in the
+ * kernel's loopback send on a deadline's path; the frames of a connection keep their order.
+ *
  * A part the polling thread queues in qdl_issue_query() is written at the start of its next
  * qdl_poll(), before that turn reads responses, which may be some microseconds later (loadgen-node
- * keeps a quiet window before each issue): its samples' sent_ns is stamped then (write_unsent), so
+ * keeps a quiet window before each issue): its samples' sent_ns is stamped then (write_unsent; with
+ * lend_write_thread, when the batch is handed to the write thread), so
  * the QDL queueing a caller reports includes the wait. Samples are found again by wire id, so one
  * completed, failed or moved to another connection meanwhile (a new wire id) is not touched. */
 #include "qdl_internal.h"
@@ -144,6 +152,9 @@ int qdl_poll_begin(qdl_t *q)
     /* This thread now writes to the sockets: SIGPIPE blocked as on the loop thread. */
     qdl__block_sigpipe(&q->poll_oldmask);
     lent = q;
+    /* Or their write threads do: this thread only queues each batch and wakes the thread. */
+    if (q->cfg.lend_write_thread)
+        qdl__conns_lend_writes(q, 1);
     return 0;
 }
 
@@ -184,6 +195,8 @@ void qdl_poll_end(qdl_t *q)
 
     if (lent != q)
         return;
+    if (q->cfg.lend_write_thread)
+        qdl__conns_lend_writes(q, 0);
     lent = NULL;
     /* Frames still queued leave on the loop thread: they keep the time they were queued. */
     q->n_unsent = 0;

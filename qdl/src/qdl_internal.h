@@ -253,7 +253,8 @@ struct qdl {
      * qdl_poll(), which stamps their samples' sent_ns then (poll.c). */
     qdl_unsent_t *unsent;
     size_t n_unsent, cap_unsent;
-    int in_turn; /* the polling thread is inside uv_run() */
+    int in_turn;     /* the polling thread is inside uv_run() */
+    int lend_writes; /* lent with lend_write_thread: every batch goes to the write threads */
 
     /* endpoint.c: one HTTP pool for every endpoint node, its thread's events handed to the loop
      * (NULL when no node is an endpoint). The layout here never depends on the build's options. */
@@ -386,6 +387,9 @@ void qdl__conn_close(qdl_conn_t *qc, int reason, const char *why);
 void qdl__nodes_fail_inflight(qdl_t *q, int status);
 void qdl__stop_nodes(qdl_t *q);
 void qdl__stats_fill(const qdl_t *q, qdl_node_stats_t *out, size_t cap);
+/* Every open tcp:// connection's write_thread_min (cmn_conn_set_write_thread_min): 1 while the
+ * loop is lent with lend_write_thread, the configured one otherwise. Thread running the loop. */
+void qdl__conns_lend_writes(qdl_t *q, int on);
 
 /* ---- node_liveness.c ------------------------------------------------------------------------ */
 

@@ -35,7 +35,7 @@ LOADGEN_NOT_NUMERIC = {
     "tls-cert", "tls-key", "tls-server-name", "ucx-busy-poll", "ucx-trusted-fabric",
     "null-threaded", "null-digest", "verify-digest", "output-dir", "metrics-listen", "metrics-push",
     "log-prefix", "log-suffix",
-    "prefix-datetime", "quiet", "progress", "sample-latencies", "issue-thread-io", "wait-spin-adapt", "loadgen",
+    "prefix-datetime", "quiet", "progress", "sample-latencies", "issue-thread-io", "issue-write-thread", "wait-spin-adapt", "loadgen",
     "log-level", "config", "version", "help",
 }
 SUT_NOT_NUMERIC = {

@@ -96,6 +96,7 @@ static qdl_t *make_qdl(size_t n, qdl_policy_t policy, void (*tweak)(qdl_config_t
     cfg.on_complete = on_complete;
     cfg.result_codec = CMPR_LZ4;
     cfg.write_thread_min = test_write_thread_min();
+    cfg.lend_write_thread = test_lend_write_thread();
     if (tweak)
         tweak(&cfg);
     ck_assert_msg(qdl_create(&cfg, &q, err, sizeof(err)) == 0, "qdl_create: %s", err);
@@ -723,7 +724,7 @@ START_TEST(loop_lent_to_caller)
     qdl_node_stats_t st[1];
     qdl_t *q, *q2;
     char name[256], err[256];
-    uint64_t dur;
+    uint64_t dur, out0, thr0;
 
     run_init(6000, 2048, 1);
     start_nodes(1, args);
@@ -740,6 +741,9 @@ START_TEST(loop_lent_to_caller)
         run_free();
         return;
     }
+    ck_assert_int_eq(qdl_stats(q, st, 1), 1);
+    out0 = st[0].batches_out;
+    thr0 = st[0].batches_write_thread;
     lent_to = pthread_self();
     ck_assert_int_eq(qdl_poll_begin(q), 0);
     ck_assert_int_eq(qdl_poll_begin(q), 0); /* already lent: a no-op */
@@ -765,6 +769,14 @@ START_TEST(loop_lent_to_caller)
     ck_assert_ptr_nonnull(strstr(name, "lent-a"));
     ck_assert_int_eq(qdl_stats(q, st, 1), 1);
     ck_assert_uint_eq(st[0].samples_completed, 3000);
+    /* Who wrote while lent: with lend_write_thread the write thread, every batch (this thread
+     * never wrote into the socket); without it (and no write_thread_min) this thread, all. */
+    ck_assert_uint_gt(st[0].batches_out, out0);
+    if (test_lend_write_thread())
+        ck_assert_uint_eq(st[0].batches_write_thread - thr0, st[0].batches_out - out0);
+    else if (!test_write_thread_min())
+        ck_assert_uint_eq(st[0].batches_write_thread, 0);
+    thr0 = st[0].batches_write_thread;
     /* One thread runs one lent loop. */
     q2 = make_qdl(1, QDL_POLICY_LEAST_OUTSTANDING, lent_config);
     ck_assert_int_eq(qdl_poll_begin(q2), UV_EBUSY);
@@ -784,6 +796,10 @@ START_TEST(loop_lent_to_caller)
     uv_mutex_lock(&R.mu);
     ck_assert_uint_gt(loop_calls, 0);
     uv_mutex_unlock(&R.mu);
+    /* Given back, the loop thread writes itself again (the write thread idles). */
+    ck_assert_int_eq(qdl_stats(q, st, 1), 1);
+    if (!test_write_thread_min())
+        ck_assert_uint_eq(st[0].batches_write_thread, thr0);
 
     /* Lent again, then destroyed while lent: the last samples complete before it returns. */
     ck_assert_int_eq(qdl_poll_begin(q), 0);

@@ -219,6 +219,12 @@ size_t expect_once_or_failed(void)
     return failed;
 }
 
+int test_lend_write_thread(void)
+{
+    const char *v = getenv("NSUT_TEST_LEND_WRITE_THREAD");
+    return v && *v == '1';
+}
+
 uint64_t test_write_thread_min(void)
 {
     const char *v = getenv("NSUT_TEST_WRITE_THREAD_MIN");

@@ -54,6 +54,9 @@ void expect_exactly_once(int digest);
 /* NSUT_TEST_WRITE_THREAD_MIN (bytes, default 0): what a test's QDL sets as write_thread_min, so
  * a suite runs again with the connections' write threads (1: every batch through them). */
 uint64_t test_write_thread_min(void);
+/* NSUT_TEST_LEND_WRITE_THREAD (0 or 1, default 0): what a test's QDL sets as lend_write_thread,
+ * so the lent suites run again with every batch of the lent loop through the write threads. */
+int test_lend_write_thread(void);
 /* Every sample completed exactly once: successfully, or failed with a status (counted). */
 size_t expect_once_or_failed(void);
 

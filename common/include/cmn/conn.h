@@ -97,6 +97,7 @@ typedef struct {
     uint64_t bytes_in, bytes_out;   /* on the wire (TLS: ciphertext in, plaintext out) */
     uint64_t frames_in, frames_out; /* frames handed to on_frame / queued by cmn_conn_send */
     uint64_t batches_out;           /* gathered writes: one per flushed batch of frames */
+    uint64_t batches_thread;        /* of them, handed to the write thread (write_thread_min) */
 } cmn_conn_stats_t;
 
 /* Room for the connection's private state (common/src/core.c checks at build time that it fits). */
@@ -206,6 +207,12 @@ void cmn_conn_set_on_partial(cmn_conn_t *c, void (*on_partial)(cmn_conn_t *c));
 
 /* Counters since cmn_conn_init. */
 const cmn_conn_stats_t *cmn_conn_stats(const cmn_conn_t *c);
+
+/* Changes write_thread_min for the batches flushed from now on, on the thread that runs the
+ * loop. The write thread exists only when the connection was opened with write_thread_min > 0
+ * (tcp://, not TLS): then SIZE_MAX keeps it idle and 1 hands it every batch; without one this
+ * changes nothing. Frames never overtake each other either way. */
+void cmn_conn_set_write_thread_min(cmn_conn_t *c, size_t min);
 
 /* Whether a frame's payload arrives whole, at once (ucx://: fetched by the transport), rather
  * than as a byte stream read piece by piece (tcp://, TLS). */

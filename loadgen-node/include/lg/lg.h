@@ -65,6 +65,8 @@ typedef struct {
     uint64_t nodes_lost;   /* nodes that lost their connection at least once */
     uint64_t reconnects;   /* reconnect attempts, all nodes */
     uint64_t redispatched; /* samples sent again to another node after a loss */
+    /* Gathered writes to the nodes (a batch of frames each), and those a write thread wrote. */
+    uint64_t batches_out, batches_write_thread;
 } lg_sut_health_t;
 
 /* The SUT interface. issue() may complete inline or return at once; it should not block for long

@@ -176,6 +176,24 @@ static lg__late_cause_t cause_lines(lg_run_t *run, uint64_t l99, double *share)
     return top;
 }
 
+/* Who wrote the series' batches of frames: the connections' write threads (--issue-write-thread)
+ * or the thread running the SUT's loop (the issue thread while lent). */
+static void write_lines(lg_run_t *run)
+{
+    lg_sut_health_t h;
+    uint64_t all, thr;
+
+    if (!run->sut->health || run->sut->health(run->sut, &h) < 0)
+        return;
+    all = h.batches_out - run->health0.batches_out;
+    thr = h.batches_write_thread - run->health0.batches_write_thread;
+    out(run, "Writes by write threads       : %" PRIu64 " of %" PRIu64 " batches (%s)\n", thr, all,
+        thr ? "the rest by the thread running the loop"
+            : "all by the thread running the loop: the issue thread while lent");
+    LG_DU64(&run->dlog, "harness_batches_out", all);
+    LG_DU64(&run->dlog, "harness_batches_write_thread", thr);
+}
+
 /* How long the spin's turns of the SUT's I/O took, by kind, beside the mean gap they share with
  * the issues: a turn longer than the time left to the next issue makes it late. */
 static void turn_lines(lg_run_t *run)
@@ -208,6 +226,7 @@ static void turn_lines(lg_run_t *run)
         snprintf(k, sizeof(k), "%s_count", key[i]);
         LG_DU64(&run->dlog, k, n);
     }
+    write_lines(run);
 }
 
 /* The host's floor (floor.c, probed at the series' start) beside the issue lateness |l99|. */

@@ -145,6 +145,14 @@ typedef struct {
      * 100 % while cores are idle. On a host whose cores are all busy it costs a thread hop per
      * large write and gains nothing (bench/README.md, "Offline: spreading the copies"). */
     uint64_t write_thread_min;
+    /* tcp:// nodes (not TLS): 0 (the default) lets a thread the loop is lent to (qdl_poll_begin)
+     * write the frames itself, one writev per connection at the start of each qdl_poll(). 1 gives
+     * each connection a write thread (as write_thread_min), idle while the loop thread runs the
+     * loop, that writes every batch while the loop is lent: the polling thread (loadgen-node's
+     * Server issue thread, --issue-write-thread) then never enters the kernel to write; it queues
+     * the batch and, when the thread is waiting, wakes it. Endpoint nodes still write on the
+     * polling thread. */
+    int lend_write_thread;
 
     /* What nodes may make the QDL hold at once (a frame being received, the results decoded from
      * it), shared equally by every connection (n_nodes x connections_per_node); each
@@ -239,6 +247,9 @@ typedef struct {
     uint64_t losses; /* connections lost after their handshake (closed, stuck, dead) */
     uint64_t stalls; /* progress deadlines missed (samples held, none completed) */
     int degraded;    /* now on probation: one sample at a time until it completes one */
+    /* Gathered writes to the node (one per flushed batch of frames, tcp:// and TLS), and how many
+     * of them a write thread wrote (write_thread_min, lend_write_thread). */
+    uint64_t batches_out, batches_write_thread;
 } qdl_node_stats_t;
 
 /* Copies up to |cap| nodes' counters into |out|; returns the number of nodes (may exceed cap). */
