@@ -565,9 +565,12 @@ static void tls_read(h1_conn_t *c, ssize_t nread, const char *buf)
         if (c->state == C_CLOSING)
             return;
     }
-    if (k == 0) {
-        if (h1_tls_flush(c->tls, (uv_stream_t *)&c->tcp) < 0 && !c->req)
-            conn_close(c); /* with a request, its reader sees the socket's failure */
+    if (k == 0) { /* what OpenSSL answered (a key update), if anything */
+        int w = h1_tls_flush(c->tls, (uv_stream_t *)&c->tcp);
+        if (w < 0 && c->req)
+            finish(c, 0, HTTPC_ETRANSFER, "cannot send: %s", uv_strerror(w));
+        else if (w < 0)
+            conn_close(c);
         return;
     }
     if (!c->req)

@@ -18,6 +18,10 @@
 #define PLAIN 16384u /* TLS's largest record */
 #define GATHER 16384u
 #define OUT_FIRST 4096u
+/* Ciphertext queued for a socket that does not take it, at most, beyond the first write queued
+ * (a request of any size goes): a server that never reads but keeps asking for answers (key
+ * updates) cannot grow the queue past it. */
+#define QUEUED_MAX (4u << 20)
 
 struct h1_tls_ctx {
     SSL_CTX *ssl;
@@ -35,6 +39,7 @@ struct h1_tls {
     char *out; /* ciphertext made and not yet sent (the BIO's write side) */
     size_t out_len, out_cap;
     int writes;    /* queued writes not yet done */
+    size_t queued; /* their bytes */
     int got_any;   /* some ciphertext came */
     int plaintext; /* the server's first bytes read "HTTP/": it does not speak TLS */
     char plain[PLAIN];
@@ -44,6 +49,7 @@ struct h1_tls {
 typedef struct {
     uv_write_t req;
     h1_tls_t *t;
+    size_t len;
     char data[];
 } tls_wr_t;
 
@@ -350,6 +356,7 @@ static void on_written(uv_write_t *w, int status)
 
     (void)status; /* a failed socket is seen by the reader */
     q->t->writes--;
+    q->t->queued -= q->len;
     free(q);
 }
 
@@ -371,11 +378,16 @@ int h1_tls_flush(h1_tls_t *t, uv_stream_t *s)
         return rc;
     }
     if (done < t->out_len) {
+        if (t->queued > 0 && t->queued + (t->out_len - done) > QUEUED_MAX) {
+            t->out_len = 0;
+            return UV_ENOBUFS;
+        }
         q = malloc(sizeof(*q) + t->out_len - done);
         if (!q) {
             t->out_len = 0;
             return UV_ENOMEM;
         }
+        q->len = t->out_len - done;
         memcpy(q->data, t->out + done, t->out_len - done);
         q->t = t;
         q->req.data = q;
@@ -387,6 +399,7 @@ int h1_tls_flush(h1_tls_t *t, uv_stream_t *s)
             return rc;
         }
         t->writes++;
+        t->queued += q->len;
     }
     t->out_len = 0;
     return 0;
