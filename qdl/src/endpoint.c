@@ -20,7 +20,7 @@
  * FirstToken); the endpoint's other streams go on, and until one of them completes it is
  * degraded (dispatch.c: a new sample only when no healthy node has room, one at a time), so the
  * sample goes elsewhere. EP_FAIL_LIMIT failed streams in a row, or one that could not connect
- * (openai+http://), close the endpoint's connection: every stream on it is cancelled, its
+ * (TLS included), close the endpoint's connection: every stream on it is cancelled, its
  * samples go to other nodes, and it comes back after the reconnect backoff on probation (one
  * sample at a time until one completes). A stream that completes resets the count. The progress
  * deadline (node_liveness.c) applies as to a streaming node. An endpoint has no pings: its liveness
