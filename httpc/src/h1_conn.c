@@ -3,7 +3,9 @@
  * Content-Length digits, the request's extra lines, its body), the answer parsed in place from
  * the connection's receive buffer (h1_parse.c) and handed to on_data as spans of it. Deadlines
  * are checked on one timer for all connections against the loop's cached clock (no clock read
- * per byte). */
+ * per byte). HTTPS goes through one seam: a connection with |tls| handshakes after its connect,
+ * hands what it reads to h1_tls.c and the plaintext to the same parser, and writes through it. */
+#include "h1_tls.h"
 #include "httpc/h1.h"
 #include "httpc/httpc.h"
 
@@ -21,7 +23,7 @@
 #define HEAD_MAX 4096u
 
 enum { C_CONNECTING = 0, C_IDLE, C_BUSY, C_CLOSING };
-enum { PH_CONNECT = 0, PH_FIRST, PH_BODY };
+enum { PH_CONNECT = 0, PH_FIRST, PH_BODY, PH_HANDSHAKE };
 
 typedef struct h1_conn {
     uv_tcp_t tcp;
@@ -35,7 +37,8 @@ typedef struct h1_conn {
     httpc_h1_parser_t parser;
     char ebody[EBODY + 1];
     size_t ebody_len;
-    char *wbuf; /* the unwritten rest of a request, when one write did not take it all */
+    char *wbuf;    /* the unwritten rest of a request, when one write did not take it all */
+    h1_tls_t *tls; /* HTTPS */
     struct h1_conn *next, *prev, *next_idle;
     char rbuf[RBUF];
 } h1_conn_t;
@@ -44,7 +47,7 @@ struct httpc_h1_pool {
     uv_loop_t *loop;
     uv_timer_t timer, kick;
     struct sockaddr_storage addr;
-    char name[280]; /* "HOST:PORT" for messages */
+    char name[296]; /* "HOST:PORT" ("https://HOST:PORT") for messages */
     char *head;     /* request line and fixed headers, up to "Content-Length: " */
     size_t head_len;
     uint32_t max_conns, n_conns;
@@ -54,6 +57,9 @@ struct httpc_h1_pool {
     httpc_h1_req_t *failed; /* failed before their connection existed; their on_done on kick */
     int closing, handles;
     uint64_t reused, opened;
+    h1_tls_ctx_t *tls; /* HTTPS */
+    char host[256];    /* what the certificate must name */
+    uint64_t hs_ms;
 };
 
 static void pump(httpc_h1_pool_t *p);
@@ -93,9 +99,10 @@ int httpc_h1_pool_create(uv_loop_t *loop, const httpc_h1_cfg_t *cfg, httpc_h1_po
     if (!p)
         return -ENOMEM;
     p->loop = loop;
-    snprintf(p->name, sizeof(p->name), strchr(cfg->host, ':') ? "[%s]:%u" : "%s:%u", cfg->host,
+    snprintf(host_hdr, sizeof(host_hdr), strchr(cfg->host, ':') ? "[%s]:%u" : "%s:%u", cfg->host,
              cfg->port);
-    snprintf(host_hdr, sizeof(host_hdr), "%s", p->name);
+    snprintf(p->name, sizeof(p->name), "%s%s", cfg->tls ? "https://" : "", host_hdr);
+    snprintf(p->host, sizeof(p->host), "%s", cfg->host);
     memset(&hints, 0, sizeof(hints));
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -132,8 +139,8 @@ int httpc_h1_pool_create(uv_loop_t *loop, const httpc_h1_cfg_t *cfg, httpc_h1_po
         free(p);
         return -ENOMEM;
     }
-    p->head_len =
-        (size_t)snprintf(p->head, cap, "POST %s HTTP/1.1\r\nHost: %s\r\n", cfg->path, host_hdr);
+    p->head_len = (size_t)snprintf(p->head, cap, "%s %s HTTP/1.1\r\nHost: %s\r\n",
+                                   cfg->method ? cfg->method : "POST", cfg->path, host_hdr);
     for (const char *const *h = cfg->headers; h && *h; h++)
         p->head_len += (size_t)snprintf(p->head + p->head_len, cap - p->head_len, "%s\r\n", *h);
     p->head_len += (size_t)snprintf(p->head + p->head_len, cap - p->head_len, "Content-Length: ");
@@ -147,6 +154,17 @@ int httpc_h1_pool_create(uv_loop_t *loop, const httpc_h1_cfg_t *cfg, httpc_h1_po
     p->connect_ms = cfg->connect_ms ? cfg->connect_ms : 10000;
     p->first_ms = cfg->first_byte_ms ? cfg->first_byte_ms : 600000;
     p->idle_ms = cfg->idle_ms ? cfg->idle_ms : 600000;
+    p->hs_ms = cfg->handshake_ms ? cfg->handshake_ms : p->connect_ms;
+    if (cfg->tls) {
+        char why[300];
+        rc = h1_tls_ctx_new(cfg->ca_file, &p->tls, why, sizeof(why));
+        if (rc < 0) {
+            snprintf(err, errlen, "%s: %s", p->name, why);
+            free(p->head);
+            free(p);
+            return rc;
+        }
+    }
     uv_timer_init(loop, &p->timer);
     uv_timer_init(loop, &p->kick);
     p->timer.data = p->kick.data = p;
@@ -191,6 +209,7 @@ static void on_conn_closed(uv_handle_t *h)
     if (c->next)
         c->next->prev = c->prev;
     free(c->wbuf);
+    h1_tls_free(c->tls);
     free(c);
     handle_gone(p);
 }
@@ -227,9 +246,12 @@ static void finish(h1_conn_t *c, int keep, int status, const char *fmt, ...)
         va_end(ap);
     }
     c->req = NULL;
-    if (r)
+    if (r) {
         r->conn = NULL;
-    if (keep && !p->closing && !c->writing) { /* answered before its request was all sent: no */
+        r->http_status = c->parser.status;
+    }
+    /* answered before its request was all sent: not kept */
+    if (keep && !p->closing && !c->writing && !(c->tls && h1_tls_writing(c->tls))) {
         c->served++;
         c->state = C_IDLE;
         c->next_idle = p->idle;
@@ -255,6 +277,22 @@ static void on_written(uv_write_t *w, int status)
         finish(c, 0, HTTPC_ETRANSFER, "cannot send the request: %s", uv_strerror(status));
 }
 
+/* HTTPS: the request through the TLS engine (h1_tls.c), then its deadline. */
+static void tls_send(h1_conn_t *c, const uv_buf_t *b, unsigned nb)
+{
+    char why[300];
+    int rc = h1_tls_write(c->tls, b, nb, why, sizeof(why));
+
+    if (rc == 0 && (rc = h1_tls_flush(c->tls, (uv_stream_t *)&c->tcp)) < 0)
+        snprintf(why, sizeof(why), "cannot send the request: %s", uv_strerror(rc));
+    if (rc < 0) {
+        finish(c, 0, HTTPC_ETRANSFER, "%s", why);
+        return;
+    }
+    c->phase = PH_FIRST;
+    c->deadline_ms = uv_now(c->pool->loop) + c->pool->first_ms;
+}
+
 /* One write: head, Content-Length, extra lines, body; the rest, if any, copied and queued. */
 static void write_req(h1_conn_t *c)
 {
@@ -274,6 +312,10 @@ static void write_req(h1_conn_t *c)
     {
         uv_buf_t all[4] = {b[0], b[1], b[2], uv_buf_init((char *)r->body, (unsigned)r->body_len)};
         total = hl + r->extra_len + 2 + r->body_len;
+        if (c->tls) { /* HTTPS: encrypted as one record (one per 16 KiB), sent by h1_tls.c */
+            tls_send(c, all, 4);
+            return;
+        }
         n = uv_try_write((uv_stream_t *)&c->tcp, all, 4);
         if (n == UV_EAGAIN || n == UV_ENOSYS)
             n = 0;
@@ -358,15 +400,19 @@ static void closed_under(h1_conn_t *c, ssize_t why)
         finish(c, 0, HTTPC_ETRANSFER, "%s", c->parser.err);
 }
 
+static void tls_read(h1_conn_t *c, ssize_t nread, const char *buf);
+static void got(h1_conn_t *c, const char *buf, size_t n);
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
 {
     h1_conn_t *c = s->data;
-    httpc_h1_pool_t *p = c->pool;
-    const char *buf = b->base;
-    size_t n = nread > 0 ? (size_t)nread : 0;
 
     if (c->state == C_CLOSING || nread == 0)
         return;
+    if (c->tls) {
+        tls_read(c, nread, b->base);
+        return;
+    }
     if (!c->req) { /* idle: the server closed it, or sent what nobody asked for */
         conn_close(c);
         return;
@@ -375,6 +421,14 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         closed_under(c, nread);
         return;
     }
+    got(c, b->base, (size_t)nread);
+}
+
+/* Bytes of the answer (with TLS, the plaintext): parsed in place, the body handed on. */
+static void got(h1_conn_t *c, const char *buf, size_t n)
+{
+    httpc_h1_pool_t *p = c->pool;
+
     c->phase = PH_BODY;
     c->deadline_ms = uv_now(p->loop) + p->idle_ms;
     for (;;) { /* until the parser wants more: the end may follow the last body byte */
@@ -407,7 +461,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
                 c->ebody[c->ebody_len] = '\0';
             }
         } else if (ev == HTTPC_H1_END) {
-            int keep = c->parser.keep_alive && n == 0;
+            int keep = c->parser.keep_alive && n == 0 && !(c->tls && h1_tls_pending(c->tls));
             if (c->parser.status >= 200 && c->parser.status <= 299)
                 finish(c, keep, 0, NULL);
             else
@@ -429,11 +483,108 @@ static void start_req(h1_conn_t *c, httpc_h1_req_t *r)
     write_req(c);
 }
 
+/* Connected (with TLS, the handshake done): its request goes, or it waits idle. */
+static void conn_ready(h1_conn_t *c)
+{
+    httpc_h1_pool_t *p = c->pool;
+
+    if (!c->req) { /* its request was cancelled while connecting: the connection waits idle */
+        c->state = C_IDLE;
+        c->next_idle = p->idle;
+        p->idle = c;
+        pump(p);
+        return;
+    }
+    c->state = C_BUSY;
+    write_req(c);
+}
+
+/* HTTPS: the handshake's next step (the first when |buf| is NULL); 1 once it is done. */
+static int tls_step(h1_conn_t *c, const char *buf, size_t n)
+{
+    httpc_h1_pool_t *p = c->pool;
+    char why[300];
+    int rc;
+
+    if (!buf) {
+        rc = h1_tls_new(p->tls, p->host, &c->tls);
+        if (rc < 0) {
+            finish(c, 0, HTTPC_H1_ECONNECT, "out of memory for a TLS session");
+            return rc;
+        }
+        c->phase = PH_HANDSHAKE;
+        c->deadline_ms = uv_now(p->loop) + p->hs_ms;
+    } else {
+        h1_tls_feed(c->tls, buf, n);
+    }
+    rc = h1_tls_handshake(c->tls, why, sizeof(why));
+    if (rc >= 0) {
+        int w = h1_tls_flush(c->tls, (uv_stream_t *)&c->tcp);
+        if (w < 0) {
+            snprintf(why, sizeof(why), "TLS handshake failed: cannot send: %s", uv_strerror(w));
+            rc = w;
+        }
+    }
+    if (rc < 0)
+        finish(c, 0, HTTPC_H1_ECONNECT, "%s", why);
+    return rc;
+}
+
+/* HTTPS: ciphertext in, for the handshake or decrypted and parsed as plaintext is. */
+static void tls_read(h1_conn_t *c, ssize_t nread, const char *buf)
+{
+    char why[300];
+    const char *pt;
+    int k;
+
+    if (nread < 0) {
+        if (c->phase == PH_HANDSHAKE)
+            finish(c, 0, HTTPC_H1_ECONNECT, "TLS handshake failed: the connection closed (%s)",
+                   uv_strerror((int)nread));
+        else if (!c->req)
+            conn_close(c);
+        else
+            closed_under(c, nread);
+        return;
+    }
+    if (c->phase == PH_HANDSHAKE) {
+        if ((k = tls_step(c, buf, (size_t)nread)) <= 0)
+            return;
+        conn_ready(c); /* the rest of the input (TLS 1.3's tickets) is read below */
+        if (c->state == C_CLOSING)
+            return;
+    } else {
+        h1_tls_feed(c->tls, buf, (size_t)nread);
+    }
+    while ((k = h1_tls_read(c->tls, &pt, why, sizeof(why))) > 0) {
+        if (!c->req) { /* idle: what nobody asked for */
+            conn_close(c);
+            return;
+        }
+        got(c, pt, (size_t)k);
+        if (c->state == C_CLOSING)
+            return;
+    }
+    if (k == 0) { /* what OpenSSL answered (a key update), if anything */
+        int w = h1_tls_flush(c->tls, (uv_stream_t *)&c->tcp);
+        if (w < 0 && c->req)
+            finish(c, 0, HTTPC_ETRANSFER, "cannot send: %s", uv_strerror(w));
+        else if (w < 0)
+            conn_close(c);
+        return;
+    }
+    if (!c->req)
+        conn_close(c);
+    else if (k == H1_TLS_EOF)
+        closed_under(c, UV_EOF);
+    else
+        finish(c, 0, HTTPC_ETRANSFER, "%s", why);
+}
+
 static void on_connect(uv_connect_t *cr, int status)
 {
     h1_conn_t *c = cr->data;
     httpc_h1_pool_t *p = c->pool;
-    httpc_h1_req_t *r = c->req;
     int rc;
 
     if (c->state == C_CLOSING)
@@ -448,15 +599,10 @@ static void on_connect(uv_connect_t *cr, int status)
         finish(c, 0, HTTPC_H1_ECONNECT, "cannot read: %s", uv_strerror(rc));
         return;
     }
-    if (!r) { /* its request was cancelled while connecting: the connection waits idle */
-        c->state = C_IDLE;
-        c->next_idle = p->idle;
-        p->idle = c;
-        pump(p);
-        return;
-    }
-    c->state = C_BUSY;
-    write_req(c);
+    if (p->tls)
+        (void)tls_step(c, NULL, 0); /* conn_ready once the handshake is done */
+    else
+        conn_ready(c);
 }
 
 /* A new connection for |r|; 0, or a negative code (|r| is not taken). */
@@ -552,9 +698,13 @@ static void on_tick(uv_timer_t *t)
 
     for (c = p->all; c; c = next) {
         next = c->next;
-        if ((c->state != C_BUSY && c->state != C_CONNECTING) || !c->req || now < c->deadline_ms)
+        if ((c->state != C_BUSY && c->state != C_CONNECTING) ||
+            (!c->req && c->phase != PH_HANDSHAKE) || now < c->deadline_ms)
             continue;
-        if (c->phase == PH_CONNECT)
+        if (c->phase == PH_HANDSHAKE)
+            finish(c, 0, HTTPC_H1_ECONNECT, "TLS handshake failed: not done within %llu ms",
+                   (unsigned long long)p->hs_ms);
+        else if (c->phase == PH_CONNECT)
             finish(c, 0, HTTPC_H1_ECONNECT, "cannot connect: no answer within %llu ms",
                    (unsigned long long)p->connect_ms);
         else if (c->phase == PH_FIRST)
@@ -619,6 +769,7 @@ void httpc_h1_cancel(httpc_h1_pool_t *p, httpc_h1_req_t *r)
 static void handle_gone(httpc_h1_pool_t *p)
 {
     if (--p->handles == 0 && p->closing) {
+        h1_tls_ctx_free(p->tls);
         free(p->head);
         free(p);
     }

@@ -136,6 +136,9 @@ static const cmn_opt_t options[] = {
     STR("endpoint-ca", "FILE", ep_ca,
         "CA that signed the openai+https:// endpoints' certificates\n"
         "(default: --tls-ca, else the system's CAs)"),
+    STR("endpoint-client", "C", ep_client,
+        "endpoints' HTTP client: lean (default: httpc's HTTP/1.1 client on\n"
+        "the QDL's loop, its own TLS for openai+https://) or curl (libcurl)"),
     STR("endpoint-session-header", "NAME", ep_session,
         "a header naming each sample's session (e.g. X-Session-ID)"),
     U64("connections", "N", connections, 1, 64, "", "connections per node (QDL, default 1)"),

@@ -30,7 +30,7 @@ typedef struct {
     const char *sut, *nodes, *policy, *result_codec;
     const char *tls_ca, *tls_cert, *tls_key, *tls_name;
     /* Endpoint nodes (openai+http://, qdl/README.md "Endpoints"). */
-    const char *ep_dialect, *ep_model, *ep_key_file, *ep_session, *ep_ca;
+    const char *ep_dialect, *ep_model, *ep_key_file, *ep_session, *ep_ca, *ep_client;
     uint64_t ep_max_tokens, ep_min_tokens, ep_max_inflight; /* 0: the QDL's default */
     int ucx_busy_poll;          /* --ucx-busy-poll: spin UCX progress on the QDL loop */
     int ucx_trusted_fabric;     /* --ucx-trusted-fabric: ucx:// nodes allowed */

@@ -215,6 +215,12 @@ static int open_qdl(const lg_args_t *o, official_call_t *off, lg_sut_t **sut, cm
     cfg.endpoint_max_inflight = (uint32_t)o->ep_max_inflight;
     cfg.endpoint_session_header = o->ep_session;
     cfg.endpoint_ca_file = o->ep_ca;
+    if (o->ep_client && strcmp(o->ep_client, "lean") != 0 && strcmp(o->ep_client, "curl") != 0) {
+        free(list);
+        return cmn_errf(eb, CMN_ECONFIG, "--endpoint-client: '%s' is not lean or curl",
+                        o->ep_client);
+    }
+    cfg.endpoint_curl = o->ep_client && strcmp(o->ep_client, "curl") == 0;
     if (o->ep_key_file) {
         if ((rc = read_api_key(o->ep_key_file, key, sizeof(key), eb)) < 0) {
             free(list);

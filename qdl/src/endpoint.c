@@ -9,23 +9,24 @@
  * and a result of a connection closed meanwhile (its samples re-dispatched) is dropped: its wire
  * id is no longer in that connection's in-flight map.
  *
- * Transport: openai+http:// nodes use the lean HTTP/1.1 client (httpc/h1.h), one keep-alive
- * pool per node on the QDL's own loop, so a stream's bytes are parsed and its results handled
- * on the loop thread with no hand-over; openai+https:// nodes use the libcurl pool
- * (httpc/httpc.h) on a thread of its own, whose two events per request (first token, end) reach
- * the loop through a cmn_xq.
+ * Transport: endpoint nodes use the lean HTTP/1.1 client (httpc/h1.h; openai+https:// with its
+ * TLS), one keep-alive pool per node on the QDL's own loop, so a stream's bytes are parsed and
+ * its results handled on the loop thread with no hand-over; with endpoint_curl they use the
+ * libcurl pool (httpc/httpc.h) on a thread of its own, whose two events per request (first token,
+ * end) reach the loop through a cmn_xq.
  *
  * Health: a stream that fails (the engine died mid-stream, answered an error status or an
  * error event, sent what does not parse) re-dispatches its own sample only (no second
  * FirstToken); the endpoint's other streams go on, and until one of them completes it is
  * degraded (dispatch.c: a new sample only when no healthy node has room, one at a time), so the
  * sample goes elsewhere. EP_FAIL_LIMIT failed streams in a row, or one that could not connect
- * (openai+http://), close the endpoint's connection: every stream on it is cancelled, its
+ * (TLS included), close the endpoint's connection: every stream on it is cancelled, its
  * samples go to other nodes, and it comes back after the reconnect backoff on probation (one
  * sample at a time until one completes). A stream that completes resets the count. The progress
  * deadline (node_liveness.c) applies as to a streaming node. An endpoint has no pings: its liveness
- * is its streams; at start each one is probed once (GET /v1/models), so an address that does not
- * answer HTTP fails qdl_create naming it. */
+ * is its streams; at start each one is probed once (GET /v1/models, by the client its streams
+ * use), so an address that does not answer HTTP, or whose TLS handshake fails, fails qdl_create
+ * naming it. */
 #include "qdl_internal.h"
 
 #include "cmn/clock.h"
@@ -125,8 +126,9 @@ struct qdl_ep_node {
     uint16_t port;
     const char *path;
     int https;
+    int curl; /* endpoint_curl: the libcurl pool */
     httpc_oai_gen_t gen;
-    httpc_h1_pool_t *h1; /* openai+http:// */
+    httpc_h1_pool_t *h1; /* the lean client's */
     uint32_t fails;      /* streams failed in a row */
 };
 
@@ -138,7 +140,7 @@ struct qdl_ep {
     cmn_xq_t events;
     int events_open;
     char *auth;      /* "Authorization: Bearer KEY" or NULL */
-    int curl;        /* some node is openai+https:// (the libcurl pool) */
+    int curl;        /* some node uses the libcurl pool (endpoint_curl) */
     size_t requests; /* requests allocated and not yet freed */
 };
 
@@ -168,12 +170,13 @@ typedef struct qdl_ep_req {
 
 /* ---- set-up ---------------------------------------------------------------------------------- */
 
-/* openai+http://: host, port (80 when not given) and request path from the node's URL. */
+/* The lean client's host, port (80, or 443 for https, when not given) and request path from
+ * the node's URL. */
 static int ep_host_port(qdl_node_t *nd, const char *auth, cmn_errbuf_t *eb)
 {
     struct qdl_ep_node *e = nd->ep;
     const char *end = auth + strcspn(auth, "/?"), *colon, *h = auth, *he;
-    unsigned long port = 80;
+    unsigned long port = e->https ? 443 : 80;
 
     if (*h == '[') {
         he = memchr(h, ']', (size_t)(end - h));
@@ -197,7 +200,7 @@ static int ep_host_port(qdl_node_t *nd, const char *auth, cmn_errbuf_t *eb)
     memcpy(e->host, h, (size_t)(he - h));
     e->host[he - h] = '\0';
     e->port = (uint16_t)port;
-    e->path = strchr(e->url + strlen("http://"), '/');
+    e->path = strchr(strstr(e->url, "://") + 3, '/');
     return 0;
 }
 
@@ -253,7 +256,8 @@ int qdl__ep_node_init(qdl_t *q, qdl_node_t *nd, cmn_errbuf_t *eb)
              httpc_oai_dialect_path(nd->ep->gen.dialect));
     snprintf(nd->ep->base, sizeof(nd->ep->base), "%.*s", (int)base_len, a);
     nd->ep->https = strncmp(a, "https://", 8) == 0;
-    if (!nd->ep->https && ep_host_port(nd, auth, eb) < 0)
+    nd->ep->curl = q->cfg.endpoint_curl;
+    if (!nd->ep->curl && ep_host_port(nd, auth, eb) < 0)
         return -1;
     snprintf(nd->name, sizeof(nd->name), "endpoint %s %.*s",
              httpc_oai_dialect_name(nd->ep->gen.dialect), (int)base_len, a);
@@ -285,13 +289,28 @@ static const char *ep_ca(const qdl_t *q)
     return q->cfg.endpoint_ca_file ? q->cfg.endpoint_ca_file : q->cfg.tls_ca_file;
 }
 
+/* The lean client's pool for |nd| (its headers in |hdrs|, kept by the caller). */
+static void ep_h1_cfg(const qdl_t *q, const qdl_node_t *nd, const char *hdrs[3], httpc_h1_cfg_t *c)
+{
+    ep_headers(q, hdrs);
+    memset(c, 0, sizeof(*c));
+    c->host = nd->ep->host;
+    c->port = nd->ep->port;
+    c->path = nd->ep->path;
+    c->headers = hdrs;
+    c->connect_ms = q->cfg.connect_timeout_ms ? (uint32_t)q->cfg.connect_timeout_ms : 0;
+    c->tls = nd->ep->https;
+    c->ca_file = ep_ca(q);
+}
+
 /* Every endpoint answers HTTP before the run: GET BASE/v1/models (httpc/probe.h: 2xx, or 404, 405,
- * 501 from an engine without that route). With wait_ready_ms the run may start before an engine
- * is up, so a failed probe is a warning there. */
+ * 501 from an engine without that route), through the client its streams will use (so a TLS
+ * handshake that fails fails here, in the lean client's words). With wait_ready_ms the run may
+ * start before an engine is up, so a failed probe is a warning there. */
 static int ep_probe_all(qdl_t *q, cmn_errbuf_t *eb)
 {
     const char *hdrs[3];
-    char url[400], why[600];
+    char url[400], why[600], path[340];
     size_t i;
     long ms = q->cfg.connect_timeout_ms ? (long)q->cfg.connect_timeout_ms : EP_PROBE_MS;
 
@@ -303,7 +322,19 @@ static int ep_probe_all(qdl_t *q, cmn_errbuf_t *eb)
             continue;
         snprintf(url, sizeof(url), "%s/v1/models", nd->ep->base);
         why[0] = '\0';
-        rc = httpc_probe_get_ca(url, hdrs, ep_ca(q), ms, why, sizeof(why));
+        if (nd->ep->curl) {
+            rc = httpc_probe_get_ca(url, hdrs, ep_ca(q), ms, why, sizeof(why));
+        } else {
+            httpc_h1_cfg_t c;
+            const char *bp = strchr(strstr(nd->ep->base, "://") + 3, '/');
+            ep_h1_cfg(q, nd, hdrs, &c);
+            snprintf(path, sizeof(path), "%s/v1/models", bp ? bp : "");
+            c.path = path;
+            c.method = "GET";
+            c.max_conns = 1;
+            c.connect_ms = c.first_byte_ms = c.idle_ms = (uint32_t)ms;
+            rc = httpc_probe_h1(&c, url, why, sizeof(why));
+        }
         if (rc < 0)
             return cmn_errf(eb, rc, "endpoint %s: cannot probe it: %s", nd->address,
                             cmn_strerror(rc));
@@ -317,7 +348,7 @@ static int ep_probe_all(qdl_t *q, cmn_errbuf_t *eb)
     return 0;
 }
 
-/* openai+http://: the node's keep-alive pool on the QDL's loop. */
+/* The lean client: the node's keep-alive pool on the QDL's loop. */
 static int ep_h1_open(qdl_t *q, qdl_node_t *nd, cmn_errbuf_t *eb)
 {
     httpc_h1_cfg_t c;
@@ -326,14 +357,8 @@ static int ep_h1_open(qdl_t *q, qdl_node_t *nd, cmn_errbuf_t *eb)
     uint64_t conns = (uint64_t)nd->window * q->cfg.connections_per_node;
     int rc;
 
-    ep_headers(q, hdrs);
-    memset(&c, 0, sizeof(c));
-    c.host = nd->ep->host;
-    c.port = nd->ep->port;
-    c.path = nd->ep->path;
-    c.headers = hdrs;
+    ep_h1_cfg(q, nd, hdrs, &c);
     c.max_conns = conns > 65536 ? 65536 : (uint32_t)conns;
-    c.connect_ms = q->cfg.connect_timeout_ms ? (uint32_t)q->cfg.connect_timeout_ms : 0;
     c.first_byte_ms = c.idle_ms = (uint32_t)EP_TIMEOUT_MS;
     rc = httpc_h1_pool_create(&q->loop, &c, &nd->ep->h1, err, sizeof(err));
     if (rc < 0)
@@ -389,7 +414,7 @@ int qdl__ep_open(qdl_t *q, cmn_errbuf_t *eb)
         qdl_node_t *nd = &q->nodes[i];
         if (!nd->endpoint)
             continue;
-        if (nd->ep->https) {
+        if (nd->ep->curl) {
             q->ep->curl = 1;
             continue;
         }
@@ -744,7 +769,7 @@ int qdl__ep_send(qdl_t *q, qdl_conn_t *qc, qdl_srec_t *s)
 {
     ep_req_t *r;
 
-    if (!qc->node->ep->https && !qc->node->ep->h1) {
+    if (!qc->node->ep->curl && !qc->node->ep->h1) {
         s->wire_id = q->next_wire_id++;
         return 0; /* only while stopping (its pool is closed): the sample fails with the rest */
     }

@@ -14,8 +14,10 @@ request sent at most once; the completed samples in the accuracy log once each w
 tokens sent; every other sample failed, counted by loadgen-node, its reason (there and in one
 line of the node's log) naming the engine's address, printable ASCII only; for client=lean
 every hostile answer fails its sample, with the parser's words for that defect (libcurl takes
-some of them: Content-Length beside chunked, 2^63). At the end: VmHWM under RSS_MB, exit 0 on
-SIGTERM, no sanitizer report in the node's output.
+some of them: Content-Length beside chunked, 2^63). The lean client once more against the same
+engine over TLS (https://, a certificate made here given as ca_file): the same attacks inside a
+TLS stream, the same words. At the end of each: VmHWM under RSS_MB, exit 0 on SIGTERM, no
+sanitizer report in the node's output.
 
     test_openai_hostile.py SUT_NODE LOADGEN_NODE OPENAI_PLUGIN
 """
@@ -95,9 +97,11 @@ ATTACKS = {
 
 class Engine:
     """A raw-socket HTTP/1.1 server: reads each request (head and Content-Length body) and
-    answers by the mode of the run; keep-alive for valid answers, a close after hostile ones."""
+    answers by the mode of the run; keep-alive for valid answers, a close after hostile ones.
+    With |ctx| (an ssl server context) every connection is TLS."""
 
-    def __init__(self):
+    def __init__(self, ctx=None):
+        self.ctx = ctx
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
@@ -139,6 +143,8 @@ class Engine:
     def serve(self, c):
         buf = b""
         try:
+            if self.ctx:
+                c = self.ctx.wrap_socket(c, server_side=True)
             while not self.stopping:
                 body, buf = self.read_request(c, buf)
                 if body is None:
@@ -289,29 +295,47 @@ def main():
     procs = et.Procs()
     with open(sut, "rb") as f:
         ceiling = ASAN_RSS_MB if b"__asan_init" in f.read() else RSS_MB
-    eng = Engine()
+    plain = Engine()
+    engs = [plain]
     try:
-        for client in ("lean", "curl"):
-            opts = {"url": f"http://127.0.0.1:{eng.port}", "client": client,
+        # The lean client over TLS too: the same attacks inside a TLS stream (a certificate made
+        # here, passed as ca_file), the same words for each.
+        cert, key = os.path.join(tmp, "eng.crt"), os.path.join(tmp, "eng.key")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                        key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1", "-addext",
+                        "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+        import ssl
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(cert, key)
+        tls = Engine(ctx)
+        engs.append(tls)
+        for client, eng in (("lean", plain), ("curl", plain), ("lean", tls)):
+            scheme = "https" if eng.ctx else "http"
+            opts = {"url": f"{scheme}://127.0.0.1:{eng.port}", "client": client,
                     "stream_idle_ms": IDLE_MS, "timeout_ms": 30000, "health_path": ""}
-            node, addr, nlog = et.start_node(procs, sut, tmp, f"{client}-node", plugin, opts,
-                                             ["--max-batch", "2"])
+            if eng.ctx:
+                opts["ca_file"] = cert
+                client = "lean"  # the attack words below are the lean parser's
+            tag = client + (" https" if eng.ctx else "")
+            node, addr, nlog = et.start_node(procs, sut, tmp, f"{tag.replace(' ', '-')}-node",
+                                             plugin, opts, ["--max-batch", "2"])
             for mode in ATTACKS:
-                one_run(lg, tmp, f"{client} {mode}", eng, addr, node, nlog, client, mode)
-            one_run(lg, tmp, f"{client} mixed", eng, addr, node, nlog, client, "valid",
+                one_run(lg, tmp, f"{tag} {mode}", eng, addr, node, nlog, client, mode)
+            one_run(lg, tmp, f"{tag} mixed", eng, addr, node, nlog, client, "valid",
                     bad_first=3)
-            one_run(lg, tmp, f"{client} valid", eng, addr, node, nlog, client, "valid")
+            one_run(lg, tmp, f"{tag} valid", eng, addr, node, nlog, client, "valid")
             hwm = vm_hwm_mb(node.pid)
             if hwm > ceiling:
-                sys.exit(f"FAIL {client}: sut-node's VmHWM {hwm:.0f} MB, over {ceiling} MB")
+                sys.exit(f"FAIL {tag}: sut-node's VmHWM {hwm:.0f} MB, over {ceiling} MB")
             rc = procs.stop(node, timeout=30)
             log = read(nlog)
             if rc != 0 or re.search(r"Sanitizer|runtime error:", log):
-                sys.exit(f"FAIL {client}: sut-node exit {rc} on SIGTERM, log:\n{log[-3000:]}")
-            print(f"ok {client}: sut-node up through every attack, VmHWM {hwm:.1f} MB, "
+                sys.exit(f"FAIL {tag}: sut-node exit {rc} on SIGTERM, log:\n{log[-3000:]}")
+            print(f"ok {tag}: sut-node up through every attack, VmHWM {hwm:.1f} MB, "
                   f"exit 0 on SIGTERM, no sanitizer report")
     finally:
-        eng.close()
+        for eng in engs:
+            eng.close()
         procs.stop_all()
         shutil.rmtree(tmp, ignore_errors=True)
     print("PASS")

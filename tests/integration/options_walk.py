@@ -31,7 +31,7 @@ LOADGEN_NOT_NUMERIC = {
     "scenario", "mode", "model", "mlperf-conf", "user-conf", "audit-config", "set", "qsl-npy",
     "qsl-kits", "qsl-raw", "synthetic-kind", "compress", "sut", "nodes", "policy", "result-codec", "tls-ca",
     "qsl-llm-json", "llm-field", "endpoint-dialect", "endpoint-model", "endpoint-api-key-file",
-    "endpoint-session-header", "endpoint-ca",
+    "endpoint-session-header", "endpoint-ca", "endpoint-client",
     "tls-cert", "tls-key", "tls-server-name", "ucx-busy-poll", "ucx-trusted-fabric",
     "null-threaded", "null-digest", "verify-digest", "output-dir", "metrics-listen", "metrics-push",
     "log-prefix", "log-suffix",

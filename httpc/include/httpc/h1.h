@@ -65,7 +65,7 @@ int httpc_h1_parse_eof(httpc_h1_parser_t *p);
 
 /* ---- keep-alive connections on a libuv loop -------------------------------------------------- */
 
-/* -ECONNREFUSED: cannot connect (refused, timed out, no route) */
+/* -ECONNREFUSED: cannot connect (refused, timed out, no route, the TLS handshake failed) */
 #define HTTPC_H1_ECONNECT (-111)
 
 typedef struct httpc_h1_pool httpc_h1_pool_t;
@@ -89,6 +89,7 @@ struct httpc_h1_req {
     struct h1_conn *conn;
     httpc_h1_req_t *next;
     int resent;
+    int http_status; /* the answer's status when on_done runs (0: none came) */
 };
 
 typedef struct {
@@ -101,6 +102,12 @@ typedef struct {
     uint32_t connect_ms;        /* 0: 10 000 */
     uint32_t first_byte_ms;     /* after the request is written; 0: 600 000 */
     uint32_t idle_ms;           /* no byte for this long mid-answer; 0: 600 000 */
+    /* HTTPS: TLS 1.2 or newer, ALPN http/1.1, the certificate verified against ca_file (PEM;
+     * NULL: the system's store) and the host (SNI for a name); messages name "https://HOST:PORT" */
+    int tls;
+    const char *ca_file;
+    uint32_t handshake_ms; /* the TLS handshake after the connect; 0: connect_ms */
+    const char *method;    /* NULL: POST */
 } httpc_h1_cfg_t;
 
 /* A pool on |loop| (handles made here; call on the loop's thread, or before it runs). 0, or a

@@ -9,6 +9,8 @@
 #ifndef HTTPC_PROBE_H
 #define HTTPC_PROBE_H
 
+#include "httpc/h1.h"
+
 #include <stddef.h>
 
 /* 1 ready, 0 not ready with the reason in why[0..whylen), or a negative code (out of memory). */
@@ -18,6 +20,13 @@ int httpc_probe_get(const char *url, const char *const *headers, long timeout_ms
 /* The same, https:// verified against |ca_file| (PEM) instead of the system's CAs when given. */
 int httpc_probe_get_ca(const char *url, const char *const *headers, const char *ca_file,
                        long timeout_ms, char *why, size_t whylen);
+
+/* The same on the lean client (httpc/h1.h; HTTPS with its TLS): GET cfg->path with
+ * cfg->method "GET", on a loop of its own, each phase (connect, handshake, answer) bounded by
+ * cfg's deadlines. |url| names it in the reason for a status; a failure to connect or to
+ * handshake is the client's message, which names the address ("https://HOST:PORT: TLS handshake
+ * failed: certificate verify failed (self-signed certificate)"). */
+int httpc_probe_h1(const httpc_h1_cfg_t *cfg, const char *url, char *why, size_t whylen);
 
 /* The engine's own words from a JSON error body: {"error": {"message": ...}} as llama.cpp and
  * OpenAI write it, {"message": ...} as vLLM and SGLang, {"error": "..."} as TGI. 1 with the

@@ -185,6 +185,10 @@ typedef struct {
      * else the system's CAs. Apart from tls_ca_file, which also turns on TLS to every sut-node,
      * so plaintext sut-nodes and an endpoint with a private CA can share one fabric. */
     const char *endpoint_ca_file;
+    /* Endpoints' HTTP client: 0 (default) the lean HTTP/1.1 client on the QDL's loop, its own TLS
+     * for openai+https:// (TLS 1.2+, the certificate and host verified); 1 libcurl's pool on a
+     * thread of its own (for comparison, or an engine the lean client cannot speak to). */
+    int endpoint_curl;
 } qdl_config_t;
 
 /* Fills |cfg| with the defaults above (no nodes, no callback). */

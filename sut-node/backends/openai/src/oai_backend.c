@@ -18,10 +18,10 @@
  * never sent, an open one is closed; both complete with SUT_BACKEND_ECANCELED. stream_idle_ms
  * fails a stream that brings no token for that long (the first one included).
  *
- * client=lean (the default for http:// engines) sends through the lean HTTP/1.1 client instead
- * of libcurl (oai_lean.c: httpc/h1.h on a loop thread of its own, same deadlines and cancel);
- * client=curl keeps libcurl's pool, the only one for https:// (and the one coalesce_us reads
- * for). */
+ * client=lean (the default) sends through the lean HTTP/1.1 client instead of libcurl
+ * (oai_lean.c: httpc/h1.h on a loop thread of its own, same deadlines and cancel; https:// with
+ * its TLS); client=curl keeps libcurl's pool (the one coalesce_us reads for). Either verifies an
+ * https:// engine against ca_file, else the system's CAs. */
 #include "httpc/oai.h"
 #include "httpc/httpc.h"
 #include "httpc/live.h"
@@ -56,6 +56,8 @@ struct sut_backend {
     char *auth;   /* "Authorization: Bearer ..." or NULL */
     char *health; /* base URL + health_path, or NULL (health_path empty: ready at once) */
     long health_timeout_ms;
+    /* https: the CA the engine's certificate is verified against (NULL: the system's) */
+    const char *ca_file;
     const char *headers[3];
     char device[320];
     uint32_t max_concurrency;
@@ -101,7 +103,8 @@ static const httpc_optdef_t known[] = {
     HTTPC_OPT("coalesce_us", OAI_STR(HTTPC_COALESCE_US_DEFAULT)),
     HTTPC_OPT("health_path", "/health"),
     HTTPC_OPT("health_timeout_ms", "2000"),
-    HTTPC_OPT("client", NULL), /* default: lean for http://, curl for https:// */
+    HTTPC_OPT("client", "lean"),
+    HTTPC_OPT("ca_file", NULL), /* https: the engine's CA (PEM); default: the system's CAs */
 };
 
 #define N_KNOWN (sizeof(known) / sizeof(known[0]))
@@ -197,24 +200,20 @@ static int oai_parse(const sut_backend_config_t *cfg, sut_backend_t *b, httpc_cf
     return 0;
 }
 
-/* The client: libcurl's pool (client=curl, and every https:// engine) or the lean one. */
-static int oai_client(const sut_backend_config_t *cfg, sut_backend_t *b, httpc_cfg_t *hc,
-                      const char *url, char *err, size_t errlen)
+/* The client: the lean one (client=lean, http:// and https://) or libcurl's pool (client=curl). */
+static int oai_client(const sut_backend_config_t *cfg, sut_backend_t *b, httpc_cfg_t *hc, char *err,
+                      size_t errlen)
 {
     const char *c = opt(cfg, "client");
-    int https = strncmp(url, "https://", 8) == 0, rc;
+    int rc;
     oai_lean_cfg_t lc;
 
-    if (c && strcmp(c, "lean") != 0 && strcmp(c, "curl") != 0) {
+    if (strcmp(c, "lean") != 0 && strcmp(c, "curl") != 0) {
         snprintf(err, errlen, "option client=%s: expected lean or curl", c);
         return -EINVAL;
     }
-    if (c && https && strcmp(c, "lean") == 0) {
-        snprintf(err, errlen, "option client=lean: http:// engines only (%s goes through curl)",
-                 url);
-        return -EINVAL;
-    }
-    b->use_lean = !https && (!c || strcmp(c, "lean") == 0);
+    b->use_lean = strcmp(c, "lean") == 0;
+    hc->ca_file = b->ca_file;
     if (!b->use_lean)
         return httpc_svc_open(hc, "stream", &b->http, &b->lives, err, errlen);
     if ((rc = httpc_lives_init(&b->lives)) < 0) {
@@ -228,6 +227,7 @@ static int oai_client(const sut_backend_config_t *cfg, sut_backend_t *b, httpc_c
     lc.connect_ms = hc->connect_timeout_ms;
     lc.timeout_ms = b->timeout_ms;
     lc.idle_ms = b->stream_idle_ms;
+    lc.ca_file = b->ca_file;
     if ((rc = oai_lean_open(&lc, &b->lean, err, errlen)) < 0)
         httpc_lives_destroy(&b->lives);
     return rc;
@@ -254,6 +254,9 @@ static int oai_open(const sut_backend_config_t *cfg, sut_backend_t *b, httpc_cfg
     b->health_timeout_ms = (long)u;
     if ((rc = httpc_svc_health(url, ul, opt(cfg, "health_path"), &b->health, err, errlen)) < 0)
         return rc;
+    b->ca_file = opt(cfg, "ca_file");
+    if (b->ca_file && !*b->ca_file)
+        b->ca_file = NULL;
     b->model = strdup(opt(cfg, "model"));
     if (!b->model)
         return -ENOMEM;
@@ -274,7 +277,7 @@ static int oai_open(const sut_backend_config_t *cfg, sut_backend_t *b, httpc_cfg
     snprintf(b->device, sizeof(b->device), "%s engine at %s (max %u streams)",
              httpc_oai_dialect_name(b->gen.dialect), b->url, b->max_concurrency);
     hc->max_conns = b->max_concurrency;
-    return oai_client(cfg, b, hc, url, err, errlen);
+    return oai_client(cfg, b, hc, err, errlen);
 }
 
 /* Also what a failed create leaves: the pool only when it was opened. */
@@ -566,7 +569,8 @@ static int oai_ready(sut_backend_t *b, char *why, size_t whylen)
 {
     if (!b->health)
         return 1;
-    return httpc_probe_get(b->health, b->headers + 1, b->health_timeout_ms, why, whylen);
+    return httpc_probe_get_ca(b->health, b->headers + 1, b->ca_file, b->health_timeout_ms, why,
+                              whylen);
 }
 
 static const sut_backend_ops_t ops = {

@@ -142,12 +142,13 @@ static void run(void *arg)
     uv_run(&l->loop, UV_RUN_DEFAULT);
 }
 
-/* HOST, PORT and PATH of http://HOST[:PORT]/PATH ([v6] in brackets). */
+/* HOST, PORT and PATH of http[s]://HOST[:PORT]/PATH ([v6] in brackets). */
 static int split_url(const char *url, char *host, size_t hostlen, uint16_t *port, const char **path,
                      char *err, size_t errlen)
 {
-    const char *h = url + strlen("http://"), *slash = h + strcspn(h, "/"), *he, *pc = NULL;
-    unsigned long pn = 80;
+    int tls = strncmp(url, "https://", 8) == 0;
+    const char *h = url + (tls ? 8 : 7), *slash = h + strcspn(h, "/"), *he, *pc = NULL;
+    unsigned long pn = tls ? 443 : 80;
 
     if (*h == '[') {
         he = memchr(h, ']', (size_t)(slash - h));
@@ -181,7 +182,7 @@ static int split_url(const char *url, char *host, size_t hostlen, uint16_t *port
     *path = slash;
     return 0;
 bad:
-    snprintf(err, errlen, "option url: %s is not http://HOST[:PORT] (port 1..65535)", url);
+    snprintf(err, errlen, "option url: %s is not http[s]://HOST[:PORT] (port 1..65535)", url);
     return -EINVAL;
 }
 
@@ -210,6 +211,8 @@ int oai_lean_open(const oai_lean_cfg_t *cfg, oai_lean_t **out, char *err, size_t
     l->idle_ms = cfg->idle_ms;
     l->active.next = l->active.prev = &l->active;
     c.host = host;
+    c.tls = strncmp(cfg->url, "https://", 8) == 0;
+    c.ca_file = cfg->ca_file;
     c.headers = cfg->headers;
     c.max_conns = cfg->max_conns;
     c.connect_ms = ms32(cfg->connect_ms);

@@ -1,7 +1,7 @@
-/* The openai backend's lean transport (client=lean, http:// engines): the lean HTTP/1.1 client
- * (httpc/h1.h) on a libuv loop in a thread of its own, with what the backend needs around it:
- * submission from any thread (a locked list and one uv_async_send), cancel marks from any
- * thread, and the request deadline (timeout_ms, from submission) and the token idle deadline
+/* The openai backend's lean transport (client=lean): the lean HTTP/1.1 client (httpc/h1.h, with
+ * its TLS for https:// engines) on a libuv loop in a thread of its own, with what the backend needs
+ * around it: submission from any thread (a locked list and one uv_async_send), cancel marks from
+ * any thread, and the request deadline (timeout_ms, from submission) and the token idle deadline
  * (idle_ms, from submission, then from the reader's last oai_lean_progress) on one tick.
  * Callbacks run on the loop thread. */
 #ifndef OAI_LEAN_H
@@ -28,7 +28,8 @@ struct oai_lreq {
 };
 
 typedef struct {
-    const char *url;            /* http://HOST[:PORT]/PATH (the completion URL) */
+    const char *url;            /* http[s]://HOST[:PORT]/PATH (the completion URL) */
+    const char *ca_file;        /* https: the engine's CA (NULL: the system's) */
     const char *const *headers; /* NULL-terminated "Name: value" lines */
     uint32_t max_conns;
     long connect_ms;
