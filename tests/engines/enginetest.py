@@ -1,10 +1,13 @@
 """Shared plumbing of the engine integration tests: start and stop processes, wait for a port
 file, run loadgen-node, read its accuracy log. Every wait has a deadline."""
+import contextlib
 import http.server
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -42,6 +45,22 @@ class Procs:
         for p, f in reversed(self.procs):
             self.stop(p)
             f.close()
+
+
+@contextlib.contextmanager
+def scratch(prefix, *closers):
+    """A test's scratch folder (|prefix| in its name) and its Procs, as (procs, tmp): when the
+    block ends, however it ends, each of |closers| is called (the test's own servers), then every
+    process is stopped and the folder removed."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    procs = Procs()
+    try:
+        yield procs, tmp
+    finally:
+        for close in closers:
+            close()
+        procs.stop_all()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def wait_port(path, proc, log, timeout=30.0):
@@ -178,7 +197,13 @@ def http_engine(on_post):
         def do_POST(self):
             on_post(self, self.rfile.read(int(self.headers.get("Content-Length", "0"))))
 
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    return serve(Handler)
+
+
+def serve(handler):
+    """A threaded HTTP server of |handler| on 127.0.0.1, serving from a thread of its own; its
+    port is server_address[1]; shutdown() and server_close() end it."""
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     srv.daemon_threads = True
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     return srv

@@ -31,10 +31,8 @@ source tree).
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -234,9 +232,7 @@ def main():
         if "this build has no official LoadGen" in probe.stderr:
             et.skip("loadgen-node was built without an official LoadGen (-DMLPERF_LOADGEN_ROOT)")
     tools = os.path.join(src, "loadgen-node", "tools")
-    tmp = tempfile.mkdtemp(prefix="llm-scenarios-")
-    procs = et.Procs()
-    try:
+    with et.scratch("llm-scenarios-") as (procs, tmp):
         # llama2-70b's form: the pickle, converted with the model's column.
         pkl, npy = os.path.join(tmp, "openorca.pkl"), os.path.join(tmp, "qsl-llama2")
         subprocess.run([et.PY, os.path.join(tools, "make_llm_tokens.py"), "--out", pkl,
@@ -277,9 +273,6 @@ def main():
         procs.stop(node)
         if fe == "official":
             compare_front_ends(procs, sut, lg, tmp, conf, jpath)
-    finally:
-        procs.stop_all()
-        shutil.rmtree(tmp, ignore_errors=True)
     print("PASS")
 
 

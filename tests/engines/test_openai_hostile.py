@@ -22,11 +22,9 @@ SIGTERM, no sanitizer report in the node's output.
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -285,12 +283,10 @@ def main():
     if len(sys.argv) != 4:
         sys.exit(__doc__)
     sut, lg, plugin = sys.argv[1:]
-    tmp = tempfile.mkdtemp(prefix="openai-hostile-")
-    procs = et.Procs()
     with open(sut, "rb") as f:
         ceiling = ASAN_RSS_MB if b"__asan_init" in f.read() else RSS_MB
     eng = Engine()
-    try:
+    with et.scratch("openai-hostile-", eng.close) as (procs, tmp):
         for client in ("lean", "curl"):
             opts = {"url": f"http://127.0.0.1:{eng.port}", "client": client,
                     "stream_idle_ms": IDLE_MS, "timeout_ms": 30000, "health_path": ""}
@@ -310,10 +306,6 @@ def main():
                 sys.exit(f"FAIL {client}: sut-node exit {rc} on SIGTERM, log:\n{log[-3000:]}")
             print(f"ok {client}: sut-node up through every attack, VmHWM {hwm:.1f} MB, "
                   f"exit 0 on SIGTERM, no sanitizer report")
-    finally:
-        eng.close()
-        procs.stop_all()
-        shutil.rmtree(tmp, ignore_errors=True)
     print("PASS")
 
 
