@@ -17,6 +17,17 @@
         return tc_one_;                       \
     }
 
+/* The same, for a suite in one file (static) whose test needs more than Check's default 4 s:
+ * |seconds| at most. */
+#define CHECK_ONE_TEST_TCASE_TIMEOUT(test, seconds) \
+    static TCase *tc_##test(void)                   \
+    {                                               \
+        TCase *tc_one_ = tcase_create(#test);       \
+        tcase_add_test(tc_one_, test);              \
+        tcase_set_timeout(tc_one_, seconds);        \
+        return tc_one_;                             \
+    }
+
 #define CHECK_MAIN(suite_name, ...)                                              \
     int main(void)                                                               \
     {                                                                            \
