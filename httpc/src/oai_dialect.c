@@ -2,8 +2,10 @@
  * keys only); the stream events are read in oai_event.c. */
 #include "httpc/oai.h"
 
+#include "cmn/sbuf.h"
+
 #include <errno.h>
-#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,74 +41,20 @@ const char *httpc_oai_dialect_path(httpc_oai_dialect_t d)
     }
 }
 
-/* A growing output buffer for the body. */
-typedef struct {
-    char *p;
-    size_t len, cap;
-    int failed;
-} sbuf_t;
-
-static void sb_printf(sbuf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void sb_printf(sbuf_t *b, const char *fmt, ...)
-{
-    va_list ap;
-    int n;
-
-    if (b->failed)
-        return;
-    for (;;) {
-        size_t room = b->cap - b->len;
-        va_start(ap, fmt);
-        n = vsnprintf(b->p ? b->p + b->len : NULL, room, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->failed = 1;
-            return;
-        }
-        if ((size_t)n < room) {
-            b->len += (size_t)n;
-            return;
-        }
-        {
-            size_t ncap = b->cap ? b->cap * 2 : 512;
-            char *np;
-            while (ncap < b->len + (size_t)n + 1)
-                ncap *= 2;
-            np = realloc(b->p, ncap);
-            if (!np) {
-                b->failed = 1;
-                return;
-            }
-            b->p = np;
-            b->cap = ncap;
-        }
-    }
-}
-
 /* The prompt's token IDs as a JSON array, digits written here: one vsnprintf per token was most
  * of a request's formatting (callgrind: about 53 000 instructions for 64 tokens). */
-static void sb_tokens(sbuf_t *b, const unsigned char *t, size_t n)
+static void sb_tokens(cmn_sbuf_t *b, const unsigned char *t, size_t n)
 {
-    size_t i, need;
+    size_t i;
     char *w;
 
-    if (b->failed)
-        return;
-    if (n > ((size_t)-1 - b->len - 3) / 12) { /* "-2147483648," is 12 bytes */
-        b->failed = 1;
+    if (n > (SIZE_MAX / 2 - 2) / 12) { /* "-2147483648," is 12 bytes */
+        b->oom = 1;
         return;
     }
-    need = b->len + 12 * n + 3; /* "[", the IDs and their commas, "]", NUL */
-    if (need > b->cap) {
-        char *np = realloc(b->p, need);
-        if (!np) {
-            b->failed = 1;
-            return;
-        }
-        b->p = np;
-        b->cap = need;
-    }
+    /* "[", the IDs and their commas, "]" (and the NUL the reserve keeps room for) */
+    if (cmn_sbuf_reserve(b, 12 * n + 2) < 0)
+        return;
     w = b->p + b->len;
     *w++ = '[';
     for (i = 0; i < n; i++) {
@@ -137,39 +85,41 @@ static void sb_tokens(sbuf_t *b, const unsigned char *t, size_t n)
 int httpc_oai_dialect_body(const httpc_oai_gen_t *g, const void *prompt, size_t n, char **out,
                            size_t *len)
 {
-    sbuf_t b = {0};
+    cmn_sbuf_t b = {0};
 
     switch (g->dialect) {
     case HTTPC_OAI_VLLM:
     case HTTPC_OAI_TRTLLM:
-        sb_printf(&b, "{\"model\":\"%s\",\"prompt\":", g->model);
+        cmn_sbuf_printf(&b, "{\"model\":\"%s\",\"prompt\":", g->model);
         sb_tokens(&b, prompt, n);
-        sb_printf(&b,
-                  ",\"max_tokens\":%u,\"min_tokens\":%u,\"temperature\":%.17g,\"stream\":true,"
-                  "\"stream_options\":{\"include_usage\":true},"
-                  "\"ignore_eos\":%s,\"return_token_ids\":true,\"logprobs\":0,"
-                  "\"return_tokens_as_token_ids\":true}",
-                  g->max_tokens, g->min_tokens, g->temperature, g->ignore_eos ? "true" : "false");
+        cmn_sbuf_printf(
+            &b,
+            ",\"max_tokens\":%u,\"min_tokens\":%u,\"temperature\":%.17g,\"stream\":true,"
+            "\"stream_options\":{\"include_usage\":true},"
+            "\"ignore_eos\":%s,\"return_token_ids\":true,\"logprobs\":0,"
+            "\"return_tokens_as_token_ids\":true}",
+            g->max_tokens, g->min_tokens, g->temperature, g->ignore_eos ? "true" : "false");
         break;
     case HTTPC_OAI_SGLANG:
-        sb_printf(&b, "{\"input_ids\":");
+        cmn_sbuf_printf(&b, "{\"input_ids\":");
         sb_tokens(&b, prompt, n);
-        sb_printf(&b,
-                  ",\"sampling_params\":{\"max_new_tokens\":%u,\"min_new_tokens\":%u,"
-                  "\"temperature\":%.17g,\"ignore_eos\":%s},\"stream\":true}",
-                  g->max_tokens, g->min_tokens, g->temperature, g->ignore_eos ? "true" : "false");
+        cmn_sbuf_printf(&b,
+                        ",\"sampling_params\":{\"max_new_tokens\":%u,\"min_new_tokens\":%u,"
+                        "\"temperature\":%.17g,\"ignore_eos\":%s},\"stream\":true}",
+                        g->max_tokens, g->min_tokens, g->temperature,
+                        g->ignore_eos ? "true" : "false");
         break;
     case HTTPC_OAI_LLAMACPP:
-        sb_printf(&b, "{\"prompt\":");
+        cmn_sbuf_printf(&b, "{\"prompt\":");
         sb_tokens(&b, prompt, n);
-        sb_printf(&b,
-                  ",\"n_predict\":%u,\"temperature\":%.17g,\"ignore_eos\":%s,\"stream\":%s,"
-                  "\"return_tokens\":true,\"cache_prompt\":false}",
-                  g->max_tokens, g->temperature, g->ignore_eos ? "true" : "false",
-                  g->oneshot ? "false" : "true");
+        cmn_sbuf_printf(&b,
+                        ",\"n_predict\":%u,\"temperature\":%.17g,\"ignore_eos\":%s,\"stream\":%s,"
+                        "\"return_tokens\":true,\"cache_prompt\":false}",
+                        g->max_tokens, g->temperature, g->ignore_eos ? "true" : "false",
+                        g->oneshot ? "false" : "true");
         break;
     }
-    if (b.failed) {
+    if (b.oom) {
         free(b.p);
         return -ENOMEM;
     }
