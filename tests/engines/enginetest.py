@@ -207,3 +207,32 @@ def serve(handler):
     srv.daemon_threads = True
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     return srv
+
+
+def serve_asgi(app, host, port, port_file=None):
+    """Runs the ASGI |app| (the FastAPI engines) under uvicorn on host:port (0: a free one) until
+    it stops; once it serves, writes the port to |port_file|, when given, through a temporary
+    file and a rename (wait_port reads it)."""
+    import asyncio
+    import socket
+
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+
+    async def announce():
+        while not server.started:
+            await asyncio.sleep(0.01)
+        if port_file:
+            tmp = port_file + ".tmp"
+            with open(tmp, "w") as f:
+                f.write(str(sock.getsockname()[1]))
+            os.replace(tmp, port_file)
+
+    async def run():
+        await asyncio.gather(server.serve(sockets=[sock]), announce())
+    asyncio.run(run())
