@@ -99,27 +99,6 @@ def run_lg(lg, fe, out, node, qsl, scenario, mode, model, conf, sets):
     return r.returncode, r.stdout + r.stderr
 
 
-def check_tokens(tag, out, ref):
-    with open(os.path.join(out, "mlperf_log_accuracy.json")) as f:
-        log = json.load(f)
-    seen = {}
-    for e in log:
-        i = int(e["qsl_idx"])
-        if i in seen:
-            fail(f"{tag}: sample {i} answered twice")
-        data = bytes.fromhex(e["data"])
-        seen[i] = [int.from_bytes(data[k:k + 4], "little") for k in range(0, len(data), 4)]
-    if sorted(seen) != list(range(len(ref))):
-        fail(f"{tag}: {len(seen)} of {len(ref)} samples answered; missing "
-             f"{sorted(set(range(len(ref))) - set(seen))[:10]}")
-    bad = [i for i in range(len(ref)) if seen[i] != ref[i]]
-    if bad:
-        fail(f"{tag}: {len(bad)} samples differ from the engine's own output; sample {bad[0]}: "
-             f"got {seen[bad[0]]}, engine {ref[bad[0]]}")
-    print(f"ok {tag}: {len(ref)} samples, each once, every token as the engine's own "
-          f"({sum(map(len, ref))} tokens)")
-
-
 def check_perf(tag, out, scenario):
     s, d = summary(out), detail(out)
     # As the official summary has them: Offline gives tokens per second only.
@@ -172,7 +151,7 @@ def engine_runs(lg, fe, tmp, node, conf, data, refs):
                     "samples failed" in text or "errors were logged" in text:
                 fail(f"{tag}: loadgen-node exit {rc}\n{text[-3000:]}")
             if mode == "AccuracyOnly":
-                check_tokens(tag, out, refs[kind])
+                et.check_tokens(tag, out, refs[kind])
             else:
                 check_perf(tag, out, scenario)
 
