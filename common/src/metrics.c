@@ -4,6 +4,7 @@
  * counted per bucket and made cumulative when rendered), so an update is one relaxed atomic add
  * and never takes a lock. The registry's lock guards only the lists of metrics and series. */
 #include "cmn/metrics.h"
+#include "cmn/sbuf.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -48,43 +49,8 @@ struct cmn_metrics {
     size_t ncollect;
 };
 
-/* ---- a growing text buffer ---- */
-
-typedef struct {
-    char *p;
-    size_t len, cap;
-    int oom;
-} sbuf_t;
-
-static void sb_put(sbuf_t *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        char *p;
-        while (b->len + n + 1 > cap)
-            cap *= 2;
-        p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void sb_puts(sbuf_t *b, const char *s)
-{
-    sb_put(b, s, strlen(s));
-}
-
 /* |v| in units of 10^-decimals, written exactly: trailing zeros of the fraction dropped. */
-static void sb_fixed(sbuf_t *b, uint64_t v, unsigned decimals, int neg)
+static void sb_fixed(cmn_sbuf_t *b, uint64_t v, unsigned decimals, int neg)
 {
     char s[48];
     uint64_t scale = 1, ip, fp;
@@ -102,26 +68,26 @@ static void sb_fixed(sbuf_t *b, uint64_t v, unsigned decimals, int neg)
             end--;
         n = end;
     }
-    sb_put(b, s, (size_t)n);
+    cmn_sbuf_add(b, s, (size_t)n);
 }
 
-static void sb_u64(sbuf_t *b, uint64_t v)
+static void sb_u64(cmn_sbuf_t *b, uint64_t v)
 {
     sb_fixed(b, v, 0, 0);
 }
 
 /* HELP text: '\' and newline escaped. Label values: '"' too. */
-static void sb_escaped(sbuf_t *b, const char *s, int quote)
+static void sb_escaped(cmn_sbuf_t *b, const char *s, int quote)
 {
     for (; *s; s++) {
         if (*s == '\\')
-            sb_put(b, "\\\\", 2);
+            cmn_sbuf_add(b, "\\\\", 2);
         else if (*s == '\n')
-            sb_put(b, "\\n", 2);
+            cmn_sbuf_add(b, "\\n", 2);
         else if (quote && *s == '"')
-            sb_put(b, "\\\"", 2);
+            cmn_sbuf_add(b, "\\\"", 2);
         else
-            sb_put(b, s, 1);
+            cmn_sbuf_add(b, s, 1);
     }
 }
 
@@ -359,7 +325,7 @@ int cmn_metrics_add_slots(cmn_metrics_t *m, const cmn_metric_slot_t *t, size_t n
 
 static char *labels_render(const cmn_metric_t *mt, const char *const *values, int *err)
 {
-    sbuf_t b = {0};
+    cmn_sbuf_t b = {0};
 
     for (size_t i = 0; i < mt->nlabels; i++) {
         if (!values[i] || strlen(values[i]) > CMN_METRICS_MAX_LABEL_LEN) {
@@ -368,11 +334,11 @@ static char *labels_render(const cmn_metric_t *mt, const char *const *values, in
             return NULL;
         }
         if (i)
-            sb_put(&b, ",", 1);
-        sb_puts(&b, mt->labels[i]);
-        sb_put(&b, "=\"", 2);
+            cmn_sbuf_add(&b, ",", 1);
+        cmn_sbuf_puts(&b, mt->labels[i]);
+        cmn_sbuf_add(&b, "=\"", 2);
         sb_escaped(&b, values[i], 1);
-        sb_put(&b, "\"", 1);
+        cmn_sbuf_add(&b, "\"", 1);
     }
     if (!b.oom && !b.p)
         b.p = strdup("");
@@ -483,36 +449,36 @@ int cmn_metrics_on_collect(cmn_metrics_t *m, void (*cb)(void *arg), void *arg)
 /* ---- rendering ---- */
 
 /* `name{labels}` or `name{labels,extra}`; |suffix| goes after the name (_bucket, _sum, _count). */
-static void sb_sample_name(sbuf_t *b, const cmn_metric_t *mt, const char *suffix,
+static void sb_sample_name(cmn_sbuf_t *b, const cmn_metric_t *mt, const char *suffix,
                            const char *labels, const char *extra)
 {
-    sb_puts(b, mt->name);
-    sb_puts(b, suffix);
+    cmn_sbuf_puts(b, mt->name);
+    cmn_sbuf_puts(b, suffix);
     if (*labels || extra) {
-        sb_put(b, "{", 1);
-        sb_puts(b, labels);
+        cmn_sbuf_add(b, "{", 1);
+        cmn_sbuf_puts(b, labels);
         if (*labels && extra)
-            sb_put(b, ",", 1);
+            cmn_sbuf_add(b, ",", 1);
         if (extra)
-            sb_puts(b, extra);
-        sb_put(b, "}", 1);
+            cmn_sbuf_puts(b, extra);
+        cmn_sbuf_add(b, "}", 1);
     }
-    sb_put(b, " ", 1);
+    cmn_sbuf_add(b, " ", 1);
 }
 
-static void render_histogram(sbuf_t *b, const cmn_metric_t *mt, const cmn_series_t *s)
+static void render_histogram(cmn_sbuf_t *b, const cmn_metric_t *mt, const cmn_series_t *s)
 {
     uint64_t cum = 0;
 
     for (size_t i = 0; i <= mt->nbounds; i++) {
-        sbuf_t le = {0};
+        cmn_sbuf_t le = {0};
         cum += atomic_load_explicit(&s->b[i], memory_order_relaxed);
-        sb_puts(&le, "le=\"");
+        cmn_sbuf_puts(&le, "le=\"");
         if (i < mt->nbounds)
             sb_fixed(&le, mt->bounds[i], mt->decimals, 0);
         else
-            sb_puts(&le, "+Inf");
-        sb_puts(&le, "\"");
+            cmn_sbuf_puts(&le, "+Inf");
+        cmn_sbuf_puts(&le, "\"");
         if (le.oom) {
             b->oom = 1;
             free(le.p);
@@ -521,14 +487,14 @@ static void render_histogram(sbuf_t *b, const cmn_metric_t *mt, const cmn_series
         sb_sample_name(b, mt, "_bucket", s->labels, le.p);
         free(le.p);
         sb_u64(b, cum);
-        sb_put(b, "\n", 1);
+        cmn_sbuf_add(b, "\n", 1);
     }
     sb_sample_name(b, mt, "_sum", s->labels, NULL);
     sb_fixed(b, atomic_load_explicit(&s->v, memory_order_relaxed), mt->decimals, 0);
-    sb_put(b, "\n", 1);
+    cmn_sbuf_add(b, "\n", 1);
     sb_sample_name(b, mt, "_count", s->labels, NULL);
     sb_u64(b, cum);
-    sb_put(b, "\n", 1);
+    cmn_sbuf_add(b, "\n", 1);
 }
 
 static const char *type_name(cmn_metric_type_t t)
@@ -544,17 +510,17 @@ static const char *type_name(cmn_metric_type_t t)
     return "untyped";
 }
 
-static void render_metric(sbuf_t *b, const cmn_metric_t *mt)
+static void render_metric(cmn_sbuf_t *b, const cmn_metric_t *mt)
 {
-    sb_puts(b, "# HELP ");
-    sb_puts(b, mt->name);
-    sb_put(b, " ", 1);
+    cmn_sbuf_puts(b, "# HELP ");
+    cmn_sbuf_puts(b, mt->name);
+    cmn_sbuf_add(b, " ", 1);
     sb_escaped(b, mt->help, 0);
-    sb_puts(b, "\n# TYPE ");
-    sb_puts(b, mt->name);
-    sb_put(b, " ", 1);
-    sb_puts(b, type_name(mt->type));
-    sb_put(b, "\n", 1);
+    cmn_sbuf_puts(b, "\n# TYPE ");
+    cmn_sbuf_puts(b, mt->name);
+    cmn_sbuf_add(b, " ", 1);
+    cmn_sbuf_puts(b, type_name(mt->type));
+    cmn_sbuf_add(b, "\n", 1);
     for (const cmn_series_t *s = mt->series; s; s = s->next) {
         uint64_t v = atomic_load_explicit(&s->v, memory_order_relaxed);
         if (mt->type == CMN_METRIC_HISTOGRAM) {
@@ -566,13 +532,13 @@ static void render_metric(sbuf_t *b, const cmn_metric_t *mt)
             sb_fixed(b, (uint64_t)0 - v, mt->decimals, 1);
         else
             sb_fixed(b, v, mt->decimals, 0);
-        sb_put(b, "\n", 1);
+        cmn_sbuf_add(b, "\n", 1);
     }
 }
 
 int cmn_metrics_render(cmn_metrics_t *m, char **out, size_t *len)
 {
-    sbuf_t b = {0};
+    cmn_sbuf_t b = {0};
 
     pthread_mutex_lock(&m->render_mu);
     for (size_t i = 0; i < m->ncollect; i++)

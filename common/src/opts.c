@@ -79,6 +79,32 @@ int cmn_opts_next(int argc, char **argv, int *i, int dash_h, const cmn_opt_t *t,
     return rc;
 }
 
+int cmn_opts_parse(int argc, char **argv, unsigned flags, const cmn_opt_t *t, size_t n, void *dst,
+                   cmn_opts_act_fn act, cmn_errbuf_t *eb)
+{
+    int pass, i, rc;
+
+    for (pass = 0; pass < 2; pass++) {
+        for (i = 1; i < argc; i++) {
+            const cmn_opt_t *d;
+            cmn_conf_word_t w;
+
+            rc = cmn_opts_next(argc, argv, &i, (flags & CMN_OPTS_DASH_H) != 0, t, n, &d, &w, eb);
+            if (rc < 0)
+                return rc;
+            if ((flags & CMN_OPTS_NO_VALUE) && !d->arg && d->kind != CMN_OPTK_SWITCH && w.value)
+                return cmn_errf(eb, CMN_ECONFIG, "--%s takes no value", w.key);
+            if (d->kind == CMN_OPTK_ACT)
+                rc = pass == 0 ? act(dst, d, w.value, eb) : 0;
+            else
+                rc = pass == 1 ? cmn_opts_apply(d, dst, w.value, eb) : 0;
+            if (rc < 0)
+                return rc;
+        }
+    }
+    return 0;
+}
+
 /* A backend option's number: decimal digits only, no sign, no suffix. */
 static int kv_num(const cmn_opt_t *d, const char *v, uint64_t *out, cmn_errbuf_t *eb)
 {
@@ -218,7 +244,7 @@ void cmn_opts_help(FILE *f, const cmn_opt_t *t, size_t n, int width, int wrap)
     for (i = 0; i < n; i++) {
         if (t[i].kind == CMN_OPTK_SECTION)
             fprintf(f, "\n%s:\n", t[i].name);
-        else
+        else if (!(t[i].flags & CMN_OPT_F_HIDDEN))
             cmn_opts_help_row(f, t[i].name, t[i].arg, t[i].help, width, wrap);
     }
 }
@@ -228,7 +254,7 @@ void cmn_opts_list(FILE *f, const cmn_opt_t *t, size_t n)
     size_t i;
 
     for (i = 0; i < n; i++)
-        if (t[i].kind != CMN_OPTK_SECTION)
+        if (t[i].kind != CMN_OPTK_SECTION && !(t[i].flags & CMN_OPT_F_HIDDEN))
             cmn_opts_list_row(f, t[i].name, t[i].num != CMN_OPT_NONE, t[i].num == CMN_OPT_SIZE,
                               t[i].arg != NULL, t[i].min, t[i].max);
 }

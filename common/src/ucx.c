@@ -537,6 +537,22 @@ static void report_errors(cmn_ucx_t *u)
     }
 }
 
+/* The parameters of a send, flush or close whose end always comes through |cb| with |data|
+ * (NO_IMM_CMPL: never completed inside the call), with the operation's |flags| (0: none). */
+static void send_param(ucp_request_param_t *rp, uint32_t flags, ucp_send_nbx_callback_t cb,
+                       void *data)
+{
+    memset(rp, 0, sizeof(*rp));
+    rp->op_attr_mask =
+        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    if (flags) {
+        rp->op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
+        rp->flags = flags;
+    }
+    rp->cb.send = cb;
+    rp->user_data = data;
+}
+
 /* Flushes the endpoint (connect: wired up to the peer; shutdown: everything sent has arrived);
  * |cb| follows unless ucx_close abandons the flush first. */
 static int flush_start(ep_t *e, ucp_send_nbx_callback_t cb)
@@ -544,11 +560,7 @@ static int flush_start(ep_t *e, ucp_send_nbx_callback_t cb)
     ucp_request_param_t rp;
     ucs_status_ptr_t req;
 
-    memset(&rp, 0, sizeof(rp));
-    rp.op_attr_mask =
-        UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    rp.cb.send = cb;
-    rp.user_data = e;
+    send_param(&rp, 0, cb, e);
     e->inflight++; /* before the call: its callback may run inside it */
     e->flushing = 1;
     req = ucp_ep_flush_nbx(e->ep, &rp);
@@ -1047,12 +1059,8 @@ static int ucx_send(cmn__core_t *k, unsigned type, const ProtobufCMessage *meta,
         t->iov[nseg].length = payload[i].iov_len;
         nseg++;
     }
-    memset(&rp, 0, sizeof(rp));
-    rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                      UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    rp.flags = UCP_AM_SEND_FLAG_REPLY; /* the receiver finds the connection by its endpoint */
-    rp.cb.send = on_sent;
-    rp.user_data = t;
+    /* REPLY: the receiver finds the connection by its endpoint */
+    send_param(&rp, UCP_AM_SEND_FLAG_REPLY, on_sent, t);
     if (nseg == 1) {
         buf = t->iov[0].buffer;
         count = t->iov[0].length;
@@ -1195,15 +1203,20 @@ static void abandon(ep_t *e)
                       k->peer, n);
 }
 
-static void on_ep_closed(void *req, ucs_status_t st, void *user_data)
+/* The endpoint is released (closed by UCX, or given up): what UCX still owes is abandoned, and
+ * the core gets the connection back once nothing else holds it. */
+static void released(ep_t *e)
 {
-    ep_t *e = user_data;
-
-    (void)st;
-    ucp_request_free(req);
     e->ep_released = 1;
     abandon(e);
     maybe_released(e);
+}
+
+static void on_ep_closed(void *req, ucs_status_t st, void *user_data)
+{
+    (void)st;
+    ucp_request_free(req);
+    released(user_data);
 }
 
 /* A released endpoint's last word comes from a later loop turn, never from inside the call. */
@@ -1211,9 +1224,7 @@ static void on_release_timer_closed(uv_handle_t *h)
 {
     ep_t *e = h->data;
     free(h);
-    e->ep_released = 1;
-    abandon(e);
-    maybe_released(e);
+    released(e);
 }
 
 /* Releases the endpoint (in-flight sends complete with UV_ECANCELED); the core is told from a
@@ -1246,12 +1257,8 @@ static void ucx_close(cmn__core_t *k)
         }
     }
     e->rx_tail = e->rx_head;
-    memset(&rp, 0, sizeof(rp));
-    rp.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-                      UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-    rp.flags = UCP_EP_CLOSE_FLAG_FORCE; /* the peer sees the endpoint fail at once */
-    rp.cb.send = on_ep_closed;
-    rp.user_data = e;
+    /* FORCE: the peer sees the endpoint fail at once */
+    send_param(&rp, UCP_EP_CLOSE_FLAG_FORCE, on_ep_closed, e);
     req = ucp_ep_close_nbx(e->ep, &rp);
     if (UCS_PTR_IS_ERR(req) || req == NULL) {
         uv_idle_t *h = malloc(sizeof(*h));
@@ -1261,9 +1268,7 @@ static void ucx_close(cmn__core_t *k)
             uv_close((uv_handle_t *)h, on_release_timer_closed);
             return;
         }
-        e->ep_released = 1; /* no memory: released now; the core still holds its own handles */
-        abandon(e);
-        maybe_released(e);
+        released(e); /* no memory: released now; the core still holds its own handles */
     }
 }
 

@@ -19,11 +19,13 @@
 #include <strings.h>
 #include <unistd.h>
 
-/* The table's rows are common's option descriptors (cmn/opts.h): a numeric value (U64, and FNNUM)
- * is parsed and checked against [min, max] before it is stored or the setter sees it, so every
- * bound lives in the table. */
+/* The table's rows are common's option descriptors (cmn/opts.h): a numeric value (U64 and SIZE,
+ * stored in a uint32_t or uint64_t field, and FNNUM) is parsed and checked against [min, max]
+ * before it is stored or the setter sees it, so every bound lives in the table. */
 #define STR(n, a, f, h) CMN_OPT_STR(lg_args_t, n, a, f, h)
 #define U64(n, a, f, lo, hi, u, h) CMN_OPT_NUM(lg_args_t, n, a, f, CMN_OPT_INT, lo, hi, u, NULL, h)
+#define SIZE(n, a, f, lo, hi, u, h) \
+    CMN_OPT_NUM(lg_args_t, n, a, f, CMN_OPT_SIZE, lo, hi, u, NULL, h)
 #define FNNUM(n, a, fn, nk, lo, hi, u, h) CMN_OPT_FNNUM(n, a, fn, nk, lo, hi, u, h)
 #define FLAG(n, f, h) CMN_OPT_FLAG(lg_args_t, n, f, h)
 #define FN(n, a, fn, h) CMN_OPT_FN(n, a, fn, h)
@@ -34,22 +36,15 @@
 static int set_user_conf(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
 static int set_set(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
 static int set_synth(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
-static int set_size(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
 static int set_write_thread(void *dst, const char *name, const char *v, uint64_t u,
                             cmn_errbuf_t *eb);
-static int set_node_budget(void *dst, const char *name, const char *v, uint64_t u,
-                           cmn_errbuf_t *eb);
 static int set_null(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
-static int set_intervals(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
 static int set_quiet(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
 static int set_progress(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
 static int set_issue_thread_io(void *dst, const char *name, const char *v, uint64_t u,
                                cmn_errbuf_t *eb);
 static int set_spin(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
-static int set_spin_budget(void *dst, const char *name, const char *v, uint64_t u,
-                           cmn_errbuf_t *eb);
 static int set_issue_cpu(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
-static int set_qdl_limit(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
 static int set_log_level(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb);
 
 /* Bounds of the numeric options: a sample index has 31 bits (gen.h), a sample is at most a
@@ -103,8 +98,8 @@ static const cmn_opt_t options[] = {
     STR("qsl-raw", "FILE", qsl_raw, "back-to-back records of --sample-size bytes"),
     FNNUM("qsl-synthetic", "N", set_synth, N_INT, 1, LG_ARGS_MAX_SAMPLES, " samples",
           "N generated samples of --sample-size bytes"),
-    FNNUM("sample-size", "N", set_size, N_SIZE, 1, LG_ARGS_MAX_SAMPLE_SIZE, " bytes",
-          "record or synthetic sample size (K, M, G suffixes allowed)"),
+    SIZE("sample-size", "N", sample_size, 1, LG_ARGS_MAX_SAMPLE_SIZE, " bytes",
+         "record or synthetic sample size (K, M, G suffixes allowed)"),
     STR("synthetic-kind", "K", synth_kind,
         "random (default), image (compressible, image-like bytes) or tokens\n"
         "(BERT-like padded int32 token ids, mask and segment ids)"),
@@ -146,22 +141,22 @@ static const cmn_opt_t options[] = {
           "a write thread per connection: frames of a loop turn making\n"
           "at least BYTES leave from it (QDL, tcp://, K and M suffixes;\n"
           "default 0: every write from the QDL loop; see qdl/README.md)"),
-    FNNUM("progress-timeout-ms", "N", set_qdl_limit, N_INT, 0, LG_ARGS_MAX_MS, " ms",
-          "a node holding samples without completing any for N ms is marked\n"
-          "degraded and its samples go elsewhere (QDL; default 0: 10 s, 60 s\n"
-          "when streaming, or 4 x the node's slowest completion if longer)"),
+    U64("progress-timeout-ms", "N", progress_timeout_ms, 0, LG_ARGS_MAX_MS, " ms",
+        "a node holding samples without completing any for N ms is marked\n"
+        "degraded and its samples go elsewhere (QDL; default 0: 10 s, 60 s\n"
+        "when streaming, or 4 x the node's slowest completion if longer)"),
     U64("wait-for-nodes", "SECONDS", wait_for_nodes, 0, 86400, " s",
         "wait up to SECONDS for every node to be ready (its engine up,\n"
         "its port listening), asking again with each handshake; default 0:\n"
         "a node that is not ready stops the run at once (exit 4) (QDL)"),
-    FNNUM("max-dispatches", "N", set_qdl_limit, N_INT, 1, 1000, "",
-          "a sample sent N times without a result fails (QDL, 1-1000,\n"
-          "default 3)"),
-    FNNUM("node-memory-budget", "BYTES", set_node_budget, N_SIZE, 16384, LG_ARGS_MAX_NODE_BUDGET,
-          " bytes",
-          "what nodes may make the QDL hold (frames, decoded results),\n"
-          "shared by every connection; a node past its share is dropped\n"
-          "(QDL, K M G suffixes, at least 16K per connection, default 1G)"),
+    U64("max-dispatches", "N", max_dispatches, 1, 1000, "",
+        "a sample sent N times without a result fails (QDL, 1-1000,\n"
+        "default 3)"),
+    SIZE("node-memory-budget", "BYTES", node_memory_budget, 16384, LG_ARGS_MAX_NODE_BUDGET,
+         " bytes",
+         "what nodes may make the QDL hold (frames, decoded results),\n"
+         "shared by every connection; a node past its share is dropped\n"
+         "(QDL, K M G suffixes, at least 16K per connection, default 1G)"),
     STR("policy", "P", policy,
         "least-outstanding (default: fewest requests pending), least-tokens\n"
         "(fewest prompt + expected output tokens), round-robin or weighted"),
@@ -221,19 +216,19 @@ static const cmn_opt_t options[] = {
          "latency_ns,...,ttft_ns,n_tokens,node_queue_ns,node_backend_ns,\n"
          "wire_return_ns,issue_late_cause for every performance-run\n"
          "sample (for plots: see deploy/plot/latplot.py)"),
-    FNNUM("latency-intervals", "MS", set_intervals, N_INT, 1, LG_ARGS_MAX_MS, " ms",
-          "also write <prefix>latency_intervals.csv: per MS of scheduled\n"
-          "time, the samples and their p50/p90/p99/p99.9/max latency"),
+    U64("latency-intervals", "MS", log.latency_interval_ms, 1, LG_ARGS_MAX_MS, " ms",
+        "also write <prefix>latency_intervals.csv: per MS of scheduled\n"
+        "time, the samples and their p50/p90/p99/p99.9/max latency"),
     U64("drain-timeout-ms", "N", log.drain_timeout_ms, 0, LG_ARGS_MAX_MS, " ms",
         "count samples still outstanding N ms after the last issue as lost\n"
         "(errors) instead of waiting forever (default 0: wait)"),
     FNNUM("spin-us", "N", set_spin, N_INT, 0, 1000000, " us",
           "Server: never sleep when less than the measured cost of a sleep\n"
           "plus N us remains before a scheduled issue; spin instead (default 30)"),
-    FNNUM("spin-budget", "PCT", set_spin_budget, N_INT, 1, 100, " %",
-          "Server: spin at most PCT % of the run's wall time (1-100, default\n"
-          "100: up to one core); past it short gaps are slept and issued late\n"
-          "(the summary's harness block shows the spin share and the lateness)"),
+    U64("spin-budget", "PCT", log.spin_budget_pct, 1, 100, " %",
+        "Server: spin at most PCT % of the run's wall time (1-100, default\n"
+        "100: up to one core); past it short gaps are slept and issued late\n"
+        "(the summary's harness block shows the spin share and the lateness)"),
     FNNUM("issue-cpu", "N", set_issue_cpu, N_INT, 0, CPU_SETSIZE - 1, "",
           "while a series issues, the issue thread has CPU N alone: every other\n"
           "thread of loadgen-node (the QDL's included) is kept off it (default:\n"
@@ -264,6 +259,7 @@ static const cmn_opt_t options[] = {
                 "options; the command line wins)"),
     CMN_OPT_ACT("version", NULL, "print the version and exit"),
     CMN_OPT_ACT("help", NULL, "this text (also -h)"),
+    CMN_OPT_HIDDEN_ACT("list-options"),
 };
 
 #define N_OPTIONS (sizeof(options) / sizeof(options[0]))
@@ -319,15 +315,6 @@ static int set_synth(void *dst, const char *name, const char *v, uint64_t u, cmn
     return 0;
 }
 
-static int set_size(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb)
-{
-    lg_args_t *o = dst;
-
-    (void)name, (void)v, (void)eb;
-    o->sample_size = u;
-    return 0;
-}
-
 static int set_write_thread(void *dst, const char *name, const char *v, uint64_t u,
                             cmn_errbuf_t *eb)
 {
@@ -336,15 +323,6 @@ static int set_write_thread(void *dst, const char *name, const char *v, uint64_t
     (void)name, (void)v, (void)eb;
     o->write_thread_min = u;
     o->have_write_thread_min = 1;
-    return 0;
-}
-
-static int set_node_budget(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb)
-{
-    lg_args_t *o = dst;
-
-    (void)name, (void)v, (void)eb;
-    o->node_memory_budget = u;
     return 0;
 }
 
@@ -365,15 +343,6 @@ static int set_null(void *dst, const char *name, const char *v, uint64_t u, cmn_
     } else {
         o->null.digest = 1;
     }
-    return 0;
-}
-
-static int set_intervals(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb)
-{
-    lg_args_t *o = dst;
-
-    (void)name, (void)v, (void)eb;
-    o->log.latency_interval_ms = u;
     return 0;
 }
 
@@ -423,18 +392,6 @@ static int set_issue_thread_io(void *dst, const char *name, const char *v, uint6
     return 0;
 }
 
-static int set_qdl_limit(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb)
-{
-    lg_args_t *o = dst;
-
-    (void)v, (void)eb;
-    if (strcmp(name, "progress-timeout-ms") == 0)
-        o->progress_timeout_ms = u;
-    else
-        o->max_dispatches = (uint32_t)u;
-    return 0;
-}
-
 static int set_spin(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb)
 {
     lg_args_t *o = dst;
@@ -444,15 +401,6 @@ static int set_spin(void *dst, const char *name, const char *v, uint64_t u, cmn_
         o->log.spin_ns = u * 1000u;
     else
         o->log.wait_spin_ns = u * 1000u;
-    return 0;
-}
-
-static int set_spin_budget(void *dst, const char *name, const char *v, uint64_t u, cmn_errbuf_t *eb)
-{
-    lg_args_t *o = dst;
-
-    (void)name, (void)v, (void)eb;
-    o->log.spin_budget_pct = (unsigned)u;
     return 0;
 }
 
@@ -493,18 +441,12 @@ static int keep_conf(void *dst, char *s, cmn_errbuf_t *eb)
     return 0;
 }
 
-/* --list-options (not in --help: for tests that walk every option): "option NAME KIND MIN MAX"
- * a line (cmn_opts_list), then the --set fields and the conf keys. */
-static void list_options(FILE *f)
+/* The first pass's options: --config reads its file (0, or its error); --help, --version and
+ * --list-options (not in --help: for tests that walk every option: "option NAME KIND MIN MAX" a
+ * line (cmn_opts_list), then the --set fields and the conf keys) print and exit. */
+static int act(void *dst, const cmn_opt_t *d, const char *val, cmn_errbuf_t *eb)
 {
-    cmn_opts_list(f, options, N_OPTIONS);
-    lg_settings_keys_print(f);
-}
-
-/* The first pass's options: --config reads its file (0, or its error); --help and --version
- * print and exit. */
-static int act(lg_args_t *o, const cmn_opt_t *d, const char *val, cmn_errbuf_t *eb)
-{
+    lg_args_t *o = dst;
     int rc;
 
     if (strcmp(d->name, "config") == 0) {
@@ -512,42 +454,16 @@ static int act(lg_args_t *o, const cmn_opt_t *d, const char *val, cmn_errbuf_t *
         rc = cmn_opts_conf_file(val, options, N_OPTIONS, o, keep_conf, eb);
         return rc < 0 && rc != -ENOMEM ? CMN_ECONFIG : rc;
     }
-    if (strcmp(d->name, "help") == 0)
+    if (strcmp(d->name, "help") == 0) {
         usage(stdout);
-    else
+    } else if (strcmp(d->name, "list-options") == 0) {
+        cmn_opts_list(stdout, options, N_OPTIONS);
+        lg_settings_keys_print(stdout);
+    } else {
         printf("%s\ngit commit %s (%s), built %s\n", LG_VERSION_STRING, BUILD_GIT_COMMIT,
                BUILD_GIT_COMMIT_DATE, BUILD_DATE_UTC);
-    exit(0);
-}
-
-/* Two passes, as sut-node: --help, --version and --config first (the file sets defaults), then
- * the rest of the command line over them. */
-static int parse_argv(int argc, char **argv, lg_args_t *o, int pass, cmn_errbuf_t *eb)
-{
-    int i, rc;
-
-    for (i = 1; i < argc; i++) {
-        const cmn_opt_t *d;
-        cmn_conf_word_t w;
-
-        if (pass == 0 && strcmp(argv[i], "--list-options") == 0) {
-            list_options(stdout);
-            exit(0);
-        }
-        if (strcmp(argv[i], "--list-options") == 0)
-            continue;
-        if ((rc = cmn_opts_next(argc, argv, &i, 1, options, N_OPTIONS, &d, &w, eb)) < 0)
-            return rc;
-        if (!d->arg && w.value)
-            return cmn_errf(eb, CMN_ECONFIG, "--%s takes no value", w.key);
-        if (d->kind == CMN_OPTK_ACT)
-            rc = pass == 0 ? act(o, d, w.value, eb) : 0;
-        else
-            rc = pass == 1 ? cmn_opts_apply(d, o, w.value, eb) : 0;
-        if (rc < 0)
-            return rc;
     }
-    return 0;
+    exit(0);
 }
 
 /* [tcp://|ucx://]host:port, [v6]:port: the syntax the QDL accepts, checked here so that a typo is
@@ -736,9 +652,10 @@ int lg_args_parse(int argc, char **argv, lg_args_t *o, cmn_errbuf_t *eb)
     o->synth_seed = 1;
     o->connections = 1;
     o->log.copy_summary_to_stdout = true;
-    rc = parse_argv(argc, argv, o, 0, eb);
-    if (rc == 0)
-        rc = parse_argv(argc, argv, o, 1, eb);
+    /* Two passes, as sut-node: --help, --version and --config first (the file sets defaults),
+     * then the rest of the command line over them. */
+    rc = cmn_opts_parse(argc, argv, CMN_OPTS_DASH_H | CMN_OPTS_NO_VALUE, options, N_OPTIONS, o, act,
+                        eb);
     if (rc == 0)
         rc = check_args(o, eb);
     return rc;

@@ -1,6 +1,7 @@
 #include "logs.h"
 
 #include "cmn/clock.h"
+#include "cmn/sbuf.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -20,93 +21,51 @@ void lg__fmt_fixed(char *buf, size_t len, double v, int prec)
     snprintf(buf, len, "%.*f", prec, v);
 }
 
-/* ---- growable string ----------------------------------------------------------------------- */
-
-typedef struct {
-    char *p;
-    size_t n, cap;
-    int oom;
-} sbuf_t;
-
-static void sb_reserve(sbuf_t *b, size_t extra)
-{
-    char *np;
-    size_t cap;
-
-    if (b->oom || b->n + extra + 1 <= b->cap)
-        return;
-    cap = b->cap ? b->cap : 256;
-    while (cap < b->n + extra + 1)
-        cap *= 2;
-    np = realloc(b->p, cap);
-    if (!np) {
-        b->oom = 1;
-        return;
-    }
-    b->p = np;
-    b->cap = cap;
-}
-
-static void sb_add(sbuf_t *b, const char *s, size_t n)
-{
-    sb_reserve(b, n);
-    if (b->oom)
-        return;
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
-
-static void sb_puts(sbuf_t *b, const char *s)
-{
-    sb_add(b, s, strlen(s));
-}
-
 /* A JSON string literal: quotes, backslashes and control characters escaped; other bytes (UTF-8
  * included) pass through. */
-static void sb_json_str(sbuf_t *b, const char *s)
+static void sb_json_str(cmn_sbuf_t *b, const char *s)
 {
     static const char hex[] = "0123456789abcdef";
     char esc[8];
 
-    sb_add(b, "\"", 1);
+    cmn_sbuf_add(b, "\"", 1);
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
 
         switch (c) {
         case '"':
-            sb_add(b, "\\\"", 2);
+            cmn_sbuf_add(b, "\\\"", 2);
             break;
         case '\\':
-            sb_add(b, "\\\\", 2);
+            cmn_sbuf_add(b, "\\\\", 2);
             break;
         case '\b':
-            sb_add(b, "\\b", 2);
+            cmn_sbuf_add(b, "\\b", 2);
             break;
         case '\f':
-            sb_add(b, "\\f", 2);
+            cmn_sbuf_add(b, "\\f", 2);
             break;
         case '\n':
-            sb_add(b, "\\n", 2);
+            cmn_sbuf_add(b, "\\n", 2);
             break;
         case '\r':
-            sb_add(b, "\\r", 2);
+            cmn_sbuf_add(b, "\\r", 2);
             break;
         case '\t':
-            sb_add(b, "\\t", 2);
+            cmn_sbuf_add(b, "\\t", 2);
             break;
         default:
             if (c < 0x20 || c == 0x7f) {
                 memcpy(esc, "\\u00", 4);
                 esc[4] = hex[c >> 4];
                 esc[5] = hex[c & 15];
-                sb_add(b, esc, 6);
+                cmn_sbuf_add(b, esc, 6);
             } else {
-                sb_add(b, (const char *)&c, 1);
+                cmn_sbuf_add(b, (const char *)&c, 1);
             }
         }
     }
-    sb_add(b, "\"", 1);
+    cmn_sbuf_add(b, "\"", 1);
 }
 
 /* ---- detail log ---------------------------------------------------------------------------- */
@@ -146,7 +105,7 @@ void lg__dlog_json(lg__dlog_t *d, lg__level_t lvl, const char *key, const char *
                    const char *file, int line)
 {
     uint64_t t;
-    sbuf_t b = {0};
+    cmn_sbuf_t b = {0};
     char meta[256];
 
     if (!d || !d->f)
@@ -156,31 +115,31 @@ void lg__dlog_json(lg__dlog_t *d, lg__level_t lvl, const char *key, const char *
     else if (lvl == LG__WARN)
         atomic_fetch_add(&d->warnings, 1);
     t = cmn_now_ns() - d->origin_ns;
-    sb_puts(&b, ":::MLLOG {\"key\": ");
+    cmn_sbuf_puts(&b, ":::MLLOG {\"key\": ");
     sb_json_str(&b, key);
-    sb_puts(&b, ", \"value\": ");
-    sb_puts(&b, json);
+    cmn_sbuf_puts(&b, ", \"value\": ");
+    cmn_sbuf_puts(&b, json);
     snprintf(meta, sizeof(meta),
              ", \"time_ms\": %" PRIu64 ".%06" PRIu64
              ", \"namespace\": \"mlperf::logging\", \"event_type\": \"POINT_IN_TIME\", "
              "\"metadata\": {\"is_error\": %s, \"is_warning\": %s, \"file\": ",
              t / 1000000u, t % 1000000u, lvl == LG__ERR ? "true" : "false",
              lvl == LG__WARN ? "true" : "false");
-    sb_puts(&b, meta);
+    cmn_sbuf_puts(&b, meta);
     sb_json_str(&b, file);
     snprintf(meta, sizeof(meta), ", \"line_no\": %d, \"pid\": %ld, \"tid\": %ld}}\n", line, d->pid,
              (long)syscall(SYS_gettid));
-    sb_puts(&b, meta);
+    cmn_sbuf_puts(&b, meta);
     if (b.oom) {
         free(b.p);
         return;
     }
     pthread_mutex_lock(&d->mu);
-    fwrite(b.p, 1, b.n, d->f);
+    fwrite(b.p, 1, b.len, d->f);
     if (lvl == LG__ERR)
         fflush(d->f);
     if (d->copy_stdout)
-        fwrite(b.p, 1, b.n, stdout);
+        fwrite(b.p, 1, b.len, stdout);
     pthread_mutex_unlock(&d->mu);
     free(b.p);
 }
@@ -188,7 +147,7 @@ void lg__dlog_json(lg__dlog_t *d, lg__level_t lvl, const char *key, const char *
 void lg__dlog_str(lg__dlog_t *d, lg__level_t lvl, const char *key, const char *s, const char *file,
                   int line)
 {
-    sbuf_t b = {0};
+    cmn_sbuf_t b = {0};
 
     sb_json_str(&b, s ? s : "");
     if (!b.oom)
@@ -244,17 +203,17 @@ void lg__dlog_bool(lg__dlog_t *d, const char *key, int v, const char *file, int 
 void lg__dlog_u32_list(lg__dlog_t *d, const char *key, const uint32_t *v, size_t n,
                        const char *file, int line)
 {
-    sbuf_t b = {0};
+    cmn_sbuf_t b = {0};
     char num[16];
     size_t i;
 
-    sb_add(&b, "[", 1);
+    cmn_sbuf_add(&b, "[", 1);
     for (i = 0; i < n; i++) {
         int len = snprintf(num, sizeof(num), i ? ",%u" : "%u", v[i]);
 
-        sb_add(&b, num, (size_t)len);
+        cmn_sbuf_add(&b, num, (size_t)len);
     }
-    sb_add(&b, "]", 1);
+    cmn_sbuf_add(&b, "]", 1);
     if (!b.oom)
         lg__dlog_json(d, LG__INFO, key, b.p, file, line);
     free(b.p);

@@ -276,18 +276,29 @@ int lg_qsl_open_kits(const char *path, lg_qsl_t **out, cmn_errbuf_t *eb)
     return 0;
 }
 
+/* A set of samples of one given size (raw records, synthetic): 1 byte to 4 GiB - 1, as a frame
+ * carries. */
+static int qsl_new_sized(src_t src, const char *path, size_t sample_size, lg_qsl_t **out,
+                         cmn_errbuf_t *eb)
+{
+    if (sample_size == 0 || sample_size > UINT32_MAX)
+        return cmn_errf(eb, CMN_ECONFIG, "the sample size must be between 1 and %u bytes",
+                        UINT32_MAX);
+    *out = qsl_new(src, path);
+    if (!*out)
+        return cmn_errf(eb, -ENOMEM, "out of memory");
+    (*out)->sample_size = sample_size;
+    return 0;
+}
+
 int lg_qsl_open_raw(const char *path, size_t sample_size, lg_qsl_t **out, cmn_errbuf_t *eb)
 {
     struct stat st;
     lg_qsl_t *q;
     int rc;
 
-    if (sample_size == 0 || sample_size > UINT32_MAX)
-        return cmn_errf(eb, CMN_ECONFIG, "the sample size must be between 1 and %u bytes",
-                        UINT32_MAX);
-    q = qsl_new(SRC_RAW, path);
-    if (!q)
-        return cmn_errf(eb, -ENOMEM, "out of memory");
+    if ((rc = qsl_new_sized(SRC_RAW, path, sample_size, &q, eb)) < 0)
+        return rc;
     q->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (q->fd < 0) {
         rc = cmn_errf(eb, -errno, "cannot open %s: %s", path, strerror(errno));
@@ -306,7 +317,6 @@ int lg_qsl_open_raw(const char *path, size_t sample_size, lg_qsl_t **out, cmn_er
         goto fail;
     }
     q->total = (size_t)((uint64_t)st.st_size / sample_size);
-    q->sample_size = sample_size;
     snprintf(q->name, sizeof(q->name), "raw records of %zu bytes", sample_size);
     rc = qsl_finish(q, eb);
     if (rc < 0)
@@ -324,14 +334,9 @@ int lg_qsl_open_synthetic(size_t count, size_t sample_size, lg_synth_kind_t kind
     lg_qsl_t *q;
     int rc;
 
-    if (sample_size == 0 || sample_size > UINT32_MAX)
-        return cmn_errf(eb, CMN_ECONFIG, "the sample size must be between 1 and %u bytes",
-                        UINT32_MAX);
-    q = qsl_new(SRC_SYNTH, NULL);
-    if (!q)
-        return cmn_errf(eb, -ENOMEM, "out of memory");
+    if ((rc = qsl_new_sized(SRC_SYNTH, NULL, sample_size, &q, eb)) < 0)
+        return rc;
     q->total = count;
-    q->sample_size = sample_size;
     q->synth = kind;
     q->seed = seed;
     snprintf(q->name, sizeof(q->name), "synthetic %s",

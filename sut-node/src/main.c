@@ -148,6 +148,7 @@ static const cmn_opt_t options[] = {
     CMN_OPT_ACT("list-backends", NULL,
                 "print the built-in backends, the plugins found and their folders"),
     CMN_OPT_ACT("help", NULL, "print this help and exit"),
+    CMN_OPT_HIDDEN_ACT("list-options"),
 };
 
 #define N_OPTIONS (sizeof(options) / sizeof(options[0]))
@@ -254,9 +255,12 @@ static int stats_main(const char *addr)
 }
 
 /* The first pass's options: --config reads its file (0, or its error); --stats, --help,
- * --list-backends and --version do their work and exit. */
-static int act(sut_opts_t *o, const cmn_opt_t *d, const char *val, cmn_errbuf_t *eb)
+ * --list-backends, --version and --list-options (not in --help: for tests that walk every
+ * option, "option NAME KIND MIN MAX" lines: cmn_opts_list) do their work and exit. */
+static int act(void *dst, const cmn_opt_t *d, const char *val, cmn_errbuf_t *eb)
 {
+    sut_opts_t *o = dst;
+
     if (strcmp(d->name, "config") == 0) {
         o->config_file = val;
         return cmn_opts_conf_file(val, options, N_OPTIONS, o, keep_conf, eb);
@@ -268,44 +272,13 @@ static int act(sut_opts_t *o, const cmn_opt_t *d, const char *val, cmn_errbuf_t 
         usage(stdout);
     else if (strcmp(d->name, "list-backends") == 0)
         list_backends(stdout);
+    else if (strcmp(d->name, "list-options") == 0)
+        cmn_opts_list(stdout, options, N_OPTIONS);
     else
         printf("sut-node %s (protocol %u, backend ABI %u)\ngit commit %s (%s), built %s\n",
                SUT_VERSION, CMN_PROTOCOL_VERSION, SUT_BACKEND_ABI_VERSION, BUILD_GIT_COMMIT,
                BUILD_GIT_COMMIT_DATE, BUILD_DATE_UTC);
     exit(0);
-}
-
-/* Two passes: --config first (the file sets defaults), then the command line over it.
- * --list-options (not in --help: for tests that walk every option) prints "option NAME KIND MIN
- * MAX" lines (cmn_opts_list). */
-static int parse_args(int argc, char **argv, sut_opts_t *o, cmn_errbuf_t *eb)
-{
-    int pass, i, rc;
-
-    for (pass = 0; pass < 2; pass++) {
-        for (i = 1; i < argc; i++) {
-            const cmn_opt_t *d;
-            cmn_conf_word_t w;
-
-            if (strcmp(argv[i], "--list-options") == 0) {
-                if (pass == 0) {
-                    cmn_opts_list(stdout, options, N_OPTIONS);
-                    sut__opts_free(o);
-                    exit(0);
-                }
-                continue;
-            }
-            if ((rc = cmn_opts_next(argc, argv, &i, 0, options, N_OPTIONS, &d, &w, eb)) < 0)
-                return rc;
-            if (d->kind == CMN_OPTK_ACT)
-                rc = pass == 0 ? act(o, d, w.value, eb) : 0;
-            else
-                rc = pass == 1 ? cmn_opts_apply(d, o, w.value, eb) : 0;
-            if (rc < 0)
-                return rc;
-        }
-    }
-    return 0;
 }
 
 int main(int argc, char **argv)
@@ -324,7 +297,8 @@ int main(int argc, char **argv)
     setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
     cmn_log_init("sut-node", CMN_LOG_INFO);
     sut__opts_defaults(&opt);
-    rc = parse_args(argc, argv, &opt, &eb);
+    /* Two passes: --config first (the file sets defaults), then the command line over it. */
+    rc = cmn_opts_parse(argc, argv, 0, options, N_OPTIONS, &opt, act, &eb);
     if (rc < 0) {
         fprintf(stderr, "sut-node: %s\n", eb.msg);
         sut__opts_free(&opt);

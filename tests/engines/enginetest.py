@@ -1,10 +1,13 @@
 """Shared plumbing of the engine integration tests: start and stop processes, wait for a port
 file, run loadgen-node, read its accuracy log. Every wait has a deadline."""
+import contextlib
 import http.server
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -42,6 +45,22 @@ class Procs:
         for p, f in reversed(self.procs):
             self.stop(p)
             f.close()
+
+
+@contextlib.contextmanager
+def scratch(prefix, *closers):
+    """A test's scratch folder (|prefix| in its name) and its Procs, as (procs, tmp): when the
+    block ends, however it ends, each of |closers| is called (the test's own servers), then every
+    process is stopped and the folder removed."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    procs = Procs()
+    try:
+        yield procs, tmp
+    finally:
+        for close in closers:
+            close()
+        procs.stop_all()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def wait_port(path, proc, log, timeout=30.0):
@@ -178,7 +197,42 @@ def http_engine(on_post):
         def do_POST(self):
             on_post(self, self.rfile.read(int(self.headers.get("Content-Length", "0"))))
 
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    return serve(Handler)
+
+
+def serve(handler):
+    """A threaded HTTP server of |handler| on 127.0.0.1, serving from a thread of its own; its
+    port is server_address[1]; shutdown() and server_close() end it."""
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     srv.daemon_threads = True
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     return srv
+
+
+def serve_asgi(app, host, port, port_file=None):
+    """Runs the ASGI |app| (the FastAPI engines) under uvicorn on host:port (0: a free one) until
+    it stops; once it serves, writes the port to |port_file|, when given, through a temporary
+    file and a rename (wait_port reads it)."""
+    import asyncio
+    import socket
+
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+
+    async def announce():
+        while not server.started:
+            await asyncio.sleep(0.01)
+        if port_file:
+            tmp = port_file + ".tmp"
+            with open(tmp, "w") as f:
+                f.write(str(sock.getsockname()[1]))
+            os.replace(tmp, port_file)
+
+    async def run():
+        await asyncio.gather(server.serve(sockets=[sock]), announce())
+    asyncio.run(run())

@@ -16,18 +16,17 @@ uses; any other operator is refused at start-up).
 import argparse
 import asyncio
 import json
-import os
-import socket
 import sys
 
 import numpy as np
 import onnx
 import torch
 import torch.nn.functional as F
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from onnx import numpy_helper
+
+import enginetest as et  # this folder's, on sys.path as the script's own
 
 DTYPES = {"UINT8": np.uint8, "INT8": np.int8, "INT32": np.int32, "INT64": np.int64,
           "FP32": np.float32, "FP64": np.float64, "FP16": np.float16}
@@ -196,25 +195,7 @@ def main():
     ap.add_argument("--port-file")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    app = make_app(OnnxModel(args.model), args.name)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((args.host, args.port))
-    sock.listen(1024)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
-
-    async def announce():
-        while not server.started:
-            await asyncio.sleep(0.01)
-        if args.port_file:
-            tmp = args.port_file + ".tmp"
-            with open(tmp, "w") as f:
-                f.write(str(sock.getsockname()[1]))
-            os.replace(tmp, args.port_file)
-
-    async def run():
-        await asyncio.gather(server.serve(sockets=[sock]), announce())
-    asyncio.run(run())
+    et.serve_asgi(make_app(OnnxModel(args.model), args.name), args.host, args.port, args.port_file)
 
 
 if __name__ == "__main__":

@@ -23,17 +23,16 @@ job on a single model thread, so streams interleave token by token as in continu
 import argparse
 import asyncio
 import json
-import os
-import socket
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import torch
 import torch.nn.functional as F
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
+
+import enginetest as et  # this folder's, on sys.path as the script's own
 
 
 class Decoder(torch.nn.Module):
@@ -269,28 +268,7 @@ def main():
     ap.add_argument("--eos", type=int, default=2)
     args = ap.parse_args()
 
-    app = make_app(Engine(args))
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((args.host, args.port))
-    sock.listen(1024)
-    config = uvicorn.Config(app, log_level="warning", access_log=False)
-    server = uvicorn.Server(config)
-
-    if args.port_file:
-        async def announce():
-            while not server.started:
-                await asyncio.sleep(0.01)
-            tmp = args.port_file + ".tmp"
-            with open(tmp, "w") as f:
-                f.write(str(sock.getsockname()[1]))
-            os.replace(tmp, args.port_file)
-
-        async def run():
-            await asyncio.gather(server.serve(sockets=[sock]), announce())
-        asyncio.run(run())
-    else:
-        server.run(sockets=[sock])
+    et.serve_asgi(make_app(Engine(args)), args.host, args.port, args.port_file)
 
 
 if __name__ == "__main__":

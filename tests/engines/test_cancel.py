@@ -21,11 +21,9 @@ timeout_ms, or never)."""
 import http.server
 import os
 import select
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -79,10 +77,8 @@ class Engine:
                         eng.open -= 1
                 self.close_connection = True
 
-        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.srv.daemon_threads = True
+        self.srv = et.serve(Handler)
         self.port = self.srv.server_address[1]
-        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
 
     def counts(self):
         with self.mu:
@@ -209,9 +205,7 @@ def main():
     if len(sys.argv) != 5:
         sys.exit(__doc__)
     sut, lg, openai, kserve = sys.argv[1:]
-    tmp = tempfile.mkdtemp(prefix="cancel-")
-    procs = et.Procs()
-    try:
+    with et.scratch("cancel-") as (procs, tmp):
         disconnect(procs, sut, lg, tmp, "openai disconnect", openai, {"stream_idle_ms": 0},
                    ["--max-batch", "2"], 2)
         disconnect(procs, sut, lg, tmp, "kserve disconnect", kserve,
@@ -219,9 +213,6 @@ def main():
                     "timeout_ms": 600000}, [], 1)
         sigterm(procs, sut, lg, tmp, openai)
         idle(procs, sut, lg, tmp, openai)
-    finally:
-        procs.stop_all()
-        shutil.rmtree(tmp, ignore_errors=True)
     print("PASS")
 
 

@@ -217,9 +217,7 @@ def main():
         if "this build has no official LoadGen" in probe.stderr + probe.stdout:
             et.skip("loadgen-node was built without an official LoadGen (-DMLPERF_LOADGEN_ROOT)")
     et.need_modules("torch", "fastapi", "uvicorn", "pandas", "numpy")
-    tmp = tempfile.mkdtemp(prefix="endpoint-")
-    procs = et.Procs()
-    try:
+    with et.scratch("endpoint-") as (procs, tmp):
         qsl, prompts = et.llm_qsl(src, tmp, N_PROMPTS, EOS)
         engines = [et.start_llm_engine(procs, src, tmp, f"engine{k}", EOS, timeout=60)
                    for k in range(2)]
@@ -401,9 +399,6 @@ def main():
             if rc == 0 or words not in text:
                 sys.exit(f"FAIL bad node {nodes}: exit {rc}\n{text[-1000:]}")
         print("ok a bad endpoint address is refused, naming it")
-    finally:
-        procs.stop_all()
-        shutil.rmtree(tmp, ignore_errors=True)
     print("PASS")
 
 

@@ -11,11 +11,9 @@ import http.server
 import json
 import os
 import re
-import shutil
 import signal
 import struct
 import sys
-import tempfile
 import threading
 import time
 
@@ -85,11 +83,9 @@ def main():
     if len(sys.argv) != 4:
         sys.exit(__doc__)
     sut, lg, plugin = sys.argv[1:]
-    tmp = tempfile.mkdtemp(prefix="kserve-bigresp-")
-    procs = et.Procs()
     srv = Server(("127.0.0.1", 0), Handler)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
-    try:
+    with et.scratch("kserve-bigresp-", srv.shutdown) as (procs, tmp):
         qsl = os.path.join(tmp, "samples.npy")
         write_npy(qsl)
         url = f"http://127.0.0.1:{srv.server_address[1]}"
@@ -146,10 +142,6 @@ def main():
                      f"and a reported peak of {rpeak >> 20} MiB (at most 1.5x + 16 MiB)")
         if procs.stop(node) not in (0, None):
             sys.exit(f"FAIL: sut-node exit {node.returncode} on SIGTERM")
-    finally:
-        srv.shutdown()
-        procs.stop_all()
-        shutil.rmtree(tmp, ignore_errors=True)
     print("PASS")
 
 

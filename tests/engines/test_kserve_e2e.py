@@ -11,10 +11,8 @@ Exits 77 when python3-torch, -fastapi, -uvicorn or -onnx is missing.
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import enginetest as et  # noqa: E402
@@ -36,9 +34,7 @@ def main():
     et.need_modules("torch", "fastapi", "uvicorn", "onnx", "numpy")
     model = os.path.join(src, "sut-node", "backends", "onnx", "models", "fashion_mnist_cnn.onnx")
     ref = json.load(open(model[:-5] + ".json"))
-    tmp = tempfile.mkdtemp(prefix="kserve-e2e-")
-    procs = et.Procs()
-    try:
+    with et.scratch("kserve-e2e-") as (procs, tmp):
         subprocess.run([et.PY, os.path.join(src, "loadgen-node", "tools", "fmnist_to_npy.py"),
                         "--split", "test", "--out-dir", tmp], check=True, capture_output=True)
         images = os.path.join(tmp, "fmnist_test_images.npy")
@@ -89,9 +85,6 @@ def main():
         if good != ref["good"]:
             sys.exit(f"FAIL: kserve {good} correct, the model's record says {ref['good']}")
         print(f"ok: equal to the onnx backend and to the recorded {ref['good']}/{ref['total']}")
-    finally:
-        procs.stop_all()
-        shutil.rmtree(tmp, ignore_errors=True)
     print("PASS")
 
 

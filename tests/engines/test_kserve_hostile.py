@@ -14,10 +14,8 @@ be the bytes the server sent for it.
 import http.server
 import json
 import os
-import shutil
 import struct
 import sys
-import tempfile
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -113,11 +111,9 @@ def main():
     if len(sys.argv) != 5:
         sys.exit(__doc__)
     sut, lg, plugin, _src = sys.argv[1:]
-    tmp = tempfile.mkdtemp(prefix="kserve-hostile-")
-    procs = et.Procs()
     srv = Server(("127.0.0.1", 0), Handler)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
-    try:
+    with et.scratch("kserve-hostile-", srv.shutdown) as (procs, tmp):
         qsl = os.path.join(tmp, "images.npy")
         write_npy(qsl)
         # max_batch = N: one request per run carries every sample.
@@ -160,10 +156,6 @@ def main():
         print(f"ok valid: all {N} results are the server's bytes")
         if procs.stop(node) not in (0, None):
             sys.exit(f"FAIL: sut-node exit {node.returncode} on SIGTERM")
-    finally:
-        srv.shutdown()
-        procs.stop_all()
-        shutil.rmtree(tmp, ignore_errors=True)
     print("PASS")
 
 

@@ -27,11 +27,9 @@ no apt) or python3-numpy / python3-pandas are missing.
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 
@@ -139,9 +137,7 @@ def main():
           f"{open(os.path.join(cache, 'version.txt')).read().strip().splitlines()[0]}; "
           f"Debian {' '.join(l for l in open(os.path.join(cache, 'versions')) if l.startswith('llama.cpp-tools')).strip()}")
 
-    tmp = tempfile.mkdtemp(prefix="llamacpp-")
-    procs = et.Procs()
-    try:
+    with et.scratch("llamacpp-") as (procs, tmp):
         model = os.path.join(tmp, "tiny-llama-bytes.gguf")
         plain = os.path.join(tmp, "tiny-llama-nobytes.gguf")
         for path, extra in ((model, []), (plain, ["--no-bytes"])):
@@ -242,9 +238,6 @@ def main():
         if r.returncode == 0 or "oneshot=1: only with dialect=llamacpp" not in msg:
             sys.exit(f"FAIL dialect=vllm oneshot=1 accepted (exit {r.returncode}):\n{msg[-1000:]}")
         print("ok dialect=vllm oneshot=1 refused: " + msg.strip().splitlines()[-1])
-    finally:
-        procs.stop_all()
-        shutil.rmtree(tmp, ignore_errors=True)
     print("PASS")
 
 

@@ -13,10 +13,8 @@ Exits 77 when the Python packages are missing (python3-torch, -fastapi, -uvicorn
 """
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import enginetest as et  # noqa: E402
@@ -31,9 +29,7 @@ def main():
         sys.exit(__doc__)
     sut, lg, plugin, src = sys.argv[1:]
     et.need_modules("torch", "fastapi", "uvicorn", "pandas", "numpy")
-    tmp = tempfile.mkdtemp(prefix="llm-e2e-")
-    procs = et.Procs()
-    try:
+    with et.scratch("llm-e2e-") as (procs, tmp):
         # The data set in the official pickle form, converted as a real one would be.
         qsl, prompts = et.llm_qsl(src, tmp, N_PROMPTS, EOS)
         eport = et.start_llm_engine(procs, src, tmp, "engine", EOS, timeout=40)
@@ -134,9 +130,6 @@ def main():
                      f"({bool(want.search(text))}) or detail log ({bool(dwant.search(detail))}):"
                      f"\n{text[-2000:]}\n--- detail:\n{detail[-2000:]}")
         print("ok the engine's text in loadgen-node's log: " + want.search(text).group(0)[-200:])
-    finally:
-        procs.stop_all()
-        shutil.rmtree(tmp, ignore_errors=True)
     print("PASS")
 
 

@@ -31,10 +31,8 @@ source tree).
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -101,27 +99,6 @@ def run_lg(lg, fe, out, node, qsl, scenario, mode, model, conf, sets):
     return r.returncode, r.stdout + r.stderr
 
 
-def check_tokens(tag, out, ref):
-    with open(os.path.join(out, "mlperf_log_accuracy.json")) as f:
-        log = json.load(f)
-    seen = {}
-    for e in log:
-        i = int(e["qsl_idx"])
-        if i in seen:
-            fail(f"{tag}: sample {i} answered twice")
-        data = bytes.fromhex(e["data"])
-        seen[i] = [int.from_bytes(data[k:k + 4], "little") for k in range(0, len(data), 4)]
-    if sorted(seen) != list(range(len(ref))):
-        fail(f"{tag}: {len(seen)} of {len(ref)} samples answered; missing "
-             f"{sorted(set(range(len(ref))) - set(seen))[:10]}")
-    bad = [i for i in range(len(ref)) if seen[i] != ref[i]]
-    if bad:
-        fail(f"{tag}: {len(bad)} samples differ from the engine's own output; sample {bad[0]}: "
-             f"got {seen[bad[0]]}, engine {ref[bad[0]]}")
-    print(f"ok {tag}: {len(ref)} samples, each once, every token as the engine's own "
-          f"({sum(map(len, ref))} tokens)")
-
-
 def check_perf(tag, out, scenario):
     s, d = summary(out), detail(out)
     # As the official summary has them: Offline gives tokens per second only.
@@ -174,7 +151,7 @@ def engine_runs(lg, fe, tmp, node, conf, data, refs):
                     "samples failed" in text or "errors were logged" in text:
                 fail(f"{tag}: loadgen-node exit {rc}\n{text[-3000:]}")
             if mode == "AccuracyOnly":
-                check_tokens(tag, out, refs[kind])
+                et.check_tokens(tag, out, refs[kind])
             else:
                 check_perf(tag, out, scenario)
 
@@ -234,9 +211,7 @@ def main():
         if "this build has no official LoadGen" in probe.stderr:
             et.skip("loadgen-node was built without an official LoadGen (-DMLPERF_LOADGEN_ROOT)")
     tools = os.path.join(src, "loadgen-node", "tools")
-    tmp = tempfile.mkdtemp(prefix="llm-scenarios-")
-    procs = et.Procs()
-    try:
+    with et.scratch("llm-scenarios-") as (procs, tmp):
         # llama2-70b's form: the pickle, converted with the model's column.
         pkl, npy = os.path.join(tmp, "openorca.pkl"), os.path.join(tmp, "qsl-llama2")
         subprocess.run([et.PY, os.path.join(tools, "make_llm_tokens.py"), "--out", pkl,
@@ -277,9 +252,6 @@ def main():
         procs.stop(node)
         if fe == "official":
             compare_front_ends(procs, sut, lg, tmp, conf, jpath)
-    finally:
-        procs.stop_all()
-        shutil.rmtree(tmp, ignore_errors=True)
     print("PASS")
 
 

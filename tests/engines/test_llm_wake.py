@@ -100,10 +100,8 @@ class Engine:
                 with eng.mu:
                     eng.done.append((t_first - t0, t_end - t_first, t0))
 
-        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.srv.daemon_threads = True
+        self.srv = et.serve(Handler)
         self.port = self.srv.server_address[1]
-        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
 
     def close(self):
         self.srv.shutdown()

@@ -24,11 +24,9 @@ sanitizer report in the node's output.
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -291,13 +289,16 @@ def main():
     if len(sys.argv) != 4:
         sys.exit(__doc__)
     sut, lg, plugin = sys.argv[1:]
-    tmp = tempfile.mkdtemp(prefix="openai-hostile-")
-    procs = et.Procs()
     with open(sut, "rb") as f:
         ceiling = ASAN_RSS_MB if b"__asan_init" in f.read() else RSS_MB
     plain = Engine()
     engs = [plain]
-    try:
+
+    def close_engines():
+        for eng in engs:
+            eng.close()
+
+    with et.scratch("openai-hostile-", close_engines) as (procs, tmp):
         # The lean client over TLS too: the same attacks inside a TLS stream (a certificate made
         # here, passed as ca_file), the same words for each.
         cert, key = os.path.join(tmp, "eng.crt"), os.path.join(tmp, "eng.key")
@@ -333,11 +334,6 @@ def main():
                 sys.exit(f"FAIL {tag}: sut-node exit {rc} on SIGTERM, log:\n{log[-3000:]}")
             print(f"ok {tag}: sut-node up through every attack, VmHWM {hwm:.1f} MB, "
                   f"exit 0 on SIGTERM, no sanitizer report")
-    finally:
-        for eng in engs:
-            eng.close()
-        procs.stop_all()
-        shutil.rmtree(tmp, ignore_errors=True)
     print("PASS")
 
 

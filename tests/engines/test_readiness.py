@@ -21,11 +21,9 @@ import http.server
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import urllib.request
 import time
@@ -81,10 +79,8 @@ class Engine:
                 self.end_headers()
                 self.wfile.write(out)
 
-        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.srv.daemon_threads = True
+        self.srv = et.serve(Handler)
         self.port = self.srv.server_address[1]
-        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
 
     def close(self):
         self.srv.shutdown()
@@ -294,15 +290,10 @@ def main():
     if len(sys.argv) != 4:
         sys.exit(__doc__)
     sut, lg, plugin = sys.argv[1:]
-    tmp = tempfile.mkdtemp(prefix="readiness-")
-    procs = et.Procs()
-    try:
+    with et.scratch("readiness-") as (procs, tmp):
         port_file(procs, sut, plugin, tmp)
         unready(procs, sut, lg, plugin, tmp)
         wait_for_engine(procs, sut, lg, plugin, tmp)
-    finally:
-        procs.stop_all()
-    shutil.rmtree(tmp, ignore_errors=True)
     print("PASS")
 
 

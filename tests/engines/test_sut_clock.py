@@ -31,11 +31,9 @@ import csv
 import glob
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import enginetest as et  # noqa: E402
@@ -185,17 +183,12 @@ def main():
         sut, lg = None, sys.argv[2]
     else:
         sys.exit(__doc__)
-    tmp = tempfile.mkdtemp(prefix="sutclock-")
-    procs = et.Procs()
-    try:
+    with et.scratch("sutclock-") as (procs, tmp):
         if sut:
             mode_sim(sut, lg, tmp, procs)
         else:
             twice(lambda attempt: endpoint_run(lg, tmp, attempt))
         print("PASS")
-    finally:
-        procs.stop_all()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

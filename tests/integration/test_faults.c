@@ -492,46 +492,14 @@ START_TEST(reset_mid_write)
 }
 END_TEST
 
-static TCase *tc(const char *name, const TTest *t)
-{
-    TCase *c = tcase_create(name);
-    tcase_add_test(c, t);
-    tcase_set_timeout(c, 60);
-    return c;
-}
-
-static TCase *tc_offline(void)
-{
-    return tc("kill_offline", kill_during_offline_query);
-}
-static TCase *tc_sigstop(void)
-{
-    return tc("sigstop", sigstop_past_the_ping_deadline);
-}
-static TCase *tc_restart(void)
-{
-    return tc("restart", restart_rejoins);
-}
-static TCase *tc_busy(void)
-{
-    return tc("busy_node", busy_node_is_not_down);
-}
-static TCase *tc_outage(void)
-{
-    return tc("short_outage", old_backlog_survives_a_short_outage);
-}
-static TCase *tc_cut(void)
-{
-    return tc("network_cut", network_cut);
-}
-static TCase *tc_blackhole(void)
-{
-    return tc("network_blackhole", network_blackhole);
-}
-static TCase *tc_reset_write(void)
-{
-    return tc("reset_mid_write", reset_mid_write);
-}
+CHECK_TCASE(tc_offline, "kill_offline", 60, kill_during_offline_query)
+CHECK_TCASE(tc_sigstop, "sigstop", 60, sigstop_past_the_ping_deadline)
+CHECK_TCASE(tc_restart, "restart", 60, restart_rejoins)
+CHECK_TCASE(tc_busy, "busy_node", 60, busy_node_is_not_down)
+CHECK_TCASE(tc_outage, "short_outage", 60, old_backlog_survives_a_short_outage)
+CHECK_TCASE(tc_cut, "network_cut", 60, network_cut)
+CHECK_TCASE(tc_blackhole, "network_blackhole", 60, network_blackhole)
+CHECK_TCASE(tc_reset_write, "reset_mid_write", 60, reset_mid_write)
 
 CHECK_MAIN("faults", tc_offline, tc_sigstop, tc_restart, tc_busy, tc_outage, tc_cut, tc_blackhole,
            tc_reset_write)

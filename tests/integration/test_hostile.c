@@ -391,28 +391,10 @@ START_TEST(node_words_are_checked)
 }
 END_TEST
 
-static TCase *tc_words(void)
-{
-    TCase *t = tcase_create("node_words");
-    tcase_add_test(t, node_words_are_checked);
-    tcase_set_timeout(t, 60);
-    return t;
-}
+CHECK_TCASE(tc_words, "node_words", 60, node_words_are_checked)
 
-static TCase *tc_evil(void)
-{
-    TCase *t = tcase_create("malicious_node");
-    tcase_add_test(t, malicious_node_cannot_complete_twice);
-    tcase_set_timeout(t, 60);
-    return t;
-}
+CHECK_TCASE(tc_evil, "malicious_node", 60, malicious_node_cannot_complete_twice)
 
-static TCase *tc_flood(void)
-{
-    TCase *t = tcase_create("half_open");
-    tcase_add_test(t, half_open_flood);
-    tcase_set_timeout(t, 60);
-    return t;
-}
+CHECK_TCASE(tc_flood, "half_open", 60, half_open_flood)
 
 CHECK_MAIN("hostile", tc_evil, tc_flood, tc_words)

@@ -849,60 +849,17 @@ START_TEST(loop_lent_node_killed)
 }
 END_TEST
 
-static TCase *tc(const char *name, const TTest *t, int timeout)
-{
-    TCase *c = tcase_create(name);
-    tcase_add_test(c, t);
-    tcase_set_timeout(c, timeout);
-    return c;
-}
-
-static TCase *tc_one(void)
-{
-    TCase *c = tc("one_node", one_node_10000_exactly_once, 120);
-    tcase_add_test(c, large_offline_query_parts);
-    return c;
-}
-static TCase *tc_single(void)
-{
-    return tc("single_stream", single_stream_one_at_a_time, 60);
-}
-static TCase *tc_three(void)
-{
-    return tc("three_nodes", three_nodes_10000_exactly_once, 120);
-}
-static TCase *tc_dup(void)
-{
-    TCase *c = tc("names", duplicate_names_rejected, 60);
-    tcase_add_test(c, unreachable_node_is_a_clear_error);
-    return c;
-}
-static TCase *tc_policy(void)
-{
-    TCase *c = tc("policy", least_outstanding_favours_the_fast_node, 120);
-    tcase_add_test(c, round_robin_and_weighted_spread);
-    return c;
-}
-static TCase *tc_kill_one(void)
-{
-    return tc("kill_one", kill_one_of_three_mid_run, 120);
-}
-static TCase *tc_kill_all(void)
-{
-    return tc("kill_all", kill_all_fails_fast, 60);
-}
-static TCase *tc_as_issued(void)
-{
-    return tc("as_issued", queries_go_out_as_issued, 60);
-}
-static TCase *tc_lent(void)
-{
-    return tc("lent", loop_lent_to_caller, 120);
-}
-static TCase *tc_lent_kill(void)
-{
-    return tc("lent_kill", loop_lent_node_killed, 120);
-}
+CHECK_TCASE(tc_one, "one_node", 120, one_node_10000_exactly_once, large_offline_query_parts)
+CHECK_TCASE(tc_single, "single_stream", 60, single_stream_one_at_a_time)
+CHECK_TCASE(tc_three, "three_nodes", 120, three_nodes_10000_exactly_once)
+CHECK_TCASE(tc_dup, "names", 60, duplicate_names_rejected, unreachable_node_is_a_clear_error)
+CHECK_TCASE(tc_policy, "policy", 120, least_outstanding_favours_the_fast_node,
+            round_robin_and_weighted_spread)
+CHECK_TCASE(tc_kill_one, "kill_one", 120, kill_one_of_three_mid_run)
+CHECK_TCASE(tc_kill_all, "kill_all", 60, kill_all_fails_fast)
+CHECK_TCASE(tc_as_issued, "as_issued", 60, queries_go_out_as_issued)
+CHECK_TCASE(tc_lent, "lent", 120, loop_lent_to_caller)
+CHECK_TCASE(tc_lent_kill, "lent_kill", 120, loop_lent_node_killed)
 
 CHECK_MAIN("qdl", tc_one, tc_single, tc_three, tc_dup, tc_policy, tc_kill_one, tc_kill_all,
            tc_as_issued, tc_lent, tc_lent_kill)

@@ -601,34 +601,15 @@ START_TEST(plaintext_qdl_against_a_tls_node_says_so)
 }
 END_TEST
 
-static TCase *tc_stuck(void)
-{
-    TCase *c = tcase_create("stuck_node");
-    tcase_add_test(c, server_with_one_stuck_node_of_three);
-    tcase_add_test(c, single_stream_with_a_stuck_node_ends);
-    tcase_add_test(c, single_stream_with_only_a_stuck_node_fails_clearly);
-    tcase_set_timeout(c, 120);
-    return c;
-}
+CHECK_TCASE(tc_stuck, "stuck_node", 120, server_with_one_stuck_node_of_three,
+            single_stream_with_a_stuck_node_ends,
+            single_stream_with_only_a_stuck_node_fails_clearly)
 
-static TCase *tc_limits(void)
-{
-    TCase *c = tcase_create("node_limits");
-    tcase_add_test(c, parts_fit_the_nodes_frame_limit);
-    tcase_add_test(c, a_sample_larger_than_the_node_accepts_fails_at_once);
-    tcase_add_test(c, a_result_codec_not_offered_is_refused);
-    tcase_add_test(c, decoded_results_are_bounded);
-    tcase_add_test(c, one_first_token_per_sample_across_redispatch);
-    tcase_set_timeout(c, 120);
-    return c;
-}
+CHECK_TCASE(tc_limits, "node_limits", 120, parts_fit_the_nodes_frame_limit,
+            a_sample_larger_than_the_node_accepts_fails_at_once,
+            a_result_codec_not_offered_is_refused, decoded_results_are_bounded,
+            one_first_token_per_sample_across_redispatch)
 
-static TCase *tc_plaintext(void)
-{
-    TCase *c = tcase_create("plaintext_vs_tls");
-    tcase_add_test(c, plaintext_qdl_against_a_tls_node_says_so);
-    tcase_set_timeout(c, 60);
-    return c;
-}
+CHECK_TCASE(tc_plaintext, "plaintext_vs_tls", 60, plaintext_qdl_against_a_tls_node_says_so)
 
 CHECK_MAIN("qdl limits", tc_stuck, tc_limits, tc_plaintext)

@@ -664,25 +664,11 @@ START_TEST(a_budget_too_small_is_refused)
 }
 END_TEST
 
-static TCase *tc_node(void)
-{
-    TCase *t = tcase_create("memory_node");
-    tcase_add_test(t, ping_flood_without_reading);
-    tcase_add_test(t, reject_and_reconnect_ends);
-    tcase_add_test(t, node_times_past_the_round_trip_are_clamped);
-    tcase_set_timeout(t, 120);
-    return t;
-}
+CHECK_TCASE(tc_node, "memory_node", 120, ping_flood_without_reading, reject_and_reconnect_ends,
+            node_times_past_the_round_trip_are_clamped)
 
-static TCase *tc_meta(void)
-{
-    TCase *t = tcase_create("memory_meta");
-    tcase_add_test(t, big_metadata_refused_by_its_header);
-    tcase_add_test(t, big_metadata_counted_before_unpacking);
-    tcase_add_test(t, a_frame_over_the_nodes_share_is_refused);
-    tcase_add_test(t, a_budget_too_small_is_refused);
-    tcase_set_timeout(t, 60);
-    return t;
-}
+CHECK_TCASE(tc_meta, "memory_meta", 60, big_metadata_refused_by_its_header,
+            big_metadata_counted_before_unpacking, a_frame_over_the_nodes_share_is_refused,
+            a_budget_too_small_is_refused)
 
 CHECK_MAIN("qdl memory", tc_node, tc_meta)

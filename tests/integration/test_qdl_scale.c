@@ -78,12 +78,6 @@ START_TEST(sixty_four_nodes_every_sample_once)
 }
 END_TEST
 
-static TCase *tc_scale(void)
-{
-    TCase *t = tcase_create("scale");
-    tcase_add_test(t, sixty_four_nodes_every_sample_once);
-    tcase_set_timeout(t, 200);
-    return t;
-}
+CHECK_TCASE(tc_scale, "scale", 200, sixty_four_nodes_every_sample_once)
 
 CHECK_MAIN("qdl scale", tc_scale)

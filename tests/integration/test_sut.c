@@ -869,31 +869,11 @@ START_TEST(command_line_and_config)
 }
 END_TEST
 
-static TCase *tc_handshake(void)
-{
-    TCase *tc = tcase_create("handshake");
-    tcase_add_test(tc, handshake_and_name);
-    tcase_set_timeout(tc, 60);
-    return tc;
-}
+CHECK_TCASE(tc_handshake, "handshake", 60, handshake_and_name)
 
-static TCase *tc_backends(void)
-{
-    TCase *tc = tcase_create("backends");
-    tcase_add_test(tc, backend_null);
-    tcase_add_test(tc, backend_sim);
-    tcase_add_test(tc, backend_sim_llm);
-    tcase_set_timeout(tc, 60);
-    return tc;
-}
+CHECK_TCASE(tc_backends, "backends", 60, backend_null, backend_sim, backend_sim_llm)
 
-static TCase *tc_digest(void)
-{
-    TCase *tc = tcase_create("digest");
-    tcase_add_test(tc, digest_proves_bytes);
-    tcase_set_timeout(tc, 120);
-    return tc;
-}
+CHECK_TCASE(tc_digest, "digest", 120, digest_proves_bytes)
 
 static TCase *tc_bad_input(void)
 {
@@ -909,37 +889,13 @@ static TCase *tc_bad_input(void)
     return tc;
 }
 
-static TCase *tc_limits(void)
-{
-    TCase *tc = tcase_create("limits");
-    tcase_add_test(tc, bad_duplicate_id_and_limits);
-    tcase_set_timeout(tc, 60);
-    return tc;
-}
+CHECK_TCASE(tc_limits, "limits", 60, bad_duplicate_id_and_limits)
 
-static TCase *tc_sigterm(void)
-{
-    TCase *tc = tcase_create("sigterm");
-    tcase_add_test(tc, sigterm_loses_nothing);
-    tcase_set_timeout(tc, 60);
-    return tc;
-}
+CHECK_TCASE(tc_sigterm, "sigterm", 60, sigterm_loses_nothing)
 
-static TCase *tc_plugin(void)
-{
-    TCase *tc = tcase_create("plugin");
-    tcase_add_test(tc, plugin_via_dlopen);
-    tcase_set_timeout(tc, 60);
-    return tc;
-}
+CHECK_TCASE(tc_plugin, "plugin", 60, plugin_via_dlopen)
 
-static TCase *tc_cli(void)
-{
-    TCase *tc = tcase_create("cli");
-    tcase_add_test(tc, command_line_and_config);
-    tcase_set_timeout(tc, 60);
-    return tc;
-}
+CHECK_TCASE(tc_cli, "cli", 60, command_line_and_config)
 
 CHECK_MAIN("sut", tc_handshake, tc_backends, tc_digest, tc_bad_input, tc_limits, tc_sigterm,
            tc_plugin, tc_cli)

@@ -1122,49 +1122,17 @@ START_TEST(ping_slots)
 }
 END_TEST
 
-static TCase *tc(const char *name, const TTest *t)
-{
-    TCase *c = tcase_create(name);
-    tcase_add_test(c, t);
-    tcase_set_timeout(c, 90);
-    return c;
-}
-
-static TCase *tc_no_read(void)
-{
-    return tc("no_read", no_read);
-}
-static TCase *tc_lz4_bomb(void)
-{
-    return tc("lz4_bomb", lz4_bomb);
-}
-static TCase *tc_decode_share(void)
-{
-    return tc("decode_share", decode_share);
-}
-static TCase *tc_slow_frame(void)
-{
-    return tc("slow_frame", slow_frame);
-}
-static TCase *tc_big_meta(void)
-{
-    return tc("big_meta", big_meta);
-}
-static TCase *tc_preauth_flood(void)
-{
-    return tc("preauth_flood", preauth_flood);
-}
-static TCase *tc_slow_readers(void)
-{
-    return tc("slow_readers", slow_readers);
-}
-static TCase *tc_greedy_share(void)
-{
-    return tc("greedy_share", greedy_share);
-}
+CHECK_ONE_TEST_TCASE_TIMEOUT(no_read, 90)
+CHECK_ONE_TEST_TCASE_TIMEOUT(lz4_bomb, 90)
+CHECK_ONE_TEST_TCASE_TIMEOUT(decode_share, 90)
+CHECK_ONE_TEST_TCASE_TIMEOUT(slow_frame, 90)
+CHECK_ONE_TEST_TCASE_TIMEOUT(big_meta, 90)
+CHECK_ONE_TEST_TCASE_TIMEOUT(preauth_flood, 90)
+CHECK_ONE_TEST_TCASE_TIMEOUT(slow_readers, 90)
+CHECK_ONE_TEST_TCASE_TIMEOUT(greedy_share, 90)
+#if defined(__SANITIZE_THREAD__)
 static TCase *tc_trickle_big(void)
 {
-#if defined(__SANITIZE_THREAD__)
     /* The case is about rates: the test trickles at 400 KiB/s against a node that, slowed ten
      * times by ThreadSanitizer, pauses reading (legitimately, for memory) for as long as the
      * good client's 72 MiB digest takes, longer than the kernel's buffers hold the trickle. The
@@ -1172,22 +1140,13 @@ static TCase *tc_trickle_big(void)
     (void)trickle_big;
     printf("trickle_big: skipped under ThreadSanitizer (rate-bound; loop-thread code only)\n");
     return NULL;
+}
 #else
-    return tc("trickle_big", trickle_big);
+CHECK_ONE_TEST_TCASE_TIMEOUT(trickle_big, 90)
 #endif
-}
-static TCase *tc_budget_wait(void)
-{
-    return tc("budget_wait", budget_wait);
-}
-static TCase *tc_ping_idle(void)
-{
-    return tc("ping_idle", ping_idle);
-}
-static TCase *tc_ping_slots(void)
-{
-    return tc("ping_slots", ping_slots);
-}
+CHECK_ONE_TEST_TCASE_TIMEOUT(budget_wait, 90)
+CHECK_ONE_TEST_TCASE_TIMEOUT(ping_idle, 90)
+CHECK_ONE_TEST_TCASE_TIMEOUT(ping_slots, 90)
 
 CHECK_MAIN("sut_memory", tc_no_read, tc_lz4_bomb, tc_slow_frame, tc_big_meta, tc_preauth_flood,
            tc_ping_idle, tc_ping_slots, tc_slow_readers, tc_greedy_share, tc_trickle_big,

@@ -6,6 +6,7 @@
 #define TEST_CHECK_MAIN_H
 
 #include <check.h>
+#include <stdarg.h>
 #include <stdlib.h>
 
 /* A TCase maker `tc_<test>` holding the one test |test|, named after it (CK_RUN_CASE=test). */
@@ -16,6 +17,33 @@
         tcase_add_test(tc_one_, test);        \
         return tc_one_;                       \
     }
+
+/* A TCase |name| of the tests listed after |seconds| (START_TEST names, then NULL), each allowed
+ * |seconds| (Check's default is 4 s; CK_TIMEOUT_MULTIPLIER scales it). */
+static inline TCase *check_tcase(const char *name, int seconds, ...)
+{
+    TCase *tc = tcase_create(name);
+    const TTest *t;
+    va_list ap;
+
+    va_start(ap, seconds);
+    while ((t = va_arg(ap, const TTest *)) != NULL)
+        tcase_add_test(tc, t);
+    va_end(ap);
+    tcase_set_timeout(tc, seconds);
+    return tc;
+}
+
+/* A static TCase maker |maker| for check_tcase(|name|, |seconds|, the tests...): for CHECK_MAIN,
+ * in a suite of one file. */
+#define CHECK_TCASE(maker, name, seconds, ...)                            \
+    static TCase *maker(void)                                             \
+    {                                                                     \
+        return check_tcase(name, seconds, __VA_ARGS__, (const TTest *)0); \
+    }
+
+/* CHECK_TCASE for the one test |test|, named after it (CK_RUN_CASE=test). */
+#define CHECK_ONE_TEST_TCASE_TIMEOUT(test, seconds) CHECK_TCASE(tc_##test, #test, seconds, test)
 
 #define CHECK_MAIN(suite_name, ...)                                              \
     int main(void)                                                               \

@@ -34,7 +34,8 @@ typedef enum {
 enum { CMN_OPT_NONE = 0, CMN_OPT_INT = 1, CMN_OPT_SIZE = 2 };
 
 /* flags */
-#define CMN_OPT_F_KV 1u /* a backend's KEY=VALUE option: messages name it "option KEY=VALUE" */
+#define CMN_OPT_F_KV 1u     /* a backend's KEY=VALUE option: messages name it "option KEY=VALUE" */
+#define CMN_OPT_F_HIDDEN 2u /* read as any row, but neither --help nor --list-options shows it */
 
 /* A setter: |dst| is the program's options struct, |u| the checked number (num rows). */
 typedef int (*cmn_opt_set_fn)(void *dst, const char *name, const char *v, uint64_t u,
@@ -90,6 +91,11 @@ typedef struct {
     {                                                        \
         .name = n, .arg = a, .help = h, .kind = CMN_OPTK_ACT \
     }
+/* An ACT row that --help and --list-options do not show (--list-options itself). */
+#define CMN_OPT_HIDDEN_ACT(n)                                      \
+    {                                                              \
+        .name = n, .kind = CMN_OPTK_ACT, .flags = CMN_OPT_F_HIDDEN \
+    }
 #define CMN_OPT_SECTION(t)                  \
     {                                       \
         .name = t, .kind = CMN_OPTK_SECTION \
@@ -129,11 +135,28 @@ int cmn_opts_conf_file(const char *path, const cmn_opt_t *t, size_t n, void *dst
 int cmn_opts_next(int argc, char **argv, int *i, int dash_h, const cmn_opt_t *t, size_t n,
                   const cmn_opt_t **d, cmn_conf_word_t *w, cmn_errbuf_t *eb);
 
+/* flags of cmn_opts_parse: DASH_H, "-h" is read as "--help"; NO_VALUE, "--NAME=V" for a row
+ * without |arg| (a switch's 1 or 0 aside) is refused: "--NAME takes no value". */
+#define CMN_OPTS_DASH_H 1u
+#define CMN_OPTS_NO_VALUE 2u
+
+/* What a program does with an ACT row (--config reads its file; --help and --version print and
+ * exit): |v| is the value (NULL without one). Returns 0, or a negative code with its message. */
+typedef int (*cmn_opts_act_fn)(void *dst, const cmn_opt_t *d, const char *v, cmn_errbuf_t *eb);
+
+/* A program's command line against its table, in two passes: first each ACT row, in the order
+ * given, to |act| (--config's file sets defaults, --help prints whatever else is given), then
+ * every other row to cmn_opts_apply on |dst|, over what the file set. Words are read as
+ * cmn_opts_next does (|flags|' CMN_OPTS_DASH_H), and refused there in the first pass. Returns 0,
+ * or the first refusal's code with its message. */
+int cmn_opts_parse(int argc, char **argv, unsigned flags, const cmn_opt_t *t, size_t n, void *dst,
+                   cmn_opts_act_fn act, cmn_errbuf_t *eb);
+
 /* The --help rows of a table (cmn_opts_help_row's |width| and |wrap|), each section as a blank
- * line and "TITLE:". */
+ * line and "TITLE:"; hidden rows skipped. */
 void cmn_opts_help(FILE *f, const cmn_opt_t *t, size_t n, int width, int wrap);
 
-/* The --list-options lines of a table (cmn_opts_list_row), sections skipped. */
+/* The --list-options lines of a table (cmn_opts_list_row), sections and hidden rows skipped. */
 void cmn_opts_list(FILE *f, const cmn_opt_t *t, size_t n);
 
 /* A backend's KEY=VALUE options (|nk| pairs in |keys| and |values|) against its table: the index

@@ -6,6 +6,8 @@
  *
  *     const sut_backend_ops_t *sut_backend_entry(void);
  *
+ * (SUT_BACKEND_ENTRY below defines it.)
+ *
  * Flow: the node calls create() once with its configuration, describe() to learn the backend's
  * batch sizes and output size, then infer() for each batch its dynamic batcher forms, from one of
  * its worker threads (or from the I/O thread when the backend sets SUT_BACKEND_F_INLINE). infer()
@@ -178,6 +180,21 @@ typedef struct {
 #define SUT_BACKEND_ECANCELED (-125)
 
 typedef const sut_backend_ops_t *(*sut_backend_entry_fn)(void);
+
+/* The function a plugin exports under SUT_BACKEND_ENTRY_SYMBOL (the node finds it with dlsym);
+ * the plugin defines it with SUT_BACKEND_ENTRY. */
+#define SUT_BACKEND_EXPORT __attribute__((visibility("default")))
+SUT_BACKEND_EXPORT const sut_backend_ops_t *sut_backend_entry(void);
+
+/* Defines sut_backend_entry() returning &|ops|, exported from a plugin built with hidden
+ * symbols: `SUT_BACKEND_ENTRY(my_ops);` once, at file scope, in the plugin's library (the
+ * declaration it ends with takes the semicolon). */
+#define SUT_BACKEND_ENTRY(ops)                                          \
+    SUT_BACKEND_EXPORT const sut_backend_ops_t *sut_backend_entry(void) \
+    {                                                                   \
+        return &(ops);                                                  \
+    }                                                                   \
+    SUT_BACKEND_EXPORT const sut_backend_ops_t *sut_backend_entry(void)
 
 /* The value of option |key| in |cfg|, or |dflt| when absent. */
 static inline const char *sut_backend_opt(const sut_backend_config_t *cfg, const char *key,

@@ -15,6 +15,7 @@ TCase *tcase_core(void);
 TCase *tcase_xq(void);
 TCase *tcase_conf(void);
 TCase *tcase_opts(void);
+TCase *tcase_sbuf(void);
 TCase *tcase_net(void);
 TCase *tcase_err(void);
 TCase *tcase_clock(void);

@@ -5,6 +5,7 @@
 #include "test_common.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -283,6 +284,107 @@ START_TEST(table_help_list)
 }
 END_TEST
 
+/* A program's table for cmn_opts_parse: a string, a switch, a flag and the actions. */
+typedef struct {
+    const char *path;
+    int busy;
+    bool quiet;
+    char acts[64]; /* the ACT rows seen, in order: "name[=value] " */
+} prog_t;
+
+static const cmn_opt_t prog[] = {
+    CMN_OPT_STR(prog_t, "path", "PATH", path, "a path"),
+    CMN_OPT_SWITCH(prog_t, "busy", busy, "spin"),
+    CMN_OPT_FLAG(prog_t, "quiet", quiet, "less"),
+    CMN_OPT_ACT("help", NULL, "this"),
+    CMN_OPT_ACT("config", "FILE", "a file"),
+    CMN_OPT_HIDDEN_ACT("list-options"),
+};
+#define N_PROG (sizeof(prog) / sizeof(prog[0]))
+
+/* Records the action; "config" sets the path as a file would (a default the command line
+ * overrides), any other refuses when the path is already set (the second pass came first). */
+static int prog_act(void *dst, const cmn_opt_t *d, const char *v, cmn_errbuf_t *eb)
+{
+    prog_t *p = dst;
+    size_t len = strlen(p->acts);
+
+    if (p->path && strcmp(p->path, "/file") != 0)
+        return cmn_errf(eb, CMN_ECONFIG, "action after the options");
+    snprintf(p->acts + len, sizeof(p->acts) - len, "%s%s%s ", d->name, v ? "=" : "", v ? v : "");
+    if (strcmp(d->name, "config") == 0)
+        p->path = "/file";
+    return 0;
+}
+
+/* cmn_opts_parse over "prog" and the argc - 1 words that follow. */
+static int parse(prog_t *p, unsigned flags, cmn_errbuf_t *eb, int argc, ...)
+{
+    static char word[8][16] = {"prog"}; /* the values stored outlive the call */
+    char *argv[8];
+    va_list ap;
+    int i;
+
+    ck_assert_int_le(argc, 8);
+    memset(p, 0, sizeof(*p));
+    va_start(ap, argc);
+    for (i = 0; i < argc; i++) {
+        if (i > 0)
+            snprintf(word[i], sizeof(word[i]), "%s", va_arg(ap, const char *));
+        argv[i] = word[i];
+    }
+    va_end(ap);
+    return cmn_opts_parse(argc, argv, flags, prog, N_PROG, p, prog_act, eb);
+}
+
+START_TEST(parse_passes)
+{
+    prog_t p;
+    cmn_errbuf_t eb = {{0}};
+    char *buf = NULL;
+    size_t len = 0;
+
+    /* The actions first, in order, the options over them (the command line wins). */
+    ck_assert_int_eq(parse(&p, 0, &eb, 5, "--path=/cli", "--busy=0", "--config", "f"), 0);
+    ck_assert_str_eq(p.acts, "config=f ");
+    ck_assert_str_eq(p.path, "/cli");
+    ck_assert_int_eq(p.busy, 0);
+    ck_assert_int_eq(
+        parse(&p, CMN_OPTS_DASH_H, &eb, 5, "--quiet", "-h", "--list-options", "--busy"), 0);
+    ck_assert_str_eq(p.acts, "help list-options ");
+    ck_assert(p.quiet);
+    ck_assert_int_eq(p.busy, 1);
+    /* "-h" is --help only where the program says so; a refused word stops the first pass. */
+    ck_assert_int_eq(parse(&p, 0, &eb, 3, "--help", "-h"), CMN_ECONFIG);
+    ck_assert_str_eq(p.acts, "help ");
+    ck_assert_int_eq(parse(&p, 0, &eb, 3, "--nope", "--help"), CMN_ECONFIG);
+    ck_assert_str_eq(eb.msg, "unknown option '--nope' (see --help)");
+    ck_assert_str_eq(p.acts, "");
+    /* A value on a row without one: kept, or refused with CMN_OPTS_NO_VALUE (a switch's aside). */
+    ck_assert_int_eq(parse(&p, 0, &eb, 3, "--quiet=1", "--help=x"), 0);
+    ck_assert_str_eq(p.acts, "help=x ");
+    ck_assert_int_eq(parse(&p, CMN_OPTS_NO_VALUE, &eb, 3, "--busy=1", "--quiet=1"), CMN_ECONFIG);
+    ck_assert_str_eq(eb.msg, "--quiet takes no value");
+    ck_assert_int_eq(parse(&p, CMN_OPTS_NO_VALUE, &eb, 2, "--busy=1"), 0);
+    ck_assert_int_eq(p.busy, 1);
+    /* A setter's refusal in the second pass. */
+    ck_assert_int_eq(parse(&p, 0, &eb, 2, "--busy=2"), CMN_ECONFIG);
+    ck_assert_str_eq(eb.msg, "busy '2': expected 1 or 0");
+    /* A hidden row is read, never shown. */
+    RENDER(buf, len, cmn_opts_help(f, prog, N_PROG, 12, 0));
+    ck_assert_ptr_null(strstr(buf, "list-options"));
+    ck_assert_ptr_nonnull(strstr(buf, "--config FILE"));
+    free(buf);
+    RENDER(buf, len, cmn_opts_list(f, prog, N_PROG));
+    ck_assert_str_eq(buf, "option path string 0 0\n"
+                          "option busy flag 0 0\n"
+                          "option quiet flag 0 0\n"
+                          "option help flag 0 0\n"
+                          "option config string 0 0\n");
+    free(buf);
+}
+END_TEST
+
 TCase *tcase_opts(void)
 {
     TCase *tc = tcase_create("opts");
@@ -294,5 +396,6 @@ TCase *tcase_opts(void)
     tcase_add_test(tc, table_conf_file);
     tcase_add_test(tc, table_kv);
     tcase_add_test(tc, table_help_list);
+    tcase_add_test(tc, parse_passes);
     return tc;
 }

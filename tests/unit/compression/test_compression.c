@@ -211,14 +211,7 @@ START_TEST(policy_table)
 }
 END_TEST
 
-static TCase *tc_lz4(void)
-{
-    TCase *tc = tcase_create("lz4");
-    tcase_add_test(tc, lz4_roundtrip);
-    tcase_add_test(tc, lz4_raw_fallback);
-    tcase_set_timeout(tc, 60);
-    return tc;
-}
+CHECK_TCASE(tc_lz4, "lz4", 60, lz4_roundtrip, lz4_raw_fallback)
 
 static TCase *tc_lies(void)
 {

@@ -388,38 +388,12 @@ START_TEST(kserve_v2)
 }
 END_TEST
 
-static TCase *tc(const char *name, const TTest *t)
-{
-    TCase *c = tcase_create(name);
-    tcase_add_test(c, t);
-    tcase_set_timeout(c, 30);
-    return c;
-}
-
-static TCase *tc_kserve_wrap_attack(void)
-{
-    return tc("kserve_wrap_attack", kserve_wrap_attack);
-}
-static TCase *tc_kserve_sizes(void)
-{
-    return tc("kserve_sizes", kserve_sizes);
-}
-static TCase *tc_kserve_header_length(void)
-{
-    return tc("kserve_header_length", kserve_header_length);
-}
-static TCase *tc_kserve_tensor(void)
-{
-    return tc("kserve_tensor", kserve_tensor);
-}
-static TCase *tc_kserve_shape_option(void)
-{
-    return tc("kserve_shape_option", kserve_shape_option);
-}
-static TCase *tc_kserve_v2(void)
-{
-    return tc("kserve_v2", kserve_v2);
-}
+CHECK_ONE_TEST_TCASE_TIMEOUT(kserve_wrap_attack, 30)
+CHECK_ONE_TEST_TCASE_TIMEOUT(kserve_sizes, 30)
+CHECK_ONE_TEST_TCASE_TIMEOUT(kserve_header_length, 30)
+CHECK_ONE_TEST_TCASE_TIMEOUT(kserve_tensor, 30)
+CHECK_ONE_TEST_TCASE_TIMEOUT(kserve_shape_option, 30)
+CHECK_ONE_TEST_TCASE_TIMEOUT(kserve_v2, 30)
 
 CHECK_MAIN("kserve", tc_kserve_wrap_attack, tc_kserve_sizes, tc_kserve_header_length,
            tc_kserve_tensor, tc_kserve_shape_option, tc_kserve_v2)

@@ -17,12 +17,6 @@
 #include <string.h>
 #include <strings.h>
 
-#ifdef SUT_BACKEND_PLUGIN
-#    define EXPORT __attribute__((visibility("default")))
-#else
-#    define EXPORT
-#endif
-
 struct sut_backend {
     httpc_t *http;
     httpc_lives_t lives; /* the requests cancel() can find */
@@ -401,8 +395,4 @@ static const sut_backend_ops_t ops = {
     ks_ready,
 };
 
-EXPORT const sut_backend_ops_t *sut_backend_entry(void);
-EXPORT const sut_backend_ops_t *sut_backend_entry(void)
-{
-    return &ops;
-}
+SUT_BACKEND_ENTRY(ops);

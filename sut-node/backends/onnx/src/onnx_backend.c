@@ -737,10 +737,5 @@ const sut_backend_ops_t *sut_backend_onnx_ops(void)
 }
 
 #ifdef SUT_BACKEND_ONNX_PLUGIN
-__attribute__((visibility("default"))) const sut_backend_ops_t *sut_backend_entry(void);
-
-const sut_backend_ops_t *sut_backend_entry(void)
-{
-    return &onnx_ops;
-}
+SUT_BACKEND_ENTRY(onnx_ops);
 #endif

@@ -39,12 +39,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef SUT_BACKEND_PLUGIN
-#    define EXPORT __attribute__((visibility("default")))
-#else
-#    define EXPORT
-#endif
-
 struct sut_backend {
     httpc_t *http;    /* client=curl */
     oai_lean_t *lean; /* client=lean */
@@ -587,8 +581,4 @@ static const sut_backend_ops_t ops = {
     oai_ready,
 };
 
-EXPORT const sut_backend_ops_t *sut_backend_entry(void);
-EXPORT const sut_backend_ops_t *sut_backend_entry(void)
-{
-    return &ops;
-}
+SUT_BACKEND_ENTRY(ops);
