@@ -25,44 +25,27 @@ void lg__fmt_fixed(char *buf, size_t len, double v, int prec)
  * included) pass through. */
 static void sb_json_str(cmn_sbuf_t *b, const char *s)
 {
+    /* The characters JSON writes as a backslash and a letter, and those letters. */
+    static const char plain[] = "\"\\\b\f\n\r\t", letter[] = "\"\\bfnrt";
     static const char hex[] = "0123456789abcdef";
     char esc[8];
 
     cmn_sbuf_add(b, "\"", 1);
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
+        const char *named = strchr(plain, c);
 
-        switch (c) {
-        case '"':
-            cmn_sbuf_add(b, "\\\"", 2);
-            break;
-        case '\\':
-            cmn_sbuf_add(b, "\\\\", 2);
-            break;
-        case '\b':
-            cmn_sbuf_add(b, "\\b", 2);
-            break;
-        case '\f':
-            cmn_sbuf_add(b, "\\f", 2);
-            break;
-        case '\n':
-            cmn_sbuf_add(b, "\\n", 2);
-            break;
-        case '\r':
-            cmn_sbuf_add(b, "\\r", 2);
-            break;
-        case '\t':
-            cmn_sbuf_add(b, "\\t", 2);
-            break;
-        default:
-            if (c < 0x20 || c == 0x7f) {
-                memcpy(esc, "\\u00", 4);
-                esc[4] = hex[c >> 4];
-                esc[5] = hex[c & 15];
-                cmn_sbuf_add(b, esc, 6);
-            } else {
-                cmn_sbuf_add(b, (const char *)&c, 1);
-            }
+        if (named) {
+            esc[0] = '\\';
+            esc[1] = letter[named - plain];
+            cmn_sbuf_add(b, esc, 2);
+        } else if (c < 0x20 || c == 0x7f) {
+            memcpy(esc, "\\u00", 4);
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            cmn_sbuf_add(b, esc, 6);
+        } else {
+            cmn_sbuf_add(b, (const char *)&c, 1);
         }
     }
     cmn_sbuf_add(b, "\"", 1);

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstddef>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -142,35 +143,28 @@ const SetField set_fields[] = {
 };
 #undef COPY
 
-int parse_scenario(const char *s, mlperf::TestScenario *out)
-{
-    static const struct {
-        const char *name;
-        mlperf::TestScenario sc;
-    } t[] = {{"SingleStream", mlperf::TestScenario::SingleStream},
-             {"MultiStream", mlperf::TestScenario::MultiStream},
-             {"Server", mlperf::TestScenario::Server},
-             {"Offline", mlperf::TestScenario::Offline}};
-    for (const auto &e : t)
-        if (std::strcmp(s, e.name) == 0) {
-            *out = e.sc;
-            return 0;
-        }
-    return -1;
-}
+template <typename T> struct named {
+    const char *name;
+    T value;
+};
 
-int parse_mode(const char *s, mlperf::TestMode *out)
+const named<mlperf::TestScenario> scenarios[] = {
+    {"SingleStream", mlperf::TestScenario::SingleStream},
+    {"MultiStream", mlperf::TestScenario::MultiStream},
+    {"Server", mlperf::TestScenario::Server},
+    {"Offline", mlperf::TestScenario::Offline}};
+const named<mlperf::TestMode> modes[] = {
+    {"SubmissionRun", mlperf::TestMode::SubmissionRun},
+    {"AccuracyOnly", mlperf::TestMode::AccuracyOnly},
+    {"PerformanceOnly", mlperf::TestMode::PerformanceOnly},
+    {"FindPeakPerformance", mlperf::TestMode::FindPeakPerformance}};
+
+// Sets *out to the value named |s| in |t|; -1 when |t| has no such name.
+template <typename T, std::size_t N> int parse_named(const named<T> (&t)[N], const char *s, T *out)
 {
-    static const struct {
-        const char *name;
-        mlperf::TestMode m;
-    } t[] = {{"SubmissionRun", mlperf::TestMode::SubmissionRun},
-             {"AccuracyOnly", mlperf::TestMode::AccuracyOnly},
-             {"PerformanceOnly", mlperf::TestMode::PerformanceOnly},
-             {"FindPeakPerformance", mlperf::TestMode::FindPeakPerformance}};
     for (const auto &e : t)
         if (std::strcmp(s, e.name) == 0) {
-            *out = e.m;
+            *out = e.value;
             return 0;
         }
     return -1;
@@ -180,7 +174,7 @@ int settings(const lg_official_args_t *a, mlperf::TestSettings *ts, cmn_errbuf_t
 {
     const char *model = a->model ? a->model : "*";
 
-    if (parse_scenario(a->scenario, &ts->scenario) < 0)
+    if (parse_named(scenarios, a->scenario, &ts->scenario) < 0)
         return cmn_errf(eb, CMN_ECONFIG, "--scenario: '%s' is not a scenario", a->scenario);
     // Officially the user.conf is the one conf file; FromConfig reads the compiled-in mlperf.conf
     // before the first one. Without a user.conf, mlperf.conf alone is read as LoadGen reads it.
@@ -190,7 +184,7 @@ int settings(const lg_official_args_t *a, mlperf::TestSettings *ts, cmn_errbuf_t
         if (ts->FromConfig(a->user_conf[i], model, a->scenario) != 0)
             return cmn_errf(eb, CMN_ECONFIG, "--user-conf %s: the official LoadGen cannot read it",
                             a->user_conf[i]);
-    if (a->mode && parse_mode(a->mode, &ts->mode) < 0)
+    if (a->mode && parse_named(modes, a->mode, &ts->mode) < 0)
         return cmn_errf(eb, CMN_ECONFIG, "--mode: '%s' is not a test mode", a->mode);
     for (int i = 0; i < a->n_sets; i++) {
         const char *eq = std::strchr(a->sets[i], '=');

@@ -246,6 +246,19 @@ static int peak_run(lg_run_t *run, const lg_effective_settings_t *s, const set_t
     return rc;
 }
 
+/* A FindBoundaries run at |s| (with its own set load) that reports the run when it was
+ * interrupted. Returns 1 when the search ends here (*rc < 0, or the interruption), else 0. */
+static int boundary_run(lg_run_t *run, const lg_effective_settings_t *s, const set_t *set,
+                        lg__perf_t *pr, lg_result_t *res, cmn_errbuf_t *eb, int *rc)
+{
+    *rc = peak_run(run, s, set, 1, pr, res, eb);
+    if (*rc < 0)
+        return 1;
+    if (res->interrupted)
+        report(run, s, pr, res);
+    return res->interrupted != 0;
+}
+
 static int peak_finished(const lg_effective_settings_t *l, const lg_effective_settings_t *u)
 {
     uint8_t precision = (uint8_t)l->requested.server_find_peak_qps_decimals_of_precision;
@@ -278,13 +291,8 @@ int lg__mode_find_peak(lg_run_t *run, const lg_effective_settings_t *base, lg_re
         free_sets(sets, nsets);
         return cmn_errf(eb, rc < 0 ? rc : CMN_ECONFIG, "no performance sample set");
     }
-    rc = peak_run(run, &l, &sets[0], 1, &lp, res, eb);
-    if (rc < 0)
+    if (boundary_run(run, &l, &sets[0], &lp, res, eb, &rc))
         goto out;
-    if (res->interrupted) {
-        report(run, &l, &lp, res);
-        goto out;
-    }
     if (!lg__perf_constraints_met(&l, &lp, rec, sizeof(rec))) {
         LG_DERR(
             &run->dlog, "error_runtime",
@@ -299,13 +307,8 @@ int lg__mode_find_peak(lg_run_t *run, const lg_effective_settings_t *base, lg_re
         u = l;
         u.target_qps = l.target_qps * (1 + l.requested.server_find_peak_qps_boundary_step_size);
         LG_DMSG(&run->dlog, "FindBoundaries: Checking fields [%f, %f)", l.target_qps, u.target_qps);
-        rc = peak_run(run, &u, &sets[0], 1, &up, res, eb);
-        if (rc < 0)
+        if (boundary_run(run, &u, &sets[0], &up, res, eb, &rc))
             goto out;
-        if (res->interrupted) {
-            report(run, &u, &up, res);
-            goto out;
-        }
         if (!lg__perf_constraints_met(&u, &up, rec, sizeof(rec)))
             break;
         lg__perf_free(&lp);

@@ -157,28 +157,30 @@ static int synced(plan_t *p, const onnx_lower_t *lw, int i)
     return i;
 }
 
-/* |md| may point into the array that a new xval moves: both copy it first. */
-static int new_xv(onnx_dnnl_t *x, plan_t *p, onnx_store_t store, const dnnl_memory_desc_t *md)
+/* Gives the xval |i| just made (or the negative code of its failure) the descriptor |m|: a copy,
+ * as |md| of new_xv and alias may point into the array that a new xval moves. */
+static int described(onnx_dnnl_t *x, plan_t *p, int i, const dnnl_memory_desc_t *m)
 {
-    dnnl_memory_desc_t m = *md;
-    int i = onnx_lower_new(&x->lw, store, dnnl_memory_desc_get_size(&m));
     if (i < 0)
         return i;
     synced(p, &x->lw, i);
-    p->xv[i].md = m;
+    p->xv[i].md = *m;
     return i;
+}
+
+static int new_xv(onnx_dnnl_t *x, plan_t *p, onnx_store_t store, const dnnl_memory_desc_t *md)
+{
+    dnnl_memory_desc_t m = *md;
+
+    return described(x, p, onnx_lower_new(&x->lw, store, dnnl_memory_desc_get_size(&m)), &m);
 }
 
 /* Another view of |of|'s storage (same bytes, another descriptor of at most the same size). */
 static int alias(onnx_dnnl_t *x, plan_t *p, int of, const dnnl_memory_desc_t *md)
 {
     dnnl_memory_desc_t m = *md;
-    int i = onnx_lower_alias(&x->lw, of, dnnl_memory_desc_get_size(&m));
-    if (i < 0)
-        return i;
-    synced(p, &x->lw, i);
-    p->xv[i].md = m;
-    return i;
+
+    return described(x, p, onnx_lower_alias(&x->lw, of, dnnl_memory_desc_get_size(&m)), &m);
 }
 
 /* A view of |off| bytes further into |of|'s storage (one sample of a batched tensor). */
