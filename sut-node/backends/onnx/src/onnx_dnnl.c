@@ -201,16 +201,11 @@ static int add_step(onnx_dnnl_t *x, plan_t *p, dnnl_primitive_desc_t pd, int n, 
     dnnl_status_t st;
     int i;
 
-    if (p->n_steps == p->cap_steps) {
-        int cap = p->cap_steps ? p->cap_steps * 2 : 64;
-        step_t *ns = realloc(p->steps, (size_t)cap * sizeof(*ns));
-        if (!ns) {
-            dnnl_primitive_desc_destroy(pd);
-            return fail(x, -ENOMEM, "out of memory");
-        }
-        p->steps = ns;
-        p->cap_steps = cap;
+    if (!(s = onnx_grow(p->steps, p->n_steps, &p->cap_steps, 64, sizeof(*s)))) {
+        dnnl_primitive_desc_destroy(pd);
+        return fail(x, -ENOMEM, "out of memory");
     }
+    p->steps = s;
     s = &p->steps[p->n_steps];
     memset(s, 0, sizeof(*s));
     smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);

@@ -1230,14 +1230,11 @@ static const op_def_t op_defs[] = {
 
 static int add_node(onnx_graph_t *g, onnx_node_t **out)
 {
-    if (g->n_nodes == g->cap_nodes) {
-        int cap = g->cap_nodes ? g->cap_nodes * 2 : 64;
-        onnx_node_t *nn = realloc(g->nodes, (size_t)cap * sizeof(*nn));
-        if (!nn)
-            return -ENOMEM;
-        g->nodes = nn;
-        g->cap_nodes = cap;
-    }
+    onnx_node_t *nn = onnx_grow(g->nodes, g->n_nodes, &g->cap_nodes, 64, sizeof(*nn));
+
+    if (!nn)
+        return -ENOMEM;
+    g->nodes = nn;
     *out = &g->nodes[g->n_nodes++];
     memset(*out, 0, sizeof(**out));
     return 0;

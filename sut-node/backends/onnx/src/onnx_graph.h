@@ -143,6 +143,11 @@ void onnx_graph_free(onnx_graph_t *g);
  * The graph's values array may move. */
 int onnx_graph_add_value(onnx_graph_t *g, const char *name);
 
+/* Room for entry |n| of |arr|, an array of |size|-byte entries with room for *cap: when it is
+ * full, the array reallocated to twice *cap (|first| when empty) and *cap updated. Returns the
+ * array, moved or not, or NULL when out of memory (|arr| and *cap as they were). */
+void *onnx_grow(void *arr, int n, int *cap, int first, size_t size);
+
 size_t onnx_dtype_size(onnx_dtype_t t);
 const char *onnx_dtype_name(int onnx_type);
 /* The product of |rank| dims (1 for rank 0). */

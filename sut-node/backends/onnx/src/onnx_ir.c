@@ -47,17 +47,25 @@ size_t onnx_value_numel(const onnx_value_t *v)
     return (size_t)onnx_dims_numel(v->dims, v->rank);
 }
 
+void *onnx_grow(void *arr, int n, int *cap, int first, size_t size)
+{
+    int want = *cap ? *cap * 2 : first;
+
+    if (n < *cap)
+        return arr;
+    if (!(arr = realloc(arr, (size_t)want * size)))
+        return NULL;
+    *cap = want;
+    return arr;
+}
+
 int onnx_graph_add_value(onnx_graph_t *g, const char *name)
 {
-    onnx_value_t *v;
-    if (g->n_values == g->cap_values) {
-        int cap = g->cap_values ? g->cap_values * 2 : 64;
-        onnx_value_t *nv = realloc(g->values, (size_t)cap * sizeof(*nv));
-        if (!nv)
-            return -ENOMEM;
-        g->values = nv;
-        g->cap_values = cap;
-    }
+    onnx_value_t *v = onnx_grow(g->values, g->n_values, &g->cap_values, 64, sizeof(*v));
+
+    if (!v)
+        return -ENOMEM;
+    g->values = v;
     v = &g->values[g->n_values];
     memset(v, 0, sizeof(*v));
     v->name = strdup(name);

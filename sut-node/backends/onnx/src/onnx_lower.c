@@ -103,15 +103,11 @@ void *onnx_lower_take(onnx_lower_t *lw, int **in_t, int **out_t)
 
 static int grow(onnx_lower_t *lw)
 {
-    int cap;
-    void *n;
-    if (lw->n_t < lw->cap_t)
-        return 0;
-    cap = lw->cap_t ? lw->cap_t * 2 : 64;
-    if (!(n = realloc(lw->t, (size_t)cap * lw->t_size)))
+    void *n = onnx_grow(lw->t, lw->n_t, &lw->cap_t, 64, lw->t_size);
+
+    if (!n)
         return onnx_lower_fail(lw, -ENOMEM, "out of memory");
     lw->t = n;
-    lw->cap_t = cap;
     return 0;
 }
 

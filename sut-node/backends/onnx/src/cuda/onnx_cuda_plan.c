@@ -78,14 +78,11 @@ static int alias_t(plan_builder_t *x, int of, int rank, const int64_t *dims)
 static int add_const(plan_builder_t *x, int value, size_t bytes)
 {
     onnx_cuda_program_t *p = x->p;
-    if (p->n_consts == p->cap_consts) {
-        int cap = p->cap_consts ? p->cap_consts * 2 : 32;
-        onnx_cuda_const_t *n = realloc(p->consts, (size_t)cap * sizeof(*n));
-        if (!n)
-            return fail(x, -ENOMEM, "out of memory");
-        p->consts = n;
-        p->cap_consts = cap;
-    }
+    onnx_cuda_const_t *n = onnx_grow(p->consts, p->n_consts, &p->cap_consts, 32, sizeof(*n));
+
+    if (!n)
+        return fail(x, -ENOMEM, "out of memory");
+    p->consts = n;
     p->consts[p->n_consts].value = value;
     p->consts[p->n_consts].bytes = bytes;
     p->consts[p->n_consts].offset = 0;
@@ -117,17 +114,13 @@ static int zeros_t(plan_builder_t *x, int64_t n)
 static onnx_cuda_step_t *add_step(plan_builder_t *x, onnx_cuda_step_kind_t kind)
 {
     onnx_cuda_plan_t *pl = x->pl;
-    onnx_cuda_step_t *s;
-    if (pl->n_steps == pl->cap_steps) {
-        int cap = pl->cap_steps ? pl->cap_steps * 2 : 64;
-        onnx_cuda_step_t *n = realloc(pl->steps, (size_t)cap * sizeof(*n));
-        if (!n) {
-            fail(x, -ENOMEM, "out of memory");
-            return NULL;
-        }
-        pl->steps = n;
-        pl->cap_steps = cap;
+    onnx_cuda_step_t *s = onnx_grow(pl->steps, pl->n_steps, &pl->cap_steps, 64, sizeof(*s));
+
+    if (!s) {
+        fail(x, -ENOMEM, "out of memory");
+        return NULL;
     }
+    pl->steps = s;
     s = &pl->steps[pl->n_steps++];
     memset(s, 0, sizeof(*s));
     s->kind = kind;
