@@ -59,8 +59,11 @@ static void record_node(qdl_t *q, qdl_node_t *nd, const Nsut__HelloAck *a, const
     nd->result_codec = (int)a->result_codec;
     nd->max_frame = q->cfg.max_frame_size;
     nd->streaming = 0;
+    nd->batch_pref = 1;
     if (!a->caps)
         return;
+    if (a->caps->preferred_batch > 1)
+        nd->batch_pref = a->caps->preferred_batch;
     nd->streaming = a->caps->streaming;
     if (a->caps->max_inflight_samples)
         nd->window = a->caps->max_inflight_samples;

@@ -139,6 +139,7 @@ struct qdl_node {
     unsigned sample_codecs; /* bit per codec the node accepts */
     double weight;
     uint64_t window;     /* samples in flight per connection */
+    uint64_t batch_pref; /* the node's preferred batch (HelloAck caps; 0 or 1: none) */
     uint64_t max_frame;  /* the smaller of ours and the node's advertised frame limit */
     uint64_t backoff_ms; /* reconnect delay; grows until the node completes work */
     int degraded;        /* missed a progress deadline: one sample at a time until it completes */

@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Idle batch input kept for reuse beyond one batch per engine (batch_recycle). */
+#define FREE_KEEP_BYTES (32u << 20)
+
 void sut__batcher_init(sut_batcher_t *bt, uv_loop_t *loop, const sut_batcher_config_t *cfg,
                        const sut_be_t *be, sut_workers_t *workers, sut_budget_t *budget)
 {
@@ -84,6 +87,7 @@ void sut__batcher_trim(sut_batcher_t *bt)
         batch_destroy(bt, nb);
     }
     bt->n_free = 0;
+    bt->free_bytes = 0;
 }
 
 static sut_nbatch_t *batch_new(sut_batcher_t *bt)
@@ -112,11 +116,19 @@ fail_samples:
 /* A batch with room for |bytes| of input. */
 static sut_nbatch_t *batch_open(sut_batcher_t *bt, size_t bytes, sut_peer_t *peer)
 {
-    sut_nbatch_t *nb = bt->free_list;
+    sut_nbatch_t **pp = &bt->free_list, *nb;
 
+    /* The most recently used idle batch whose input is large enough (its memory is warm and
+     * mapped), else the most recent one. */
+    while (*pp && (*pp)->input_cap < bytes)
+        pp = &(*pp)->next;
+    if (!*pp)
+        pp = &bt->free_list;
+    nb = *pp;
     if (nb) {
-        bt->free_list = nb->next;
+        *pp = nb->next;
         bt->n_free--;
+        bt->free_bytes -= nb->input_cap;
     } else if (!(nb = batch_new(bt)))
         return NULL;
     if (nb->input_cap < bytes) {
@@ -127,7 +139,7 @@ static sut_nbatch_t *batch_open(sut_batcher_t *bt, size_t bytes, sut_peer_t *pee
         if (!nb->input) {
             nb->next = bt->free_list;
             bt->free_list = nb;
-            bt->n_free++;
+            bt->n_free++; /* no input: free_bytes unchanged */
             return NULL;
         }
     }
@@ -146,16 +158,26 @@ static sut_nbatch_t *batch_open(sut_batcher_t *bt, size_t bytes, sut_peer_t *pee
 }
 
 /* Keeps a batch for reuse, or frees it when enough are idle already: one per engine and one
- * open is all a steady load needs, and a burst's extra batches give their memory back. */
+ * open, and besides those as many as FREE_KEEP_BYTES of input (at most a sixteenth of the
+ * budget's limit) hold. Zero-copy receive opens a batch per frame arriving, so a steady Offline
+ * stream keeps several alive; freeing them each time the count dips made every third 8 MB frame
+ * land in memory just mapped (page faults on the receive copy, and brk or mmap calls). A burst's
+ * extra batches still give their memory back, and all idle ones go when no peer is connected
+ * (sut__batcher_trim). */
 static void batch_recycle(sut_batcher_t *bt, sut_nbatch_t *nb)
 {
-    if (bt->n_free > bt->cfg.engines) {
+    uint64_t keep = FREE_KEEP_BYTES;
+
+    if (bt->budget && bt->budget->limit / 16 < keep)
+        keep = bt->budget->limit / 16;
+    if (bt->n_free > bt->cfg.engines && bt->free_bytes + nb->input_cap > keep) {
         batch_destroy(bt, nb);
         return;
     }
     nb->next = bt->free_list;
     bt->free_list = nb;
     bt->n_free++;
+    bt->free_bytes += nb->input_cap;
 }
 
 static void submit(sut_batcher_t *bt, sut_nbatch_t *nb)

@@ -45,6 +45,7 @@ typedef struct {
     sut_nbatch_t *open;
     sut_nbatch_t *free_list;
     uint32_t n_free;
+    uint64_t free_bytes;   /* input capacity of the free list's batches */
     uint32_t inflight;     /* batches dispatched and not yet released */
     sut_nbatch_t *running; /* those batches (rnext) */
     sut_nbatch_t *held;    /* dispatched ones waiting for budget for their responses (next) */

@@ -187,12 +187,19 @@ START_TEST(parts_fit_the_nodes_frame_limit)
 }
 END_TEST
 
-START_TEST(parts_stop_at_eight_mib)
+/* Past 2 MiB a part ends once it holds the node's preferred batch; never past 8 MiB. */
+START_TEST(parts_stop_at_two_mib_past_the_preferred_batch_and_at_eight)
 {
     qdl_t *q = fx_new(1, 1, 100000);
     uint64_t bytes;
 
     fx_issue(q, 1024, 65536);
+    ck_assert_uint_eq(qdl__part_size(q, &q->conns[0], qdl__pending_head(q), &bytes), 32);
+    ck_assert_uint_eq(bytes, 2u << 20);
+    q->nodes[0].batch_pref = 100;
+    ck_assert_uint_eq(qdl__part_size(q, &q->conns[0], qdl__pending_head(q), &bytes), 100);
+    ck_assert_uint_eq(bytes, 100u * 65536);
+    q->nodes[0].batch_pref = 1000;
     ck_assert_uint_eq(qdl__part_size(q, &q->conns[0], qdl__pending_head(q), &bytes), 128);
     ck_assert_uint_eq(bytes, 8u << 20);
     fx_free(q);
@@ -204,6 +211,6 @@ TCase *tcase_part_size(void)
     TCase *c = tcase_create("unit_part_size");
     tcase_add_test(c, parts_are_bounded_by_samples_window_and_bytes);
     tcase_add_test(c, parts_fit_the_nodes_frame_limit);
-    tcase_add_test(c, parts_stop_at_eight_mib);
+    tcase_add_test(c, parts_stop_at_two_mib_past_the_preferred_batch_and_at_eight);
     return c;
 }

@@ -322,6 +322,79 @@ START_TEST(batch_busy)
 }
 END_TEST
 
+/* Opens a zero-copy batch of |bytes| holding one sample, commits it (the recording backend keeps
+ * it: RB.hold) and returns its input buffer, or NULL when it could not open. */
+static uint8_t *sink_one(uint64_t id, size_t bytes)
+{
+    sut_owner_t ow = {NULL, id, CMPR_NONE, 0, NULL, 0, 0, 0};
+    sut_nbatch_t *nb = sut__batcher_sink_open(&F.bt, bytes, NULL);
+    uint8_t *input;
+
+    if (!nb)
+        return NULL;
+    input = nb->input;
+    sut__batcher_sink_add(nb, &ow, bytes);
+    sut__batcher_sink_commit(&F.bt, nb);
+    return input;
+}
+
+/* Completes every held batch and hands them back (node.c's turn does so). */
+static void release_held(size_t results)
+{
+    size_t i;
+
+    for (i = 0; i < RB.n_held; i++)
+        complete_all(RB.held[i]);
+    RB.n_held = 0;
+    while (F.results < results)
+        loop_once();
+}
+
+/* Zero-copy receive opens a batch per frame: idle ones are kept up to FREE_KEEP_BYTES of input (a
+ * sixteenth of the limit here: 48 MiB / 16 = 3 MiB), and the next frames land in them with no
+ * allocation at all, the one that fits first; beyond that bound, a burst's batches are freed. */
+START_TEST(batch_sink_reuse)
+{
+    uint8_t *in[4], *again[3];
+    size_t i, j, found;
+
+    setup(16, 1, 0, 0);
+    RB.hold = 1;
+    for (i = 0; i < 4; i++) {
+        in[i] = sink_one(i, 1u << 20);
+        ck_assert_ptr_nonnull(in[i]);
+    }
+    ck_assert_uint_eq(RB.n_seen, 4);
+    release_held(4);
+    ck_assert_uint_eq(F.bt.n_free, 3);
+    ck_assert_uint_eq(F.bt.free_bytes, 3u << 20);
+    /* Three frames more, every allocation failing: each reuses a kept batch. */
+    sut__alloc_fail_after(0);
+    for (i = 0; i < 3; i++) {
+        again[i] = sink_one(10 + i, 1u << 20);
+        ck_assert_msg(again[i] != NULL, "frame %zu needed an allocation", i);
+        for (found = 0, j = 0; j < 4; j++)
+            found += again[i] == in[j];
+        ck_assert_uint_eq(found, 1);
+    }
+    ck_assert_ptr_null(sink_one(20, 1u << 20)); /* the fourth was freed: it would allocate */
+    ck_assert_int_ge(sut__alloc_fail_after(-1), 1);
+    release_held(7);
+    /* A small batch recycled last sits first on the list; a large frame takes the large one
+     * behind it instead of reallocating the small one's input. */
+    sut__batcher_trim(&F.bt);
+    ck_assert_ptr_nonnull(sink_one(30, 1u << 20));
+    ck_assert_ptr_nonnull(sink_one(31, 4096));
+    release_held(9);
+    ck_assert_uint_eq(F.bt.n_free, 2);
+    sut__alloc_fail_after(0);
+    ck_assert_ptr_nonnull(sink_one(32, 1u << 20));
+    ck_assert_int_eq(sut__alloc_fail_after(-1), 0);
+    release_held(10);
+    teardown();
+}
+END_TEST
+
 START_TEST(batch_alloc_fail)
 {
     cmn_errbuf_t eb;
@@ -360,6 +433,8 @@ CHECK_ONE_TEST_TCASE(batch_uniform)
 CHECK_ONE_TEST_TCASE(batch_busy)
 
 CHECK_ONE_TEST_TCASE(batch_alloc_fail)
+
+CHECK_ONE_TEST_TCASE(batch_sink_reuse)
 
 CHECK_ONE_TEST_TCASE(batch_response_charge)
 

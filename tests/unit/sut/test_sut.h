@@ -9,6 +9,7 @@ TCase *tc_batch_wait(void);
 TCase *tc_batch_uniform(void);
 TCase *tc_batch_busy(void);
 TCase *tc_batch_alloc_fail(void);
+TCase *tc_batch_sink_reuse(void);
 TCase *tc_batch_response_charge(void);
 TCase *tc_batch_response_wait(void);
 TCase *tc_session_results(void);
