@@ -89,6 +89,7 @@ struct httpc_h1_req {
     struct h1_conn *conn;
     httpc_h1_req_t *next;
     int resent;
+    uint64_t sent_ms; /* the loop's clock when a connection last took it; 0: still queued */
 };
 
 typedef struct {
