@@ -31,4 +31,23 @@ typedef int (*httpc_jscan_escaped_fn)(void *ctx, const unsigned char *raw, size_
 int httpc_json_scan(const char *data, size_t len, const yajl_callbacks *cb,
                     httpc_jscan_escaped_fn escaped, void *ctx);
 
+/* Where a scan stands just after a map key's ':' (its value comes next): the bytes taken, the
+ * open containers. Only points within HTTPC_JSCAN_MARK_DEPTH containers are reported. */
+#define HTTPC_JSCAN_MARK_DEPTH 8
+
+typedef struct {
+    size_t off;
+    unsigned depth;
+    unsigned char stack[HTTPC_JSCAN_MARK_DEPTH]; /* '{' or '[' of each open container */
+} httpc_jscan_mark_t;
+
+/* httpc_json_scan with two additions (either may be NULL): |mark| is called at each such point
+ * (the caller saves its own state beside it); |from| resumes a scan at a point an earlier scan
+ * reported, as if its first from->off bytes had been scanned again. That holds only when they are
+ * the same bytes and the caller's state is restored to what it was there: the caller's to
+ * ensure (oai_event.c compares the bytes). */
+int httpc_json_scan_at(const char *data, size_t len, const yajl_callbacks *cb,
+                       httpc_jscan_escaped_fn escaped, void *ctx, const httpc_jscan_mark_t *from,
+                       void (*mark)(void *ctx, const httpc_jscan_mark_t *at));
+
 #endif

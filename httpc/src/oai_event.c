@@ -52,23 +52,32 @@ typedef enum {
 #define MAX_TRACK 8
 
 typedef struct {
-    const httpc_oai_gen_t *g;
-    httpc_oai_out_t *o;
-    size_t n0;      /* o->n before the event */
+    /* What a resume point saves (CORE_BYTES, memo below): from here ... */
     unsigned depth; /* open containers */
     slot_t kind[MAX_TRACK];
     size_t index[MAX_TRACK]; /* arrays: the next element's index */
     slot_t key;              /* the slot of the value after the last map key */
-    int rc;                  /* the first token error (reported unless an engine error) */
-    char tok_err[160];
-    int root_map, has_error, object_error, done, choices_array, have_ids, had_text, counted;
+    int root_map, done, choices_array, had_text, counted;
     uint64_t count; /* the engine's count of output tokens, when counted */
-    char msg[208];  /* the engine's message */
-    int32_t *lp;    /* logprobs token strings, used only without token_ids */
+    /* ... to here; the rest is as at the event's start there. */
+    const httpc_oai_gen_t *g;
+    httpc_oai_out_t *o;
+    size_t n0; /* o->n before the event */
+    int rc;    /* the first token error (reported unless an engine error) */
+    char tok_err[160];
+    int has_error, object_error, have_ids;
+    char msg[208]; /* the engine's message */
+    int32_t *lp;   /* logprobs token strings, used only without token_ids */
     size_t lp_n, lp_cap;
     int lp_rc;
     char lp_err[160];
+    /* learning a resume point: the last one within the first mark_limit bytes goes to *snap */
+    size_t mark_limit;
+    void *snap;
+    int marked;
 } scan_t;
+
+#define CORE_BYTES offsetof(scan_t, g)
 
 static int fail(scan_t *s, int *rc, char *buf, size_t len, const char *msg)
 {
@@ -521,6 +530,83 @@ static void *arena_realloc(void *ctx, void *p, size_t sz)
     return n;
 }
 
+/* ---- the start an engine's events repeat (httpc_oai_out_t's memo) ------------------------------
+ *
+ * The events of one stream begin alike (vLLM: {"id":"cmpl-...","object":"text_completion",
+ * "created":N,"model":"...","choices":[{"index":0,"text": and only then the token's text and
+ * IDs). The first event's bytes are kept; on the second, the scan notes the last point after a
+ * map key's ':' within the bytes both share (json_scan.h's marks) and saves the reader's state
+ * there; from then on an event whose first bytes equal those is scanned from that point with
+ * that state. Equal bytes scanned from equal state make equal calls, so this reads exactly what
+ * the whole scan would, as long as the state saved depends on nothing but those bytes: no point
+ * is saved after a token ID, a logprobs token, an error or an engine message (which touch the
+ * output or the message), so the state is the containers, the key and the flags. An event that
+ * starts otherwise is scanned whole; after MEMO_MISSES of those the memo stops learning. */
+
+#define MEMO_MISSES 4
+
+typedef struct {
+    httpc_jscan_mark_t at;
+    unsigned char core[CORE_BYTES];
+} snap_t;
+
+_Static_assert(sizeof(snap_t) <= sizeof(((httpc_oai_out_t *)0)->memo.state),
+               "httpc_oai_out_t's memo.state holds a resume point");
+
+static void on_mark(void *ctx, const httpc_jscan_mark_t *at)
+{
+    scan_t *s = ctx;
+    snap_t *sn = s->snap;
+
+    if (at->off > s->mark_limit || s->rc || s->lp_rc || s->lp_n || s->have_ids || s->has_error ||
+        s->object_error || s->msg[0])
+        return;
+    sn->at = *at;
+    memcpy(sn->core, s, CORE_BYTES);
+    s->marked = 1;
+}
+
+static size_t common_prefix(const char *a, size_t an, const char *b, size_t bn)
+{
+    size_t n = an < bn ? an : bn, i = 0;
+
+    while (i + 8 <= n) {
+        uint64_t x, y;
+        memcpy(&x, a + i, 8);
+        memcpy(&y, b + i, 8);
+        if (x != y)
+            break;
+        i += 8;
+    }
+    while (i < n && a[i] == b[i])
+        i++;
+    return i;
+}
+
+static void memo_keep(httpc_oai_out_t *o, const char *data, size_t len)
+{
+    size_t k = len < sizeof(o->memo.prefix) ? len : sizeof(o->memo.prefix);
+
+    memcpy(o->memo.prefix, data, k);
+    o->memo.len = (uint16_t)k;
+    o->memo.at = 0;
+}
+
+/* After an event was read whole and well: what the next one may start from. */
+static void memo_learn(httpc_oai_out_t *o, const scan_t *s, const char *data, size_t len)
+{
+    if (o->memo.misses >= MEMO_MISSES)
+        return;
+    if (s->marked) { /* prefix[0..at) is what this event and the one kept share */
+        o->memo.at = (uint16_t)((const snap_t *)(const void *)o->memo.state)->at.off;
+        o->memo.len = o->memo.at;
+        return;
+    }
+    if (o->memo.len)
+        o->memo.misses++;
+    memo_keep(o, data, len);
+}
+
 int httpc_oai_dialect_event(const httpc_oai_gen_t *g, const char *data, size_t len,
                             httpc_oai_out_t *o)
 {
@@ -529,8 +615,9 @@ int httpc_oai_dialect_event(const httpc_oai_gen_t *g, const char *data, size_t l
     yajl_alloc_funcs af = {arena_malloc, arena_realloc, arena_free, &arena};
     yajl_handle h;
     yajl_status st;
-    int rc = 0, fast;
+    int rc = 0, fast, resumed = 0;
     size_t before = o->n;
+    const snap_t *sn = (const snap_t *)(const void *)o->memo.state;
 
     if (len == 6 && memcmp(data, "[DONE]", 6) == 0) {
         o->done = 1;
@@ -540,11 +627,22 @@ int httpc_oai_dialect_event(const httpc_oai_gen_t *g, const char *data, size_t l
     s.g = g;
     s.o = o;
     s.n0 = o->n;
-    fast = httpc_json_scan(data, len, &callbacks, cb_string_escaped, &s);
+    if (o->memo.at && len > o->memo.at && memcmp(data, o->memo.prefix, o->memo.at) == 0) {
+        memcpy(&s, sn->core, CORE_BYTES);
+        resumed = 1;
+        fast = httpc_json_scan_at(data, len, &callbacks, cb_string_escaped, &s, &sn->at, NULL);
+    } else if (o->memo.len && !o->memo.at && o->memo.misses < MEMO_MISSES) {
+        s.mark_limit = common_prefix(data, len, o->memo.prefix, o->memo.len);
+        s.snap = o->memo.state;
+        fast = httpc_json_scan_at(data, len, &callbacks, cb_string_escaped, &s, NULL, on_mark);
+    } else {
+        fast = httpc_json_scan(data, len, &callbacks, cb_string_escaped, &s);
+    }
     if (fast == HTTPC_JSCAN_UNUSUAL) {
         /* yajl from the start: nothing the fast pass did stays. */
         free(s.lp);
         o->n = before;
+        resumed = 1; /* (nothing learnt from this one) */
         memset(&s, 0, sizeof(s));
         s.g = g;
         s.o = o;
@@ -608,5 +706,7 @@ int httpc_oai_dialect_event(const httpc_oai_gen_t *g, const char *data, size_t l
         o->counted = 1;
         o->engine_n = s.count;
     }
+    if (!resumed)
+        memo_learn(o, &s, data, len);
     return 0;
 }
