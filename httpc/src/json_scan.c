@@ -130,7 +130,8 @@ int httpc_json_scan(const char *data, size_t len, const yajl_callbacks *cb,
 
 int httpc_json_scan_at(const char *data, size_t len, const yajl_callbacks *cb,
                        httpc_jscan_escaped_fn escaped, void *ctx, const httpc_jscan_mark_t *from,
-                       void (*mark)(void *ctx, const httpc_jscan_mark_t *at))
+                       int (*mark)(void *ctx, const httpc_jscan_mark_t *at,
+                                   httpc_jscan_mark_t *ahead))
 {
     cp_t p = (cp_t)data, e = p + len, q;
     unsigned char stack[HTTPC_JSCAN_DEPTH]; /* '{' or '[' of each open container */
@@ -215,11 +216,18 @@ key:
         return HTTPC_JSCAN_UNUSUAL;
     p++;
     if (mark && depth <= HTTPC_JSCAN_MARK_DEPTH) {
-        httpc_jscan_mark_t m;
+        httpc_jscan_mark_t m, ahead;
         m.off = (size_t)(p - (cp_t)data);
         m.depth = depth;
         memcpy(m.stack, stack, depth);
-        mark(ctx, &m);
+        if (mark(ctx, &m, &ahead)) {
+            if (ahead.off > (size_t)(e - p) || ahead.depth == 0 ||
+                ahead.depth > HTTPC_JSCAN_MARK_DEPTH)
+                return HTTPC_JSCAN_UNUSUAL;
+            p += ahead.off;
+            depth = ahead.depth;
+            memcpy(stack, ahead.stack, depth);
+        }
     }
     goto value;
 

@@ -71,10 +71,15 @@ typedef struct {
     size_t lp_n, lp_cap;
     int lp_rc;
     char lp_err[160];
-    /* learning a resume point: the last one within the first mark_limit bytes goes to *snap */
+    /* the memo (below): learning (the resume point is the last clean point within the first
+     * mark_limit bytes, then up to MEMO_MARKS - 1 clean points after it), or stepping over the
+     * runs it learnt (cursor: the next point to try) */
     size_t mark_limit;
     void *snap;
+    unsigned n_marks, cursor;
     int marked;
+    const char *data;
+    size_t len;
 } scan_t;
 
 #define CORE_BYTES offsetof(scan_t, g)
@@ -534,36 +539,37 @@ static void *arena_realloc(void *ctx, void *p, size_t sz)
  *
  * The events of one stream begin alike (vLLM: {"id":"cmpl-...","object":"text_completion",
  * "created":N,"model":"...","choices":[{"index":0,"text": and only then the token's text and
- * IDs). The first event's bytes are kept; on the second, the scan notes the last point after a
- * map key's ':' within the bytes both share (json_scan.h's marks) and saves the reader's state
- * there; from then on an event whose first bytes equal those is scanned from that point with
- * that state. Equal bytes scanned from equal state make equal calls, so this reads exactly what
- * the whole scan would, as long as the state saved depends on nothing but those bytes: no point
- * is saved after a token ID, a logprobs token, an error or an engine message (which touch the
- * output or the message), so the state is the containers, the key and the flags. An event that
- * starts otherwise is scanned whole; after MEMO_MISSES of those the memo stops learning. */
+ * IDs). The first event's bytes are kept; on the second, the scan notes the clean points after a
+ * map key's ':' (json_scan.h's marks) and saves the reader's state at each: the last within the
+ * bytes both events share (the resume point), and up to MEMO_MARKS - 1 after it; the second
+ * event's bytes are kept. From then on an event whose first bytes equal the kept ones up to the
+ * resume point is scanned from there with that state, and at its next point, when the reader's
+ * state and containers there equal those saved at the next point learnt, the bytes that follow
+ * are compared with the kept ones and the scan steps over the equal run to the furthest point
+ * learnt within it, with the state saved there (vLLM: from logprobs over finish_reason and
+ * stop_reason to token_ids). Equal bytes scanned from equal state make equal calls, so this
+ * reads exactly what the whole scan would, as long as the state saved depends on nothing but
+ * those bytes and the state before them: a point is clean, and saved, only while no token ID,
+ * logprobs token, error or engine message has been read (they touch the output or the message,
+ * and stay once set), so the state is the containers, the key and the flags, and a step is taken
+ * only from a point as clean. An event that starts otherwise is scanned whole; after MEMO_MISSES
+ * of those the memo stops learning. */
 
 #define MEMO_MISSES 4
+#define MEMO_MARKS 6
 
 typedef struct {
     httpc_jscan_mark_t at;
     unsigned char core[CORE_BYTES];
 } snap_t;
 
-_Static_assert(sizeof(snap_t) <= sizeof(((httpc_oai_out_t *)0)->memo.state),
-               "httpc_oai_out_t's memo.state holds a resume point");
+_Static_assert(MEMO_MARKS * sizeof(snap_t) <= sizeof(((httpc_oai_out_t *)0)->memo.state),
+               "httpc_oai_out_t's memo.state holds the points learnt");
 
-static void on_mark(void *ctx, const httpc_jscan_mark_t *at)
+static int clean(const scan_t *s)
 {
-    scan_t *s = ctx;
-    snap_t *sn = s->snap;
-
-    if (at->off > s->mark_limit || s->rc || s->lp_rc || s->lp_n || s->have_ids || s->has_error ||
-        s->object_error || s->msg[0])
-        return;
-    sn->at = *at;
-    memcpy(sn->core, s, CORE_BYTES);
-    s->marked = 1;
+    return !(s->rc || s->lp_rc || s->lp_n || s->have_ids || s->has_error || s->object_error ||
+             s->msg[0]);
 }
 
 static size_t common_prefix(const char *a, size_t an, const char *b, size_t bn)
@@ -583,6 +589,59 @@ static size_t common_prefix(const char *a, size_t an, const char *b, size_t bn)
     return i;
 }
 
+/* Learning: each clean point within the bytes kept. */
+static int on_mark(void *ctx, const httpc_jscan_mark_t *at, httpc_jscan_mark_t *ahead)
+{
+    scan_t *s = ctx;
+    snap_t *sn = s->snap;
+    unsigned k;
+
+    (void)ahead;
+    if (!clean(s) || at->off > sizeof(s->o->memo.prefix))
+        return 0;
+    if (at->off <= s->mark_limit) {
+        k = 0; /* the resume point, until a later one within the shared bytes */
+        s->marked = 1;
+        s->n_marks = 1;
+    } else if (s->marked && s->n_marks < MEMO_MARKS) {
+        k = s->n_marks++;
+    } else {
+        return 0;
+    }
+    sn[k].at = *at;
+    memcpy(sn[k].core, s, CORE_BYTES);
+    return 0;
+}
+
+/* Resumed: at the next point learnt, step over the run that repeats (one try per point). */
+static int on_step(void *ctx, const httpc_jscan_mark_t *at, httpc_jscan_mark_t *ahead)
+{
+    scan_t *s = ctx;
+    const httpc_oai_out_t *o = s->o;
+    const snap_t *sn = (const snap_t *)(const void *)o->memo.state;
+    unsigned i = s->cursor, j;
+    size_t run;
+
+    if (i >= s->n_marks)
+        return 0;
+    s->cursor = s->n_marks; /* unless a step is taken below */
+    if (!clean(s) || sn[i].at.depth != at->depth ||
+        memcmp(sn[i].at.stack, at->stack, at->depth) != 0 || memcmp(sn[i].core, s, CORE_BYTES) != 0)
+        return 0;
+    run = common_prefix(s->data + at->off, s->len - at->off, o->memo.prefix + sn[i].at.off,
+                        o->memo.len - sn[i].at.off);
+    for (j = i; j + 1 < s->n_marks && sn[j + 1].at.off - sn[i].at.off <= run; j++)
+        ;
+    if (j == i)
+        return 0;
+    memcpy(s, sn[j].core, CORE_BYTES);
+    ahead->off = sn[j].at.off - sn[i].at.off;
+    ahead->depth = sn[j].at.depth;
+    memcpy(ahead->stack, sn[j].at.stack, sizeof(ahead->stack));
+    s->cursor = j + 1;
+    return 1;
+}
+
 static void memo_keep(httpc_oai_out_t *o, const char *data, size_t len)
 {
     size_t k = len < sizeof(o->memo.prefix) ? len : sizeof(o->memo.prefix);
@@ -590,6 +649,7 @@ static void memo_keep(httpc_oai_out_t *o, const char *data, size_t len)
     memcpy(o->memo.prefix, data, k);
     o->memo.len = (uint16_t)k;
     o->memo.at = 0;
+    o->memo.n_marks = 0;
 }
 
 /* After an event was read whole and well: what the next one may start from. */
@@ -597,9 +657,10 @@ static void memo_learn(httpc_oai_out_t *o, const scan_t *s, const char *data, si
 {
     if (o->memo.misses >= MEMO_MISSES)
         return;
-    if (s->marked) { /* prefix[0..at) is what this event and the one kept share */
+    if (s->marked) {             /* prefix[0..at) is what this event and the one kept share */
+        memo_keep(o, data, len); /* the points after it are in this one's bytes */
         o->memo.at = (uint16_t)((const snap_t *)(const void *)o->memo.state)->at.off;
-        o->memo.len = o->memo.at;
+        o->memo.n_marks = (uint16_t)s->n_marks;
         return;
     }
     if (o->memo.len)
@@ -630,7 +691,11 @@ int httpc_oai_dialect_event(const httpc_oai_gen_t *g, const char *data, size_t l
     if (o->memo.at && len > o->memo.at && memcmp(data, o->memo.prefix, o->memo.at) == 0) {
         memcpy(&s, sn->core, CORE_BYTES);
         resumed = 1;
-        fast = httpc_json_scan_at(data, len, &callbacks, cb_string_escaped, &s, &sn->at, NULL);
+        s.data = data;
+        s.len = len;
+        s.n_marks = o->memo.n_marks;
+        s.cursor = 1;
+        fast = httpc_json_scan_at(data, len, &callbacks, cb_string_escaped, &s, &sn->at, on_step);
     } else if (o->memo.len && !o->memo.at && o->memo.misses < MEMO_MISSES) {
         s.mark_limit = common_prefix(data, len, o->memo.prefix, o->memo.len);
         s.snap = o->memo.state;
