@@ -53,10 +53,10 @@ typedef enum {
 
 typedef struct {
     /* What a resume point saves (CORE_BYTES, memo below): from here ... */
-    unsigned depth; /* open containers */
-    slot_t kind[MAX_TRACK];
-    size_t index[MAX_TRACK]; /* arrays: the next element's index */
-    slot_t key;              /* the slot of the value after the last map key */
+    unsigned depth;                /* open containers */
+    unsigned char kind[MAX_TRACK]; /* slot_t of each tracked container */
+    uint32_t index[MAX_TRACK];     /* arrays: the next element's index (max_event < 4 GiB) */
+    slot_t key;                    /* the slot of the value after the last map key */
     int root_map, done, choices_array, had_text, counted;
     uint64_t count; /* the engine's count of output tokens, when counted */
     /* ... to here; the rest is as at the event's start there. */
@@ -64,13 +64,10 @@ typedef struct {
     httpc_oai_out_t *o;
     size_t n0; /* o->n before the event */
     int rc;    /* the first token error (reported unless an engine error) */
-    char tok_err[160];
     int has_error, object_error, have_ids;
-    char msg[208]; /* the engine's message */
-    int32_t *lp;   /* logprobs token strings, used only without token_ids */
+    int32_t *lp; /* logprobs token strings, used only without token_ids */
     size_t lp_n, lp_cap;
     int lp_rc;
-    char lp_err[160];
     /* the memo (below): learning (the resume point is the last clean point within the first
      * mark_limit bytes, then up to MEMO_MARKS - 1 clean points after it), or stepping over the
      * runs it learnt (cursor: the next point to try) */
@@ -80,7 +77,18 @@ typedef struct {
     int marked;
     const char *data;
     size_t len;
+    /* the texts last: zeroed by their first byte only (scan_init) */
+    char tok_err[160];
+    char msg[208]; /* the engine's message */
+    char lp_err[160];
 } scan_t;
+
+/* Everything zero but the texts, which are empty. */
+static void scan_init(scan_t *s)
+{
+    memset(s, 0, offsetof(scan_t, tok_err));
+    s->tok_err[0] = s->msg[0] = s->lp_err[0] = '\0';
+}
 
 #define CORE_BYTES offsetof(scan_t, g)
 
@@ -96,7 +104,9 @@ static int fail(scan_t *s, int *rc, char *buf, size_t len, const char *msg)
 
 static slot_t parent(const scan_t *s)
 {
-    return s->depth == 0 ? S_OTHER : s->depth <= MAX_TRACK ? s->kind[s->depth - 1] : S_OTHER;
+    return s->depth == 0           ? S_OTHER
+           : s->depth <= MAX_TRACK ? (slot_t)s->kind[s->depth - 1]
+                                   : S_OTHER;
 }
 
 /* The slot of the value that begins now (and the element index it consumes). */
@@ -415,7 +425,7 @@ static int open_container(scan_t *s, int is_map)
     if (!is_map && slot_ids_seen(s, k))
         k = S_OTHER;
     if (s->depth < MAX_TRACK) {
-        s->kind[s->depth] = k;
+        s->kind[s->depth] = (unsigned char)k;
         s->index[s->depth] = 0;
     }
     s->depth++;
@@ -446,7 +456,7 @@ static int cb_end(void *ctx)
         snprintf(s->tok_err, sizeof(s->tok_err),
                  "cumulative output_ids shrank from %zu to %zu (is the engine streaming "
                  "incrementally? set incremental=1)",
-                 s->n0, s->index[s->depth]);
+                 s->n0, (size_t)s->index[s->depth]);
     }
     return 1;
 }
@@ -684,7 +694,7 @@ int httpc_oai_dialect_event(const httpc_oai_gen_t *g, const char *data, size_t l
         o->done = 1;
         return 0;
     }
-    memset(&s, 0, sizeof(s));
+    scan_init(&s);
     s.g = g;
     s.o = o;
     s.n0 = o->n;
@@ -708,7 +718,7 @@ int httpc_oai_dialect_event(const httpc_oai_gen_t *g, const char *data, size_t l
         free(s.lp);
         o->n = before;
         resumed = 1; /* (nothing learnt from this one) */
-        memset(&s, 0, sizeof(s));
+        scan_init(&s);
         s.g = g;
         s.o = o;
         s.n0 = o->n;
