@@ -476,6 +476,7 @@ static void start_req(h1_conn_t *c, httpc_h1_req_t *r)
 {
     c->req = r;
     r->conn = c;
+    r->sent_ms = uv_now(c->pool->loop);
     c->state = C_BUSY;
     c->ebody_len = 0;
     c->ebody[0] = '\0';
@@ -636,6 +637,7 @@ static int conn_new(httpc_h1_pool_t *p, httpc_h1_req_t *r, char *why, size_t why
     c->deadline_ms = uv_now(p->loop) + p->connect_ms;
     c->req = r;
     r->conn = c;
+    r->sent_ms = uv_now(p->loop);
     httpc_h1_parser_init(&c->parser);
     rc = uv_tcp_connect(&c->connect, &c->tcp, (const struct sockaddr *)&p->addr, on_connect);
     if (rc < 0) {
@@ -725,6 +727,7 @@ int httpc_h1_send(httpc_h1_pool_t *p, httpc_h1_req_t *r)
     r->next = NULL;
     r->conn = NULL;
     r->resent = 0;
+    r->sent_ms = 0;
     if (p->wait_tail)
         p->wait_tail->next = r;
     else

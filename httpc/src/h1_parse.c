@@ -224,6 +224,43 @@ static int chunk_size(httpc_h1_parser_t *p)
     return 0;
 }
 
+/* The usual chunk boundary read where it lies, nothing gathered: the CRLF after a chunk's data,
+ * or a chunk-size line of 1..15 hex digits and CRLF; 1 when taken (the same outcome as the
+ * general path: gather(), chunk_size()), 0 for anything else, which the general path reads. */
+static int chunk_line_in_place(httpc_h1_parser_t *p, const char *b, size_t rest, size_t *used)
+{
+    uint64_t x = 0;
+    size_t d = 0;
+
+    if (p->state == ST_CHUNK_END) {
+        if (rest < 2 || b[0] != '\r' || b[1] != '\n')
+            return 0;
+        *used += 2;
+        p->seen += 2;
+        p->state = ST_CHUNK_SIZE;
+        return 1;
+    }
+    if (p->state != ST_CHUNK_SIZE)
+        return 0;
+    for (; d < rest && d < 15; d++) {
+        char c = b[d];
+        int v = c >= '0' && c <= '9'   ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
+        if (v < 0)
+            break;
+        x = x * 16 + (uint64_t)v;
+    }
+    if (d == 0 || rest - d < 2 || b[d] != '\r' || b[d + 1] != '\n')
+        return 0;
+    *used += d + 2;
+    p->seen += d + 2;
+    p->left = x;
+    p->state = x ? ST_CHUNK_DATA : ST_TRAILER;
+    return 1;
+}
+
 int httpc_h1_parse(httpc_h1_parser_t *p, const char *buf, size_t n, size_t *used, const char **data,
                    size_t *len)
 {
@@ -265,6 +302,8 @@ int httpc_h1_parse(httpc_h1_parser_t *p, const char *buf, size_t n, size_t *used
         /* a line-based state */
         if (rest == 0)
             return HTTPC_H1_MORE;
+        if (p->line_len == 0 && chunk_line_in_place(p, b, rest, used))
+            continue;
         {
             size_t before = *used, max = HTTPC_H1_MAX_LINE;
             int in_head = p->state == ST_STATUS || p->state == ST_HEADER || p->state == ST_TRAILER;

@@ -310,23 +310,25 @@ static int start(httpc_t *h, httpc_req_t *r, long timeout_ms, char *msg, size_t 
 }
 
 /* Starts waiting requests, oldest first, while fewer than max_active run. A request whose
- * deadline passed while it waited fails without being sent. */
+ * deadline passed while it waited fails without being sent, saying so ("not sent"). */
 static void start_waiting(httpc_t *h)
 {
     while (h->wait_head && h->n_active < h->max_active) {
         httpc_req_t *r = h->wait_head;
         uint64_t waited_ms = (now_ns() - r->submit_ns) / 1000000u;
-        char msg[160];
+        char msg[700];
         int rc;
 
         h->wait_head = r->next;
         if (!h->wait_head)
             h->wait_tail = NULL;
         r->next = NULL;
-        if (r->timeout_ms > 0 && waited_ms >= (uint64_t)r->timeout_ms) {
+        /* under 1 ms left: libcurl would time it out at once, perhaps before a byte went */
+        if (r->timeout_ms > 0 && waited_ms + 1 >= (uint64_t)r->timeout_ms) {
             snprintf(msg, sizeof(msg),
-                     "%s: waited %llu ms for a free connection (timeout_ms %ld, %zu running)",
-                     r->url, (unsigned long long)waited_ms, r->timeout_ms, h->n_active);
+                     "%s: not sent: waited %llu ms for a free connection to the engine (%zu "
+                     "connections, all busy), over timeout_ms=%ld",
+                     r->url, (unsigned long long)waited_ms, h->max_active, r->timeout_ms);
             finish(h, r, HTTPC_ETRANSFER, msg);
             continue;
         }

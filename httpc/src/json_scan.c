@@ -2,6 +2,8 @@
  * allocation, every byte checked against the grammar before a callback sees it. */
 #include "json_scan.h"
 
+#include <string.h>
+
 typedef const unsigned char *cp_t;
 
 static cp_t skip_ws(cp_t p, cp_t e)
@@ -123,10 +125,26 @@ static int literal(cp_t p, cp_t e, const char *lit, size_t n)
 int httpc_json_scan(const char *data, size_t len, const yajl_callbacks *cb,
                     httpc_jscan_escaped_fn escaped, void *ctx)
 {
+    return httpc_json_scan_at(data, len, cb, escaped, ctx, NULL, NULL);
+}
+
+int httpc_json_scan_at(const char *data, size_t len, const yajl_callbacks *cb,
+                       httpc_jscan_escaped_fn escaped, void *ctx, const httpc_jscan_mark_t *from,
+                       int (*mark)(void *ctx, const httpc_jscan_mark_t *at,
+                                   httpc_jscan_mark_t *ahead))
+{
     cp_t p = (cp_t)data, e = p + len, q;
     unsigned char stack[HTTPC_JSCAN_DEPTH]; /* '{' or '[' of each open container */
     unsigned depth = 0;
     int k;
+
+    if (from) {
+        if (from->off > len || from->depth == 0 || from->depth > HTTPC_JSCAN_MARK_DEPTH)
+            return HTTPC_JSCAN_UNUSUAL;
+        depth = from->depth;
+        memcpy(stack, from->stack, depth);
+        p += from->off;
+    }
 
 value:
     p = skip_ws(p, e);
@@ -197,6 +215,20 @@ key:
     if (p >= e || *p != ':')
         return HTTPC_JSCAN_UNUSUAL;
     p++;
+    if (mark && depth <= HTTPC_JSCAN_MARK_DEPTH) {
+        httpc_jscan_mark_t m, ahead;
+        m.off = (size_t)(p - (cp_t)data);
+        m.depth = depth;
+        memcpy(m.stack, stack, depth);
+        if (mark(ctx, &m, &ahead)) {
+            if (ahead.off > (size_t)(e - p) || ahead.depth == 0 ||
+                ahead.depth > HTTPC_JSCAN_MARK_DEPTH)
+                return HTTPC_JSCAN_UNUSUAL;
+            p += ahead.off;
+            depth = ahead.depth;
+            memcpy(stack, ahead.stack, depth);
+        }
+    }
     goto value;
 
 close: /* *p closes the innermost container */

@@ -31,4 +31,26 @@ typedef int (*httpc_jscan_escaped_fn)(void *ctx, const unsigned char *raw, size_
 int httpc_json_scan(const char *data, size_t len, const yajl_callbacks *cb,
                     httpc_jscan_escaped_fn escaped, void *ctx);
 
+/* Where a scan stands just after a map key's ':' (its value comes next): the bytes taken, the
+ * open containers. Only points within HTTPC_JSCAN_MARK_DEPTH containers are reported. */
+#define HTTPC_JSCAN_MARK_DEPTH 8
+
+typedef struct {
+    size_t off;
+    unsigned depth;
+    unsigned char stack[HTTPC_JSCAN_MARK_DEPTH]; /* '{' or '[' of each open container */
+} httpc_jscan_mark_t;
+
+/* httpc_json_scan with two additions (either may be NULL): |mark| is called at each such point;
+ * it returns 0 to go on, or 1 having set *ahead to jump: the scan skips ahead->off bytes and
+ * goes on with ahead's containers, at a point where a value comes next, as if it had scanned the
+ * bytes skipped; |from| resumes a scan at a point an earlier scan reported, as if its first
+ * from->off bytes had been scanned again. Both hold only when the bytes are the same as those an
+ * earlier scan read from that point and the caller's state is restored to what it was after
+ * them: the caller's to ensure (oai_event.c compares the bytes and its state). */
+int httpc_json_scan_at(const char *data, size_t len, const yajl_callbacks *cb,
+                       httpc_jscan_escaped_fn escaped, void *ctx, const httpc_jscan_mark_t *from,
+                       int (*mark)(void *ctx, const httpc_jscan_mark_t *at,
+                                   httpc_jscan_mark_t *ahead));
+
 #endif

@@ -52,23 +52,45 @@ typedef enum {
 #define MAX_TRACK 8
 
 typedef struct {
+    /* What a resume point saves (CORE_BYTES, memo below): from here ... */
+    unsigned depth;                /* open containers */
+    unsigned char kind[MAX_TRACK]; /* slot_t of each tracked container */
+    uint32_t index[MAX_TRACK];     /* arrays: the next element's index (max_event < 4 GiB) */
+    slot_t key;                    /* the slot of the value after the last map key */
+    int root_map, done, choices_array, had_text, counted;
+    uint64_t count; /* the engine's count of output tokens, when counted */
+    /* ... to here; the rest is as at the event's start there. */
     const httpc_oai_gen_t *g;
     httpc_oai_out_t *o;
-    size_t n0;      /* o->n before the event */
-    unsigned depth; /* open containers */
-    slot_t kind[MAX_TRACK];
-    size_t index[MAX_TRACK]; /* arrays: the next element's index */
-    slot_t key;              /* the slot of the value after the last map key */
-    int rc;                  /* the first token error (reported unless an engine error) */
-    char tok_err[160];
-    int root_map, has_error, object_error, done, choices_array, have_ids, had_text, counted;
-    uint64_t count; /* the engine's count of output tokens, when counted */
-    char msg[208];  /* the engine's message */
-    int32_t *lp;    /* logprobs token strings, used only without token_ids */
+    size_t n0; /* o->n before the event */
+    int rc;    /* the first token error (reported unless an engine error) */
+    int has_error, object_error, have_ids;
+    int32_t *lp; /* logprobs token strings, used only without token_ids */
     size_t lp_n, lp_cap;
     int lp_rc;
+    /* the memo (below): learning (the resume point is the last clean point within the first
+     * mark_limit bytes, then up to MEMO_MARKS - 1 clean points after it), or stepping over the
+     * runs it learnt (cursor: the next point to try) */
+    size_t mark_limit;
+    void *snap;
+    unsigned n_marks, cursor;
+    int marked;
+    const char *data;
+    size_t len;
+    /* the texts last: zeroed by their first byte only (scan_init) */
+    char tok_err[160];
+    char msg[208]; /* the engine's message */
     char lp_err[160];
 } scan_t;
+
+/* Everything zero but the texts, which are empty. */
+static void scan_init(scan_t *s)
+{
+    memset(s, 0, offsetof(scan_t, tok_err));
+    s->tok_err[0] = s->msg[0] = s->lp_err[0] = '\0';
+}
+
+#define CORE_BYTES offsetof(scan_t, g)
 
 static int fail(scan_t *s, int *rc, char *buf, size_t len, const char *msg)
 {
@@ -82,7 +104,9 @@ static int fail(scan_t *s, int *rc, char *buf, size_t len, const char *msg)
 
 static slot_t parent(const scan_t *s)
 {
-    return s->depth == 0 ? S_OTHER : s->depth <= MAX_TRACK ? s->kind[s->depth - 1] : S_OTHER;
+    return s->depth == 0           ? S_OTHER
+           : s->depth <= MAX_TRACK ? (slot_t)s->kind[s->depth - 1]
+                                   : S_OTHER;
 }
 
 /* The slot of the value that begins now (and the element index it consumes). */
@@ -401,7 +425,7 @@ static int open_container(scan_t *s, int is_map)
     if (!is_map && slot_ids_seen(s, k))
         k = S_OTHER;
     if (s->depth < MAX_TRACK) {
-        s->kind[s->depth] = k;
+        s->kind[s->depth] = (unsigned char)k;
         s->index[s->depth] = 0;
     }
     s->depth++;
@@ -432,7 +456,7 @@ static int cb_end(void *ctx)
         snprintf(s->tok_err, sizeof(s->tok_err),
                  "cumulative output_ids shrank from %zu to %zu (is the engine streaming "
                  "incrementally? set incremental=1)",
-                 s->n0, s->index[s->depth]);
+                 s->n0, (size_t)s->index[s->depth]);
     }
     return 1;
 }
@@ -521,6 +545,139 @@ static void *arena_realloc(void *ctx, void *p, size_t sz)
     return n;
 }
 
+/* ---- the start an engine's events repeat (httpc_oai_out_t's memo) ------------------------------
+ *
+ * The events of one stream begin alike (vLLM: {"id":"cmpl-...","object":"text_completion",
+ * "created":N,"model":"...","choices":[{"index":0,"text": and only then the token's text and
+ * IDs). The first event's bytes are kept; on the second, the scan notes the clean points after a
+ * map key's ':' (json_scan.h's marks) and saves the reader's state at each: the last within the
+ * bytes both events share (the resume point), and up to MEMO_MARKS - 1 after it; the second
+ * event's bytes are kept. From then on an event whose first bytes equal the kept ones up to the
+ * resume point is scanned from there with that state, and at its next point, when the reader's
+ * state and containers there equal those saved at the next point learnt, the bytes that follow
+ * are compared with the kept ones and the scan steps over the equal run to the furthest point
+ * learnt within it, with the state saved there (vLLM: from logprobs over finish_reason and
+ * stop_reason to token_ids). Equal bytes scanned from equal state make equal calls, so this
+ * reads exactly what the whole scan would, as long as the state saved depends on nothing but
+ * those bytes and the state before them: a point is clean, and saved, only while no token ID,
+ * logprobs token, error or engine message has been read (they touch the output or the message,
+ * and stay once set), so the state is the containers, the key and the flags, and a step is taken
+ * only from a point as clean. An event that starts otherwise is scanned whole; after MEMO_MISSES
+ * of those the memo stops learning. */
+
+#define MEMO_MISSES 4
+#define MEMO_MARKS 6
+
+typedef struct {
+    httpc_jscan_mark_t at;
+    unsigned char core[CORE_BYTES];
+} snap_t;
+
+_Static_assert(MEMO_MARKS * sizeof(snap_t) <= sizeof(((httpc_oai_out_t *)0)->memo.state),
+               "httpc_oai_out_t's memo.state holds the points learnt");
+
+static int clean(const scan_t *s)
+{
+    return !(s->rc || s->lp_rc || s->lp_n || s->have_ids || s->has_error || s->object_error ||
+             s->msg[0]);
+}
+
+static size_t common_prefix(const char *a, size_t an, const char *b, size_t bn)
+{
+    size_t n = an < bn ? an : bn, i = 0;
+
+    while (i + 8 <= n) {
+        uint64_t x, y;
+        memcpy(&x, a + i, 8);
+        memcpy(&y, b + i, 8);
+        if (x != y)
+            break;
+        i += 8;
+    }
+    while (i < n && a[i] == b[i])
+        i++;
+    return i;
+}
+
+/* Learning: each clean point within the bytes kept. */
+static int on_mark(void *ctx, const httpc_jscan_mark_t *at, httpc_jscan_mark_t *ahead)
+{
+    scan_t *s = ctx;
+    snap_t *sn = s->snap;
+    unsigned k;
+
+    (void)ahead;
+    if (!clean(s) || at->off > sizeof(s->o->memo.prefix))
+        return 0;
+    if (at->off <= s->mark_limit) {
+        k = 0; /* the resume point, until a later one within the shared bytes */
+        s->marked = 1;
+        s->n_marks = 1;
+    } else if (s->marked && s->n_marks < MEMO_MARKS) {
+        k = s->n_marks++;
+    } else {
+        return 0;
+    }
+    sn[k].at = *at;
+    memcpy(sn[k].core, s, CORE_BYTES);
+    return 0;
+}
+
+/* Resumed: at the next point learnt, step over the run that repeats (one try per point). */
+static int on_step(void *ctx, const httpc_jscan_mark_t *at, httpc_jscan_mark_t *ahead)
+{
+    scan_t *s = ctx;
+    const httpc_oai_out_t *o = s->o;
+    const snap_t *sn = (const snap_t *)(const void *)o->memo.state;
+    unsigned i = s->cursor, j;
+    size_t run;
+
+    if (i >= s->n_marks)
+        return 0;
+    s->cursor = s->n_marks; /* unless a step is taken below */
+    if (!clean(s) || sn[i].at.depth != at->depth ||
+        memcmp(sn[i].at.stack, at->stack, at->depth) != 0 || memcmp(sn[i].core, s, CORE_BYTES) != 0)
+        return 0;
+    run = common_prefix(s->data + at->off, s->len - at->off, o->memo.prefix + sn[i].at.off,
+                        o->memo.len - sn[i].at.off);
+    for (j = i; j + 1 < s->n_marks && sn[j + 1].at.off - sn[i].at.off <= run; j++)
+        ;
+    if (j == i)
+        return 0;
+    memcpy(s, sn[j].core, CORE_BYTES);
+    ahead->off = sn[j].at.off - sn[i].at.off;
+    ahead->depth = sn[j].at.depth;
+    memcpy(ahead->stack, sn[j].at.stack, sizeof(ahead->stack));
+    s->cursor = j + 1;
+    return 1;
+}
+
+static void memo_keep(httpc_oai_out_t *o, const char *data, size_t len)
+{
+    size_t k = len < sizeof(o->memo.prefix) ? len : sizeof(o->memo.prefix);
+
+    memcpy(o->memo.prefix, data, k);
+    o->memo.len = (uint16_t)k;
+    o->memo.at = 0;
+    o->memo.n_marks = 0;
+}
+
+/* After an event was read whole and well: what the next one may start from. */
+static void memo_learn(httpc_oai_out_t *o, const scan_t *s, const char *data, size_t len)
+{
+    if (o->memo.misses >= MEMO_MISSES)
+        return;
+    if (s->marked) {             /* prefix[0..at) is what this event and the one kept share */
+        memo_keep(o, data, len); /* the points after it are in this one's bytes */
+        o->memo.at = (uint16_t)((const snap_t *)(const void *)o->memo.state)->at.off;
+        o->memo.n_marks = (uint16_t)s->n_marks;
+        return;
+    }
+    if (o->memo.len)
+        o->memo.misses++;
+    memo_keep(o, data, len);
+}
+
 int httpc_oai_dialect_event(const httpc_oai_gen_t *g, const char *data, size_t len,
                             httpc_oai_out_t *o)
 {
@@ -529,23 +686,39 @@ int httpc_oai_dialect_event(const httpc_oai_gen_t *g, const char *data, size_t l
     yajl_alloc_funcs af = {arena_malloc, arena_realloc, arena_free, &arena};
     yajl_handle h;
     yajl_status st;
-    int rc = 0, fast;
+    int rc = 0, fast, resumed = 0;
     size_t before = o->n;
+    const snap_t *sn = (const snap_t *)(const void *)o->memo.state;
 
     if (len == 6 && memcmp(data, "[DONE]", 6) == 0) {
         o->done = 1;
         return 0;
     }
-    memset(&s, 0, sizeof(s));
+    scan_init(&s);
     s.g = g;
     s.o = o;
     s.n0 = o->n;
-    fast = httpc_json_scan(data, len, &callbacks, cb_string_escaped, &s);
+    if (o->memo.at && len > o->memo.at && memcmp(data, o->memo.prefix, o->memo.at) == 0) {
+        memcpy(&s, sn->core, CORE_BYTES);
+        resumed = 1;
+        s.data = data;
+        s.len = len;
+        s.n_marks = o->memo.n_marks;
+        s.cursor = 1;
+        fast = httpc_json_scan_at(data, len, &callbacks, cb_string_escaped, &s, &sn->at, on_step);
+    } else if (o->memo.len && !o->memo.at && o->memo.misses < MEMO_MISSES) {
+        s.mark_limit = common_prefix(data, len, o->memo.prefix, o->memo.len);
+        s.snap = o->memo.state;
+        fast = httpc_json_scan_at(data, len, &callbacks, cb_string_escaped, &s, NULL, on_mark);
+    } else {
+        fast = httpc_json_scan(data, len, &callbacks, cb_string_escaped, &s);
+    }
     if (fast == HTTPC_JSCAN_UNUSUAL) {
         /* yajl from the start: nothing the fast pass did stays. */
         free(s.lp);
         o->n = before;
-        memset(&s, 0, sizeof(s));
+        resumed = 1; /* (nothing learnt from this one) */
+        scan_init(&s);
         s.g = g;
         s.o = o;
         s.n0 = o->n;
@@ -608,5 +781,7 @@ int httpc_oai_dialect_event(const httpc_oai_gen_t *g, const char *data, size_t l
         o->counted = 1;
         o->engine_n = s.count;
     }
+    if (!resumed)
+        memo_learn(o, &s, data, len);
     return 0;
 }

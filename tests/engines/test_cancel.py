@@ -11,6 +11,14 @@ receives and the connections it holds open:
       the engine's connections are closed.
   openai idle: stream_idle_ms=1000: a silent stream fails its sample with a message naming the
       engine's URL and the deadline, long before timeout_ms.
+  openai queued (client=lean, then curl): 6 samples, 2 connections (--max-batch 2), a silent
+      engine, timeout_ms=1500, stream_idle_ms=1000: the first 2 streams fail at the idle
+      deadline (under 1500 ms), a queued sample's idle deadline counts only from when it was
+      sent (never while it waits: those sent late fail at timeout_ms), and each sample still
+      queued at timeout_ms fails with exactly "URL: not sent: waited N ms for a free connection
+      to the engine (2 connections, all busy), over timeout_ms=1500" (N >= 1499); every failure
+      line is one of those, and exactly the samples that never reached the engine, at least
+      one, say "not sent".
   kserve disconnect: the same as openai disconnect for the kserve backend (1 engine: 1 request
       open, the rest queued in the node's batcher).
 
@@ -20,6 +28,7 @@ Bounds are wide (the machine is shared): they tell cancel (seconds) from no canc
 timeout_ms, or never)."""
 import http.server
 import os
+import re
 import select
 import signal
 import subprocess
@@ -201,6 +210,49 @@ def idle(procs, sut, lg, tmp, plugin):
     print(f"ok {tag}: failed {took:.2f} s after the run started: {line[-150:]}")
 
 
+def queued(procs, sut, lg, tmp, plugin, client):
+    tag = f"openai queued {client}"
+    eng = Engine("openai")
+    url = f"http://127.0.0.1:{eng.port}"
+    node, addr, nlog = et.start_node(procs, sut, tmp, f"openai-queued-{client}", plugin,
+                                     {"url": url, "client": client, "timeout_ms": 1500,
+                                      "stream_idle_ms": 1000, "health_path": ""},
+                                     ["--max-batch", "2"])
+    samples = 6
+    client_p = start_loadgen(procs, lg, tmp, f"openai-queued-{client}", addr, samples)
+    want = re.compile(r"openai backend: sample \d+ failed: (.*)$")
+    end = time.monotonic() + 30
+    lines = []
+    while time.monotonic() < end:
+        lines = [m.group(1) for m in map(want.search, open(nlog).read().splitlines()) if m]
+        if len(lines) >= samples:
+            break
+        time.sleep(0.05)
+    sent = eng.counts()[0]
+    not_sent = re.compile(re.escape(f"{url}/v1/completions: not sent: waited ") +
+                          r"(\d+)" + re.escape(" ms for a free connection to the engine (2 "
+                                                "connections, all busy), over timeout_ms=1500") + "$")
+    idle_re = re.compile(re.escape(f"{url}/v1/completions: nothing new for ") + r"(\d+)" +
+                         re.escape(" ms, over the idle deadline of 1000 ms (stream_idle_ms)") + "$")
+    # A sent one fails at its idle deadline (from its send) or, sent late, at timeout_ms:
+    # the lean client's words, or libcurl's ("Operation timed out after N milliseconds ...").
+    late = [l for l in lines if l == f"{url}/v1/completions: no whole answer within 1500 ms "
+            "(timeout_ms)" or (client == "curl" and l.startswith(f"{url}/v1/completions: "
+                                                                 "Operation timed out after "))]
+    unsent = [int(m.group(1)) for m in map(not_sent.match, lines) if m]
+    idle_ms = [int(m.group(1)) for m in map(idle_re.match, lines) if m]
+    if (len(lines) != samples or len(unsent) + len(idle_ms) + len(late) != samples or
+            not unsent or len(unsent) != samples - sent or min(unsent) < 1499 or
+            len(idle_ms) < 2 or max(idle_ms) >= 1500):
+        sys.exit(f"FAIL {tag}: {sent} of {samples} requests reached the engine; failures:\n" +
+                 "\n".join(lines) + f"\nlog:\n{open(nlog).read()[-2000:]}")
+    procs.stop(client_p)
+    stopped(procs, node, nlog, tag)
+    eng.close()
+    print(f"ok {tag}: {sent} sent, each failed at its idle deadline from its send "
+          f"({min(idle_ms)}..{max(idle_ms)} ms); {len(unsent)} never sent: {lines[-1][-120:]}")
+
+
 def main():
     if len(sys.argv) != 5:
         sys.exit(__doc__)
@@ -213,6 +265,8 @@ def main():
                     "timeout_ms": 600000}, [], 1)
         sigterm(procs, sut, lg, tmp, openai)
         idle(procs, sut, lg, tmp, openai)
+        queued(procs, sut, lg, tmp, openai, "lean")
+        queued(procs, sut, lg, tmp, openai, "curl")
     print("PASS")
 
 

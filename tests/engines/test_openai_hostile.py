@@ -221,12 +221,13 @@ def one_run(lg, tmp, tag, eng, addr, node, nlog, client, mode, bad_first=0):
     with eng.lock:
         answers = list(eng.answers)
     bad = sum(1 for a in answers if a != "valid")
-    # Each sample's request at most once; with the drip, those queued behind the two dripping
-    # streams reach their idle deadline (counted from submission) before a connection frees up.
-    # (libcurl may fail a request on a connection the engine closed after an answer it took as
-    # whole, without sending it again: that sample must then be among the failed ones.)
+    # Each sample's request at most once, and with client=lean exactly once: the idle deadline
+    # counts from the send, so those queued behind the two dripping streams are sent when they
+    # fail (and are dripped in turn). (libcurl may fail a request on a connection the engine
+    # closed after an answer it took as whole, without sending it again: that sample must then
+    # be among the failed ones.)
     unsent = N - len(answers)
-    if unsent < 0 or (unsent and mode != "drip" and client == "lean"):
+    if unsent < 0 or (unsent and client == "lean"):
         sys.exit(f"FAIL {tag}: the engine got {len(answers)} requests for {N} samples: "
                  f"{answers}\n{log[-2000:]}")
     # What each answer does to its sample: the lean client refuses every attack; libcurl takes

@@ -57,6 +57,20 @@ typedef struct {
     int counted;       /* the engine reported its own count of output tokens: */
     uint64_t engine_n; /* the last one (tokens_predicted, usage/meta_info.completion_tokens) */
     char err[256];     /* why httpc_oai_dialect_event failed */
+    /* httpc_oai_dialect_event's memory from one event of the stream to the next (zero at the
+     * start): the start its events repeat (vLLM: id, object, created, model, the choices
+     * array's opening) and the reader's state after it, so that an event beginning with the same
+     * bytes is read on from there instead of from its first byte, and the runs after the token's
+     * text that repeat too (vLLM: logprobs, finish_reason, stop_reason up to token_ids) are
+     * stepped over. */
+    struct {
+        uint16_t len;     /* bytes of prefix kept */
+        uint16_t at;      /* > 0: the reader's state after prefix[0..at) is in state */
+        uint16_t misses;  /* events that did not repeat the start; it stops trying at a few */
+        uint16_t n_marks; /* points in state: the resume point, then the ones after it */
+        char prefix[256];
+        uint64_t state[128];
+    } memo;
 } httpc_oai_out_t;
 
 /* 0, or -22 for an unknown name. */

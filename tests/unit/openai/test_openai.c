@@ -662,6 +662,94 @@ START_TEST(json_fast_path)
 }
 END_TEST
 
+/* One event read twice: through |o| (its memo may resume the scan where the stream's events
+ * begin alike) and through a copy of |o| without the memo (read from its first byte); both must
+ * end the same way with the same output. */
+static int memo_vs_whole(const httpc_oai_gen_t *g, const char *t, size_t len, httpc_oai_out_t *o)
+{
+    httpc_oai_out_t *w = malloc(sizeof(*w));
+    int ra, rb;
+
+    ck_assert_ptr_nonnull(w);
+    *w = *o;
+    memset(&w->memo, 0, sizeof(w->memo));
+    w->toks = o->cap ? malloc(o->cap * sizeof(int32_t)) : NULL;
+    if (o->cap) {
+        ck_assert_ptr_nonnull(w->toks);
+        memcpy(w->toks, o->toks, o->n * sizeof(int32_t));
+    }
+    ra = httpc_oai_dialect_event(g, t, len, o);
+    rb = httpc_oai_dialect_event(g, t, len, w);
+    ck_assert_msg(ra == rb && o->n == w->n && o->done == w->done && o->had_text == w->had_text &&
+                      o->counted == w->counted && o->engine_n == w->engine_n &&
+                      (!o->n || !memcmp(o->toks, w->toks, o->n * 4)) &&
+                      (ra == 0 || !strcmp(o->err, w->err)),
+                  "resumed and whole reads differ on '%.*s': rc %d/%d, n %zu/%zu, err '%s'/'%s'",
+                  (int)len, t, ra, rb, o->n, w->n, o->err, w->err);
+    httpc_oai_out_free(w);
+    free(w);
+    return ra;
+}
+
+START_TEST(event_memo)
+{
+/* A vLLM stream's events: the same start, then the text, the IDs and the end differ. */
+#define SHAPE0                                                                                  \
+    "{\"id\":\"cmpl-b\",\"object\":\"text_completion\",\"created\":1700000000,\"model\":\"b\"," \
+    "\"choices\":[{\"index\":0,\"text\":\" tok%u\",\"logprobs\":null,\"finish_reason\":%s,"     \
+    "\"stop_reason\":null,\"token_ids\":[%u]}]}"
+#define SHAPE1                                                                                     \
+    "{\"id\":\"cmpl-b\",\"object\":\"text_completion\",\"created\":1700000000,\"model\":\"b\","    \
+    "\"choices\":[{\"index\":0,\"text\":\"\\u00e9%u\",\"logprobs\":{\"tokens\":[\"token_id:9\"]}," \
+    "\"finish_reason\":%s,\"token_ids\":[%u,1]}],\"usage\":{\"completion_tokens\":3}}"
+    static const char spice[] = "\"\\{}[],: 01-.eE+utfnal/\n\t\r\x01\x7f\x80\xff";
+    httpc_oai_gen_t g = {HTTPC_OAI_VLLM, "m", 4096, 0, 0.0, 0, 0, 0};
+    uint64_t x = 0x2545f4914f6cdd1du;
+    size_t resumed = 0, runs = 0;
+    char t[600];
+
+    for (size_t run = 0; run < 300; run++) {
+        httpc_oai_out_t *o = calloc(1, sizeof(*o));
+        ck_assert_ptr_nonnull(o);
+        o->max = g.max_tokens;
+        for (unsigned ev = 0; ev < 12; ev++) {
+            const char *end = ev == 11 ? "\"length\"" : "null";
+            int len = run % 2 ? snprintf(t, sizeof(t), SHAPE1, ev * 7919u % 100000u, end, ev * 31u)
+                              : snprintf(t, sizeof(t), SHAPE0, ev * 7919u % 100000u, end, ev * 31u);
+            size_t n = (size_t)len;
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            /* after the third event, now and then a byte changed, dropped or added anywhere
+             * (in the start the memo compares, too) */
+            if (ev >= 3 && (x & 3) == 0) {
+                size_t at = (size_t)(x >> 8) % n;
+                switch ((x >> 40) % 3) {
+                case 0:
+                    t[at] = spice[(x >> 48) % (sizeof(spice) - 1)];
+                    break;
+                case 1:
+                    memmove(t + at, t + at + 1, n - at - 1);
+                    n--;
+                    break;
+                default:
+                    memmove(t + at + 1, t + at, n - at);
+                    t[at] = spice[(x >> 48) % (sizeof(spice) - 1)];
+                    n++;
+                }
+            }
+            resumed += o->memo.at && n > o->memo.at && !memcmp(t, o->memo.prefix, o->memo.at);
+            memo_vs_whole(&g, t, n, o);
+        }
+        runs++;
+        httpc_oai_out_free(o);
+        free(o);
+    }
+    /* Not vacuous: most events were read from the memo's resume point. */
+    ck_assert_msg(resumed > runs * 6, "only %zu of %zu events resumed", resumed, runs * 12);
+}
+END_TEST
+
 static TCase *tc(const char *name, const TTest *t)
 {
     TCase *c = tcase_create(name);
@@ -687,10 +775,15 @@ static TCase *tc_token_count(void)
     return tc("token_count", token_count);
 }
 
+static TCase *tc_event_memo(void)
+{
+    return tc("event_memo", event_memo);
+}
+
 static TCase *tc_json_fast_path(void)
 {
     return tc("json_fast_path", json_fast_path);
 }
 
 CHECK_MAIN("openai", tc_dialects, tc_text_without_ids, tc_event_scanner_hostile, tc_token_count,
-           tc_json_fast_path)
+           tc_json_fast_path, tc_event_memo)

@@ -18,6 +18,7 @@ struct oai_lean {
     httpc_h1_pool_t *pool;
     char url[512];
     long timeout_ms, idle_ms;
+    uint32_t max_conns;
     oai_lreq_t active; /* the loop's list head (circular) */
     /* under mu */
     uv_mutex_t mu;
@@ -111,7 +112,10 @@ static void on_wake(uv_async_t *a)
     }
 }
 
-/* The deadlines: timeout_ms from submission, idle_ms without a token. */
+/* The deadlines: timeout_ms from submission (the wait for a connection included), idle_ms
+ * from when a connection took the request, then from its last token. The ones still queued go
+ * first: failing a running one frees its connection for the next in the queue, which would
+ * otherwise leave with its deadline already spent. */
 static void on_tick(uv_timer_t *t)
 {
     oai_lean_t *l = t->data;
@@ -121,14 +125,27 @@ static void on_tick(uv_timer_t *t)
 
     for (r = l->active.next; r != &l->active; r = next) {
         next = r->next;
+        if (!r->h1.sent_ms && now - r->start_ms >= (uint64_t)l->timeout_ms) {
+            snprintf(msg, sizeof(msg),
+                     "%s: not sent: waited %llu ms for a free connection to the engine (%u "
+                     "connections, all busy), over timeout_ms=%ld",
+                     l->url, (unsigned long long)(now - r->start_ms), l->max_conns, l->timeout_ms);
+            fail(l, r, HTTPC_ETRANSFER, msg);
+        }
+    }
+    for (r = l->active.next; r != &l->active; r = next) {
+        uint64_t since = r->progress_ms > r->h1.sent_ms ? r->progress_ms : r->h1.sent_ms;
+        next = r->next;
+        if (!r->h1.sent_ms)
+            continue;
         if (now - r->start_ms >= (uint64_t)l->timeout_ms) {
             snprintf(msg, sizeof(msg), "%s: no whole answer within %ld ms (timeout_ms)", l->url,
                      l->timeout_ms);
             fail(l, r, HTTPC_ETRANSFER, msg);
-        } else if (l->idle_ms > 0 && now - r->progress_ms >= (uint64_t)l->idle_ms) {
+        } else if (l->idle_ms > 0 && now - since >= (uint64_t)l->idle_ms) {
             snprintf(msg, sizeof(msg),
                      "%s: nothing new for %llu ms, over the idle deadline of %ld ms", l->url,
-                     (unsigned long long)(now - r->progress_ms), l->idle_ms);
+                     (unsigned long long)(now - since), l->idle_ms);
             fail(l, r, HTTPC_EIDLE, msg);
         }
     }
@@ -209,6 +226,7 @@ int oai_lean_open(const oai_lean_cfg_t *cfg, oai_lean_t **out, char *err, size_t
     }
     l->timeout_ms = cfg->timeout_ms;
     l->idle_ms = cfg->idle_ms;
+    l->max_conns = cfg->max_conns;
     l->active.next = l->active.prev = &l->active;
     c.host = host;
     c.tls = strncmp(cfg->url, "https://", 8) == 0;
