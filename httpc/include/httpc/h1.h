@@ -89,7 +89,7 @@ struct httpc_h1_req {
     struct h1_conn *conn;
     httpc_h1_req_t *next;
     int resent;
-    int http_status; /* the answer's status when on_done runs (0: none came) */
+    int http_status;  /* the answer's status when on_done runs (0: none came) */
     uint64_t sent_ms; /* the loop's clock when a connection last took it; 0: still queued */
 };
 
