@@ -18,7 +18,12 @@ is known to take. One mode per SUT kind, every run with --sample-latencies:
             order): TTFT >= FIRST_MS and latency >= FIRST_MS + (TOKENS - 1) x GAP_MS (the engine
             sleeps to those times from the request's arrival, after the issue); TTFT less the
             issue lateness (the issuer's, reported apart) <= 1.2 x the engine's own TTFT + 2 ms;
-            first token to end <= 1.2 x the engine's own span + 2 ms.
+            first token to end <= 1.2 x the engine's own span + 2 ms. First the accounting,
+            exact: every sample reported once (sequence numbers 0..n-1, the harness's
+            nodes.json: n completed, none failed, no failed stream, none re-dispatched), and
+            the engine got exactly samples_sent + resent requests (nodes.json) and sent n
+            streams whole; it records each after its last byte, which the harness may have
+            read first, so the count waits for it (a deadline), never races it.
 
 The upper bounds are for a machine shared with many builds, where a process can stall for tens of
 ms: up to a tenth of the samples may miss them and the median must not, and a run that misses
@@ -29,6 +34,7 @@ run.
     test_sut_clock.py endpoint LOADGEN_NODE"""
 import csv
 import glob
+import json
 import os
 import re
 import statistics
@@ -145,22 +151,42 @@ def mode_sim(sut, lg, tmp, procs):
         sys.exit(f"FAIL: sut-node exit on SIGTERM; log:\n{open(nlog).read()[-2000:]}")
 
 
+def endpoint_accounting(out, rows, eng):
+    """Every sample answered exactly once, and the engine got exactly the requests the harness
+    says it sent: its samples_sent (re-dispatches included) plus its resent (a raced idle close;
+    none from this engine, which never closes a kept-alive connection). The engine records a
+    stream after its last byte, which the harness may have read first: waited for, not raced.
+    Returns the engine's streams in arrival order."""
+    with open(glob.glob(os.path.join(out, "*nodes*.json"))[0]) as f:
+        nd = json.load(f)["nodes"][0]
+    sent, resent = nd["samples_sent"], nd["resent"]
+    arrived, done, failed = eng.settled(sent + resent)
+    seqs = [int(r["sample_seq"]) for r in rows]
+    counts = (f"{len(rows)} samples reported (sequence numbers {seqs[0]}..{seqs[-1]}), the "
+              f"harness's {sent} sent, {resent} resent, {nd['samples_completed']} completed, "
+              f"{nd['samples_failed']} failed, {nd['errors']} failed streams, "
+              f"{nd['redispatched']} re-dispatched; the engine's {arrived} requests, "
+              f"{len(done)} streams sent whole, {len(failed)} cut {failed[:3]}")
+    if seqs != list(range(len(rows))) or nd["samples_completed"] != len(rows) or \
+            nd["samples_failed"] or arrived != sent + resent or len(done) != len(rows) or \
+            failed or nd["errors"] or nd["redispatched"]:
+        sys.exit(f"FAIL endpoint accounting: {counts}")
+    print(f"ok endpoint accounting: {counts}", flush=True)
+    return sorted(done, key=lambda d: d[2])  # (ttft, span, arrival), s
+
+
 def endpoint_run(lg, tmp, attempt):
     eng = wake.Engine()
+    out = os.path.join(tmp, f"endpoint{attempt}")
     try:
-        rows = lg_run(lg, os.path.join(tmp, f"endpoint{attempt}"),
-                      f"openai+http://127.0.0.1:{eng.port}", "Server",
+        rows = lg_run(lg, out, f"openai+http://127.0.0.1:{eng.port}", "Server",
                       [f"server_target_qps={QPS}", "use_token_latencies=1", "min_duration_ms=4000",
                        "min_query_count=10", "server_target_latency_ns=2000000000",
                        "server_ttft_latency=2000000000", "server_tpot_latency=200000000"],
                       ["--model", "llama2-70b", "--endpoint-max-tokens", str(wake.TOKENS)])
-        with eng.mu:
-            done = sorted(eng.done, key=lambda d: d[2])  # (ttft, span, arrival), s
+        done = endpoint_accounting(out, rows, eng)
     finally:
         eng.close()
-    if len(done) != len(rows):
-        sys.exit(f"FAIL endpoint: {len(rows)} samples reported, {len(done)} streams the engine "
-                 f"sent")
     ttfts, spans, low = [], [], []
     for r, (e_ttft, e_span, _) in zip(rows, done):
         s = r["sample_seq"]
