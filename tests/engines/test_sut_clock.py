@@ -17,8 +17,16 @@ is known to take. One mode per SUT kind, every run with --sample-latencies:
             run at QPS. Request by request (the engine's in arrival order, the samples in issue
             order): TTFT >= FIRST_MS and latency >= FIRST_MS + (TOKENS - 1) x GAP_MS (the engine
             sleeps to those times from the request's arrival, after the issue); TTFT less the
-            issue lateness (the issuer's, reported apart) <= 1.2 x the engine's own TTFT + 2 ms;
-            first token to end <= 1.2 x the engine's own span + 2 ms. First the accounting,
+            issue lateness (the issuer's, reported apart) <= 1.2 x the engine's own TTFT + 2 ms
+            + 2 x the host's lateness; first token to end <= 1.2 x the engine's own span + 2 ms
+            + 1 x the host's lateness; the medians without it. The host's lateness is what the
+            run's harness block measured (the larger of the issue lateness p99 and the host
+            floor p99; under a ms on a quiet host): the engine's clock does not see two
+            wake-ups of a TTFT (the engine's thread for the request, before it stamps its
+            arrival; the harness's loop for the first token) and one of a span (the harness's
+            for the end), each as late as the host makes a thread (seen under load 12: the
+            tenth-worst TTFT up to 108 ms over 1.2x + 2 ms in a run whose issue lateness p99
+            was 106 ms, all the others within it). First the accounting,
             exact: every sample reported once (sequence numbers 0..n-1, the harness's
             nodes.json: n completed, none failed, no failed stream, none re-dispatched), and
             the engine got exactly samples_sent + resent requests (nodes.json) and sent n
@@ -73,20 +81,24 @@ def lg_run(lg, out, nodes, scenario, sets, extra=()):
     return rows
 
 
-def judge(tag, pairs, floor_bad):
+def judge(tag, pairs, floor_bad, host_ms=0.0, host_why=""):
     """pairs: (reported ms, the SUT's own ms, sample) per sample for the upper bound; floor_bad:
-    the samples below a lower bound (each a message): any fails the test at once. Returns why the
-    upper bound was missed, or None (and prints a summary)."""
+    the samples below a lower bound (each a message): any fails the test at once. host_ms: what
+    the host's scheduling may add to a sample beyond the bound (host_why says how it was
+    measured); the median gets none of it. Returns why the upper bound was missed, or None (and
+    prints a summary)."""
     if floor_bad:
         sys.exit(f"FAIL {tag}: {len(floor_bad)} samples below the SUT's own time:\n  " +
                  "\n  ".join(floor_bad[:20]))
     over = [f"sample {s}: {got:.2f} ms reported, the SUT's own {own:.2f} ms"
-            for got, own, s in pairs if got > SLACK * own + PAD_MS]
+            for got, own, s in pairs if got > SLACK * own + PAD_MS + host_ms]
     allowed = len(pairs) // 10
     got_p50 = statistics.median(p[0] for p in pairs)
     own_p50 = statistics.median(p[1] for p in pairs)
+    host = f" + {host_ms:.2f} ms ({host_why})" if host_ms else ""
     summary = (f"{tag}: {len(pairs)} samples, reported p50 {got_p50:.2f} ms, the SUT's own p50 "
-               f"{own_p50:.2f} ms; {len(over)} over {SLACK}x + {PAD_MS} ms ({allowed} allowed)")
+               f"{own_p50:.2f} ms (p50 bound {SLACK}x + {PAD_MS} ms); {len(over)} over "
+               f"{SLACK}x + {PAD_MS} ms{host} ({allowed} allowed)")
     if len(over) > allowed or got_p50 > SLACK * own_p50 + PAD_MS:
         return summary + ":\n  " + "\n  ".join(over[:20])
     print(f"ok {summary}, none below the SUT's time", flush=True)
@@ -198,8 +210,26 @@ def endpoint_run(lg, tmp, attempt):
                        f"{(e_ttft + e_span) * 1e3:.2f} ms")
         ttfts.append((ttft - late, e_ttft * 1e3, s))
         spans.append((lat - ttft, e_span * 1e3, s))
-    return (judge(f"endpoint Server {QPS} QPS, TTFT less issue lateness", ttfts, low) or
-            judge(f"endpoint Server {QPS} QPS, first token to end", spans, []))
+    wake_ms, how = host_lateness(out)
+    return (judge(f"endpoint Server {QPS} QPS, TTFT less issue lateness", ttfts, low, 2 * wake_ms,
+                  f"2 wake-ups at {how}") or
+            judge(f"endpoint Server {QPS} QPS, first token to end", spans, [], wake_ms,
+                  f"1 wake-up at {how}"))
+
+
+def host_lateness(out):
+    """How late the host woke a thread during the run, as the harness block of its summary
+    measured it: the larger of the issue lateness p99 (the issue thread's sleeps that woke late,
+    its time off its CPU) and the host floor p99 (the gaps spinners on every CPU all shared at
+    the series' start); well under a ms on a quiet host. Returns (ms, how)."""
+    summ = open(os.path.join(out, "mlperf_log_summary.txt")).read()
+    late = re.search(r"^Issue lateness p99 \(ns\)\s*: (\d+)$", summ, re.M)
+    floor = re.search(r"^Host floor p99 \(ns\)\s*: (\d+)", summ, re.M)
+    if not late:
+        sys.exit("FAIL endpoint: no 'Issue lateness p99' line in the summary's harness block")
+    late_ms, floor_ms = int(late.group(1)) / 1e6, int(floor.group(1)) / 1e6 if floor else 0.0
+    return max(late_ms, floor_ms), (f"the host's lateness max(issue lateness p99 {late_ms:.2f}, "
+                                     f"host floor p99 {floor_ms:.2f}) ms")
 
 
 def main():
