@@ -31,7 +31,10 @@ is known to take. One mode per SUT kind, every run with --sample-latencies:
             nodes.json: n completed, none failed, no failed stream, none re-dispatched), and
             the engine got exactly samples_sent + resent requests (nodes.json) and sent n
             streams whole; it records each after its last byte, which the harness may have
-            read first, so the count waits for it (a deadline), never races it.
+            read first, so the count waits for it (a deadline), never races it. Then a run
+            whose engine closes three kept-alive connections as their second request comes
+            (an idle close that raced it): each such request sent again (nodes.json resent) or,
+            dropped again, a failed stream re-dispatched; the same exact accounting.
 
 The upper bounds are for a machine shared with many builds, where a process can stall for tens of
 ms: up to a tenth of the samples may miss them and the median must not, and a run that misses
@@ -163,28 +166,50 @@ def mode_sim(sut, lg, tmp, procs):
         sys.exit(f"FAIL: sut-node exit on SIGTERM; log:\n{open(nlog).read()[-2000:]}")
 
 
-def endpoint_accounting(out, rows, eng):
+def endpoint_accounting(tag, out, rows, eng):
     """Every sample answered exactly once, and the engine got exactly the requests the harness
-    says it sent: its samples_sent (re-dispatches included) plus its resent (a raced idle close;
-    none from this engine, which never closes a kept-alive connection). The engine records a
-    stream after its last byte, which the harness may have read first: waited for, not raced.
-    Returns the engine's streams in arrival order."""
+    says it sent: its samples_sent (re-dispatches included) plus its resent (a raced idle close,
+    which this engine reads before closing). Each request the engine dropped (closed unanswered)
+    the harness sent again once (resent), or, dropped again, counted as a failed stream and
+    re-dispatched; none failed otherwise. The engine records a stream after its last byte, which
+    the harness may have read first: waited for, not raced. Returns the engine's streams in
+    arrival order."""
     with open(glob.glob(os.path.join(out, "*nodes*.json"))[0]) as f:
         nd = json.load(f)["nodes"][0]
     sent, resent = nd["samples_sent"], nd["resent"]
-    arrived, done, failed = eng.settled(sent + resent)
+    arrived, done, failed, dropped = eng.settled(sent + resent)
     seqs = [int(r["sample_seq"]) for r in rows]
     counts = (f"{len(rows)} samples reported (sequence numbers {seqs[0]}..{seqs[-1]}), the "
               f"harness's {sent} sent, {resent} resent, {nd['samples_completed']} completed, "
               f"{nd['samples_failed']} failed, {nd['errors']} failed streams, "
               f"{nd['redispatched']} re-dispatched; the engine's {arrived} requests, "
-              f"{len(done)} streams sent whole, {len(failed)} cut {failed[:3]}")
+              f"{len(done)} streams sent whole, {dropped} dropped, {len(failed)} cut "
+              f"{failed[:3]}")
     if seqs != list(range(len(rows))) or nd["samples_completed"] != len(rows) or \
             nd["samples_failed"] or arrived != sent + resent or len(done) != len(rows) or \
-            failed or nd["errors"] or nd["redispatched"]:
-        sys.exit(f"FAIL endpoint accounting: {counts}")
-    print(f"ok endpoint accounting: {counts}", flush=True)
+            failed or dropped != resent + nd["errors"] or nd["redispatched"] != nd["errors"] or \
+            dropped != eng.drop_second or (dropped and not resent):
+        sys.exit(f"FAIL {tag} accounting: {counts}")
+    print(f"ok {tag} accounting: {counts}", flush=True)
     return sorted(done, key=lambda d: d[2])  # (ttft, span, arrival), s
+
+
+def endpoint_resend(lg, tmp):
+    """The engine closes the first 3 kept-alive connections that carry a second request as that
+    request comes: the harness sends each again (nodes.json: resent), every sample still once,
+    and the engine's requests add up (endpoint_accounting). Accounting only: a resent sample's
+    time includes the lost try."""
+    eng = wake.Engine(drop_second=3)
+    out = os.path.join(tmp, "resend")
+    try:
+        rows = lg_run(lg, out, f"openai+http://127.0.0.1:{eng.port}", "Server",
+                      [f"server_target_qps={QPS}", "use_token_latencies=1", "min_duration_ms=3000",
+                       "min_query_count=10", "server_target_latency_ns=2000000000",
+                       "server_ttft_latency=2000000000", "server_tpot_latency=200000000"],
+                      ["--model", "llama2-70b", "--endpoint-max-tokens", str(wake.TOKENS)])
+        endpoint_accounting("endpoint resend", out, rows, eng)
+    finally:
+        eng.close()
 
 
 def endpoint_run(lg, tmp, attempt):
@@ -196,7 +221,7 @@ def endpoint_run(lg, tmp, attempt):
                        "min_query_count=10", "server_target_latency_ns=2000000000",
                        "server_ttft_latency=2000000000", "server_tpot_latency=200000000"],
                       ["--model", "llama2-70b", "--endpoint-max-tokens", str(wake.TOKENS)])
-        done = endpoint_accounting(out, rows, eng)
+        done = endpoint_accounting("endpoint", out, rows, eng)
     finally:
         eng.close()
     ttfts, spans, low = [], [], []
@@ -244,6 +269,7 @@ def main():
             mode_sim(sut, lg, tmp, procs)
         else:
             twice(lambda attempt: endpoint_run(lg, tmp, attempt))
+            endpoint_resend(lg, tmp)
         print("PASS")
 
 
