@@ -525,6 +525,8 @@ static void unlist(ep_req_t *r)
 static void req_free(qdl_t *q, ep_req_t *r)
 {
     unlist(r);
+    if (r->h1.resent) /* the lean client sent it twice: the engine saw both (stats: resent) */
+        r->qc->node->st.resent++;
     httpc_oai_stream_free(&r->st);
     free(r->body);
     free(r);

@@ -606,7 +606,7 @@ int qdl_stats_write_json(qdl_t *q, void *file)
                 "\", \"up\": %s, \"degraded\": %s, \"samples_sent\": %llu, "
                 "\"samples_completed\": %llu, \"samples_failed\": %llu, \"redispatched\": %llu, "
                 "\"errors\": %llu, \"reconnects\": %llu, \"losses\": %llu, \"stalls\": %llu, "
-                "\"inflight\": %llu, \"bytes_out\": %llu, \"bytes_in\": %llu, "
+                "\"inflight\": %llu, \"bytes_out\": %llu, \"bytes_in\": %llu, \"resent\": %llu, "
                 "\"rtt_us_last\": %s, \"rtt_us_min\": %s}",
                 s->up ? "true" : "false", s->degraded ? "true" : "false",
                 (unsigned long long)s->samples_sent, (unsigned long long)s->samples_completed,
@@ -614,7 +614,8 @@ int qdl_stats_write_json(qdl_t *q, void *file)
                 (unsigned long long)s->errors, (unsigned long long)s->reconnects,
                 (unsigned long long)s->losses, (unsigned long long)s->stalls,
                 (unsigned long long)s->inflight, (unsigned long long)s->bytes_out,
-                (unsigned long long)s->bytes_in, rtt_json(rlast, sizeof(rlast), s->rtt_ns_last),
+                (unsigned long long)s->bytes_in, (unsigned long long)s->resent,
+                rtt_json(rlast, sizeof(rlast), s->rtt_ns_last),
                 rtt_json(rmin, sizeof(rmin), s->rtt_ns_min));
     }
     fprintf(f, "\n]}\n");

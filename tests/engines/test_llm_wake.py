@@ -52,11 +52,19 @@ BURST = 48  # failures at once, over the logs' rate limits (10/s in the node, 5/
 
 
 class Engine:
-    """Streams TOKENS tokens per request in the vLLM shape; records its own send times."""
+    """Streams TOKENS tokens per request in the vLLM shape; records its own send times. Every
+    request it reads is counted (arrived) and each ends in done or, when a write to the client
+    fails, in failed; the record comes after the stream's last byte, so a reader that has the
+    client's end waits for settled(). With drop_second=K, the second request on each of the first
+    K connections that carry two is read and its connection closed unanswered (an idle close that
+    raced the request: the client sends it again); dropped counts them."""
 
-    def __init__(self, text_only=False):
-        self.mu = threading.Lock()
+    def __init__(self, text_only=False, drop_second=0):
+        self.mu = threading.Condition()
         self.done = []  # (first token's time from arrival, end's from first token, arrival), s
+        self.arrived = 0  # requests read
+        self.failed = []  # (arrival, why): streams cut by the client (a write failed)
+        self.drop_second, self.drops_left, self.dropped = drop_second, drop_second, 0
         eng = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -83,6 +91,26 @@ class Engine:
             def do_POST(self):
                 t0 = time.monotonic()
                 self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                self.served = getattr(self, "served", 0) + 1  # on this connection
+                with eng.mu:
+                    eng.arrived += 1
+                    drop = self.served == 2 and eng.drops_left > 0
+                    if drop:
+                        eng.drops_left -= 1
+                        eng.dropped += 1
+                        eng.mu.notify_all()
+                if drop:  # closed as if idle just as the request came: no byte of an answer
+                    self.close_connection = True
+                    return
+                try:
+                    self.stream(t0)
+                except OSError as e:  # the client closed or reset it mid-stream
+                    self.close_connection = True
+                    with eng.mu:
+                        eng.failed.append((t0, repr(e)))
+                        eng.mu.notify_all()
+
+            def stream(self, t0):
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Transfer-Encoding", "chunked")
@@ -99,9 +127,19 @@ class Engine:
                 self.wfile.write(b"0\r\n\r\n")
                 with eng.mu:
                     eng.done.append((t_first - t0, t_end - t_first, t0))
+                    eng.mu.notify_all()
 
         self.srv = et.serve(Handler)
         self.port = self.srv.server_address[1]
+
+    def settled(self, arrived, timeout=30.0):
+        """Waits up to |timeout| s until |arrived| requests came and each of them is recorded
+        (done, failed or dropped). Returns (arrived, done, failed, dropped) as they are then: with a harness that
+        sent |arrived|, anything else is a miscount."""
+        with self.mu:
+            self.mu.wait_for(lambda: self.arrived >= arrived and len(self.done) +
+                             len(self.failed) + self.dropped >= self.arrived, timeout)
+            return self.arrived, list(self.done), list(self.failed), self.dropped
 
     def close(self):
         self.srv.shutdown()
@@ -194,8 +232,7 @@ def main():
             sys.exit(f"FAIL: no sample latencies file in {os.listdir(out)}")
         with open(paths[0]) as f:
             rows = list(csv.DictReader(f))
-        with eng.mu:
-            done = list(eng.done)
+        _, done, _, _ = eng.settled(len(rows))  # each stream is recorded after its last byte
         if len(rows) < 8 or len(done) < len(rows):
             sys.exit(f"FAIL: {len(rows)} samples in the latencies, {len(done)} streams sent")
         eng_ttft = max(d[0] for d in done) * 1000

@@ -17,8 +17,25 @@ is known to take. One mode per SUT kind, every run with --sample-latencies:
             run at QPS. Request by request (the engine's in arrival order, the samples in issue
             order): TTFT >= FIRST_MS and latency >= FIRST_MS + (TOKENS - 1) x GAP_MS (the engine
             sleeps to those times from the request's arrival, after the issue); TTFT less the
-            issue lateness (the issuer's, reported apart) <= 1.2 x the engine's own TTFT + 2 ms;
-            first token to end <= 1.2 x the engine's own span + 2 ms.
+            issue lateness (the issuer's, reported apart) <= 1.2 x the engine's own TTFT + 2 ms
+            + 2 x the host's lateness; first token to end <= 1.2 x the engine's own span + 2 ms
+            + 1 x the host's lateness; the medians the same with its median. The host's
+            lateness is what the run's harness block measured (the larger of the issue lateness
+            p99 and the host floor p99; its median the issue lateness p50; each under a ms on a
+            quiet host): the engine's clock does not see two
+            wake-ups of a TTFT (the engine's thread for the request, before it stamps its
+            arrival; the harness's loop for the first token) and one of a span (the harness's
+            for the end), each as late as the host makes a thread (seen under load 12: the
+            tenth-worst TTFT up to 108 ms over 1.2x + 2 ms in a run whose issue lateness p99
+            was 106 ms, all the others within it). First the accounting,
+            exact: every sample reported once (sequence numbers 0..n-1, the harness's
+            nodes.json: n completed, none failed, no failed stream, none re-dispatched), and
+            the engine got exactly samples_sent + resent requests (nodes.json) and sent n
+            streams whole; it records each after its last byte, which the harness may have
+            read first, so the count waits for it (a deadline), never races it. Then a run
+            whose engine closes three kept-alive connections as their second request comes
+            (an idle close that raced it): each such request sent again (nodes.json resent) or,
+            dropped again, a failed stream re-dispatched; the same exact accounting.
 
 The upper bounds are for a machine shared with many builds, where a process can stall for tens of
 ms: up to a tenth of the samples may miss them and the median must not, and a run that misses
@@ -29,6 +46,7 @@ run.
     test_sut_clock.py endpoint LOADGEN_NODE"""
 import csv
 import glob
+import json
 import os
 import re
 import statistics
@@ -67,21 +85,25 @@ def lg_run(lg, out, nodes, scenario, sets, extra=()):
     return rows
 
 
-def judge(tag, pairs, floor_bad):
+def judge(tag, pairs, floor_bad, host_ms=0.0, host_why="", host_p50_ms=0.0):
     """pairs: (reported ms, the SUT's own ms, sample) per sample for the upper bound; floor_bad:
-    the samples below a lower bound (each a message): any fails the test at once. Returns why the
-    upper bound was missed, or None (and prints a summary)."""
+    the samples below a lower bound (each a message): any fails the test at once. host_ms: what
+    the host's scheduling may add to a sample beyond the bound, host_p50_ms to the median
+    (host_why says how they were measured). Returns why the upper bound was missed, or None (and
+    prints a summary)."""
     if floor_bad:
         sys.exit(f"FAIL {tag}: {len(floor_bad)} samples below the SUT's own time:\n  " +
                  "\n  ".join(floor_bad[:20]))
     over = [f"sample {s}: {got:.2f} ms reported, the SUT's own {own:.2f} ms"
-            for got, own, s in pairs if got > SLACK * own + PAD_MS]
+            for got, own, s in pairs if got > SLACK * own + PAD_MS + host_ms]
     allowed = len(pairs) // 10
     got_p50 = statistics.median(p[0] for p in pairs)
     own_p50 = statistics.median(p[1] for p in pairs)
+    host = f" + {host_ms:.2f} ms ({host_why})" if host_ms else ""
     summary = (f"{tag}: {len(pairs)} samples, reported p50 {got_p50:.2f} ms, the SUT's own p50 "
-               f"{own_p50:.2f} ms; {len(over)} over {SLACK}x + {PAD_MS} ms ({allowed} allowed)")
-    if len(over) > allowed or got_p50 > SLACK * own_p50 + PAD_MS:
+               f"{own_p50:.2f} ms (p50 bound {SLACK}x + {PAD_MS} + {host_p50_ms:.2f} ms); "
+               f"{len(over)} over {SLACK}x + {PAD_MS} ms{host} ({allowed} allowed)")
+    if len(over) > allowed or got_p50 > SLACK * own_p50 + PAD_MS + host_p50_ms:
         return summary + ":\n  " + "\n  ".join(over[:20])
     print(f"ok {summary}, none below the SUT's time", flush=True)
     return None
@@ -145,22 +167,64 @@ def mode_sim(sut, lg, tmp, procs):
         sys.exit(f"FAIL: sut-node exit on SIGTERM; log:\n{open(nlog).read()[-2000:]}")
 
 
+def endpoint_accounting(tag, out, rows, eng):
+    """Every sample answered exactly once, and the engine got exactly the requests the harness
+    says it sent: its samples_sent (re-dispatches included) plus its resent (a raced idle close,
+    which this engine reads before closing). Each request the engine dropped (closed unanswered)
+    the harness sent again once (resent), or, dropped again, counted as a failed stream and
+    re-dispatched; none failed otherwise. The engine records a stream after its last byte, which
+    the harness may have read first: waited for, not raced. Returns the engine's streams in
+    arrival order."""
+    with open(glob.glob(os.path.join(out, "*nodes*.json"))[0]) as f:
+        nd = json.load(f)["nodes"][0]
+    sent, resent = nd["samples_sent"], nd["resent"]
+    arrived, done, failed, dropped = eng.settled(sent + resent)
+    seqs = [int(r["sample_seq"]) for r in rows]
+    counts = (f"{len(rows)} samples reported (sequence numbers {seqs[0]}..{seqs[-1]}), the "
+              f"harness's {sent} sent, {resent} resent, {nd['samples_completed']} completed, "
+              f"{nd['samples_failed']} failed, {nd['errors']} failed streams, "
+              f"{nd['redispatched']} re-dispatched; the engine's {arrived} requests, "
+              f"{len(done)} streams sent whole, {dropped} dropped, {len(failed)} cut "
+              f"{failed[:3]}")
+    if seqs != list(range(len(rows))) or nd["samples_completed"] != len(rows) or \
+            nd["samples_failed"] or arrived != sent + resent or len(done) != len(rows) or \
+            failed or dropped != resent + nd["errors"] or nd["redispatched"] != nd["errors"] or \
+            dropped != eng.drop_second or (dropped and not resent):
+        sys.exit(f"FAIL {tag} accounting: {counts}")
+    print(f"ok {tag} accounting: {counts}", flush=True)
+    return sorted(done, key=lambda d: d[2])  # (ttft, span, arrival), s
+
+
+def endpoint_resend(lg, tmp):
+    """The engine closes the first 3 kept-alive connections that carry a second request as that
+    request comes: the harness sends each again (nodes.json: resent), every sample still once,
+    and the engine's requests add up (endpoint_accounting). Accounting only: a resent sample's
+    time includes the lost try."""
+    eng = wake.Engine(drop_second=3)
+    out = os.path.join(tmp, "resend")
+    try:
+        rows = lg_run(lg, out, f"openai+http://127.0.0.1:{eng.port}", "Server",
+                      [f"server_target_qps={QPS}", "use_token_latencies=1", "min_duration_ms=3000",
+                       "min_query_count=10", "server_target_latency_ns=2000000000",
+                       "server_ttft_latency=2000000000", "server_tpot_latency=200000000"],
+                      ["--model", "llama2-70b", "--endpoint-max-tokens", str(wake.TOKENS)])
+        endpoint_accounting("endpoint resend", out, rows, eng)
+    finally:
+        eng.close()
+
+
 def endpoint_run(lg, tmp, attempt):
     eng = wake.Engine()
+    out = os.path.join(tmp, f"endpoint{attempt}")
     try:
-        rows = lg_run(lg, os.path.join(tmp, f"endpoint{attempt}"),
-                      f"openai+http://127.0.0.1:{eng.port}", "Server",
+        rows = lg_run(lg, out, f"openai+http://127.0.0.1:{eng.port}", "Server",
                       [f"server_target_qps={QPS}", "use_token_latencies=1", "min_duration_ms=4000",
                        "min_query_count=10", "server_target_latency_ns=2000000000",
                        "server_ttft_latency=2000000000", "server_tpot_latency=200000000"],
                       ["--model", "llama2-70b", "--endpoint-max-tokens", str(wake.TOKENS)])
-        with eng.mu:
-            done = sorted(eng.done, key=lambda d: d[2])  # (ttft, span, arrival), s
+        done = endpoint_accounting("endpoint", out, rows, eng)
     finally:
         eng.close()
-    if len(done) != len(rows):
-        sys.exit(f"FAIL endpoint: {len(rows)} samples reported, {len(done)} streams the engine "
-                 f"sent")
     ttfts, spans, low = [], [], []
     for r, (e_ttft, e_span, _) in zip(rows, done):
         s = r["sample_seq"]
@@ -172,8 +236,29 @@ def endpoint_run(lg, tmp, attempt):
                        f"{(e_ttft + e_span) * 1e3:.2f} ms")
         ttfts.append((ttft - late, e_ttft * 1e3, s))
         spans.append((lat - ttft, e_span * 1e3, s))
-    return (judge(f"endpoint Server {QPS} QPS, TTFT less issue lateness", ttfts, low) or
-            judge(f"endpoint Server {QPS} QPS, first token to end", spans, []))
+    wake_ms, p50_ms, how = host_lateness(out)
+    return (judge(f"endpoint Server {QPS} QPS, TTFT less issue lateness", ttfts, low, 2 * wake_ms,
+                  f"2 wake-ups at {how}", 2 * p50_ms) or
+            judge(f"endpoint Server {QPS} QPS, first token to end", spans, [], wake_ms,
+                  f"1 wake-up at {how}", p50_ms))
+
+
+def host_lateness(out):
+    """How late the host woke a thread during the run, as the harness block of its summary
+    measured it: for a sample, the larger of the issue lateness p99 (the issue thread's sleeps
+    that woke late, its time off its CPU) and the host floor p99 (the gaps spinners on every CPU
+    all shared at the series' start); for the median, the issue lateness p50. Well under a ms on
+    a quiet host. Returns (sample ms, median ms, how)."""
+    summ = open(os.path.join(out, "mlperf_log_summary.txt")).read()
+    late = [re.search(rf"^Issue lateness {q} \(ns\)\s*: (\d+)$", summ, re.M)
+            for q in ("p50", "p99")]
+    floor = re.search(r"^Host floor p99 \(ns\)\s*: (\d+)", summ, re.M)
+    if not all(late):
+        sys.exit("FAIL endpoint: no 'Issue lateness' lines in the summary's harness block")
+    l50, l99 = (int(m.group(1)) / 1e6 for m in late)
+    floor_ms = int(floor.group(1)) / 1e6 if floor else 0.0
+    return max(l99, floor_ms), l50, (f"the host's lateness max(issue lateness p99 {l99:.2f}, "
+                                     f"host floor p99 {floor_ms:.2f}) ms; its p50 {l50:.2f} ms")
 
 
 def main():
@@ -188,6 +273,7 @@ def main():
             mode_sim(sut, lg, tmp, procs)
         else:
             twice(lambda attempt: endpoint_run(lg, tmp, attempt))
+            endpoint_resend(lg, tmp)
         print("PASS")
 
 

@@ -435,6 +435,11 @@ int tn_recv(tn_client_t *c, int timeout_ms, unsigned *type, ProtobufCMessage **m
 
 Nsut__HelloAck *tn_handshake(tn_client_t *c, const int *codecs, size_t n_codecs)
 {
+    return tn_handshake_ms(c, codecs, n_codecs, 5000);
+}
+
+Nsut__HelloAck *tn_handshake_ms(tn_client_t *c, const int *codecs, size_t n_codecs, int timeout_ms)
+{
     Nsut__Hello h = NSUT__HELLO__INIT;
     Nsut__Codec cs[8];
     ProtobufCMessage *m = NULL;
@@ -453,9 +458,10 @@ Nsut__HelloAck *tn_handshake(tn_client_t *c, const int *codecs, size_t n_codecs)
         fprintf(stderr, "tn_handshake: cannot send Hello\n");
         return NULL;
     }
-    rc = tn_recv(c, 5000, &type, &m, NULL, NULL);
+    rc = tn_recv(c, timeout_ms, &type, &m, NULL, NULL);
     if (rc < 0) {
-        fprintf(stderr, "tn_handshake: no HelloAck: %s\n", cmn_strerror(rc));
+        fprintf(stderr, "tn_handshake: no HelloAck within %d ms: %s\n", timeout_ms,
+                cmn_strerror(rc));
         return NULL;
     }
     if (type != CMN_MSG_HELLO_ACK) {

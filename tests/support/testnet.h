@@ -103,9 +103,10 @@ int tn_send_ucx_msg(tn_client_t *c, const void *hdr, size_t hlen, const void *da
 int tn_recv(tn_client_t *c, int timeout_ms, unsigned *type, ProtobufCMessage **m, uint8_t **payload,
             size_t *plen);
 
-/* Hello with the given codecs (both directions), expecting HelloAck. Returns the ack (free with
- * cmn_msg_free) or NULL. */
+/* Hello with the given codecs (both directions), expecting HelloAck within 5 s (_ms: within
+ * |timeout_ms|). Returns the ack (free with cmn_msg_free) or NULL. */
 Nsut__HelloAck *tn_handshake(tn_client_t *c, const int *codecs, size_t n_codecs);
+Nsut__HelloAck *tn_handshake_ms(tn_client_t *c, const int *codecs, size_t n_codecs, int timeout_ms);
 
 /* Sends one Query of |n| samples (ids from |first_id|) with the given bytes and codecs. */
 int tn_send_query(tn_client_t *c, uint64_t query_id, uint64_t first_id, size_t n,

@@ -251,6 +251,11 @@ typedef struct {
     uint64_t losses; /* connections lost after their handshake (closed, stuck, dead) */
     uint64_t stalls; /* progress deadlines missed (samples held, none completed) */
     int degraded;    /* now on probation: one sample at a time until it completes one */
+    /* Endpoints: requests sent again once on a new connection because the engine closed the
+     * kept-alive one as they went out (nothing of their answer came; httpc/h1.h), counted as
+     * each request ends. The engine got samples_sent requests, plus those of these it read
+     * before closing (none when its idle close came first). */
+    uint64_t resent;
     /* Gathered writes to the node (one per flushed batch of frames, tcp:// and TLS), and how many
      * of them a write thread wrote (write_thread_min, lend_write_thread). */
     uint64_t batches_out, batches_write_thread;
@@ -264,7 +269,7 @@ void qdl_stats_print(qdl_t *q, void *file /* FILE* */);
 
 /* Writes the per-node counters as one JSON object {"nodes": [{"name": ..., "address": ...,
  * "up", "degraded", "samples_sent", "samples_completed", "samples_failed", "redispatched",
- * "errors", "reconnects", "losses", "stalls", "inflight", "bytes_out", "bytes_in",
+ * "errors", "reconnects", "losses", "stalls", "inflight", "bytes_out", "bytes_in", "resent",
  * "rtt_us_last", "rtt_us_min"}, ...]} followed by a newline, e.g. into a run's output folder.
  * Thread-safe. Returns 0, -ENOMEM, or UV_EIO when the write fails. */
 int qdl_stats_write_json(qdl_t *q, void *file /* FILE* */);
