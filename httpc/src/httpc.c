@@ -3,6 +3,8 @@
  * that into uv_poll and uv_timer handles, and finished transfers into on_done calls. */
 #include "httpc/httpc.h"
 
+#include "cmn/list.h"
+
 #include <curl/curl.h>
 #include <arpa/inet.h>
 #include <errno.h>
@@ -146,12 +148,7 @@ static void finish(httpc_t *h, httpc_req_t *r, int status, const char *msg)
     if (x) {
         curl_multi_remove_handle(h->multi, x->e);
         h->n_active--;
-        if (r->prev)
-            r->prev->next = r->next;
-        else
-            h->active = r->next;
-        if (r->next)
-            r->next->prev = r->prev;
+        CMN_DLIST_UNLINK(h->active, r, prev, next);
         easy_put(h, x);
         r->easy = NULL;
     }
@@ -383,12 +380,7 @@ static void unpark(httpc_t *h, sockctx_t *s)
 {
     if (!s->parked)
         return;
-    if (s->pprev)
-        s->pprev->pnext = s->pnext;
-    else
-        h->parked = s->pnext;
-    if (s->pnext)
-        s->pnext->pprev = s->pprev;
+    CMN_DLIST_UNLINK(h->parked, s, pprev, pnext);
     h->n_parked--;
     s->parked = 0;
     if (s->req)
@@ -710,11 +702,7 @@ static void on_async(uv_async_t *a)
         httpc_req_t *last = q;
         while (last->next)
             last = last->next;
-        if (h->wait_tail)
-            h->wait_tail->next = q;
-        else
-            h->wait_head = q;
-        h->wait_tail = last;
+        CMN_QUEUE_APPEND_CHAIN(h->wait_head, h->wait_tail, q, last, next);
     }
     if (cancel)
         cancel_picked(h);
@@ -840,11 +828,7 @@ int httpc_submit(httpc_t *h, httpc_req_t *r)
         uv_mutex_unlock(&h->lock);
         return HTTPC_ESTOP;
     }
-    if (h->queue_tail)
-        h->queue_tail->next = r;
-    else
-        h->queue_head = r;
-    h->queue_tail = r;
+    CMN_QUEUE_APPEND(h->queue_head, h->queue_tail, r, next);
     uv_mutex_unlock(&h->lock);
     uv_async_send(&h->async);
     return 0;

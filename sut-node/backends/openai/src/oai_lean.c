@@ -1,6 +1,7 @@
 /* The openai backend's lean transport: the h1 pool on a loop thread (oai_lean.h). */
 #include "oai_lean.h" /* pthread_setname_np below: _GNU_SOURCE comes from the build */
 
+#include "cmn/list.h"
 #include "httpc/httpc.h"
 
 #include <errno.h>
@@ -302,11 +303,7 @@ int oai_lean_submit(oai_lean_t *l, oai_lreq_t *r)
         return HTTPC_ESTOP;
     }
     wake = l->queue == NULL;
-    if (l->queue_tail)
-        l->queue_tail->next = r;
-    else
-        l->queue = r;
-    l->queue_tail = r;
+    CMN_QUEUE_APPEND(l->queue, l->queue_tail, r, next);
     uv_mutex_unlock(&l->mu);
     if (wake)
         uv_async_send(&l->wake);
