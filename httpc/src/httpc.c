@@ -4,6 +4,7 @@
 #include "httpc/httpc.h"
 
 #include "cmn/list.h"
+#include "cmn/thread_stop.h"
 
 #include <curl/curl.h>
 #include <arpa/inet.h>
@@ -847,11 +848,7 @@ void httpc_destroy(httpc_t *h)
 {
     if (!h)
         return;
-    uv_mutex_lock(&h->lock);
-    h->stopping = 1;
-    uv_mutex_unlock(&h->lock);
-    uv_async_send(&h->async);
-    uv_thread_join(&h->thread);
+    cmn_uv_loop_stop(&h->lock, &h->stopping, &h->async, &h->thread);
     uv_loop_close(&h->loop);
     uv_mutex_destroy(&h->lock);
     if (h->tick_fd >= 0)

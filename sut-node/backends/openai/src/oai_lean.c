@@ -2,6 +2,7 @@
 #include "oai_lean.h" /* pthread_setname_np below: _GNU_SOURCE comes from the build */
 
 #include "cmn/list.h"
+#include "cmn/thread_stop.h"
 #include "httpc/httpc.h"
 
 #include <errno.h>
@@ -279,11 +280,7 @@ void oai_lean_close(oai_lean_t *l)
 {
     if (!l)
         return;
-    uv_mutex_lock(&l->mu);
-    l->stopping = 1;
-    uv_mutex_unlock(&l->mu);
-    uv_async_send(&l->wake);
-    uv_thread_join(&l->thread);
+    cmn_uv_loop_stop(&l->mu, &l->stopping, &l->wake, &l->thread);
     uv_loop_close(&l->loop);
     uv_mutex_destroy(&l->mu);
     free(l);
