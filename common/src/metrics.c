@@ -4,6 +4,7 @@
  * counted per bucket and made cumulative when rendered), so an update is one relaxed atomic add
  * and never takes a lock. The registry's lock guards only the lists of metrics and series. */
 #include "cmn/metrics.h"
+#include "cmn/list.h"
 #include "cmn/sbuf.h"
 
 #include <errno.h>
@@ -220,11 +221,7 @@ static cmn_series_t *series_new(cmn_metric_t *mt, char *labels)
 /* Called with the registry's lock held. */
 static void series_link(cmn_metric_t *mt, cmn_series_t *s)
 {
-    if (mt->series_last)
-        mt->series_last->next = s;
-    else
-        mt->series = s;
-    mt->series_last = s;
+    CMN_QUEUE_APPEND(mt->series, mt->series_last, s, next);
     mt->nseries++;
 }
 
@@ -284,11 +281,7 @@ int cmn_metrics_add(cmn_metrics_t *m, const cmn_metric_desc_t *d, cmn_metric_t *
             return cmn_errf(eb, CMN_ECONFIG, "metric %s registered twice", d->name);
         }
     }
-    if (m->last)
-        m->last->next = mt;
-    else
-        m->head = mt;
-    m->last = mt;
+    CMN_QUEUE_APPEND(m->head, m->last, mt, next);
     pthread_mutex_unlock(&m->mu);
     if (out)
         *out = mt;

@@ -7,6 +7,7 @@
  * place, as plain TCP reads it. */
 #include "tls_conn_internal.h"
 #include "cmn/err.h"
+#include "cmn/list.h"
 #include "cmn/log.h"
 #include "tcp_internal.h"
 #include "tls_internal.h"
@@ -309,11 +310,7 @@ static void tls_write(cmn__core_t *k, cmn__batch_t *b)
     tlsc_t *x = tlsc(k);
 
     b->next = NULL;
-    if (x->tail)
-        x->tail->next = b;
-    else
-        x->head = b;
-    x->tail = b;
+    CMN_QUEUE_APPEND(x->head, x->tail, b, next);
     if (cmn__tls_established(x->tls))
         tls_pump(k);
 }

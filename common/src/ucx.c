@@ -6,6 +6,7 @@
  * endpoint ended). */
 #include "cmn/err.h"
 #include "cmn/frame.h"
+#include "cmn/list.h"
 #include "cmn/log.h"
 #include "cmn/net.h"
 #include "ucx_internal.h"
@@ -953,11 +954,7 @@ static ucs_status_t on_am(void *arg, const void *header, size_t header_length, v
             r->payload = data;
         }
     }
-    if (e->rx_tail)
-        e->rx_tail->next = r;
-    else
-        e->rx_head = r;
-    e->rx_tail = r;
+    CMN_QUEUE_APPEND(e->rx_head, e->rx_tail, r, next);
     if (!rndv)
         /* Held eager data stays ours until rx_free (ucp_am_data_release); it is delivered from
          * a later call (a finished rendezvous ahead of it, or resumed reading). */
@@ -972,12 +969,7 @@ static void tx_unlink(ep_t *e, tx_t *t)
 {
     if (e->sending == t)
         e->sending = NULL;
-    if (t->prev)
-        t->prev->next = t->next;
-    else
-        e->tx_head = t->next;
-    if (t->next)
-        t->next->prev = t->prev;
+    CMN_DLIST_UNLINK(e->tx_head, t, prev, next);
 }
 
 static void gather_free(const cmn__core_t *k, tx_t *t)

@@ -9,6 +9,8 @@
 #include "httpc/h1.h"
 #include "httpc/httpc.h"
 
+#include "cmn/list.h"
+
 #include <errno.h>
 #include <stddef.h>
 #include <netdb.h>
@@ -202,12 +204,7 @@ static void on_conn_closed(uv_handle_t *h)
     h1_conn_t *c = h->data;
     httpc_h1_pool_t *p = c->pool;
 
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        p->all = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
+    CMN_DLIST_UNLINK(p->all, c, prev, next);
     free(c->wbuf);
     h1_tls_free(c->tls);
     free(c);
@@ -728,11 +725,7 @@ int httpc_h1_send(httpc_h1_pool_t *p, httpc_h1_req_t *r)
     r->conn = NULL;
     r->resent = 0;
     r->sent_ms = 0;
-    if (p->wait_tail)
-        p->wait_tail->next = r;
-    else
-        p->wait = r;
-    p->wait_tail = r;
+    CMN_QUEUE_APPEND(p->wait, p->wait_tail, r, next);
     pump(p);
     return 0;
 }

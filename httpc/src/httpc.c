@@ -3,6 +3,9 @@
  * that into uv_poll and uv_timer handles, and finished transfers into on_done calls. */
 #include "httpc/httpc.h"
 
+#include "cmn/list.h"
+#include "cmn/thread_stop.h"
+
 #include <curl/curl.h>
 #include <arpa/inet.h>
 #include <errno.h>
@@ -146,12 +149,7 @@ static void finish(httpc_t *h, httpc_req_t *r, int status, const char *msg)
     if (x) {
         curl_multi_remove_handle(h->multi, x->e);
         h->n_active--;
-        if (r->prev)
-            r->prev->next = r->next;
-        else
-            h->active = r->next;
-        if (r->next)
-            r->next->prev = r->prev;
+        CMN_DLIST_UNLINK(h->active, r, prev, next);
         easy_put(h, x);
         r->easy = NULL;
     }
@@ -383,12 +381,7 @@ static void unpark(httpc_t *h, sockctx_t *s)
 {
     if (!s->parked)
         return;
-    if (s->pprev)
-        s->pprev->pnext = s->pnext;
-    else
-        h->parked = s->pnext;
-    if (s->pnext)
-        s->pnext->pprev = s->pprev;
+    CMN_DLIST_UNLINK(h->parked, s, pprev, pnext);
     h->n_parked--;
     s->parked = 0;
     if (s->req)
@@ -710,11 +703,7 @@ static void on_async(uv_async_t *a)
         httpc_req_t *last = q;
         while (last->next)
             last = last->next;
-        if (h->wait_tail)
-            h->wait_tail->next = q;
-        else
-            h->wait_head = q;
-        h->wait_tail = last;
+        CMN_QUEUE_APPEND_CHAIN(h->wait_head, h->wait_tail, q, last, next);
     }
     if (cancel)
         cancel_picked(h);
@@ -840,11 +829,7 @@ int httpc_submit(httpc_t *h, httpc_req_t *r)
         uv_mutex_unlock(&h->lock);
         return HTTPC_ESTOP;
     }
-    if (h->queue_tail)
-        h->queue_tail->next = r;
-    else
-        h->queue_head = r;
-    h->queue_tail = r;
+    CMN_QUEUE_APPEND(h->queue_head, h->queue_tail, r, next);
     uv_mutex_unlock(&h->lock);
     uv_async_send(&h->async);
     return 0;
@@ -863,11 +848,7 @@ void httpc_destroy(httpc_t *h)
 {
     if (!h)
         return;
-    uv_mutex_lock(&h->lock);
-    h->stopping = 1;
-    uv_mutex_unlock(&h->lock);
-    uv_async_send(&h->async);
-    uv_thread_join(&h->thread);
+    cmn_uv_loop_stop(&h->lock, &h->stopping, &h->async, &h->thread);
     uv_loop_close(&h->loop);
     uv_mutex_destroy(&h->lock);
     if (h->tick_fd >= 0)

@@ -1,6 +1,8 @@
 /* The cancellable requests of a backend, by batch (httpc/live.h). */
 #include "httpc/live.h"
 
+#include "cmn/list.h"
+
 #include <stdint.h>
 #include <string.h>
 
@@ -38,12 +40,7 @@ void httpc_live_add(httpc_lives_t *l, httpc_live_t *e)
 void httpc_live_del(httpc_lives_t *l, httpc_live_t *e)
 {
     uv_mutex_lock(&l->mu);
-    if (e->prev)
-        e->prev->next = e->next;
-    else
-        l->bucket[slot(e->batch)] = e->next;
-    if (e->next)
-        e->next->prev = e->prev;
+    CMN_DLIST_UNLINK(l->bucket[slot(e->batch)], e, prev, next);
     uv_mutex_unlock(&l->mu);
     e->next = e->prev = NULL;
 }

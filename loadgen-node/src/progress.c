@@ -3,6 +3,7 @@
 #include "lg/lg.h"
 
 #include "cmn/clock.h"
+#include "cmn/thread_stop.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -260,11 +261,7 @@ void lg__progress_stop(lg__progress_t *p)
 {
     if (!p)
         return;
-    pthread_mutex_lock(&p->mu);
-    p->stop = 1;
-    pthread_cond_signal(&p->cv);
-    pthread_mutex_unlock(&p->mu);
-    pthread_join(p->thread, NULL);
+    cmn_thread_stop(&p->mu, &p->cv, &p->stop, p->thread);
     pthread_cond_destroy(&p->cv);
     pthread_mutex_destroy(&p->mu);
     free(p);

@@ -2,6 +2,7 @@
 
 #include "cmn/clock.h"
 #include "cmn/digest.h"
+#include "cmn/thread_stop.h"
 #include "cmpr/cmpr.h"
 
 #include <errno.h>
@@ -272,13 +273,8 @@ void lg_sut_null_destroy(lg_sut_t *sut)
     if (!sut)
         return;
     n = sut->data;
-    if (n->started) {
-        pthread_mutex_lock(&n->mu);
-        n->stop = 1;
-        pthread_cond_signal(&n->cv);
-        pthread_mutex_unlock(&n->mu);
-        pthread_join(n->thread, NULL);
-    }
+    if (n->started)
+        cmn_thread_stop(&n->mu, &n->cv, &n->stop, n->thread);
     pthread_cond_destroy(&n->cv);
     pthread_mutex_destroy(&n->mu);
     free(n->q);

@@ -4,6 +4,7 @@
 #include "qdl_internal.h"
 
 #include "cmn/clock.h"
+#include "cmn/list.h"
 #include "cmn/log.h"
 
 #include <errno.h>
@@ -15,11 +16,7 @@ static void pq_append(qdl_pq_t *pq, qdl_srec_t *s)
     s->query_id = pq->query_id; /* re-queueing groups by it */
     s->next = NULL;
     s->conn = NULL;
-    if (pq->tail)
-        pq->tail->next = s;
-    else
-        pq->head = s;
-    pq->tail = s;
+    CMN_QUEUE_APPEND(pq->head, pq->tail, s, next);
     pq->n++;
     pq->codecs |= 1u << s->s.codec;
 }
@@ -61,11 +58,7 @@ void qdl__pending_enqueue(qdl_t *q, qdl_srec_t *samples, size_t n)
     for (i = 0; i < n; i++)
         pq_append(pq, &samples[i]);
     stamp(pq, cmn_now_ns());
-    if (q->pending_tail)
-        q->pending_tail->next = pq;
-    else
-        q->pending_head = pq;
-    q->pending_tail = pq;
+    CMN_QUEUE_APPEND(q->pending_head, q->pending_tail, pq, next);
     q->dispatch_due = 1;
 }
 

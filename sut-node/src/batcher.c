@@ -3,6 +3,7 @@
 
 #include "alloc.h"
 #include "cmn/clock.h"
+#include "cmn/list.h"
 #include "cmpr/cmpr.h"
 
 #include <errno.h>
@@ -182,11 +183,7 @@ static void batch_recycle(sut_batcher_t *bt, sut_nbatch_t *nb)
 
 static void submit(sut_batcher_t *bt, sut_nbatch_t *nb)
 {
-    nb->rprev = NULL;
-    nb->rnext = bt->running;
-    if (bt->running)
-        bt->running->rprev = nb;
-    bt->running = nb;
+    CMN_DLIST_PUSH(bt->running, nb, rprev, rnext);
     sut__workers_submit(bt->workers, nb);
 }
 
@@ -425,12 +422,7 @@ void sut__batcher_release(sut_batcher_t *bt, sut_nbatch_t *nb)
     if (nb->start_ns > nb->dispatch_ns)
         bt->st.queue_ns += nb->start_ns - nb->dispatch_ns;
     bt->inflight--;
-    if (nb->rprev)
-        nb->rprev->rnext = nb->rnext;
-    else
-        bt->running = nb->rnext;
-    if (nb->rnext)
-        nb->rnext->rprev = nb->rprev;
+    CMN_DLIST_UNLINK(bt->running, nb, rprev, rnext);
     nb->rprev = nb->rnext = NULL;
     if (nb->resp_charge)
         sut__budget_give(bt->budget, nb->resp_charge);

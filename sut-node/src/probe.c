@@ -3,6 +3,7 @@
 
 #include "cmn/log.h"
 #include "cmn/msg.h"
+#include "cmn/thread_stop.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -100,11 +101,7 @@ void sut__probe_stop(sut_probe_t *p)
 {
     if (!p->threaded)
         return;
-    uv_mutex_lock(&p->mu);
-    p->stop = 1;
-    uv_cond_signal(&p->cv);
-    uv_mutex_unlock(&p->mu);
-    uv_thread_join(&p->thread);
+    cmn_uv_thread_stop(&p->mu, &p->cv, &p->stop, &p->thread);
     uv_cond_destroy(&p->cv);
     uv_mutex_destroy(&p->mu);
     p->threaded = 0;

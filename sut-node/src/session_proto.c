@@ -6,6 +6,7 @@
 
 #include "alloc.h"
 #include "cmn/clock.h"
+#include "cmn/list.h"
 #include "cmn/log.h"
 #include "cmpr/cmpr.h"
 
@@ -291,23 +292,14 @@ static void on_decode_error(cmn_conn_t *c, int err)
 
 static void unlink_session(sut_sessions_t *ss, sut_session_t *s)
 {
-    if (s->prev)
-        s->prev->next = s->next;
-    else
-        ss->head = s->next;
-    if (s->next)
-        s->next->prev = s->prev;
+    CMN_DLIST_UNLINK(ss->head, s, prev, next);
     s->prev = s->next = NULL;
     ss->n--;
 }
 
 static void link_session(sut_sessions_t *ss, sut_session_t *s)
 {
-    s->prev = NULL;
-    s->next = ss->head;
-    if (ss->head)
-        ss->head->prev = s;
-    ss->head = s;
+    CMN_DLIST_PUSH(ss->head, s, prev, next);
     ss->n++;
 }
 

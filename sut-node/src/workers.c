@@ -3,6 +3,7 @@
 
 #include "alloc.h"
 #include "cmn/clock.h"
+#include "cmn/list.h"
 #include "cmn/log.h"
 #include "cmn/metrics.h"
 #include "cmn/msg.h"
@@ -497,11 +498,7 @@ void sut__workers_submit(sut_workers_t *w, sut_nbatch_t *nb)
     }
     nb->next = NULL;
     uv_mutex_lock(&w->mu);
-    if (w->tail)
-        w->tail->next = nb;
-    else
-        w->head = nb;
-    w->tail = nb;
+    CMN_QUEUE_APPEND(w->head, w->tail, nb, next);
     uv_cond_signal(&w->cv);
     uv_mutex_unlock(&w->mu);
 }

@@ -1,6 +1,8 @@
 /* The openai backend's lean transport: the h1 pool on a loop thread (oai_lean.h). */
 #include "oai_lean.h" /* pthread_setname_np below: _GNU_SOURCE comes from the build */
 
+#include "cmn/list.h"
+#include "cmn/thread_stop.h"
 #include "httpc/httpc.h"
 
 #include <errno.h>
@@ -278,11 +280,7 @@ void oai_lean_close(oai_lean_t *l)
 {
     if (!l)
         return;
-    uv_mutex_lock(&l->mu);
-    l->stopping = 1;
-    uv_mutex_unlock(&l->mu);
-    uv_async_send(&l->wake);
-    uv_thread_join(&l->thread);
+    cmn_uv_loop_stop(&l->mu, &l->stopping, &l->wake, &l->thread);
     uv_loop_close(&l->loop);
     uv_mutex_destroy(&l->mu);
     free(l);
@@ -302,11 +300,7 @@ int oai_lean_submit(oai_lean_t *l, oai_lreq_t *r)
         return HTTPC_ESTOP;
     }
     wake = l->queue == NULL;
-    if (l->queue_tail)
-        l->queue_tail->next = r;
-    else
-        l->queue = r;
-    l->queue_tail = r;
+    CMN_QUEUE_APPEND(l->queue, l->queue_tail, r, next);
     uv_mutex_unlock(&l->mu);
     if (wake)
         uv_async_send(&l->wake);
