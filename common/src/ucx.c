@@ -98,6 +98,8 @@ struct cmn__ucx_ep {
     int inflight;    /* sends, flushes and rendezvous receives UCX still owes a callback */
     size_t held_bytes, held_frames; /* frames held in rx_head (UCX has no backpressure) */
     int connecting;
+    int accepted;   /* the server's end (cmn__ucx_accept): its shutdown lingers (ucx_shutdown) */
+    int lingering;  /* shutdown flushed: waiting for the peer to close, or the core's deadline */
     int broken;     /* no frame is delivered any more */
     int failed;     /* UCX reported the endpoint broken: nothing can be sent either */
     int err_reason; /* failure to report once UCX's progress call has returned */
@@ -509,6 +511,11 @@ static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t st)
     (void)ep;
     if (e->closing || e->failed)
         return;
+    if (e->lingering) { /* the peer has closed after taking everything: the shutdown is done */
+        e->failed = e->broken = 1;
+        end_later(e, e->k->close_reason ? e->k->close_reason : CMN_ECLOSED);
+        return;
+    }
     e->failed = e->broken = 1;
     reason = status_code(st);
     if (e->connecting && reason == CMN_ECLOSED)
@@ -688,6 +695,7 @@ int cmn__ucx_accept(cmn_ucx_incoming_t *in, cmn__core_t *k)
         return CMN_ECLOSED;
     }
     ref(u);
+    e->accepted = 1;
     cmn__core_attach(k, &cmn__ucx_ops, e);
     ep_link(e);
     return 0;
@@ -1123,15 +1131,22 @@ static void on_shutdown_flushed(void *req, ucs_status_t st, void *user_data)
 {
     ep_t *e = user_data;
 
-    (void)st;
     flush_done(e, req);
-    if (!e->closing)
+    if (!e->closing && !e->failed && e->accepted && st == UCS_OK)
+        e->lingering = 1; /* see ucx_shutdown */
+    else if (!e->closing)
         end_later(e, e->k->close_reason ? e->k->close_reason : CMN_ECLOSED);
     maybe_released(e);
 }
 
 /* Waits until everything sent has reached the peer, then ends the connection (an ops->shutdown).
- */
+ * On the server's end (a sut-node saying Goodbye) the flush is not the end: over shared memory it
+ * completes once the frames are in the peer's queue, and a peer whose UCX sees this endpoint
+ * close before it has read that queue loses them (UCX 1.13: the failure, seen first on a TCP
+ * lane, stops the progress of the shared-memory interface, measured in sut.ucx_shm.sigterm).
+ * So it lingers until the peer closes (on_ep_error), which it does after the last frame, or
+ * until the core's shutdown deadline (shutdown_timeout_ms) closes it (forced). A client's end
+ * closes after its flush, so two ends shutting down together never wait for each other. */
 static void ucx_shutdown(cmn__core_t *k)
 {
     ep_t *e = k->tp;

@@ -739,6 +739,47 @@ START_TEST(sigterm_loses_nothing)
 }
 END_TEST
 
+/* The Goodbye behind Pings the client has not read yet, the node gone: over ucx:// their Pongs
+ * cannot leave any more (the endpoint has failed), over tcp:// the second meets a closed socket;
+ * the Goodbye that arrived before the close is still read (sut.ucx_shm.sigterm lost it 1 loaded
+ * run in 12-24: the client gave up on the failed Pong, with the Goodbye already in its queue).
+ * Nothing races: the client takes the node's frames as they come (tn_pump) but decodes none
+ * until the node has exited. */
+START_TEST(sigterm_goodbye_behind_ping)
+{
+    const char *args[] = {"--backend", "sim", NULL};
+    tn_proc_t p;
+    tn_client_t c;
+    int goodbye = 0, rc, waited;
+
+    start(&p, args);
+    connect_ready(&c, &p);
+    /* A connection quiet for heartbeat_ms (1 s, checked on the node's 250 ms tick) gets a Ping:
+     * 4 s unread leave some queued however late the ticks run here. */
+    tn_pump(&c, 4000);
+    kill(p.pid, SIGTERM);
+    for (waited = 0; (rc = tn_wait(&p, 1)) == -1 && waited < 20000; waited += 25)
+        tn_pump(&c, 25);
+    ck_assert_msg(rc == 0, "sut-node after SIGTERM: exit %d (-1: still running after 20 s)", rc);
+    ck_assert(tn_wait_log(&p, "drained", 10000));
+    while (!goodbye) {
+        ProtobufCMessage *m = NULL;
+        unsigned type;
+        rc = tn_recv(&c, 10000, &type, &m, NULL, NULL);
+        ck_assert_msg(rc == 0,
+                      "lost the connection before Goodbye: %s (%u Pings answered, %u of them lost)",
+                      cmn_strerror(rc), c.pings, c.pongs_lost);
+        goodbye = type == CMN_MSG_GOODBYE;
+        cmn_msg_free(m, NULL);
+    }
+    ck_assert_msg(
+        c.pings >= 1,
+        "no Ping in 4 s of quiet (heartbeat 1 s): nothing was queued ahead of the Goodbye");
+    tn_close(&c);
+    tn_cleanup(&p);
+}
+END_TEST
+
 START_TEST(plugin_via_dlopen)
 {
     const char *args[] = {"--backend", SUT_PLUGIN_PATH, "--backend-opt", "xor=165", NULL};
@@ -891,7 +932,7 @@ static TCase *tc_bad_input(void)
 
 CHECK_TCASE(tc_limits, "limits", 60, bad_duplicate_id_and_limits)
 
-CHECK_TCASE(tc_sigterm, "sigterm", 60, sigterm_loses_nothing)
+CHECK_TCASE(tc_sigterm, "sigterm", 60, sigterm_loses_nothing, sigterm_goodbye_behind_ping)
 
 CHECK_TCASE(tc_plugin, "plugin", 60, plugin_via_dlopen)
 

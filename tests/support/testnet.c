@@ -286,6 +286,14 @@ void tn_close(tn_client_t *c)
     cmn_frame_decoder_free(&c->dec);
 }
 
+void tn_pump(tn_client_t *c, int ms)
+{
+    if (c->ucx)
+        tnucx_pump(c->ucx, ms);
+    else
+        sleep_ms(ms > 0 ? (unsigned)ms : 0u);
+}
+
 void tn_stop_reading(tn_client_t *c)
 {
     if (c->ucx)
@@ -377,14 +385,18 @@ int tn_recv(tn_client_t *c, int timeout_ms, unsigned *type, ProtobufCMessage **m
                     return rc;
                 }
                 if (f.hdr.type == CMN_MSG_PING) {
-                    /* A node's heartbeat: answer it, as the QDL does, and keep reading. */
+                    /* A node's heartbeat: answer it, as the QDL does, and keep reading. A Pong
+                     * that cannot leave (the node has said Goodbye and closed) ends nothing:
+                     * the frames that arrived before the close (its Goodbye) are still to read,
+                     * and the close is reported after them, as over TCP. */
                     Nsut__Pong pong = NSUT__PONG__INIT;
                     pong.seq = ((Nsut__Ping *)*m)->seq;
                     pong.sent_ns = ((Nsut__Ping *)*m)->sent_ns;
                     cmn_msg_free(*m, NULL);
                     *m = NULL;
+                    c->pings++;
                     if (tn_send(c, CMN_MSG_PONG, &pong.base, NULL, 0) < 0)
-                        return CMN_ECLOSED;
+                        c->pongs_lost++;
                     continue;
                 }
                 if (payload) {

@@ -78,6 +78,8 @@ typedef struct {
     cmn_frame_decoder_t dec;
     uint8_t buf[256 * 1024];
     size_t have, off;
+    unsigned pings;      /* node heartbeats tn_recv() answered */
+    unsigned pongs_lost; /* answers that could not leave (the node had closed) */
 } tn_client_t;
 
 int tn_connect(tn_client_t *c, int port);
@@ -87,6 +89,9 @@ void tn_close(tn_client_t *c);
 /* A peer that stops reading: over tcp:// the client reads only in tn_recv() anyway; over ucx://
  * it stops taking messages as they arrive (tnucx_stop_reading()). Its tn_recv() then fails. */
 void tn_stop_reading(tn_client_t *c);
+/* Lets what the node sends arrive for |ms| without reading it: over tcp:// the kernel buffers it
+ * anyway (a plain wait), over ucx:// the endpoint takes it (tnucx_pump()). */
+void tn_pump(tn_client_t *c, int ms);
 
 /* Blocking writes of a whole frame / raw bytes. Return 0 or -1. */
 int tn_send(tn_client_t *c, unsigned type, const ProtobufCMessage *m, const struct iovec *payload,
@@ -97,7 +102,8 @@ int tn_send_raw(tn_client_t *c, const void *data, size_t len);
 int tn_send_ucx_msg(tn_client_t *c, const void *hdr, size_t hlen, const void *data, size_t dlen,
                     int reply);
 
-/* One frame, within |timeout_ms|. Pings (node heartbeats) are answered and skipped. *m is unpacked
+/* One frame, within |timeout_ms|. Pings (node heartbeats) are answered and skipped (an answer that
+ * cannot leave ends nothing: the frames already here are read first). *m is unpacked
  * and validated (free with cmn_msg_free(m, NULL)); *payload is a malloc'ed copy (or NULL). Returns
  * 0, CMN_ETIMEOUT, CMN_ECLOSED, or a decode error. */
 int tn_recv(tn_client_t *c, int timeout_ms, unsigned *type, ProtobufCMessage **m, uint8_t **payload,

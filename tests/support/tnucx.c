@@ -311,6 +311,16 @@ long tnucx_recv(tnucx_t *t, uint8_t *buf, size_t cap, int timeout_ms)
     }
 }
 
+void tnucx_pump(tnucx_t *t, int ms)
+{
+    uint64_t deadline = now_ms() + (uint64_t)(ms > 0 ? ms : 0);
+
+    do {
+        progress(t);
+        wait_event(t, (int)(deadline - now_ms()));
+    } while (now_ms() < deadline);
+}
+
 void tnucx_stop_reading(tnucx_t *t)
 {
     t->no_read = 1;

@@ -31,6 +31,10 @@ int tnucx_send_msg(tnucx_t *t, const void *hdr, size_t hlen, const void *data, s
  * the deadline, -1 once the peer is gone and every byte it sent has been read. */
 long tnucx_recv(tnucx_t *t, uint8_t *buf, size_t cap, int timeout_ms);
 
+/* Takes what arrives for |ms| (queued for tnucx_recv(), nothing consumed), as a TCP socket's
+ * kernel buffer does while its owner reads nothing. */
+void tnucx_pump(tnucx_t *t, int ms);
+
 /* From now on takes nothing the node sends, as a TCP peer that stops reading: rendezvous
  * messages are left unfetched (the node's sends of them never complete and its queue grows),
  * eager ones dropped; tnucx_recv() returns -1. Sends go on as before. Only messages above UCX's
