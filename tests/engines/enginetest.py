@@ -236,3 +236,33 @@ def serve_asgi(app, host, port, port_file=None):
     async def run():
         await asyncio.gather(server.serve(sockets=[sock]), announce())
     asyncio.run(run())
+
+
+def sse_event(obj):
+    """One SSE event of |obj| as compact JSON, as bytes."""
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+def vllm_stream(tokens):
+    """A vLLM completion stream of |tokens|, one event each (return_token_ids), the usage event
+    and the end mark, as bytes."""
+    evs = [sse_event({"choices": [{"index": 0, "text": "", "token_ids": [t],
+                                   "finish_reason": "length" if k == len(tokens) - 1 else None}]})
+           for k, t in enumerate(tokens)]
+    evs.append(sse_event({"choices": [], "usage": {"completion_tokens": len(tokens)}}))
+    return b"".join(evs) + b"data: [DONE]\n\n"
+
+
+def chunked(body):
+    """|body| as one HTTP/1.1 chunk and the last chunk."""
+    return b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+
+
+def self_signed(tmp, name):
+    """A self-signed certificate for IP 127.0.0.1 made with the openssl command in |tmp|, as
+    (certificate path, key path)."""
+    cert, key = os.path.join(tmp, name + ".crt"), os.path.join(tmp, name + ".key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key,
+                    "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1", "-addext",
+                    "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    return cert, key

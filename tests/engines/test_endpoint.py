@@ -359,10 +359,7 @@ def main():
 
         # HTTPS: a TLS front (stdlib ssl, a certificate made here) relaying the engine's stream;
         # the endpoint's certificate verified against --tls-ca.
-        cert, key = os.path.join(tmp, "ep.crt"), os.path.join(tmp, "ep.key")
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
-                        key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1", "-addext",
-                        "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+        cert, key = et.self_signed(tmp, "ep")
         hs = HostileServer("relay", engines[0], (cert, key))
         hurl = f"openai+https://127.0.0.1:{hs.server_address[1]}"
         run("https", hurl, "Offline", ["--tls-ca", cert])  # the lean client's TLS

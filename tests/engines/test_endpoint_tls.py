@@ -19,7 +19,6 @@ package), with a private CA made here by the openssl command.
 
     test_endpoint_tls.py LOADGEN_NODE
 """
-import json
 import os
 import re
 import shutil
@@ -37,24 +36,8 @@ N = 8
 TOKENS = [7, 8, 9]
 
 
-def sse(obj):
-    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
-
-
-def stream_body():
-    evs = [sse({"choices": [{"index": 0, "text": "", "token_ids": [t],
-                             "finish_reason": "length" if k == len(TOKENS) - 1 else None}]})
-           for k, t in enumerate(TOKENS)]
-    evs.append(sse({"choices": [], "usage": {"completion_tokens": len(TOKENS)}}))
-    return b"".join(evs) + b"data: [DONE]\n\n"
-
-
-def chunked(body):
-    return b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
-
-
 SSE = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
-       b"\r\n" + chunked(stream_body()))
+       b"\r\n" + et.chunked(et.vllm_stream(TOKENS)))
 MODELS = b'{"object":"list","data":[]}'
 MODELS_ANSWER = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
                  b"\r\n%s" % (len(MODELS), MODELS))

@@ -40,22 +40,6 @@ RSS_MB = 200  # sut-node's VmHWM ceiling (ASan's shadow and quarantine: ASAN_RSS
 ASAN_RSS_MB = 600
 
 
-def sse(obj):
-    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
-
-
-def valid_body():
-    evs = [sse({"choices": [{"index": 0, "text": "", "token_ids": [t],
-                             "finish_reason": "length" if k == len(TOKENS) - 1 else None}]})
-           for k, t in enumerate(TOKENS)]
-    evs.append(sse({"choices": [], "usage": {"completion_tokens": len(TOKENS)}}))
-    return b"".join(evs) + b"data: [DONE]\n\n"
-
-
-def chunked(body):
-    return b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
-
-
 SSE_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
             b"Transfer-Encoding: chunked\r\n")
 
@@ -73,23 +57,23 @@ ATTACKS = {
                        "a chunk-size line over 256 bytes"),
     "chunk_hex_17": (SSE_HEAD + b"\r\n" + b"0" * 16 + b"1\r\n",
                      "a chunk size of over 15 hex digits"),
-    "length_and_chunked": (SSE_HEAD + b"Content-Length: 10\r\n\r\n" + chunked(valid_body()),
+    "length_and_chunked": (SSE_HEAD + b"Content-Length: 10\r\n\r\n" + et.chunked(et.vllm_stream(TOKENS)),
                            "both Transfer-Encoding: chunked and Content-Length"),
     "length_2p63": (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: "
-                    b"9223372036854775808\r\n\r\n" + valid_body(),
+                    b"9223372036854775808\r\n\r\n" + et.vllm_stream(TOKENS),
                     "Content-Length '9223372036854775808' is not a number of at most 18 digits"),
     "drip": (None, f"over the idle deadline of {IDLE_MS} ms (stream_idle_ms)"),
-    "close_mid_chunk": (SSE_HEAD + b"\r\n400\r\n" + valid_body()[:100],
+    "close_mid_chunk": (SSE_HEAD + b"\r\n400\r\n" + et.vllm_stream(TOKENS)[:100],
                         "closed mid-way through the chunked body"),
     "switch_101": (b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
                    b"Connection: Upgrade\r\n\r\n" + b"\x81\x05hello",
                    "HTTP 101 (a protocol switch nobody asked for)"),
     "event_over_limit": (SSE_HEAD + b"\r\n" +
-                         chunked(b'data: {"x":"' + b"e" * 70000 + b'"}\n\n'),
+                         et.chunked(b'data: {"x":"' + b"e" * 70000 + b'"}\n\n'),
                          "an SSE event over max_event=65536 bytes"),
-    "bad_utf8_nul": (SSE_HEAD + b"\r\n" + chunked(
+    "bad_utf8_nul": (SSE_HEAD + b"\r\n" + et.chunked(
         b'data: {"choices":[{"index":0,"text":"\xff\xfe\xc3","token_ids":[7\x00,8],'
-        b'"finish_reason":null}]}\n\n' + valid_body()), "event is not a JSON object"),
+        b'"finish_reason":null}]}\n\n' + et.vllm_stream(TOKENS)), "event is not a JSON object"),
 }
 
 
@@ -159,11 +143,11 @@ class Engine:
                             mode = "switch_101"
                     self.answers.append(mode)
                 if mode == "valid":
-                    c.sendall(SSE_HEAD + b"\r\n" + chunked(valid_body()))
+                    c.sendall(SSE_HEAD + b"\r\n" + et.chunked(et.vllm_stream(TOKENS)))
                     continue
                 if mode == "drip":
                     c.sendall(SSE_HEAD + b"\r\n400\r\n")
-                    for b in valid_body():
+                    for b in et.vllm_stream(TOKENS):
                         if self.stopping:
                             return
                         c.sendall(bytes([b]))
@@ -302,10 +286,7 @@ def main():
     with et.scratch("openai-hostile-", close_engines) as (procs, tmp):
         # The lean client over TLS too: the same attacks inside a TLS stream (a certificate made
         # here, passed as ca_file), the same words for each.
-        cert, key = os.path.join(tmp, "eng.crt"), os.path.join(tmp, "eng.key")
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
-                        key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1", "-addext",
-                        "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+        cert, key = et.self_signed(tmp, "eng")
         import ssl
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(cert, key)
