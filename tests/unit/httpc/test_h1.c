@@ -8,6 +8,7 @@
  * Connection: close (by name), the server's idle close raced by a request (sent again once), a
  * name that does not resolve, a refused connect, the first-byte deadline, an error status with
  * its body in the message, cancel, and close failing what is left with HTTPC_ESTOP. */
+#include "h1_call.h"
 #include "tnsock.h"
 #include "../check_main.h"
 
@@ -329,42 +330,13 @@ static void *serve(void *arg)
     return NULL;
 }
 
-typedef struct {
-    httpc_h1_req_t r;
-    char data[256];
-    size_t len;
-    int status, done;
-    char msg[600];
-} call_t;
-
-static int c_data(httpc_h1_req_t *r, const char *p, size_t n)
-{
-    call_t *c = r->ctx;
-    ck_assert_uint_le(c->len + n, sizeof(c->data));
-    memcpy(c->data + c->len, p, n);
-    c->len += n;
-    return 0;
-}
-
-static void c_done(httpc_h1_req_t *r, int status, const char *msg)
-{
-    call_t *c = r->ctx;
-    ck_assert_int_eq(c->done, 0);
-    c->done = 1;
-    c->status = status;
-    snprintf(c->msg, sizeof(c->msg), "%s", msg ? msg : "");
-}
-
 static void call_init(call_t *c)
 {
-    memset(c, 0, sizeof(*c));
-    c->r.body = "{\"prompt\":[1]}";
-    c->r.body_len = strlen(c->r.body);
+    static const char body[] = "{\"prompt\":[1]}";
+
+    call_init_body(c, body, strlen(body));
     c->r.extra = "X-Session-ID: 7\r\n";
     c->r.extra_len = strlen(c->r.extra);
-    c->r.on_data = c_data;
-    c->r.on_done = c_done;
-    c->r.ctx = c;
 }
 
 static httpc_h1_pool_t *pool_on(uv_loop_t *loop, const char *host, int port, uint32_t conns,
@@ -391,19 +363,6 @@ static httpc_h1_pool_t *pool_for(uv_loop_t *loop, int port, uint32_t conns, uint
 }
 
 /* Runs the loop until every call is done (a wide deadline). */
-static void run_until(uv_loop_t *loop, call_t *c, size_t n)
-{
-    for (int spins = 0; spins < 100000; spins++) {
-        size_t done = 0;
-        for (size_t i = 0; i < n; i++)
-            done += (size_t)c[i].done;
-        if (done == n)
-            return;
-        uv_run(loop, UV_RUN_ONCE);
-    }
-    ck_abort_msg("calls did not finish");
-}
-
 static void close_pool(uv_loop_t *loop, httpc_h1_pool_t *p)
 {
     httpc_h1_pool_close(p);

@@ -6,6 +6,7 @@
  * message; a request cancelled during the handshake (no callback, its connection closed); the pool
  * closed during a handshake (HTTPC_ESTOP); a certificate for another host refused ("hostname
  * mismatch"); a CA file that does not exist refused at create, naming it. */
+#include "h1_call.h"
 #include "tnsock.h"
 #include "../check_main.h"
 
@@ -171,42 +172,6 @@ static void server_stop(server_t *s, pthread_t th)
 
 /* ---- the client side ---- */
 
-typedef struct {
-    httpc_h1_req_t r;
-    char data[64];
-    size_t len;
-    int status, done;
-    char msg[600];
-} call_t;
-
-static int c_data(httpc_h1_req_t *r, const char *p, size_t n)
-{
-    call_t *c = r->ctx;
-    ck_assert_uint_le(c->len + n, sizeof(c->data));
-    memcpy(c->data + c->len, p, n);
-    c->len += n;
-    return 0;
-}
-
-static void c_done(httpc_h1_req_t *r, int status, const char *msg)
-{
-    call_t *c = r->ctx;
-    ck_assert_int_eq(c->done, 0);
-    c->done = 1;
-    c->status = status;
-    snprintf(c->msg, sizeof(c->msg), "%s", msg ? msg : "");
-}
-
-static void call_init(call_t *c, const char *body, size_t len)
-{
-    memset(c, 0, sizeof(*c));
-    c->r.body = body;
-    c->r.body_len = len;
-    c->r.on_data = c_data;
-    c->r.on_done = c_done;
-    c->r.ctx = c;
-}
-
 static httpc_h1_pool_t *tls_pool(uv_loop_t *loop, const char *host, int port, uint32_t hs_ms)
 {
     httpc_h1_cfg_t cfg = {.host = host,
@@ -224,19 +189,6 @@ static httpc_h1_pool_t *tls_pool(uv_loop_t *loop, const char *host, int port, ui
     int rc = httpc_h1_pool_create(loop, &cfg, &p, err, sizeof(err));
     ck_assert_msg(rc == 0, "%s", err);
     return p;
-}
-
-static void run_until(uv_loop_t *loop, call_t *c, size_t n)
-{
-    for (int spins = 0; spins < 100000; spins++) {
-        size_t done = 0;
-        for (size_t i = 0; i < n; i++)
-            done += (size_t)c[i].done;
-        if (done == n)
-            return;
-        uv_run(loop, UV_RUN_ONCE);
-    }
-    ck_abort_msg("calls did not finish");
 }
 
 static void close_pool(uv_loop_t *loop, httpc_h1_pool_t *p)
@@ -286,7 +238,7 @@ START_TEST(h1_tls)
     uv_loop_init(&loop);
     p = tls_pool(&loop, "127.0.0.1", port, 0);
     for (int i = 0; i < 7; i++) {
-        call_init(&c[i], i == 6 ? big : "{\"prompt\":[1]}", i == 6 ? sizeof(big) : 14);
+        call_init_body(&c[i], i == 6 ? big : "{\"prompt\":[1]}", i == 6 ? sizeof(big) : 14);
         ck_assert_int_eq(httpc_h1_send(p, &c[i].r), 0);
     }
     run_until(&loop, c, 7);
@@ -307,12 +259,12 @@ START_TEST(h1_tls)
     server_start(&s, 1, &port, &th);
     uv_loop_init(&loop);
     p = tls_pool(&loop, "127.0.0.1", port, 0);
-    call_init(&c[0], "{}", 2);
+    call_init_body(&c[0], "{}", 2);
     httpc_h1_send(p, &c[0].r);
     run_until(&loop, c, 1);
     ck_assert_msg(c[0].status == 0, "%s", c[0].msg);
     usleep(300000); /* closed by now, its close_notify not read yet */
-    call_init(&c[1], "{}", 2);
+    call_init_body(&c[1], "{}", 2);
     httpc_h1_send(p, &c[1].r);
     run_until(&loop, &c[1], 1);
     ck_assert_msg(c[1].status == 0 && c[1].len == 8, "%s", c[1].msg);
@@ -324,7 +276,7 @@ START_TEST(h1_tls)
     server_start(&s, 2, &port, &th);
     uv_loop_init(&loop);
     p = tls_pool(&loop, "127.0.0.1", port, 300);
-    call_init(&c[0], "{}", 2);
+    call_init_body(&c[0], "{}", 2);
     httpc_h1_send(p, &c[0].r);
     run_until(&loop, c, 1);
     ck_assert_int_eq(c[0].status, HTTPC_H1_ECONNECT);
@@ -338,7 +290,7 @@ START_TEST(h1_tls)
     }
     /* cancelled during the handshake: no callback, its connection closed (the server sees the
      * close) */
-    call_init(&c[1], "{}", 2);
+    call_init_body(&c[1], "{}", 2);
     httpc_h1_send(p, &c[1].r);
     run_for(&loop, 50);
     httpc_h1_cancel(p, &c[1].r);
@@ -346,7 +298,7 @@ START_TEST(h1_tls)
     ck_assert_int_eq(c[1].done, 0);
     ck_assert_int_eq(__atomic_load_n(&s.closed_by_peer, __ATOMIC_ACQUIRE), 2);
     /* the pool closed during a handshake: HTTPC_ESTOP */
-    call_init(&c[2], "{}", 2);
+    call_init_body(&c[2], "{}", 2);
     httpc_h1_send(p, &c[2].r);
     run_for(&loop, 50);
     ck_assert_int_eq(c[2].done, 0);
@@ -358,7 +310,7 @@ START_TEST(h1_tls)
     server_start(&s, 0, &port, &th);
     uv_loop_init(&loop);
     p = tls_pool(&loop, "localhost", port, 0);
-    call_init(&c[0], "{}", 2);
+    call_init_body(&c[0], "{}", 2);
     httpc_h1_send(p, &c[0].r);
     run_until(&loop, c, 1);
     ck_assert_int_eq(c[0].status, HTTPC_H1_ECONNECT);
