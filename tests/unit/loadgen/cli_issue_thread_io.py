@@ -8,7 +8,6 @@ each issue, never above half the mean gap, and the spin's I/O turns by kind (wri
 only: p50 <= p99, some turns counted). A bad value gets exit status 2 and a
 message naming the flag. Reads /proc/PID/task/*/status; bounded in time.
 Usage: cli_issue_thread_io.py LOADGEN_NODE SUT_NODE OUTDIR"""
-import json
 import os
 import re
 import shutil
@@ -16,7 +15,7 @@ import subprocess
 import sys
 import time
 
-from nullnode import start_null_node
+from nullnode import detail_values, start_null_node
 
 RUN_S = 6  # the series' length
 SAMPLE_S = 0.25  # how often the QDL's loop thread is read
@@ -37,15 +36,6 @@ def switches(pid):
         except OSError:  # the thread ended meanwhile
             pass
     return out
-
-
-def detail_value(path, key):
-    for line in open(path):
-        if line.startswith(":::MLLOG"):
-            rec = json.loads(line[len(":::MLLOG"):])
-            if rec.get("key") == key:
-                return rec.get("value")
-    return None
 
 
 def run_mode(lg, addr, out, mode, fails):
@@ -85,7 +75,8 @@ def run_mode(lg, addr, out, mode, fails):
         "yes" if mode == "on" else "no (--issue-thread-io off)")
     if want not in summary:
         fails.append(f"{mode}: the harness block lacks '{want}'")
-    v = detail_value(os.path.join(d, "mlperf_log_detail.txt"), "harness_issue_thread_io")
+    det = detail_values(os.path.join(d, "mlperf_log_detail.txt"))
+    v = det.get("harness_issue_thread_io")
     if v != (1 if mode == "on" else 0):
         fails.append(f"{mode}: harness_issue_thread_io is {v!r} in the detail log")
     # The quiet window before each issue (only with the I/O on the issue thread): reported, and
@@ -95,7 +86,7 @@ def run_mode(lg, addr, out, mode, fails):
         fails.append("off: the harness block reports a quiet window")
     if mode == "on":
         cap = int(1e9 / QPS) // 2
-        q = detail_value(os.path.join(d, "mlperf_log_detail.txt"), "harness_quiet_window_ns")
+        q = det.get("harness_quiet_window_ns")
         if not m or int(m.group(2)) != cap or int(m.group(1)) > cap or q != int(m.group(1)):
             fails.append(f"on: quiet window line {m.group(0) if m else None!r}, detail {q!r}: "
                          f"want a window of at most the cap {cap} ns in both")
@@ -109,8 +100,7 @@ def run_mode(lg, addr, out, mode, fails):
             if t:
                 fails.append(f"off: the harness block reports I/O turns ({t.group(0)!r})")
             continue
-        keys = [detail_value(os.path.join(d, "mlperf_log_detail.txt"), f"harness_io_turn_{kind}_{k}")
-                for k in ("p50_ns", "p99_ns", "count")]
+        keys = [det.get(f"harness_io_turn_{kind}_{k}") for k in ("p50_ns", "p99_ns", "count")]
         if not t or int(t.group(1)) > int(t.group(2)) or keys != [int(x) for x in t.groups()]:
             fails.append(f"on: I/O turns {label}: line {t.group(0) if t else None!r}, detail "
                          f"{keys!r}: want p50 <= p99, the same figures in both")

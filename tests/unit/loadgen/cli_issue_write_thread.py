@@ -16,22 +16,13 @@ import shutil
 import subprocess
 import sys
 
-from nullnode import start_null_node
+from nullnode import detail_values, start_null_node
 
 RUN_S = 3  # the series' length
 QPS = 2000  # the Server schedule's rate
 # Batches of the series the loop thread may write itself: around the lend (its start and end) and
 # a ping a second while it is not lent; the series writes about one batch per query.
 SLACK = 2 * RUN_S + 10
-
-
-def detail(path):
-    out = {}
-    for line in open(path):
-        if line.startswith(":::MLLOG"):
-            rec = json.loads(line[len(":::MLLOG"):])
-            out.setdefault(rec.get("key"), rec.get("value"))
-    return out
 
 
 def run_mode(lg, addr, out, mode, fails):
@@ -48,7 +39,7 @@ def run_mode(lg, addr, out, mode, fails):
         fails.append(f"{mode}: exited {p.returncode}: {p.stderr.strip()}")
         return None
     summary = open(os.path.join(d, "mlperf_log_summary.txt")).read()
-    det = detail(os.path.join(d, "mlperf_log_detail.txt"))
+    det = detail_values(os.path.join(d, "mlperf_log_detail.txt"))
     nodes = json.load(open(os.path.join(d, "mlperf_log_nodes.json")))["nodes"]
     if "No errors encountered during test." not in summary:
         fails.append(f"{mode}: the run logged errors (a sample failed or was lost)")

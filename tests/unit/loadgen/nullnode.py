@@ -1,4 +1,6 @@
-"""A null sut-node on an ephemeral loopback port, for the loadgen-node CLI tests."""
+"""For the loadgen-node CLI tests: a null sut-node on an ephemeral loopback port, and the values
+of a run's detail log."""
+import json
 import os
 import subprocess
 import time
@@ -16,3 +18,13 @@ def start_null_node(sut, out, timeout_s=20):
             return node, None
         time.sleep(0.05)
     return node, "127.0.0.1:" + open(port).read().strip()
+
+
+def detail_values(path):
+    """The keys of the detail log at PATH (its :::MLLOG records) with each key's first value."""
+    out = {}
+    for line in open(path):
+        if line.startswith(":::MLLOG"):
+            rec = json.loads(line[len(":::MLLOG"):])
+            out.setdefault(rec.get("key"), rec.get("value"))
+    return out
