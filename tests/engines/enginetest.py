@@ -4,6 +4,7 @@ import contextlib
 import http.server
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -179,7 +180,6 @@ def check_tokens(tag, out, ref):
 
 
 def summary_lines(out, pattern):
-    import re
     with open(os.path.join(out, "mlperf_log_summary.txt")) as f:
         return [l.rstrip() for l in f if re.search(pattern, l)]
 
@@ -266,3 +266,23 @@ def self_signed(tmp, name):
                     "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1", "-addext",
                     "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
     return cert, key
+
+
+def read_http_request(c, buf):
+    """One HTTP/1.1 request from socket |c| after the bytes |buf| already read: (head, body,
+    the bytes after it), the body as long as its Content-Length (none: empty); (None, None, b"")
+    when the peer closes first."""
+    while b"\r\n\r\n" not in buf:
+        d = c.recv(65536)
+        if not d:
+            return None, None, b""
+        buf += d
+    head, rest = buf.split(b"\r\n\r\n", 1)
+    m = re.search(rb"(?i)\r\ncontent-length:\s*(\d+)", head)
+    n = int(m.group(1)) if m else 0
+    while len(rest) < n:
+        d = c.recv(65536)
+        if not d:
+            return None, None, b""
+        rest += d
+    return head, rest[:n], rest[n:]

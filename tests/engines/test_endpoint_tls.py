@@ -93,20 +93,9 @@ class Engine:
                     self.alpn.add(c.selected_alpn_protocol())
             buf = b""
             while True:
-                while b"\r\n\r\n" not in buf:
-                    d = c.recv(65536)
-                    if not d:
-                        return
-                    buf += d
-                head, buf = buf.split(b"\r\n\r\n", 1)
-                m = re.search(rb"(?i)\r\ncontent-length:\s*(\d+)", head)
-                n = int(m.group(1)) if m else 0
-                while len(buf) < n:
-                    d = c.recv(65536)
-                    if not d:
-                        return
-                    buf += d
-                buf = buf[n:]
+                head, _, buf = et.read_http_request(c, buf)
+                if head is None:
+                    return
                 if head.startswith(b"GET "):
                     c.sendall(MODELS_ANSWER)
                     continue

@@ -106,29 +106,13 @@ class Engine:
                 self.conns.append(c)
             threading.Thread(target=self.serve, args=(c,), daemon=True).start()
 
-    def read_request(self, c, buf):
-        while b"\r\n\r\n" not in buf:
-            d = c.recv(65536)
-            if not d:
-                return None, b""
-            buf += d
-        head, rest = buf.split(b"\r\n\r\n", 1)
-        m = re.search(rb"(?i)\r\ncontent-length:\s*(\d+)", head)
-        n = int(m.group(1)) if m else 0
-        while len(rest) < n:
-            d = c.recv(65536)
-            if not d:
-                return None, b""
-            rest += d
-        return rest[:n], rest[n:]
-
     def serve(self, c):
         buf = b""
         try:
             if self.ctx:
                 c = self.ctx.wrap_socket(c, server_side=True)
             while not self.stopping:
-                body, buf = self.read_request(c, buf)
+                _, body, buf = et.read_http_request(c, buf)
                 if body is None:
                     return
                 json.loads(body)  # sut-node's request is JSON
