@@ -4,10 +4,15 @@
  * the connection's receive buffer (h1_parse.c) and handed to on_data as spans of it. Deadlines
  * are checked on one timer for all connections against the loop's cached clock (no clock read
  * per byte). HTTPS goes through one seam: a connection with |tls| handshakes after its connect,
- * hands what it reads to h1_tls.c and the plaintext to the same parser, and writes through it. */
+ * hands what it reads to h1_tls.c and the plaintext to the same parser, and writes through it.
+ * Read coalescing (cfg.coalesce_us, httpc_h1_coalesce): a request's connection stops being
+ * watched and is read on the pool's tick (rtick.h) with every other such connection, by one
+ * recv() per tick that brings everything that came meanwhile; the same input path as a watched
+ * read, so a coalesced answer is parsed, ended, kept alive or failed exactly as any other. */
 #include "h1_tls.h"
 #include "httpc/h1.h"
 #include "httpc/httpc.h"
+#include "rtick.h"
 
 #include "cmn/list.h"
 
@@ -19,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #define RBUF 16384u
 #define EBODY 300u /* the start of an error answer's body kept for the message */
@@ -34,6 +40,8 @@ typedef struct h1_conn {
     httpc_h1_pool_t *pool;
     httpc_h1_req_t *req;
     int state, phase, writing;
+    int fd;        /* the socket, once connected (the coalescing tick reads it) */
+    int coalesced; /* read on the pool's tick, not watched (httpc_h1_coalesce) */
     uint64_t served; /* answers completed on it */
     uint64_t deadline_ms;
     httpc_h1_parser_t parser;
@@ -41,7 +49,7 @@ typedef struct h1_conn {
     size_t ebody_len;
     char *wbuf;    /* the unwritten rest of a request, when one write did not take it all */
     h1_tls_t *tls; /* HTTPS */
-    struct h1_conn *next, *prev, *next_idle;
+    struct h1_conn *next, *prev, *next_idle, *cnext, *cprev;
     char rbuf[RBUF];
 } h1_conn_t;
 
@@ -62,6 +70,10 @@ struct httpc_h1_pool {
     h1_tls_ctx_t *tls; /* HTTPS */
     char host[256];    /* what the certificate must name */
     uint64_t hs_ms;
+    httpc_rtick_t tick; /* read coalescing; fd -1 when off */
+    h1_conn_t *coal;    /* the coalesced connections */
+    size_t n_coal;
+    uint64_t coalesces;
 };
 
 static void pump(httpc_h1_pool_t *p);
@@ -80,6 +92,7 @@ static void on_handle_closed(uv_handle_t *h);
 static void handle_gone(httpc_h1_pool_t *p);
 static void on_tick(uv_timer_t *t);
 static void on_kick(uv_timer_t *t);
+static void on_coal_tick(uv_poll_t *h, int status, int events);
 
 int httpc_h1_pool_create(uv_loop_t *loop, const httpc_h1_cfg_t *cfg, httpc_h1_pool_t **out,
                          char *err, size_t errlen)
@@ -167,10 +180,17 @@ int httpc_h1_pool_create(uv_loop_t *loop, const httpc_h1_cfg_t *cfg, httpc_h1_po
             return rc;
         }
     }
+    rc = httpc_rtick_init(&p->tick, loop, cfg->coalesce_us, on_coal_tick, p, err, errlen);
+    if (rc < 0) {
+        h1_tls_ctx_free(p->tls);
+        free(p->head);
+        free(p);
+        return rc;
+    }
     uv_timer_init(loop, &p->timer);
     uv_timer_init(loop, &p->kick);
     p->timer.data = p->kick.data = p;
-    p->handles = 2;
+    p->handles = 2 + (p->tick.fd >= 0);
     {
         uint64_t tick = p->connect_ms < p->first_ms ? p->connect_ms : p->first_ms;
         tick = (tick < p->idle_ms ? tick : p->idle_ms) / 4;
@@ -188,6 +208,11 @@ void httpc_h1_pool_counts(const httpc_h1_pool_t *p, uint64_t *reused, uint64_t *
     *opened = p->opened;
 }
 
+uint64_t httpc_h1_pool_coalesces(const httpc_h1_pool_t *p)
+{
+    return p->coalesces;
+}
+
 /* ---- connections ----------------------------------------------------------------------------- */
 
 static void idle_remove(httpc_h1_pool_t *p, h1_conn_t *c)
@@ -197,6 +222,19 @@ static void idle_remove(httpc_h1_pool_t *p, h1_conn_t *c)
             *pp = c->next_idle;
             return;
         }
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b);
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *b);
+
+/* Off the coalescing tick (the caller watches it again, or closes it). */
+static void uncoalesce(h1_conn_t *c)
+{
+    if (!c->coalesced)
+        return;
+    CMN_DLIST_UNLINK(c->pool->coal, c, cprev, cnext);
+    c->pool->n_coal--;
+    c->coalesced = 0;
 }
 
 static void on_conn_closed(uv_handle_t *h)
@@ -220,6 +258,7 @@ static void conn_close(h1_conn_t *c)
         return;
     if (c->state == C_IDLE)
         idle_remove(p, c);
+    uncoalesce(c);
     c->state = C_CLOSING;
     c->req = NULL;
     p->n_conns--;
@@ -247,7 +286,12 @@ static void finish(h1_conn_t *c, int keep, int status, const char *fmt, ...)
         r->conn = NULL;
         r->http_status = c->parser.status;
     }
-    /* answered before its request was all sent: not kept */
+    /* answered before its request was all sent: not kept; a coalesced one is watched again
+     * (while idle, a close or stray bytes from the server are seen at once) */
+    if (keep && c->coalesced && uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0)
+        keep = 0;
+    if (keep)
+        uncoalesce(c);
     if (keep && !p->closing && !c->writing && !(c->tls && h1_tls_writing(c->tls))) {
         c->served++;
         c->state = C_IDLE;
@@ -400,14 +444,14 @@ static void closed_under(h1_conn_t *c, ssize_t why)
 static void tls_read(h1_conn_t *c, ssize_t nread, const char *buf);
 static void got(h1_conn_t *c, const char *buf, size_t n);
 
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
+/* What a read of the socket brought (|nread| bytes at |buf|, or UV_EOF / a negative error),
+ * watched or on the coalescing tick alike. */
+static void conn_input(h1_conn_t *c, ssize_t nread, const char *buf)
 {
-    h1_conn_t *c = s->data;
-
     if (c->state == C_CLOSING || nread == 0)
         return;
     if (c->tls) {
-        tls_read(c, nread, b->base);
+        tls_read(c, nread, buf);
         return;
     }
     if (!c->req) { /* idle: the server closed it, or sent what nobody asked for */
@@ -418,7 +462,12 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
         closed_under(c, nread);
         return;
     }
-    got(c, b->base, (size_t)nread);
+    got(c, buf, (size_t)nread);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *b)
+{
+    conn_input(s->data, nread, b->base);
 }
 
 /* Bytes of the answer (with TLS, the plaintext): parsed in place, the body handed on. */
@@ -592,6 +641,8 @@ static void on_connect(uv_connect_t *cr, int status)
         return;
     }
     uv_tcp_nodelay(&c->tcp, 1);
+    if (uv_fileno((uv_handle_t *)&c->tcp, &c->fd) < 0)
+        c->fd = -1;
     rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
     if (rc < 0) {
         finish(c, 0, HTTPC_H1_ECONNECT, "cannot read: %s", uv_strerror(rc));
@@ -615,6 +666,7 @@ static int conn_new(httpc_h1_pool_t *p, httpc_h1_req_t *r, char *why, size_t why
     }
     memset(c, 0, offsetof(h1_conn_t, rbuf));
     c->pool = p;
+    c->fd = -1;
     rc = uv_tcp_init(p->loop, &c->tcp);
     if (rc < 0) {
         free(c);
@@ -715,6 +767,71 @@ static void on_tick(uv_timer_t *t)
     }
 }
 
+/* ---- read coalescing ------------------------------------------------------------------------ */
+
+/* Reads |c| until the kernel has nothing more (a read that does not fill the buffer is the last),
+ * or until its request ends and it is watched again. */
+static void drain(h1_conn_t *c)
+{
+    for (;;) {
+        ssize_t k = recv(c->fd, c->rbuf, RBUF, MSG_DONTWAIT);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        conn_input(c, k < 0 ? -errno : k == 0 ? UV_EOF : k, c->rbuf);
+        if (k < (ssize_t)RBUF || !c->coalesced || c->state == C_CLOSING)
+            return;
+    }
+}
+
+/* The tick: one poll() over the coalesced connections, then each readable one drained. A
+ * connection closed meanwhile is freed only by the loop's close phase, after this callback. */
+static void on_coal_tick(uv_poll_t *h, int status, int events)
+{
+    httpc_h1_pool_t *p = h->data;
+    size_t n = 0;
+
+    (void)status;
+    (void)events;
+    if (!httpc_rtick_due(&p->tick))
+        return;
+    if (!p->coal) {
+        (void)httpc_rtick_arm(&p->tick, 0);
+        return;
+    }
+    if (httpc_rtick_room(&p->tick, p->n_coal) < 0)
+        return; /* out of memory: the next tick tries again */
+    for (h1_conn_t *c = p->coal; c; c = c->cnext, n++) {
+        p->tick.fds[n].fd = c->fd;
+        p->tick.fds[n].events = POLLIN;
+        p->tick.fds[n].revents = 0;
+        p->tick.who[n] = c;
+    }
+    if (httpc_rtick_poll(&p->tick, n) <= 0)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        h1_conn_t *c = p->tick.who[i];
+        if (p->tick.fds[i].revents && c->coalesced && c->state == C_BUSY)
+            drain(c);
+    }
+}
+
+void httpc_h1_coalesce(httpc_h1_pool_t *p, httpc_h1_req_t *r)
+{
+    h1_conn_t *c = r->conn;
+
+    if (!c || c->coalesced || c->state != C_BUSY || c->fd < 0 || p->tick.fd < 0)
+        return;
+    if (!p->tick.on && httpc_rtick_arm(&p->tick, 1) < 0)
+        return; /* no timer: it stays watched */
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->coalesced = 1;
+    CMN_DLIST_PUSH(p->coal, c, cprev, cnext);
+    p->n_coal++;
+    p->coalesces++;
+}
+
 /* ---- the API --------------------------------------------------------------------------------- */
 
 int httpc_h1_send(httpc_h1_pool_t *p, httpc_h1_req_t *r)
@@ -802,4 +919,5 @@ void httpc_h1_pool_close(httpc_h1_pool_t *p)
     }
     uv_close((uv_handle_t *)&p->timer, on_handle_closed);
     uv_close((uv_handle_t *)&p->kick, on_handle_closed);
+    httpc_rtick_close(&p->tick, on_handle_closed);
 }

@@ -2,6 +2,7 @@
  * (see httpc/httpc.h). libcurl says which sockets to watch and when to wake it; this file turns
  * that into uv_poll and uv_timer handles, and finished transfers into on_done calls. */
 #include "httpc/httpc.h"
+#include "rtick.h"
 
 #include "cmn/list.h"
 #include "cmn/thread_stop.h"
@@ -17,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 #include <uv.h>
@@ -67,15 +67,11 @@ struct httpc {
 
     /* Read coalescing (loop thread only). */
     uint32_t coalesce_us;
-    int tick_fd; /* a timerfd, armed while a socket is parked; -1 when coalescing is off */
-    uv_poll_t tick_poll;
-    int tick_on;
+    httpc_rtick_t tick; /* armed while a socket is parked; fd -1 when coalescing is off */
     sockctx_t *cur_sock; /* the socket whose action is running, if any */
     sockctx_t *parked;   /* list of parked sockets */
-    size_t n_parked, cap_tick;
+    size_t n_parked;
     atomic_uint_fast64_t parks; /* ever (read by httpc_parks() from any thread) */
-    struct pollfd *tick_fds;
-    sockctx_t **tick_socks;
 };
 
 static void check_done(httpc_t *h);
@@ -347,22 +343,9 @@ static void on_sock_close(uv_handle_t *hd)
 
 static void on_poll(uv_poll_t *p, int status, int events);
 
-static int tick_arm(httpc_t *h, int on)
-{
-    struct itimerspec its;
-    memset(&its, 0, sizeof(its));
-    if (on) {
-        its.it_interval.tv_sec = h->coalesce_us / 1000000u;
-        its.it_interval.tv_nsec = (long)(h->coalesce_us % 1000000u) * 1000;
-        its.it_value = its.it_interval;
-    }
-    h->tick_on = on;
-    return timerfd_settime(h->tick_fd, 0, &its, NULL);
-}
-
 static void park(httpc_t *h, sockctx_t *s, httpc_req_t *r)
 {
-    if (!h->tick_on && tick_arm(h, 1) < 0)
+    if (!h->tick.on && httpc_rtick_arm(&h->tick, 1) < 0)
         return; /* no timer: it stays watched */
     uv_poll_stop(&s->poll);
     s->parked = 1;
@@ -409,44 +392,33 @@ static void sock_action(httpc_t *h, sockctx_t *s, int flags)
 static void on_tick(uv_poll_t *p, int status, int events)
 {
     httpc_t *h = p->data;
-    uint64_t expirations;
     size_t n = 0, i;
     sockctx_t *s;
 
     (void)status;
     (void)events;
-    if (read(h->tick_fd, &expirations, sizeof(expirations)) < 0 && errno != EAGAIN)
+    if (!httpc_rtick_due(&h->tick))
         return;
     if (h->n_parked == 0) {
-        tick_arm(h, 0);
+        (void)httpc_rtick_arm(&h->tick, 0);
         return;
     }
-    if (h->cap_tick < h->n_parked) {
-        size_t ncap = h->n_parked * 2;
-        struct pollfd *nf = realloc(h->tick_fds, ncap * sizeof(*nf));
-        sockctx_t **ns;
-        if (nf)
-            h->tick_fds = nf;
-        ns = nf ? realloc(h->tick_socks, ncap * sizeof(*ns)) : NULL;
-        if (!ns)
-            return; /* out of memory: the next tick tries again */
-        h->tick_socks = ns;
-        h->cap_tick = ncap;
-    }
+    if (httpc_rtick_room(&h->tick, h->n_parked) < 0)
+        return; /* out of memory: the next tick tries again */
     for (s = h->parked; s; s = s->pnext, n++) {
-        h->tick_fds[n].fd = s->fd;
-        h->tick_fds[n].events = (short)(POLLIN | (s->events & UV_WRITABLE ? POLLOUT : 0));
-        h->tick_fds[n].revents = 0;
-        h->tick_socks[n] = s;
+        h->tick.fds[n].fd = s->fd;
+        h->tick.fds[n].events = (short)(POLLIN | (s->events & UV_WRITABLE ? POLLOUT : 0));
+        h->tick.fds[n].revents = 0;
+        h->tick.who[n] = s;
     }
-    if (poll(h->tick_fds, (nfds_t)n, 0) <= 0)
+    if (httpc_rtick_poll(&h->tick, n) <= 0)
         return;
     /* A socket that libcurl drops during an action is freed only by the loop's close phase,
      * after this callback: the pointers stay valid here. */
     for (i = 0; i < n; i++) {
-        short re = h->tick_fds[i].revents;
+        short re = h->tick.fds[i].revents;
         int flags = 0;
-        s = h->tick_socks[i];
+        s = h->tick.who[i];
         if (!re || !s->parked || s->closing)
             continue;
         if (re & (POLLIN | POLLHUP | POLLERR))
@@ -668,7 +640,10 @@ static void close_any(uv_handle_t *hd, void *arg)
     httpc_t *h = arg;
     if (uv_is_closing(hd))
         return;
-    uv_close(hd, hd->type == UV_POLL && hd != (uv_handle_t *)&h->tick_poll ? on_sock_close : NULL);
+    if (hd == (uv_handle_t *)&h->tick.poll)
+        httpc_rtick_close(&h->tick, NULL);
+    else
+        uv_close(hd, hd->type == UV_POLL ? on_sock_close : NULL);
 }
 
 static void on_async(uv_async_t *a)
@@ -740,23 +715,13 @@ int httpc_create(const httpc_cfg_t *cfg, httpc_t **out, char *err, size_t errlen
     h->max_active = cfg->max_conns ? cfg->max_conns : 1;
     h->coalesce_us = cfg->coalesce_us;
     h->idle_ms = cfg->idle_ms > 0 ? cfg->idle_ms : 0;
-    h->tick_fd = -1;
+    h->tick.fd = -1;
     if ((rc = uv_loop_init(&h->loop)) != 0) {
         snprintf(err, errlen, "uv_loop_init: %s", uv_strerror(rc));
         goto fail_alloc;
     }
-    if (h->coalesce_us) {
-        h->tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-        if (h->tick_fd < 0 || uv_poll_init(&h->loop, &h->tick_poll, h->tick_fd) != 0) {
-            snprintf(err, errlen, "the read-coalescing timer: %s", strerror(errno));
-            if (h->tick_fd >= 0)
-                close(h->tick_fd);
-            h->tick_fd = -1;
-            goto fail_loop;
-        }
-        h->tick_poll.data = h;
-        uv_poll_start(&h->tick_poll, UV_READABLE, on_tick);
-    }
+    if (httpc_rtick_init(&h->tick, &h->loop, h->coalesce_us, on_tick, h, err, errlen) < 0)
+        goto fail_loop;
     h->multi = curl_multi_init();
     if (!h->multi) {
         snprintf(err, errlen, "curl_multi_init failed");
@@ -792,19 +757,14 @@ fail_handles:
     uv_close((uv_handle_t *)&h->timer, NULL);
     uv_close((uv_handle_t *)&h->idle_timer, NULL);
     uv_close((uv_handle_t *)&h->async, NULL);
-    if (h->tick_fd >= 0)
-        uv_close((uv_handle_t *)&h->tick_poll, NULL);
+    httpc_rtick_close(&h->tick, NULL);
     uv_run(&h->loop, UV_RUN_DEFAULT);
-    if (h->tick_fd >= 0)
-        close(h->tick_fd);
-    h->tick_fd = -1;
     uv_mutex_destroy(&h->lock);
     curl_multi_cleanup(h->multi);
 fail_loop:
-    if (h->tick_fd >= 0) {
-        uv_close((uv_handle_t *)&h->tick_poll, NULL);
+    if (h->tick.fd >= 0) {
+        httpc_rtick_close(&h->tick, NULL);
         uv_run(&h->loop, UV_RUN_DEFAULT);
-        close(h->tick_fd);
     }
     uv_loop_close(&h->loop);
 fail_alloc:
@@ -851,11 +811,7 @@ void httpc_destroy(httpc_t *h)
     cmn_uv_loop_stop(&h->lock, &h->stopping, &h->async, &h->thread);
     uv_loop_close(&h->loop);
     uv_mutex_destroy(&h->lock);
-    if (h->tick_fd >= 0)
-        close(h->tick_fd);
-    free(h->tick_fds);
-    free(h->tick_socks);
-    free(h->free_easy);
+    free(h->free_easy); /* the tick closed with the loop's handles (close_any) */
     free(h->ca_file);
     free(h);
     curl_global_cleanup();

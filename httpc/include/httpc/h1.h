@@ -109,6 +109,9 @@ typedef struct {
     const char *ca_file;
     uint32_t handshake_ms; /* the TLS handshake after the connect; 0: connect_ms */
     const char *method;    /* NULL: POST */
+    /* Read coalescing (0: off): a request whose reader called httpc_h1_coalesce() is read on
+     * one tick every coalesce_us with all such requests instead of on each arrival. */
+    uint32_t coalesce_us;
 } httpc_h1_cfg_t;
 
 /* A pool on |loop| (handles made here; call on the loop's thread, or before it runs). 0, or a
@@ -126,5 +129,14 @@ void httpc_h1_cancel(httpc_h1_pool_t *p, httpc_h1_req_t *r);
 void httpc_h1_pool_close(httpc_h1_pool_t *p);
 /* Requests sent on a reused connection, connections opened (for tests and figures). */
 void httpc_h1_pool_counts(const httpc_h1_pool_t *p, uint64_t *reused, uint64_t *opened);
+/* From |r|'s on_data (or any time while it runs): what is urgent of its answer is in (an LLM
+ * stream's first token), so the rest may wait. Its connection is no longer watched and is read
+ * on the pool's tick every cfg.coalesce_us, one recv() bringing all that came since the last; it
+ * is watched again when the answer ends. Every deadline, error and on_data stays as without; the
+ * answer's end comes up to coalesce_us later. No effect when coalesce_us is 0, or when |r| has no
+ * connection yet. */
+void httpc_h1_coalesce(httpc_h1_pool_t *p, httpc_h1_req_t *r);
+/* Requests coalesced so far (tests, figures). */
+uint64_t httpc_h1_pool_coalesces(const httpc_h1_pool_t *p);
 
 #endif

@@ -17,7 +17,9 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -269,10 +271,36 @@ END_TEST
 typedef struct {
     int lfd;
     int mode; /* 0: answer with keep-alive; 1: Connection: close; 2: answer, then close while
-                 idle; 3: never answer; 4: 503 with a JSON body */
+                 idle; 3: never answer; 4: 503 with a JSON body; 5: a stream of N_EV
+                 events, one write each, EV_GAP_US apart; 6: three of them, then close */
     int accepted, requests;
     int stop;
 } server_t;
+
+#define N_EV 20
+#define EV_GAP_US 2000
+
+/* Mode 5's and 6's answer: chunked SSE events "data: NN\n", each its own write. */
+static void stream_events(int fd, int n, int end)
+{
+    static const char head[] = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+    char ev[32];
+    int one = 1;
+    ssize_t w;
+
+    /* as engines do: else Nagle holds each event until the client's delayed ACK */
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    w = write(fd, head, strlen(head));
+
+    for (int i = 0; i < n && w > 0; i++) {
+        usleep(EV_GAP_US);
+        snprintf(ev, sizeof(ev), "9\r\ndata: %02d\n\r\n", i);
+        w = write(fd, ev, strlen(ev));
+    }
+    if (end && w > 0)
+        w = write(fd, "0\r\n\r\n", 5);
+    (void)w;
+}
 
 static int read_request(int fd, char *buf, size_t cap)
 {
@@ -313,6 +341,12 @@ static void *serve(void *arg)
             if (s->mode == 3) {
                 usleep(1500000);
                 break;
+            }
+            if (s->mode == 5 || s->mode == 6) {
+                stream_events(fd, s->mode == 5 ? N_EV : 3, s->mode == 5);
+                if (s->mode == 6)
+                    break;
+                continue;
             }
             if (s->mode == 4)
                 w = write(fd, err503, strlen(err503));
@@ -538,8 +572,157 @@ START_TEST(h1_faults)
 }
 END_TEST
 
+/* ---- read coalescing ---- */
+
+typedef struct {
+    call_t c; /* first */
+    httpc_h1_pool_t *p;
+    int pieces; /* on_data calls (one per chunk) */
+    int bursts; /* pieces more than 1 ms after the one before: the reads, near enough */
+    uint64_t last_ns;
+} coal_call_t;
+
+/* Coalesces after the first piece, as the openai backend does after the first token. */
+static int coal_data(httpc_h1_req_t *r, const char *d, size_t n)
+{
+    coal_call_t *cc = r->ctx;
+    uint64_t now = uv_hrtime();
+
+    if (cc->pieces++ == 0)
+        httpc_h1_coalesce(cc->p, r);
+    if (now - cc->last_ns > 1000000)
+        cc->bursts++;
+    cc->last_ns = now;
+    return c_data(r, d, n);
+}
+
+static void coal_init(coal_call_t *cc, httpc_h1_pool_t *p)
+{
+    memset(cc, 0, sizeof(*cc));
+    call_init(&cc->c);
+    cc->c.r.on_data = coal_data;
+    cc->c.r.ctx = cc;
+    cc->p = p;
+}
+
+static httpc_h1_pool_t *coal_pool(uv_loop_t *loop, int port, uint32_t coalesce_us)
+{
+    httpc_h1_cfg_t cfg = {.host = "127.0.0.1",
+                          .port = (uint16_t)port,
+                          .path = "/v1/completions",
+                          .max_conns = 1,
+                          .connect_ms = 2000,
+                          .idle_ms = 2000,
+                          .coalesce_us = coalesce_us};
+    httpc_h1_pool_t *p = NULL;
+    char err[300];
+    ck_assert_int_eq(httpc_h1_pool_create(loop, &cfg, &p, err, sizeof(err)), 0);
+    return p;
+}
+
+static void expect_events(const call_t *c, int n)
+{
+    char want[N_EV * 9 + 1];
+    for (int i = 0; i < n; i++)
+        snprintf(want + 9 * i, 10, "data: %02d\n", i);
+    ck_assert_uint_eq(c->len, (size_t)(9 * n));
+    ck_assert(memcmp(c->data, want, c->len) == 0);
+}
+
+START_TEST(h1_coalesce)
+{
+    uv_loop_t loop;
+    server_t s;
+    pthread_t th;
+    int port;
+    coal_call_t cc[2];
+    httpc_h1_pool_t *p;
+    uint64_t reused, opened;
+
+    signal(SIGPIPE, SIG_IGN); /* the server thread writes on after the client closes */
+    /* 20 events 2 ms apart read on a 50 ms tick: every byte once and in order, in fewer reads
+     * than events; the kept-alive connection then carries the next stream, coalesced again */
+    server_start(&s, 5, &port, &th);
+    uv_loop_init(&loop);
+    p = coal_pool(&loop, port, 50000);
+    for (int i = 0; i < 2; i++) {
+        coal_init(&cc[i], p);
+        httpc_h1_send(p, &cc[i].c.r);
+    }
+    run_until(&loop, &cc[0].c, 1);
+    run_until(&loop, &cc[1].c, 1);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_msg(cc[i].c.status == 0, "%d: %s", i, cc[i].c.msg);
+        expect_events(&cc[i].c, N_EV);
+        ck_assert_int_eq(cc[i].pieces, N_EV);
+        ck_assert_msg(cc[i].bursts <= N_EV / 4, "%d: %d reads for %d events", i, cc[i].bursts,
+                      N_EV);
+    }
+    httpc_h1_pool_counts(p, &reused, &opened);
+    ck_assert_uint_eq(opened, 1);
+    ck_assert_uint_eq(reused, 1);
+    ck_assert_uint_eq(httpc_h1_pool_coalesces(p), 2);
+    /* the pool closes with a coalesced stream running: HTTPC_ESTOP, nothing left behind */
+    coal_init(&cc[0], p);
+    httpc_h1_send(p, &cc[0].c.r);
+    while (cc[0].pieces == 0)
+        uv_run(&loop, UV_RUN_ONCE);
+    ck_assert_uint_eq(httpc_h1_pool_coalesces(p), 3);
+    close_pool(&loop, p);
+    ck_assert_int_eq(cc[0].c.status, HTTPC_ESTOP);
+    server_stop(&s, th);
+
+    /* a coalesced stream cancelled: no on_done, and the next request gets a new connection */
+    server_start(&s, 5, &port, &th);
+    uv_loop_init(&loop);
+    p = coal_pool(&loop, port, 50000);
+    coal_init(&cc[0], p);
+    coal_init(&cc[1], p);
+    httpc_h1_send(p, &cc[0].c.r);
+    while (cc[0].pieces == 0)
+        uv_run(&loop, UV_RUN_ONCE);
+    httpc_h1_cancel(p, &cc[0].c.r);
+    httpc_h1_send(p, &cc[1].c.r);
+    run_until(&loop, &cc[1].c, 1);
+    ck_assert_int_eq(cc[0].c.done, 0);
+    ck_assert_msg(cc[1].c.status == 0, "%s", cc[1].c.msg);
+    expect_events(&cc[1].c, N_EV);
+    httpc_h1_pool_counts(p, &reused, &opened);
+    ck_assert_uint_eq(opened, 2);
+    close_pool(&loop, p);
+    server_stop(&s, th);
+
+    /* the server cuts a coalesced stream: the events before the cut, then the failure */
+    server_start(&s, 6, &port, &th);
+    uv_loop_init(&loop);
+    p = coal_pool(&loop, port, 50000);
+    coal_init(&cc[0], p);
+    httpc_h1_send(p, &cc[0].c.r);
+    run_until(&loop, &cc[0].c, 1);
+    ck_assert_int_eq(cc[0].c.status, HTTPC_ETRANSFER);
+    ck_assert_msg(strstr(cc[0].c.msg, "127.0.0.1:"), "%s", cc[0].c.msg);
+    expect_events(&cc[0].c, 3);
+    ck_assert_uint_eq(httpc_h1_pool_coalesces(p), 1);
+    close_pool(&loop, p);
+    server_stop(&s, th);
+
+    /* coalescing off: httpc_h1_coalesce changes nothing */
+    server_start(&s, 5, &port, &th);
+    uv_loop_init(&loop);
+    p = coal_pool(&loop, port, 0);
+    coal_init(&cc[0], p);
+    httpc_h1_send(p, &cc[0].c.r);
+    run_until(&loop, &cc[0].c, 1);
+    ck_assert_msg(cc[0].c.status == 0, "%s", cc[0].c.msg);
+    expect_events(&cc[0].c, N_EV);
+    ck_assert_uint_eq(httpc_h1_pool_coalesces(p), 0);
+    close_pool(&loop, p);
+    server_stop(&s, th);
+}
+END_TEST
+
 TCase *tc_h1_splits(void), *tc_h1_hostile(void), *tc_h1_limits(void), *tc_h1_eof(void),
-    *tc_h1_pool(void), *tc_h1_faults(void);
+    *tc_h1_pool(void), *tc_h1_faults(void), *tc_h1_coalesce(void);
 
 CHECK_ONE_TEST_TCASE(h1_splits)
 CHECK_ONE_TEST_TCASE(h1_hostile)
@@ -547,6 +730,7 @@ CHECK_ONE_TEST_TCASE(h1_limits)
 CHECK_ONE_TEST_TCASE(h1_eof)
 CHECK_ONE_TEST_TCASE(h1_pool)
 CHECK_ONE_TEST_TCASE(h1_faults)
+CHECK_ONE_TEST_TCASE(h1_coalesce)
 
 CHECK_MAIN("httpc_h1", tc_h1_splits, tc_h1_hostile, tc_h1_limits, tc_h1_eof, tc_h1_pool,
-           tc_h1_faults)
+           tc_h1_faults, tc_h1_coalesce)

@@ -17,6 +17,8 @@
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -26,6 +28,7 @@
 #include <unistd.h>
 
 #define BIG_BODY 40000u
+#define N_EV 20
 
 /* ---- a certificate and a TLS server thread ---- */
 
@@ -84,7 +87,8 @@ static void make_cert(void)
 typedef struct {
     int lfd;
     int mode; /* 0: keep-alive answers; 1: one answer, then close_notify and a close while idle;
-                 2: accept, never a byte back (a stalled handshake) */
+                 2: accept, never a byte back (a stalled handshake); 3: keep-alive streams of
+                 N_EV events, one record each, 2 ms apart */
     int accepted, requests, closed_by_peer;
     size_t biggest; /* the largest request body read */
     int stop;
@@ -109,6 +113,25 @@ static int read_request(SSL *ssl, char *buf, size_t cap, size_t *body)
                 return 0;
         }
     }
+}
+
+/* Mode 3's answer: chunked SSE events "data: NN\n", each its own TLS record and segment. */
+static int stream_events(SSL *ssl)
+{
+    static const char head[] = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+    char ev[32];
+    int one = 1;
+
+    setsockopt(SSL_get_fd(ssl), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (SSL_write(ssl, head, (int)strlen(head)) <= 0)
+        return -1;
+    for (int i = 0; i < N_EV; i++) {
+        usleep(2000);
+        snprintf(ev, sizeof(ev), "9\r\ndata: %02d\n\r\n", i);
+        if (SSL_write(ssl, ev, (int)strlen(ev)) <= 0)
+            return -1;
+    }
+    return SSL_write(ssl, "0\r\n\r\n", 5) <= 0 ? -1 : 0;
 }
 
 static void *serve(void *arg)
@@ -140,6 +163,11 @@ static void *serve(void *arg)
                 __atomic_add_fetch(&s->requests, 1, __ATOMIC_RELEASE);
                 if (body > s->biggest)
                     s->biggest = body;
+                if (s->mode == 3) {
+                    if (stream_events(ssl) < 0)
+                        break;
+                    continue;
+                }
                 if (SSL_write(ssl, sse, (int)strlen(sse)) <= 0 || s->mode == 1)
                     break;
             }
@@ -172,7 +200,8 @@ static void server_stop(server_t *s, pthread_t th)
 
 /* ---- the client side ---- */
 
-static httpc_h1_pool_t *tls_pool(uv_loop_t *loop, const char *host, int port, uint32_t hs_ms)
+static httpc_h1_pool_t *tls_pool_c(uv_loop_t *loop, const char *host, int port, uint32_t hs_ms,
+                                   uint32_t coalesce_us)
 {
     httpc_h1_cfg_t cfg = {.host = host,
                           .port = (uint16_t)port,
@@ -183,12 +212,33 @@ static httpc_h1_pool_t *tls_pool(uv_loop_t *loop, const char *host, int port, ui
                           .idle_ms = 5000,
                           .tls = 1,
                           .ca_file = ca_path,
-                          .handshake_ms = hs_ms};
+                          .handshake_ms = hs_ms,
+                          .coalesce_us = coalesce_us};
     httpc_h1_pool_t *p = NULL;
     char err[300];
     int rc = httpc_h1_pool_create(loop, &cfg, &p, err, sizeof(err));
     ck_assert_msg(rc == 0, "%s", err);
     return p;
+}
+
+static httpc_h1_pool_t *tls_pool(uv_loop_t *loop, const char *host, int port, uint32_t hs_ms)
+{
+    return tls_pool_c(loop, host, port, hs_ms, 0);
+}
+
+/* A call that coalesces after its first piece (as the openai backend after the first token). */
+typedef struct {
+    call_t c; /* first */
+    httpc_h1_pool_t *p;
+    int pieces;
+} coal_call_t;
+
+static int coal_data(httpc_h1_req_t *r, const char *d, size_t n)
+{
+    coal_call_t *cc = r->ctx;
+    if (cc->pieces++ == 0)
+        httpc_h1_coalesce(cc->p, r);
+    return c_data(r, d, n);
 }
 
 static void close_pool(uv_loop_t *loop, httpc_h1_pool_t *p)
@@ -341,6 +391,40 @@ START_TEST(h1_tls)
         ck_assert_msg(strstr(err, "https://127.0.0.1:443: TLS CA /nonexistent/ca.pem: "), "%s",
                       err);
         ck_assert_int_eq(uv_loop_close(&loop), 0);
+    }
+
+    /* read coalescing over TLS: two 20-event streams on one connection, every byte once and in
+     * order, read on a 30 ms tick after their first piece */
+    {
+        coal_call_t cc[2];
+        char want[N_EV * 9 + 1];
+        server_start(&s, 3, &port, &th);
+        uv_loop_init(&loop);
+        p = tls_pool_c(&loop, "127.0.0.1", port, 0, 30000);
+        for (int i = 0; i < 2; i++) {
+            memset(&cc[i], 0, sizeof(cc[i]));
+            call_init_body(&cc[i].c, "{\"prompt\":[1]}", 14);
+            cc[i].c.r.on_data = coal_data;
+            cc[i].c.r.ctx = &cc[i];
+            cc[i].p = p;
+            httpc_h1_send(p, &cc[i].c.r);
+        }
+        run_until(&loop, &cc[0].c, 1);
+        run_until(&loop, &cc[1].c, 1);
+        for (int i = 0; i < N_EV; i++)
+            snprintf(want + 9 * i, 10, "data: %02d\n", i);
+        for (int i = 0; i < 2; i++) {
+            ck_assert_msg(cc[i].c.status == 0, "%d: %s", i, cc[i].c.msg);
+            ck_assert_int_eq(cc[i].pieces, N_EV);
+            ck_assert_uint_eq(cc[i].c.len, 9 * N_EV);
+            ck_assert(memcmp(cc[i].c.data, want, cc[i].c.len) == 0);
+        }
+        httpc_h1_pool_counts(p, &reused, &opened);
+        ck_assert_uint_eq(opened, 1);
+        ck_assert_uint_eq(reused, 1);
+        ck_assert_uint_eq(httpc_h1_pool_coalesces(p), 2);
+        close_pool(&loop, p);
+        server_stop(&s, th);
     }
     SSL_CTX_free(srv_ctx);
     unlink(ca_path);

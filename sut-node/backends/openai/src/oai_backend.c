@@ -20,7 +20,8 @@
  *
  * client=lean (the default) sends through the lean HTTP/1.1 client instead of libcurl
  * (oai_lean.c: httpc/h1.h on a loop thread of its own, same deadlines and cancel; https:// with
- * its TLS); client=curl keeps libcurl's pool (the one coalesce_us reads for). Either verifies an
+ * its TLS); client=curl keeps libcurl's pool. Both read a stream on the coalescing tick
+ * (coalesce_us) after its first token. Either verifies an
  * https:// engine against ca_file, else the system's CAs. */
 #include "httpc/oai.h"
 #include "httpc/httpc.h"
@@ -222,6 +223,7 @@ static int oai_client(const sut_backend_config_t *cfg, sut_backend_t *b, httpc_c
     lc.timeout_ms = b->timeout_ms;
     lc.idle_ms = b->stream_idle_ms;
     lc.ca_file = b->ca_file;
+    lc.coalesce_us = hc->coalesce_us;
     if ((rc = oai_lean_open(&lc, &b->lean, err, errlen)) < 0)
         httpc_lives_destroy(&b->lives);
     return rc;
@@ -394,6 +396,8 @@ static int on_lean_data(httpc_h1_req_t *r, const char *p, size_t n)
         return 1;
     if (progress)
         oai_lean_progress(&s->lr);
+    if (first)
+        oai_lean_coalesce(&s->lr);
     return 0;
 }
 

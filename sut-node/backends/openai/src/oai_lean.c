@@ -238,6 +238,7 @@ int oai_lean_open(const oai_lean_cfg_t *cfg, oai_lean_t **out, char *err, size_t
     c.connect_ms = ms32(cfg->connect_ms);
     /* the pool's own byte deadlines stay behind the request's (ours, on the tick) */
     c.first_byte_ms = c.idle_ms = ms32(cfg->timeout_ms);
+    c.coalesce_us = cfg->coalesce_us;
     if ((rc = uv_loop_init(&l->loop)) < 0) {
         snprintf(err, errlen, "the lean client's loop: %s", uv_strerror(rc));
         free(l);
@@ -324,4 +325,9 @@ void oai_lean_cancel(oai_lreq_t *r)
 void oai_lean_progress(oai_lreq_t *r)
 {
     r->progress_ms = uv_now(&r->l->loop);
+}
+
+void oai_lean_coalesce(oai_lreq_t *r)
+{
+    httpc_h1_coalesce(r->l->pool, &r->h1);
 }

@@ -36,6 +36,7 @@ typedef struct {
     long connect_ms;
     long timeout_ms; /* > 0 */
     long idle_ms;    /* 0: off */
+    uint32_t coalesce_us; /* read coalescing after oai_lean_coalesce (0: off; httpc/h1.h) */
 } oai_lean_cfg_t;
 
 /* 0, or a negative code with err naming the URL and why. */
@@ -48,5 +49,8 @@ int oai_lean_submit(oai_lean_t *l, oai_lreq_t *r);
 void oai_lean_cancel(oai_lreq_t *r);
 /* From r's on_data: a token came (restarts the idle deadline). */
 void oai_lean_progress(oai_lreq_t *r);
+/* From r's on_data: the first token is out; the rest of the stream is read on the coalescing
+ * tick (httpc_h1_coalesce). */
+void oai_lean_coalesce(oai_lreq_t *r);
 
 #endif
