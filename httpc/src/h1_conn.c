@@ -40,8 +40,8 @@ typedef struct h1_conn {
     httpc_h1_pool_t *pool;
     httpc_h1_req_t *req;
     int state, phase, writing;
-    int fd;        /* the socket, once connected (the coalescing tick reads it) */
-    int coalesced; /* read on the pool's tick, not watched (httpc_h1_coalesce) */
+    int fd;          /* the socket, once connected (the coalescing tick reads it) */
+    int coalesced;   /* read on the pool's tick, not watched (httpc_h1_coalesce) */
     uint64_t served; /* answers completed on it */
     uint64_t deadline_ms;
     httpc_h1_parser_t parser;

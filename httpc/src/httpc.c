@@ -67,7 +67,7 @@ struct httpc {
 
     /* Read coalescing (loop thread only). */
     uint32_t coalesce_us;
-    httpc_rtick_t tick; /* armed while a socket is parked; fd -1 when coalescing is off */
+    httpc_rtick_t tick;  /* armed while a socket is parked; fd -1 when coalescing is off */
     sockctx_t *cur_sock; /* the socket whose action is running, if any */
     sockctx_t *parked;   /* list of parked sockets */
     size_t n_parked;

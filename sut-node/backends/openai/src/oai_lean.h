@@ -34,8 +34,8 @@ typedef struct {
     const char *const *headers; /* NULL-terminated "Name: value" lines */
     uint32_t max_conns;
     long connect_ms;
-    long timeout_ms; /* > 0 */
-    long idle_ms;    /* 0: off */
+    long timeout_ms;      /* > 0 */
+    long idle_ms;         /* 0: off */
     uint32_t coalesce_us; /* read coalescing after oai_lean_coalesce (0: off; httpc/h1.h) */
 } oai_lean_cfg_t;
 
