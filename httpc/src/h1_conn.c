@@ -49,7 +49,7 @@ typedef struct h1_conn {
     size_t ebody_len;
     char *wbuf;    /* the unwritten rest of a request, when one write did not take it all */
     h1_tls_t *tls; /* HTTPS */
-    struct h1_conn *next, *prev, *next_idle, *cnext, *cprev;
+    struct h1_conn *next, *prev, *next_idle;
     char rbuf[RBUF];
 } h1_conn_t;
 
@@ -71,8 +71,6 @@ struct httpc_h1_pool {
     char host[256];    /* what the certificate must name */
     uint64_t hs_ms;
     httpc_rtick_t tick; /* read coalescing; fd -1 when off */
-    h1_conn_t *coal;    /* the coalesced connections */
-    size_t n_coal;
     uint64_t coalesces;
 };
 
@@ -232,8 +230,7 @@ static void uncoalesce(h1_conn_t *c)
 {
     if (!c->coalesced)
         return;
-    CMN_DLIST_UNLINK(c->pool->coal, c, cprev, cnext);
-    c->pool->n_coal--;
+    httpc_rtick_del(&c->pool->tick, c->fd);
     c->coalesced = 0;
 }
 
@@ -785,36 +782,31 @@ static void drain(h1_conn_t *c)
     }
 }
 
-/* The tick: one poll() over the coalesced connections, then each readable one drained. A
+/* The tick: the coalesced connections the kernel has bytes (or an end) for, each drained. A
  * connection closed meanwhile is freed only by the loop's close phase, after this callback. */
 static void on_coal_tick(uv_poll_t *h, int status, int events)
 {
     httpc_h1_pool_t *p = h->data;
-    size_t n = 0;
+    struct epoll_event ev[HTTPC_RTICK_BATCH];
+    size_t rounds = p->tick.n / HTTPC_RTICK_BATCH + 1;
+    int n;
 
     (void)status;
     (void)events;
     if (!httpc_rtick_due(&p->tick))
         return;
-    if (!p->coal) {
+    if (!p->tick.n) {
         (void)httpc_rtick_arm(&p->tick, 0);
         return;
     }
-    if (httpc_rtick_room(&p->tick, p->n_coal) < 0)
-        return; /* out of memory: the next tick tries again */
-    for (h1_conn_t *c = p->coal; c; c = c->cnext, n++) {
-        p->tick.fds[n].fd = c->fd;
-        p->tick.fds[n].events = POLLIN;
-        p->tick.fds[n].revents = 0;
-        p->tick.who[n] = c;
-    }
-    if (httpc_rtick_poll(&p->tick, n) <= 0)
-        return;
-    for (size_t i = 0; i < n; i++) {
-        h1_conn_t *c = p->tick.who[i];
-        if (p->tick.fds[i].revents && c->coalesced && c->state == C_BUSY)
-            drain(c);
-    }
+    do {
+        n = httpc_rtick_ready(&p->tick, ev, HTTPC_RTICK_BATCH);
+        for (int i = 0; i < n; i++) {
+            h1_conn_t *c = ev[i].data.ptr;
+            if (c->coalesced && c->state == C_BUSY)
+                drain(c);
+        }
+    } while (n == HTTPC_RTICK_BATCH && --rounds);
 }
 
 void httpc_h1_coalesce(httpc_h1_pool_t *p, httpc_h1_req_t *r)
@@ -823,12 +815,10 @@ void httpc_h1_coalesce(httpc_h1_pool_t *p, httpc_h1_req_t *r)
 
     if (!c || c->coalesced || c->state != C_BUSY || c->fd < 0 || p->tick.fd < 0)
         return;
-    if (!p->tick.on && httpc_rtick_arm(&p->tick, 1) < 0)
-        return; /* no timer: it stays watched */
+    if (httpc_rtick_add(&p->tick, c->fd, c, 0) < 0)
+        return; /* no timer or no room in the set: it stays watched */
     uv_read_stop((uv_stream_t *)&c->tcp);
     c->coalesced = 1;
-    CMN_DLIST_PUSH(p->coal, c, cprev, cnext);
-    p->n_coal++;
     p->coalesces++;
 }
 

@@ -11,7 +11,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -67,10 +66,9 @@ struct httpc {
 
     /* Read coalescing (loop thread only). */
     uint32_t coalesce_us;
-    httpc_rtick_t tick;  /* armed while a socket is parked; fd -1 when coalescing is off */
-    sockctx_t *cur_sock; /* the socket whose action is running, if any */
-    sockctx_t *parked;   /* list of parked sockets */
-    size_t n_parked;
+    httpc_rtick_t tick;         /* armed while a socket is parked; fd -1 when coalescing is off */
+    sockctx_t *cur_sock;        /* the socket whose action is running, if any */
+    sockctx_t *parked;          /* list of parked sockets */
     atomic_uint_fast64_t parks; /* ever (read by httpc_parks() from any thread) */
 };
 
@@ -345,8 +343,8 @@ static void on_poll(uv_poll_t *p, int status, int events);
 
 static void park(httpc_t *h, sockctx_t *s, httpc_req_t *r)
 {
-    if (!h->tick.on && httpc_rtick_arm(&h->tick, 1) < 0)
-        return; /* no timer: it stays watched */
+    if (httpc_rtick_add(&h->tick, s->fd, s, s->events & UV_WRITABLE) < 0)
+        return; /* no timer or no room in the set: it stays watched */
     uv_poll_stop(&s->poll);
     s->parked = 1;
     s->req = r;
@@ -356,7 +354,6 @@ static void park(httpc_t *h, sockctx_t *s, httpc_req_t *r)
     if (h->parked)
         h->parked->pprev = s;
     h->parked = s;
-    h->n_parked++;
     atomic_fetch_add_explicit(&h->parks, 1, memory_order_relaxed);
 }
 
@@ -365,7 +362,7 @@ static void unpark(httpc_t *h, sockctx_t *s)
     if (!s->parked)
         return;
     CMN_DLIST_UNLINK(h->parked, s, pprev, pnext);
-    h->n_parked--;
+    httpc_rtick_del(&h->tick, s->fd);
     s->parked = 0;
     if (s->req)
         s->req->psock = NULL;
@@ -388,47 +385,41 @@ static void sock_action(httpc_t *h, sockctx_t *s, int flags)
     s->want = NULL;
 }
 
-/* The coalescing tick: one poll() over the parked sockets, then libcurl for the ready ones. */
+/* The coalescing tick: libcurl for the parked sockets the kernel has something for. */
 static void on_tick(uv_poll_t *p, int status, int events)
 {
     httpc_t *h = p->data;
-    size_t n = 0, i;
-    sockctx_t *s;
+    struct epoll_event ev[HTTPC_RTICK_BATCH];
+    size_t rounds = h->tick.n / HTTPC_RTICK_BATCH + 1;
+    int n;
 
     (void)status;
     (void)events;
     if (!httpc_rtick_due(&h->tick))
         return;
-    if (h->n_parked == 0) {
+    if (!h->tick.n) {
         (void)httpc_rtick_arm(&h->tick, 0);
         return;
     }
-    if (httpc_rtick_room(&h->tick, h->n_parked) < 0)
-        return; /* out of memory: the next tick tries again */
-    for (s = h->parked; s; s = s->pnext, n++) {
-        h->tick.fds[n].fd = s->fd;
-        h->tick.fds[n].events = (short)(POLLIN | (s->events & UV_WRITABLE ? POLLOUT : 0));
-        h->tick.fds[n].revents = 0;
-        h->tick.who[n] = s;
-    }
-    if (httpc_rtick_poll(&h->tick, n) <= 0)
-        return;
     /* A socket that libcurl drops during an action is freed only by the loop's close phase,
      * after this callback: the pointers stay valid here. */
-    for (i = 0; i < n; i++) {
-        short re = h->tick.fds[i].revents;
-        int flags = 0;
-        s = h->tick.who[i];
-        if (!re || !s->parked || s->closing)
-            continue;
-        if (re & (POLLIN | POLLHUP | POLLERR))
-            flags |= CURL_CSELECT_IN;
-        if (re & POLLOUT)
-            flags |= CURL_CSELECT_OUT;
-        if (re & POLLERR)
-            flags |= CURL_CSELECT_ERR;
-        sock_action(h, s, flags);
-    }
+    do {
+        n = httpc_rtick_ready(&h->tick, ev, HTTPC_RTICK_BATCH);
+        for (int i = 0; i < n; i++) {
+            sockctx_t *s = ev[i].data.ptr;
+            uint32_t re = ev[i].events;
+            int flags = 0;
+            if (!s->parked || s->closing)
+                continue;
+            if (re & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+                flags |= CURL_CSELECT_IN;
+            if (re & EPOLLOUT)
+                flags |= CURL_CSELECT_OUT;
+            if (re & EPOLLERR)
+                flags |= CURL_CSELECT_ERR;
+            sock_action(h, s, flags);
+        }
+    } while (n == HTTPC_RTICK_BATCH && --rounds);
     check_done(h);
 }
 
@@ -562,6 +553,8 @@ static int on_socket(CURL *e, curl_socket_t fd, int action, void *ud, void *sp)
     s->events = ev;
     if (!s->parked) /* a parked socket is read on the tick, with what it now asks for */
         uv_poll_start(&s->poll, ev, on_poll);
+    else
+        (void)httpc_rtick_mod(&h->tick, s->fd, s, ev & UV_WRITABLE);
     return 0;
 }
 

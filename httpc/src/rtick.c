@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -14,14 +13,19 @@ int httpc_rtick_init(httpc_rtick_t *t, uv_loop_t *loop, uint32_t period_us, uv_p
     int rc;
 
     memset(t, 0, sizeof(*t));
-    t->fd = -1;
+    t->fd = t->epfd = -1;
     t->period_us = period_us;
     if (!period_us)
         return 0;
-    t->fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    t->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (t->epfd >= 0)
+        t->fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     if (t->fd < 0) {
         rc = -errno;
         snprintf(err, errlen, "the read-coalescing timer: %s", strerror(errno));
+        if (t->epfd >= 0)
+            close(t->epfd);
+        t->epfd = -1;
         return rc;
     }
     rc = uv_poll_init(loop, &t->poll, t->fd);
@@ -30,7 +34,8 @@ int httpc_rtick_init(httpc_rtick_t *t, uv_loop_t *loop, uint32_t period_us, uv_p
     if (rc < 0) {
         snprintf(err, errlen, "the read-coalescing timer: %s", uv_strerror(rc));
         close(t->fd);
-        t->fd = -1;
+        close(t->epfd);
+        t->fd = t->epfd = -1;
         return rc;
     }
     t->poll.data = data;
@@ -60,29 +65,51 @@ int httpc_rtick_due(httpc_rtick_t *t)
     return read(t->fd, &expirations, sizeof(expirations)) == (ssize_t)sizeof(expirations);
 }
 
-int httpc_rtick_room(httpc_rtick_t *t, size_t n)
+static int ctl(httpc_rtick_t *t, int op, int sfd, void *who, int out)
 {
-    size_t ncap = n * 2;
-    struct pollfd *nf;
-    void **nw;
+    struct epoll_event ev;
 
-    if (t->cap >= n)
-        return 0;
-    nf = realloc(t->fds, ncap * sizeof(*nf));
-    if (!nf)
-        return -ENOMEM;
-    t->fds = nf;
-    nw = realloc(t->who, ncap * sizeof(*nw));
-    if (!nw)
-        return -ENOMEM;
-    t->who = nw;
-    t->cap = ncap;
+    memset(&ev, 0, sizeof(ev));
+    ev.events = EPOLLIN | EPOLLRDHUP | (out ? EPOLLOUT : 0);
+    ev.data.ptr = who;
+    return epoll_ctl(t->epfd, op, sfd, &ev) < 0 ? -errno : 0;
+}
+
+int httpc_rtick_add(httpc_rtick_t *t, int sfd, void *who, int out)
+{
+    int rc;
+
+    if (t->fd < 0)
+        return -ENOTSUP;
+    if (!t->on && (rc = httpc_rtick_arm(t, 1)) < 0)
+        return rc;
+    if ((rc = ctl(t, EPOLL_CTL_ADD, sfd, who, out)) < 0)
+        return rc;
+    t->n++;
     return 0;
 }
 
-int httpc_rtick_poll(httpc_rtick_t *t, size_t n)
+int httpc_rtick_mod(httpc_rtick_t *t, int sfd, void *who, int out)
 {
-    return n ? poll(t->fds, (nfds_t)n, 0) : 0;
+    return ctl(t, EPOLL_CTL_MOD, sfd, who, out);
+}
+
+void httpc_rtick_del(httpc_rtick_t *t, int sfd)
+{
+    if (epoll_ctl(t->epfd, EPOLL_CTL_DEL, sfd, NULL) == 0)
+        t->n--;
+}
+
+int httpc_rtick_ready(httpc_rtick_t *t, struct epoll_event *ev, int max)
+{
+    int n;
+
+    if (!t->n)
+        return 0;
+    do
+        n = epoll_wait(t->epfd, ev, max, 0);
+    while (n < 0 && errno == EINTR);
+    return n < 0 ? 0 : n;
 }
 
 void httpc_rtick_close(httpc_rtick_t *t, uv_close_cb cb)
@@ -91,10 +118,7 @@ void httpc_rtick_close(httpc_rtick_t *t, uv_close_cb cb)
         return;
     uv_close((uv_handle_t *)&t->poll, cb); /* stops polling the fd: it may close now */
     close(t->fd);
-    t->fd = -1;
-    free(t->fds);
-    free(t->who);
-    t->fds = NULL;
-    t->who = NULL;
-    t->cap = 0;
+    close(t->epfd);
+    t->fd = t->epfd = -1;
+    t->n = 0;
 }

@@ -1,38 +1,47 @@
 /* The read-coalescing tick both HTTP clients share (httpc.c's libcurl pool, h1_conn.c's lean
  * connections): a timerfd on the caller's libuv loop, armed only while some connection is read on
- * it, and one poll() per tick over those connections' sockets. Loop thread only. */
+ * it, and an epoll set of those connections' sockets of its own, asked without waiting on each
+ * tick, so a tick costs what is ready, not what is coalesced (a socket stays in the loop's own
+ * set too: libuv drops it from there when it next reports it unwatched). Loop thread only. */
 #ifndef HTTPC_RTICK_H
 #define HTTPC_RTICK_H
 
-#include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/epoll.h>
 #include <uv.h>
+
+#define HTTPC_RTICK_BATCH 256 /* ready sockets taken per epoll_wait */
 
 typedef struct {
     uv_poll_t poll; /* on the timerfd; its data is the caller's */
     int fd;         /* the timerfd; -1: coalescing off */
+    int epfd;       /* the coalesced sockets */
     uint32_t period_us;
     int on;
-    size_t cap;
-    struct pollfd *fds;
-    void **who; /* the caller's object for each fds[i] */
+    size_t n; /* sockets in the set */
 } httpc_rtick_t;
 
 /* Off (period_us 0: nothing made, fd -1) or a timerfd polled on |loop|, |cb| on each expiry with
- * |data| as the poll handle's data. 0, or -errno with |err| saying what failed. */
+ * |data| as the poll handle's data. 0, or a negative code with |err| saying what failed. */
 int httpc_rtick_init(httpc_rtick_t *t, uv_loop_t *loop, uint32_t period_us, uv_poll_cb cb,
                      void *data, char *err, size_t errlen);
 /* Starts (on) or stops the periodic expiry; 0 or -errno. */
 int httpc_rtick_arm(httpc_rtick_t *t, int on);
 /* In |cb|: consumes the expiry; 1 when the tick is due, 0 when it was not (a spurious wake-up). */
 int httpc_rtick_due(httpc_rtick_t *t);
-/* Room for |n| sockets in t->fds / t->who: 0, or -ENOMEM (the arrays unchanged). */
-int httpc_rtick_room(httpc_rtick_t *t, size_t n);
-/* poll() of the first |n| entries without waiting: how many have revents, or <= 0. */
-int httpc_rtick_poll(httpc_rtick_t *t, size_t n);
-/* Closes the handle (|cb| as uv_close's, NULL allowed) and the timerfd, frees the arrays. No-op
- * when off. */
+/* Socket |sfd| read on the tick (and, with |out|, written), reported as |who|; arms the tick.
+ * 0, or -errno (the caller keeps watching it). */
+int httpc_rtick_add(httpc_rtick_t *t, int sfd, void *who, int out);
+/* What |sfd| is reported for changes (|out|); 0 or -errno. */
+int httpc_rtick_mod(httpc_rtick_t *t, int sfd, void *who, int out);
+/* |sfd| off the tick (before it closes, or when it is watched again). */
+void httpc_rtick_del(httpc_rtick_t *t, int sfd);
+/* The ready sockets, up to |max| in |ev| (data.ptr: the |who| of each); how many. Call again
+ * while it returns |max| (at most t->n / max + 1 times a tick: level-triggered, the rest stay). */
+int httpc_rtick_ready(httpc_rtick_t *t, struct epoll_event *ev, int max);
+/* Closes the handle (|cb| as uv_close's, NULL allowed), the timerfd and the set. No-op when
+ * off. */
 void httpc_rtick_close(httpc_rtick_t *t, uv_close_cb cb);
 
 #endif
