@@ -13,7 +13,8 @@
  * TLS), one keep-alive pool per node on the QDL's own loop, so a stream's bytes are parsed and
  * its results handled on the loop thread with no hand-over; with endpoint_curl they use the
  * libcurl pool (httpc/httpc.h) on a thread of its own, whose two events per request (first token,
- * end) reach the loop through a cmn_xq.
+ * end) reach the loop through a cmn_xq. Either reads a stream on a coalescing tick after its first
+ * token (httpc's coalesce_us, HTTPC_COALESCE_US_DEFAULT), one read for the events that came since.
  *
  * Health: a stream that fails (the engine died mid-stream, answered an error status or an
  * error event, sent what does not parse) re-dispatches its own sample only (no second
@@ -301,6 +302,7 @@ static void ep_h1_cfg(const qdl_t *q, const qdl_node_t *nd, const char *hdrs[3],
     c->connect_ms = q->cfg.connect_timeout_ms ? (uint32_t)q->cfg.connect_timeout_ms : 0;
     c->tls = nd->ep->https;
     c->ca_file = ep_ca(q);
+    c->coalesce_us = HTTPC_COALESCE_US_DEFAULT; /* the libcurl pool's (ep_open) */
 }
 
 /* Every endpoint answers HTTP before the run: GET BASE/v1/models (httpc/probe.h: 2xx, or 404, 405,
@@ -332,6 +334,7 @@ static int ep_probe_all(qdl_t *q, cmn_errbuf_t *eb)
             c.path = path;
             c.method = "GET";
             c.max_conns = 1;
+            c.coalesce_us = 0; /* one answer, read at once */
             c.connect_ms = c.first_byte_ms = c.idle_ms = (uint32_t)ms;
             rc = httpc_probe_h1(&c, url, why, sizeof(why));
         }
@@ -672,6 +675,8 @@ static int h1_on_data(httpc_h1_req_t *hr, const char *p, size_t n)
                 return 1;
             }
         }
+        /* the first token is in; the rest may wait for the read tick (as with libcurl) */
+        httpc_h1_coalesce(r->qc->node->ep->h1, hr);
     }
     return 0;
 }
