@@ -40,9 +40,11 @@ typedef struct h1_conn {
     httpc_h1_pool_t *pool;
     httpc_h1_req_t *req;
     int state, phase, writing;
-    int fd;          /* the socket, once connected (the coalescing tick reads it) */
-    int coalesced;   /* read on the pool's tick, not watched (httpc_h1_coalesce) */
-    uint64_t served; /* answers completed on it */
+    int fd;                   /* the socket, once connected (the coalescing tick reads it) */
+    int coalesced;            /* read on the pool's tick, not watched (httpc_h1_coalesce) */
+    int want_coal;            /* its request asked for it; it starts once reads come fast enough */
+    uint64_t last_ns, gap_ns; /* the last watched read, and the time from the one before */
+    uint64_t served;          /* answers completed on it */
     uint64_t deadline_ms;
     httpc_h1_parser_t parser;
     char ebody[EBODY + 1];
@@ -443,10 +445,19 @@ static void got(h1_conn_t *c, const char *buf, size_t n);
 
 /* What a read of the socket brought (|nread| bytes at |buf|, or UV_EOF / a negative error),
  * watched or on the coalescing tick alike. */
+static void coalesce_now(h1_conn_t *c);
+
 static void conn_input(h1_conn_t *c, ssize_t nread, const char *buf)
 {
     if (c->state == C_CLOSING || nread == 0)
         return;
+    if (nread > 0 && !c->coalesced && c->pool->tick.fd >= 0) {
+        uint64_t now = uv_hrtime();
+        c->gap_ns = c->last_ns ? now - c->last_ns : UINT64_MAX;
+        c->last_ns = now;
+        if (c->want_coal)
+            coalesce_now(c); /* if the reads now come fast enough */
+    }
     if (c->tls) {
         tls_read(c, nread, buf);
         return;
@@ -517,6 +528,9 @@ static void got(h1_conn_t *c, const char *buf, size_t n)
 
 static void start_req(h1_conn_t *c, httpc_h1_req_t *r)
 {
+    c->want_coal = 0;
+    c->last_ns = 0;
+    c->gap_ns = UINT64_MAX;
     c->req = r;
     r->conn = c;
     r->sent_ms = uv_now(c->pool->loop);
@@ -664,6 +678,7 @@ static int conn_new(httpc_h1_pool_t *p, httpc_h1_req_t *r, char *why, size_t why
     memset(c, 0, offsetof(h1_conn_t, rbuf));
     c->pool = p;
     c->fd = -1;
+    c->gap_ns = UINT64_MAX;
     rc = uv_tcp_init(p->loop, &c->tcp);
     if (rc < 0) {
         free(c);
@@ -809,17 +824,31 @@ static void on_coal_tick(uv_poll_t *h, int status, int events)
     } while (n == HTTPC_RTICK_BATCH && --rounds);
 }
 
-void httpc_h1_coalesce(httpc_h1_pool_t *p, httpc_h1_req_t *r)
+/* Onto the tick, when it pays: the connection's reads come at most half a period apart, so a
+ * tick brings two events or more where watching it would wake the loop for each (at one event
+ * per tick, coalescing would only add the tick's own wake-ups and a late end). */
+static void coalesce_now(h1_conn_t *c)
 {
-    h1_conn_t *c = r->conn;
+    httpc_h1_pool_t *p = c->pool;
 
-    if (!c || c->coalesced || c->state != C_BUSY || c->fd < 0 || p->tick.fd < 0)
+    if (c->coalesced || c->state != C_BUSY || c->fd < 0 ||
+        c->gap_ns >= (uint64_t)p->tick.period_us * 500u)
         return;
     if (httpc_rtick_add(&p->tick, c->fd, c, 0) < 0)
         return; /* no timer or no room in the set: it stays watched */
     uv_read_stop((uv_stream_t *)&c->tcp);
     c->coalesced = 1;
     p->coalesces++;
+}
+
+void httpc_h1_coalesce(httpc_h1_pool_t *p, httpc_h1_req_t *r)
+{
+    h1_conn_t *c = r->conn;
+
+    if (!c || c->state != C_BUSY || p->tick.fd < 0)
+        return;
+    c->want_coal = 1;
+    coalesce_now(c);
 }
 
 /* ---- the API --------------------------------------------------------------------------------- */

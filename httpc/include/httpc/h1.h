@@ -130,11 +130,12 @@ void httpc_h1_pool_close(httpc_h1_pool_t *p);
 /* Requests sent on a reused connection, connections opened (for tests and figures). */
 void httpc_h1_pool_counts(const httpc_h1_pool_t *p, uint64_t *reused, uint64_t *opened);
 /* From |r|'s on_data (or any time while it runs): what is urgent of its answer is in (an LLM
- * stream's first token), so the rest may wait. Its connection is no longer watched and is read
- * on the pool's tick every cfg.coalesce_us, one recv() bringing all that came since the last; it
- * is watched again when the answer ends. Every deadline, error and on_data stays as without; the
- * answer's end comes up to coalesce_us later. No effect when coalesce_us is 0, or when |r| has no
- * connection yet. */
+ * stream's first token), so the rest may wait. Once its reads come at most coalesce_us / 2 apart
+ * (now or later in the answer: only then does a tick bring more than one read's worth), its
+ * connection is no longer watched and is read on the pool's tick every cfg.coalesce_us, one
+ * recv() bringing all that came since the last; it is watched again when the answer ends. Every
+ * deadline, error and on_data stays as without; the answer's end comes up to coalesce_us later.
+ * No effect when coalesce_us is 0, or when |r| has no connection yet. */
 void httpc_h1_coalesce(httpc_h1_pool_t *p, httpc_h1_req_t *r);
 /* Requests coalesced so far (tests, figures). */
 uint64_t httpc_h1_pool_coalesces(const httpc_h1_pool_t *p);

@@ -640,11 +640,12 @@ START_TEST(h1_coalesce)
     uint64_t reused, opened;
 
     signal(SIGPIPE, SIG_IGN); /* the server thread writes on after the client closes */
-    /* 20 events 2 ms apart read on a 50 ms tick: every byte once and in order, in fewer reads
-     * than events; the kept-alive connection then carries the next stream, coalesced again */
+    /* 20 events 2 ms apart read on a 200 ms tick (coalescing starts once two reads came less
+     * than 100 ms apart): every byte once and in order, in fewer reads than events; the
+     * kept-alive connection then carries the next stream, coalesced again */
     server_start(&s, 5, &port, &th);
     uv_loop_init(&loop);
-    p = coal_pool(&loop, port, 50000);
+    p = coal_pool(&loop, port, 200000);
     for (int i = 0; i < 2; i++) {
         coal_init(&cc[i], p);
         httpc_h1_send(p, &cc[i].c.r);
@@ -665,9 +666,9 @@ START_TEST(h1_coalesce)
     /* the pool closes with a coalesced stream running: HTTPC_ESTOP, nothing left behind */
     coal_init(&cc[0], p);
     httpc_h1_send(p, &cc[0].c.r);
-    while (cc[0].pieces == 0)
+    while (httpc_h1_pool_coalesces(p) < 3 && !cc[0].c.done)
         uv_run(&loop, UV_RUN_ONCE);
-    ck_assert_uint_eq(httpc_h1_pool_coalesces(p), 3);
+    ck_assert_int_eq(cc[0].c.done, 0);
     close_pool(&loop, p);
     ck_assert_int_eq(cc[0].c.status, HTTPC_ESTOP);
     server_stop(&s, th);
@@ -675,12 +676,13 @@ START_TEST(h1_coalesce)
     /* a coalesced stream cancelled: no on_done, and the next request gets a new connection */
     server_start(&s, 5, &port, &th);
     uv_loop_init(&loop);
-    p = coal_pool(&loop, port, 50000);
+    p = coal_pool(&loop, port, 200000);
     coal_init(&cc[0], p);
     coal_init(&cc[1], p);
     httpc_h1_send(p, &cc[0].c.r);
-    while (cc[0].pieces == 0)
+    while (httpc_h1_pool_coalesces(p) < 1 && !cc[0].c.done)
         uv_run(&loop, UV_RUN_ONCE);
+    ck_assert_int_eq(cc[0].c.done, 0);
     httpc_h1_cancel(p, &cc[0].c.r);
     httpc_h1_send(p, &cc[1].c.r);
     run_until(&loop, &cc[1].c, 1);
@@ -695,7 +697,7 @@ START_TEST(h1_coalesce)
     /* the server cuts a coalesced stream: the events before the cut, then the failure */
     server_start(&s, 6, &port, &th);
     uv_loop_init(&loop);
-    p = coal_pool(&loop, port, 50000);
+    p = coal_pool(&loop, port, 200000);
     coal_init(&cc[0], p);
     httpc_h1_send(p, &cc[0].c.r);
     run_until(&loop, &cc[0].c, 1);
@@ -703,6 +705,20 @@ START_TEST(h1_coalesce)
     ck_assert_msg(strstr(cc[0].c.msg, "127.0.0.1:"), "%s", cc[0].c.msg);
     expect_events(&cc[0].c, 3);
     ck_assert_uint_eq(httpc_h1_pool_coalesces(p), 1);
+    close_pool(&loop, p);
+    server_stop(&s, th);
+
+    /* a tick of 200 us for events 2 ms apart: one event per tick at most, so it does not pay
+     * and the stream stays watched (reads come apart; several in one read, not two close ones) */
+    server_start(&s, 5, &port, &th);
+    uv_loop_init(&loop);
+    p = coal_pool(&loop, port, 200);
+    coal_init(&cc[0], p);
+    httpc_h1_send(p, &cc[0].c.r);
+    run_until(&loop, &cc[0].c, 1);
+    ck_assert_msg(cc[0].c.status == 0, "%s", cc[0].c.msg);
+    expect_events(&cc[0].c, N_EV);
+    ck_assert_uint_eq(httpc_h1_pool_coalesces(p), 0);
     close_pool(&loop, p);
     server_stop(&s, th);
 
