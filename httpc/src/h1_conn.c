@@ -824,9 +824,9 @@ static void on_coal_tick(uv_poll_t *h, int status, int events)
     } while (n == HTTPC_RTICK_BATCH && --rounds);
 }
 
-/* Onto the tick, when it pays: the connection's reads come at most half a period apart, so a
- * tick brings two events or more where watching it would wake the loop for each (at one event
- * per tick, coalescing would only add the tick's own wake-ups and a late end). */
+/* Onto the tick, when it pays: two reads since the request asked came at most half a period
+ * apart, so a tick brings two events or more where watching it would wake the loop for each (at
+ * one event per tick, coalescing would only add the tick's own wake-ups and a late end). */
 static void coalesce_now(h1_conn_t *c)
 {
     httpc_h1_pool_t *p = c->pool;
@@ -845,10 +845,12 @@ void httpc_h1_coalesce(httpc_h1_pool_t *p, httpc_h1_req_t *r)
 {
     h1_conn_t *c = r->conn;
 
-    if (!c || c->state != C_BUSY || p->tick.fd < 0)
+    if (!c || c->state != C_BUSY || p->tick.fd < 0 || c->want_coal)
         return;
+    /* judged from the next read on: the reads before the urgent part (an answer's head, sent
+     * apart from its first event) say nothing of the pace after it */
     c->want_coal = 1;
-    coalesce_now(c);
+    c->gap_ns = UINT64_MAX;
 }
 
 /* ---- the API --------------------------------------------------------------------------------- */

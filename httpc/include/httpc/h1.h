@@ -130,8 +130,8 @@ void httpc_h1_pool_close(httpc_h1_pool_t *p);
 /* Requests sent on a reused connection, connections opened (for tests and figures). */
 void httpc_h1_pool_counts(const httpc_h1_pool_t *p, uint64_t *reused, uint64_t *opened);
 /* From |r|'s on_data (or any time while it runs): what is urgent of its answer is in (an LLM
- * stream's first token), so the rest may wait. Once its reads come at most coalesce_us / 2 apart
- * (now or later in the answer: only then does a tick bring more than one read's worth), its
+ * stream's first token), so the rest may wait. Once two of its reads after this call come at
+ * most coalesce_us / 2 apart (only then does a tick bring more than one read's worth), its
  * connection is no longer watched and is read on the pool's tick every cfg.coalesce_us, one
  * recv() bringing all that came since the last; it is watched again when the answer ends. Every
  * deadline, error and on_data stays as without; the answer's end comes up to coalesce_us later.
