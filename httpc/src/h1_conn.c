@@ -797,31 +797,26 @@ static void drain(h1_conn_t *c)
     }
 }
 
-/* The tick: the coalesced connections the kernel has bytes (or an end) for, each drained. A
- * connection closed meanwhile is freed only by the loop's close phase, after this callback. */
+/* A coalesced connection the kernel has bytes (or an end) for, on the tick. */
+static void coal_ready(void *who, uint32_t events, void *arg)
+{
+    h1_conn_t *c = who;
+
+    (void)events;
+    (void)arg;
+    if (c->coalesced && c->state == C_BUSY)
+        drain(c);
+}
+
+/* The tick (rtick.h). A connection closed meanwhile is freed only by the loop's close phase,
+ * after this callback. */
 static void on_coal_tick(uv_poll_t *h, int status, int events)
 {
     httpc_h1_pool_t *p = h->data;
-    struct epoll_event ev[HTTPC_RTICK_BATCH];
-    size_t rounds = p->tick.n / HTTPC_RTICK_BATCH + 1;
-    int n;
 
     (void)status;
     (void)events;
-    if (!httpc_rtick_due(&p->tick))
-        return;
-    if (!p->tick.n) {
-        (void)httpc_rtick_arm(&p->tick, 0);
-        return;
-    }
-    do {
-        n = httpc_rtick_ready(&p->tick, ev, HTTPC_RTICK_BATCH);
-        for (int i = 0; i < n; i++) {
-            h1_conn_t *c = ev[i].data.ptr;
-            if (c->coalesced && c->state == C_BUSY)
-                drain(c);
-        }
-    } while (n == HTTPC_RTICK_BATCH && --rounds);
+    httpc_rtick_run(&p->tick, coal_ready, NULL);
 }
 
 /* Onto the tick, when it pays: two reads since the request asked came at most half a period

@@ -385,41 +385,32 @@ static void sock_action(httpc_t *h, sockctx_t *s, int flags)
     s->want = NULL;
 }
 
-/* The coalescing tick: libcurl for the parked sockets the kernel has something for. */
+/* A parked socket the kernel has something for, on the tick: its action. */
+static void tick_ready(void *who, uint32_t re, void *arg)
+{
+    sockctx_t *s = who;
+    int flags = 0;
+
+    if (!s->parked || s->closing)
+        return;
+    if (re & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+        flags |= CURL_CSELECT_IN;
+    if (re & EPOLLOUT)
+        flags |= CURL_CSELECT_OUT;
+    if (re & EPOLLERR)
+        flags |= CURL_CSELECT_ERR;
+    sock_action(arg, s, flags);
+}
+
+/* The coalescing tick (rtick.h). A socket that libcurl drops during an action is freed only by
+ * the loop's close phase, after this callback: the pointers stay valid here. */
 static void on_tick(uv_poll_t *p, int status, int events)
 {
     httpc_t *h = p->data;
-    struct epoll_event ev[HTTPC_RTICK_BATCH];
-    size_t rounds = h->tick.n / HTTPC_RTICK_BATCH + 1;
-    int n;
 
     (void)status;
     (void)events;
-    if (!httpc_rtick_due(&h->tick))
-        return;
-    if (!h->tick.n) {
-        (void)httpc_rtick_arm(&h->tick, 0);
-        return;
-    }
-    /* A socket that libcurl drops during an action is freed only by the loop's close phase,
-     * after this callback: the pointers stay valid here. */
-    do {
-        n = httpc_rtick_ready(&h->tick, ev, HTTPC_RTICK_BATCH);
-        for (int i = 0; i < n; i++) {
-            sockctx_t *s = ev[i].data.ptr;
-            uint32_t re = ev[i].events;
-            int flags = 0;
-            if (!s->parked || s->closing)
-                continue;
-            if (re & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
-                flags |= CURL_CSELECT_IN;
-            if (re & EPOLLOUT)
-                flags |= CURL_CSELECT_OUT;
-            if (re & EPOLLERR)
-                flags |= CURL_CSELECT_ERR;
-            sock_action(h, s, flags);
-        }
-    } while (n == HTTPC_RTICK_BATCH && --rounds);
+    httpc_rtick_run(&h->tick, tick_ready, h);
     check_done(h);
 }
 

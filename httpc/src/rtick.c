@@ -58,13 +58,6 @@ int httpc_rtick_arm(httpc_rtick_t *t, int on)
     return 0;
 }
 
-int httpc_rtick_due(httpc_rtick_t *t)
-{
-    uint64_t expirations;
-
-    return read(t->fd, &expirations, sizeof(expirations)) == (ssize_t)sizeof(expirations);
-}
-
 static int ctl(httpc_rtick_t *t, int op, int sfd, void *who, int out)
 {
     struct epoll_event ev;
@@ -100,16 +93,27 @@ void httpc_rtick_del(httpc_rtick_t *t, int sfd)
         t->n--;
 }
 
-int httpc_rtick_ready(httpc_rtick_t *t, struct epoll_event *ev, int max)
+void httpc_rtick_run(httpc_rtick_t *t, void (*each)(void *who, uint32_t events, void *arg),
+                     void *arg)
 {
+    struct epoll_event ev[HTTPC_RTICK_BATCH];
+    size_t rounds = t->n / HTTPC_RTICK_BATCH + 1;
+    uint64_t expirations;
     int n;
 
-    if (!t->n)
-        return 0;
-    do
-        n = epoll_wait(t->epfd, ev, max, 0);
-    while (n < 0 && errno == EINTR);
-    return n < 0 ? 0 : n;
+    if (read(t->fd, &expirations, sizeof(expirations)) != (ssize_t)sizeof(expirations))
+        return; /* not due */
+    if (!t->n) {
+        (void)httpc_rtick_arm(t, 0);
+        return;
+    }
+    do {
+        do
+            n = epoll_wait(t->epfd, ev, HTTPC_RTICK_BATCH, 0);
+        while (n < 0 && errno == EINTR);
+        for (int i = 0; i < n; i++)
+            each(ev[i].data.ptr, ev[i].events, arg);
+    } while (n == HTTPC_RTICK_BATCH && --rounds);
 }
 
 void httpc_rtick_close(httpc_rtick_t *t, uv_close_cb cb)

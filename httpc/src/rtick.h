@@ -28,8 +28,6 @@ int httpc_rtick_init(httpc_rtick_t *t, uv_loop_t *loop, uint32_t period_us, uv_p
                      void *data, char *err, size_t errlen);
 /* Starts (on) or stops the periodic expiry; 0 or -errno. */
 int httpc_rtick_arm(httpc_rtick_t *t, int on);
-/* In |cb|: consumes the expiry; 1 when the tick is due, 0 when it was not (a spurious wake-up). */
-int httpc_rtick_due(httpc_rtick_t *t);
 /* Socket |sfd| read on the tick (and, with |out|, written), reported as |who|; arms the tick.
  * 0, or -errno (the caller keeps watching it). */
 int httpc_rtick_add(httpc_rtick_t *t, int sfd, void *who, int out);
@@ -37,9 +35,13 @@ int httpc_rtick_add(httpc_rtick_t *t, int sfd, void *who, int out);
 int httpc_rtick_mod(httpc_rtick_t *t, int sfd, void *who, int out);
 /* |sfd| off the tick (before it closes, or when it is watched again). */
 void httpc_rtick_del(httpc_rtick_t *t, int sfd);
-/* The ready sockets, up to |max| in |ev| (data.ptr: the |who| of each); how many. Call again
- * while it returns |max| (at most t->n / max + 1 times a tick: level-triggered, the rest stay). */
-int httpc_rtick_ready(httpc_rtick_t *t, struct epoll_event *ev, int max);
+/* In |cb|: the tick's work. Consumes the expiry (nothing more on a spurious wake-up), stops the
+ * timer when no socket is left on it, else calls |each| with the |who| and the epoll events of
+ * every socket that is ready, HTTPC_RTICK_BATCH at a time, at most one pass over the set (level-
+ * triggered: what is left is there on the next tick). The |who|s must stay valid for the whole
+ * call (both clients free theirs in the loop's close phase). */
+void httpc_rtick_run(httpc_rtick_t *t, void (*each)(void *who, uint32_t events, void *arg),
+                     void *arg);
 /* Closes the handle (|cb| as uv_close's, NULL allowed), the timerfd and the set. No-op when
  * off. */
 void httpc_rtick_close(httpc_rtick_t *t, uv_close_cb cb);
