@@ -277,7 +277,6 @@ typedef struct {
     int stop;
 } server_t;
 
-#define N_EV 20
 #define EV_GAP_US 2000
 
 /* Mode 5's and 6's answer: chunked SSE events "data: NN\n", each its own write. */
@@ -574,35 +573,10 @@ END_TEST
 
 /* ---- read coalescing ---- */
 
-typedef struct {
-    call_t c; /* first */
-    httpc_h1_pool_t *p;
-    int pieces; /* on_data calls (one per chunk) */
-    int bursts; /* pieces more than 1 ms after the one before: the reads, near enough */
-    uint64_t last_ns;
-} coal_call_t;
-
-/* Coalesces after the first piece, as the openai backend does after the first token. */
-static int coal_data(httpc_h1_req_t *r, const char *d, size_t n)
-{
-    coal_call_t *cc = r->ctx;
-    uint64_t now = uv_hrtime();
-
-    if (cc->pieces++ == 0)
-        httpc_h1_coalesce(cc->p, r);
-    if (now - cc->last_ns > 1000000)
-        cc->bursts++;
-    cc->last_ns = now;
-    return c_data(r, d, n);
-}
-
 static void coal_init(coal_call_t *cc, httpc_h1_pool_t *p)
 {
-    memset(cc, 0, sizeof(*cc));
     call_init(&cc->c);
-    cc->c.r.on_data = coal_data;
-    cc->c.r.ctx = cc;
-    cc->p = p;
+    coal_attach(cc, p);
 }
 
 static httpc_h1_pool_t *coal_pool(uv_loop_t *loop, int port, uint32_t coalesce_us)
@@ -618,15 +592,6 @@ static httpc_h1_pool_t *coal_pool(uv_loop_t *loop, int port, uint32_t coalesce_u
     char err[300];
     ck_assert_int_eq(httpc_h1_pool_create(loop, &cfg, &p, err, sizeof(err)), 0);
     return p;
-}
-
-static void expect_events(const call_t *c, int n)
-{
-    char want[N_EV * 9 + 1];
-    for (int i = 0; i < n; i++)
-        snprintf(want + 9 * i, 10, "data: %02d\n", i);
-    ck_assert_uint_eq(c->len, (size_t)(9 * n));
-    ck_assert(memcmp(c->data, want, c->len) == 0);
 }
 
 START_TEST(h1_coalesce)
