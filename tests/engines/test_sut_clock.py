@@ -195,6 +195,16 @@ def endpoint_accounting(tag, out, rows, eng):
     return sorted(done, key=lambda d: d[2])  # (ttft, span, arrival), s
 
 
+def endpoint_server(lg, out, eng, duration_ms):
+    """A Server run of llama2-70b at QPS straight to |eng| (loadgen-node's endpoint mode)."""
+    return lg_run(lg, out, f"openai+http://127.0.0.1:{eng.port}", "Server",
+                  [f"server_target_qps={QPS}", "use_token_latencies=1",
+                   f"min_duration_ms={duration_ms}", "min_query_count=10",
+                   "server_target_latency_ns=2000000000", "server_ttft_latency=2000000000",
+                   "server_tpot_latency=200000000"],
+                  ["--model", "llama2-70b", "--endpoint-max-tokens", str(wake.TOKENS)])
+
+
 def endpoint_resend(lg, tmp):
     """The engine closes the first 3 kept-alive connections that carry a second request as that
     request comes: the harness sends each again (nodes.json: resent), every sample still once,
@@ -203,11 +213,7 @@ def endpoint_resend(lg, tmp):
     eng = wake.Engine(drop_second=3)
     out = os.path.join(tmp, "resend")
     try:
-        rows = lg_run(lg, out, f"openai+http://127.0.0.1:{eng.port}", "Server",
-                      [f"server_target_qps={QPS}", "use_token_latencies=1", "min_duration_ms=3000",
-                       "min_query_count=10", "server_target_latency_ns=2000000000",
-                       "server_ttft_latency=2000000000", "server_tpot_latency=200000000"],
-                      ["--model", "llama2-70b", "--endpoint-max-tokens", str(wake.TOKENS)])
+        rows = endpoint_server(lg, out, eng, 3000)
         endpoint_accounting("endpoint resend", out, rows, eng)
     finally:
         eng.close()
@@ -217,11 +223,7 @@ def endpoint_run(lg, tmp, attempt):
     eng = wake.Engine()
     out = os.path.join(tmp, f"endpoint{attempt}")
     try:
-        rows = lg_run(lg, out, f"openai+http://127.0.0.1:{eng.port}", "Server",
-                      [f"server_target_qps={QPS}", "use_token_latencies=1", "min_duration_ms=4000",
-                       "min_query_count=10", "server_target_latency_ns=2000000000",
-                       "server_ttft_latency=2000000000", "server_tpot_latency=200000000"],
-                      ["--model", "llama2-70b", "--endpoint-max-tokens", str(wake.TOKENS)])
+        rows = endpoint_server(lg, out, eng, 4000)
         done = endpoint_accounting("endpoint", out, rows, eng)
     finally:
         eng.close()
