@@ -42,7 +42,8 @@ int httpc_rtick_init(httpc_rtick_t *t, uv_loop_t *loop, uint32_t period_us, uv_p
     return 0;
 }
 
-int httpc_rtick_arm(httpc_rtick_t *t, int on)
+/* Starts (on) or stops the periodic expiry; 0 or -errno. */
+static int arm(httpc_rtick_t *t, int on)
 {
     struct itimerspec its;
 
@@ -74,7 +75,7 @@ int httpc_rtick_add(httpc_rtick_t *t, int sfd, void *who, int out)
 
     if (t->fd < 0)
         return -ENOTSUP;
-    if (!t->on && (rc = httpc_rtick_arm(t, 1)) < 0)
+    if (!t->on && (rc = arm(t, 1)) < 0)
         return rc;
     if ((rc = ctl(t, EPOLL_CTL_ADD, sfd, who, out)) < 0)
         return rc;
@@ -104,7 +105,7 @@ void httpc_rtick_run(httpc_rtick_t *t, void (*each)(void *who, uint32_t events, 
     if (read(t->fd, &expirations, sizeof(expirations)) != (ssize_t)sizeof(expirations))
         return; /* not due */
     if (!t->n) {
-        (void)httpc_rtick_arm(t, 0);
+        (void)arm(t, 0);
         return;
     }
     do {

@@ -26,8 +26,6 @@ typedef struct {
  * |data| as the poll handle's data. 0, or a negative code with |err| saying what failed. */
 int httpc_rtick_init(httpc_rtick_t *t, uv_loop_t *loop, uint32_t period_us, uv_poll_cb cb,
                      void *data, char *err, size_t errlen);
-/* Starts (on) or stops the periodic expiry; 0 or -errno. */
-int httpc_rtick_arm(httpc_rtick_t *t, int on);
 /* Socket |sfd| read on the tick (and, with |out|, written), reported as |who|; arms the tick.
  * 0, or -errno (the caller keeps watching it). */
 int httpc_rtick_add(httpc_rtick_t *t, int sfd, void *who, int out);
