@@ -1,11 +1,13 @@
 /* A tcp:// connection's write thread (writer_internal.h says why and the contract).
  *
  * Events flow one way: the loop thread pushes jobs onto |todo|; the thread writes each in turn
- * and moves it onto |done|, then wakes the loop (uv_async); the loop reports the done jobs to
+ * and moves it onto |done|, then wakes the loop (cmn_wake); the loop reports the done jobs to
  * tcp.c one at a time, so a report that closes the connection leaves the rest to
  * cmn__writer_stop, which reports them in the same order. Nothing else is shared: the thread
  * touches only the socket, the jobs it holds and the two lists (under |mu|). */
 #include "writer_internal.h"
+
+#include "cmn/wake.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -24,7 +26,7 @@
 #define IOV_STEP 256
 
 struct cmn__writer {
-    uv_async_t async;
+    cmn_wake_t wake;
     void *owner;
     const cmn__writer_hooks_t *hooks;
     int stopped; /* cmn__writer_stop was called (loop thread) */
@@ -153,7 +155,7 @@ static void *writer_main(void *arg)
         pthread_mutex_lock(&w->mu);
         list_push(&w->done_head, &w->done_tail, j);
         pthread_mutex_unlock(&w->mu);
-        uv_async_send(&w->async);
+        cmn_wake_send(&w->wake);
         pthread_mutex_lock(&w->mu);
     }
     pthread_mutex_unlock(&w->mu);
@@ -162,9 +164,9 @@ static void *writer_main(void *arg)
 
 /* Reports done jobs one at a time: a report may stop the writer (the connection closes), and
  * cmn__writer_stop then reports the rest in order. */
-static void on_async(uv_async_t *h)
+static void on_wake(cmn_wake_t *k)
 {
-    cmn__writer_t *w = h->data;
+    cmn__writer_t *w = k->data;
 
     while (!w->stopped) {
         cmn__wjob_t *j;
@@ -179,9 +181,9 @@ static void on_async(uv_async_t *h)
 
 /* The handle is closed: the memory goes. Alone when the thread never started (nothing to
  * report); after every job was reported otherwise. */
-static void on_closed_unstarted(uv_handle_t *h)
+static void on_closed_unstarted(cmn_wake_t *k)
 {
-    cmn__writer_t *w = h->data;
+    cmn__writer_t *w = k->data;
 
     pthread_cond_destroy(&w->cv);
     pthread_mutex_destroy(&w->mu);
@@ -189,13 +191,13 @@ static void on_closed_unstarted(uv_handle_t *h)
     free(w);
 }
 
-static void on_closed(uv_handle_t *h)
+static void on_closed(cmn_wake_t *k)
 {
-    cmn__writer_t *w = h->data;
+    cmn__writer_t *w = k->data;
     void *owner = w->owner;
     const cmn__writer_hooks_t *hooks = w->hooks;
 
-    on_closed_unstarted(h);
+    on_closed_unstarted(k);
     hooks->released(owner);
 }
 
@@ -218,13 +220,13 @@ int cmn__writer_start(uv_loop_t *loop, int fd, const cmn__writer_hooks_t *hooks,
         free(w);
         return rc;
     }
-    rc = uv_async_init(loop, &w->async, on_async);
+    rc = cmn_wake_init(loop, &w->wake, on_wake);
     if (rc < 0) {
         close(w->wake_fd);
         free(w);
         return rc;
     }
-    w->async.data = w;
+    w->wake.data = w;
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
     /* The thread takes no signal: they stay with the threads the host program chose. */
@@ -233,7 +235,7 @@ int cmn__writer_start(uv_loop_t *loop, int fd, const cmn__writer_hooks_t *hooks,
     rc = pthread_create(&w->thread, NULL, writer_main, w);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
-        uv_close((uv_handle_t *)&w->async, on_closed_unstarted);
+        cmn_wake_close(&w->wake, on_closed_unstarted);
         return -rc;
     }
     *out = w;
@@ -271,5 +273,5 @@ void cmn__writer_stop(cmn__writer_t *w)
         j->status = UV_ECANCELED;
         w->hooks->done(w->owner, j);
     }
-    uv_close((uv_handle_t *)&w->async, on_closed);
+    cmn_wake_close(&w->wake, on_closed);
 }

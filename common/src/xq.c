@@ -14,9 +14,9 @@ int cmn_xq_drain(cmn_xq_t *q)
     return 1;
 }
 
-static void on_async(uv_async_t *a)
+static void on_wake(cmn_wake_t *w)
 {
-    cmn_xq_drain(a->data);
+    cmn_xq_drain(w->data);
 }
 
 int cmn_xq_init(uv_loop_t *loop, cmn_xq_t *q, cmn_xq_cb cb)
@@ -29,12 +29,12 @@ int cmn_xq_init(uv_loop_t *loop, cmn_xq_t *q, cmn_xq_cb cb)
     rc = uv_mutex_init(&q->mu);
     if (rc < 0)
         return rc;
-    rc = uv_async_init(loop, &q->async, on_async);
+    rc = cmn_wake_init(loop, &q->wake, on_wake);
     if (rc < 0) {
         uv_mutex_destroy(&q->mu);
         return rc;
     }
-    q->async.data = q;
+    q->wake.data = q;
     return 0;
 }
 
@@ -60,7 +60,7 @@ void cmn_xq_push_list(cmn_xq_t *q, cmn_xq_node_t *first, cmn_xq_node_t *last)
     /* The loop detaches the whole list, so one signal per empty-to-non-empty transition is
      * enough: later pushes ride on the pending wake-up. */
     if (append(q, first, last))
-        uv_async_send(&q->async);
+        cmn_wake_send(&q->wake);
 }
 
 void cmn_xq_push_list_local(cmn_xq_t *q, cmn_xq_node_t *first, cmn_xq_node_t *last)
@@ -73,9 +73,9 @@ void cmn_xq_push(cmn_xq_t *q, cmn_xq_node_t *node)
     cmn_xq_push_list(q, node, node);
 }
 
-static void on_xq_closed(uv_handle_t *h)
+static void on_xq_closed(cmn_wake_t *w)
 {
-    cmn_xq_t *q = h->data;
+    cmn_xq_t *q = w->data;
     uv_mutex_destroy(&q->mu);
     if (q->close_cb)
         q->close_cb(q);
@@ -85,5 +85,5 @@ void cmn_xq_close(cmn_xq_t *q, void (*close_cb)(cmn_xq_t *q))
 {
     cmn_xq_drain(q);
     q->close_cb = close_cb;
-    uv_close((uv_handle_t *)&q->async, on_xq_closed);
+    cmn_wake_close(&q->wake, on_xq_closed);
 }

@@ -6,6 +6,7 @@
 
 #include "cmn/list.h"
 #include "cmn/thread_stop.h"
+#include "cmn/wake.h"
 
 #include <curl/curl.h>
 #include <arpa/inet.h>
@@ -43,7 +44,7 @@ typedef struct sockctx {
 
 struct httpc {
     uv_loop_t loop;
-    uv_async_t async;
+    cmn_wake_t wake;
     uv_timer_t timer;
     uv_thread_t thread;
     CURLM *multi;
@@ -626,13 +627,15 @@ static void close_any(uv_handle_t *hd, void *arg)
         return;
     if (hd == (uv_handle_t *)&h->tick.poll)
         httpc_rtick_close(&h->tick, NULL);
+    else if (cmn_wake_owns(&h->wake, hd))
+        cmn_wake_close(&h->wake, NULL);
     else
         uv_close(hd, hd->type == UV_POLL ? on_sock_close : NULL);
 }
 
-static void on_async(uv_async_t *a)
+static void on_wake(cmn_wake_t *w)
 {
-    httpc_t *h = a->data;
+    httpc_t *h = w->data;
     httpc_req_t *q;
     int stopping, cancel;
 
@@ -728,8 +731,11 @@ int httpc_create(const httpc_cfg_t *cfg, httpc_t **out, char *err, size_t errlen
         every = every < 10 ? 10 : every > 1000 ? 1000 : every;
         uv_timer_start(&h->idle_timer, on_idle_timer, every, every);
     }
-    uv_async_init(&h->loop, &h->async, on_async);
-    h->async.data = h;
+    if ((rc = cmn_wake_init(&h->loop, &h->wake, on_wake)) < 0) {
+        snprintf(err, errlen, "cannot make the HTTP thread's wake-up: %s", uv_strerror(rc));
+        goto fail_timers;
+    }
+    h->wake.data = h;
     if ((rc = uv_thread_create(&h->thread, loop_main, h)) != 0) {
         snprintf(err, errlen, "cannot start the HTTP thread: %s", uv_strerror(rc));
         goto fail_handles;
@@ -738,9 +744,10 @@ int httpc_create(const httpc_cfg_t *cfg, httpc_t **out, char *err, size_t errlen
     return 0;
 
 fail_handles:
+    cmn_wake_close(&h->wake, NULL);
+fail_timers:
     uv_close((uv_handle_t *)&h->timer, NULL);
     uv_close((uv_handle_t *)&h->idle_timer, NULL);
-    uv_close((uv_handle_t *)&h->async, NULL);
     httpc_rtick_close(&h->tick, NULL);
     uv_run(&h->loop, UV_RUN_DEFAULT);
     uv_mutex_destroy(&h->lock);
@@ -775,7 +782,7 @@ int httpc_submit(httpc_t *h, httpc_req_t *r)
     }
     CMN_QUEUE_APPEND(h->queue_head, h->queue_tail, r, next);
     uv_mutex_unlock(&h->lock);
-    uv_async_send(&h->async);
+    cmn_wake_send(&h->wake);
     return 0;
 }
 
@@ -785,14 +792,14 @@ void httpc_cancel(httpc_t *h, httpc_req_t *r)
     r->cancel = 1;
     h->cancel_pending = 1;
     uv_mutex_unlock(&h->lock);
-    uv_async_send(&h->async);
+    cmn_wake_send(&h->wake);
 }
 
 void httpc_destroy(httpc_t *h)
 {
     if (!h)
         return;
-    cmn_uv_loop_stop(&h->lock, &h->stopping, &h->async, &h->thread);
+    cmn_uv_loop_stop(&h->lock, &h->stopping, &h->wake, &h->thread);
     uv_loop_close(&h->loop);
     uv_mutex_destroy(&h->lock);
     free(h->free_easy); /* the tick closed with the loop's handles (close_any) */

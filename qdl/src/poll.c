@@ -16,7 +16,7 @@
  * With lend_write_thread the polling thread writes nothing into a socket: while lent, every tcp://
  * connection hands each batch to its write thread (common/src/writer.c; one wake-up per batch at
  * most, none while the thread is still writing), which writes it with one sendmsg and hands it
- * back to the loop (its uv_async: the sent callbacks, the backlog and the write accounting run in
+ * back to the loop (its cmn_wake: the sent callbacks, the backlog and the write accounting run in
  * a later qdl_poll(), as without the thread). So a Server issue thread's turns never block in the
  * kernel's loopback send on a deadline's path; the frames of a connection keep their order.
  *

@@ -6,6 +6,7 @@
 #include "cmn/metrics.h"
 #include "cmn/metrics_http.h"
 #include "cmn/metrics_std.h"
+#include "cmn/wake.h"
 
 #include "build_info.h"
 
@@ -127,8 +128,8 @@ struct sut_metrics {
     sut_obs_t obs; /* observed by workers.c on the completion path */
     uint64_t *size_bounds;
     /* A scrape asks the loop for a snapshot: request |req|, wait until |done| reaches it. */
-    uv_async_t async;
-    int async_ready;
+    cmn_wake_t wake;
+    int wake_ready;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     uint64_t req, done;
@@ -188,9 +189,9 @@ static void take_snapshot(sut_metrics_t *m)
     }
 }
 
-static void on_async(uv_async_t *a)
+static void on_wake(cmn_wake_t *w)
 {
-    sut_metrics_t *m = a->data;
+    sut_metrics_t *m = w->data;
     uint64_t r;
 
     pthread_mutex_lock(&m->mu);
@@ -221,7 +222,7 @@ static void on_collect(void *arg)
     pthread_mutex_lock(&m->mu);
     if (!m->closed) {
         mine = ++m->req;
-        uv_async_send(&m->async);
+        cmn_wake_send(&m->wake);
         while (!m->closed && m->done < mine)
             if (pthread_cond_timedwait(&m->cv, &m->mu, &deadline) == ETIMEDOUT)
                 break; /* the loop is busy: serve the last snapshot */
@@ -391,11 +392,11 @@ int sut__metrics_start(sut_metrics_t **out, uv_loop_t *loop, const sut_metrics_e
     pthread_cond_init(&m->cv, &ca);
     pthread_condattr_destroy(&ca);
     *out = m; /* from here on sut__metrics_stop and _free undo whatever was done */
-    rc = uv_async_init(loop, &m->async, on_async);
+    rc = cmn_wake_init(loop, &m->wake, on_wake);
     if (rc < 0)
         return cmn_errf(eb, rc, "metrics: %s", cmn_strerror(rc));
-    m->async.data = m;
-    m->async_ready = 1;
+    m->wake.data = m;
+    m->wake_ready = 1;
     rc = cmn_metrics_new(&m->reg);
     if (rc < 0)
         return cmn_errf(eb, rc, "metrics: out of memory");
@@ -442,11 +443,11 @@ void sut__metrics_stop(sut_metrics_t *m)
     m->closed = 1;
     pthread_cond_broadcast(&m->cv);
     pthread_mutex_unlock(&m->mu);
-    /* The server's thread ends here, so nothing signals the async handle after its close. */
+    /* The server's thread ends here, so nothing signals the wake-up after its close. */
     cmn_metrics_http_stop(m->http);
     m->http = NULL;
-    if (m->async_ready && !uv_is_closing((uv_handle_t *)&m->async))
-        uv_close((uv_handle_t *)&m->async, NULL);
+    if (m->wake_ready && !uv_is_closing((uv_handle_t *)&m->wake.poll))
+        cmn_wake_close(&m->wake, NULL);
 }
 
 void sut__metrics_free(sut_metrics_t *m)

@@ -1,6 +1,7 @@
-/* Cross-thread hand-off into a libuv loop: a mutex-protected list plus one coalesced uv_async_t.
+/* Cross-thread hand-off into a libuv loop: a mutex-protected list plus one coalesced wake-up
+ * (cmn_wake_t, not libuv's uv_async_t: cmn/wake.h says why).
  *
- * Producers on any thread push nodes; the async handle is signalled only when the list goes from
+ * Producers on any thread push nodes; the wake-up is signalled only when the list goes from
  * empty to non-empty, so a burst of N pushes costs one wake-up. On the loop thread the callback
  * receives the whole list, detached under the lock, in push order.
  *
@@ -15,6 +16,8 @@
 #ifndef CMN_XQ_H
 #define CMN_XQ_H
 
+#include "cmn/wake.h"
+
 #include <uv.h>
 
 typedef struct cmn_xq_node {
@@ -25,7 +28,7 @@ typedef struct cmn_xq cmn_xq_t;
 typedef void (*cmn_xq_cb)(cmn_xq_t *q, cmn_xq_node_t *list);
 
 struct cmn_xq {
-    uv_async_t async;
+    cmn_wake_t wake;
     uv_mutex_t mu;
     cmn_xq_node_t *head, *tail;
     cmn_xq_cb cb;
@@ -50,7 +53,7 @@ void cmn_xq_push_list_local(cmn_xq_t *q, cmn_xq_node_t *first, cmn_xq_node_t *la
  * there was anything, 0 if the queue was empty. */
 int cmn_xq_drain(cmn_xq_t *q);
 
-/* Closes the async handle; nodes still queued are handed to the callback one last time first. */
+/* Closes the wake-up; nodes still queued are handed to the callback one last time first. */
 void cmn_xq_close(cmn_xq_t *q, void (*close_cb)(cmn_xq_t *q));
 
 #endif

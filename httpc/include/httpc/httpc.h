@@ -2,7 +2,7 @@
  * multi-socket interface on a libuv loop that runs in a thread of its own.
  *
  * Lifecycle: httpc_create() starts the thread; httpc_submit() hands it a request from any
- * thread (a mutex-protected list plus one coalesced uv_async_send); the loop thread calls the
+ * thread (a mutex-protected list plus one coalesced cmn_wake_send); the loop thread calls the
  * request's on_data for each piece of a 2xx response body and on_done exactly once at the end.
  * httpc_destroy() fails every request still queued or running (on_done with HTTPC_ESTOP),
  * then stops and joins the thread.

@@ -13,6 +13,7 @@ TCase *tcase_msg_validate(void);
 TCase *tcase_conn(void);
 TCase *tcase_core(void);
 TCase *tcase_xq(void);
+TCase *tcase_wake(void);
 TCase *tcase_conf(void);
 TCase *tcase_opts(void);
 TCase *tcase_sbuf(void);

@@ -1,4 +1,4 @@
-/* Cross-thread queue, config files and number parsing, addresses, error names, clocks. */
+/* Cross-thread queue and wake-up, config files, number parsing, addresses, error names, clocks. */
 #include "test_common.h"
 
 #include "cmn/clock.h"
@@ -6,7 +6,11 @@
 #include "cmn/err.h"
 #include "cmn/log.h"
 #include "cmn/net.h"
+#include "cmn/wake.h"
 #include "cmn/xq.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,6 +147,120 @@ TCase *tcase_xq(void)
     TCase *tc = tcase_create("xq");
     tcase_add_test(tc, xq_delivers_all_in_order_coalesced);
     tcase_add_test(tc, xq_local_push_waits_for_the_drain);
+    tcase_set_timeout(tc, 30);
+    return tc;
+}
+
+/* ---- wake ------------------------------------------------------------------------------- */
+
+#define WAKE_ROUNDS 20000
+
+/* Ping-pong: the thread sends, then waits until the callback has seen that round before the
+ * next. Each send lands just after the loop cleared the flag for the previous one, the order a
+ * lost wake-up would show in: then a round would never be acknowledged and the case would time
+ * out. */
+static struct {
+    cmn_wake_t w;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    atomic_int sent;
+    int acked, callbacks, closed;
+} wk;
+
+static void wk_cb(cmn_wake_t *w)
+{
+    wk.callbacks++;
+    pthread_mutex_lock(&wk.mu);
+    wk.acked = atomic_load(&wk.sent);
+    pthread_cond_signal(&wk.cv);
+    pthread_mutex_unlock(&wk.mu);
+    if (wk.acked == WAKE_ROUNDS)
+        cmn_wake_close(w, NULL);
+}
+
+static void wk_sender(void *arg)
+{
+    (void)arg;
+    for (int i = 1; i <= WAKE_ROUNDS; i++) {
+        atomic_store(&wk.sent, i);
+        cmn_wake_send(&wk.w);
+        pthread_mutex_lock(&wk.mu);
+        while (wk.acked < i)
+            pthread_cond_wait(&wk.cv, &wk.mu);
+        pthread_mutex_unlock(&wk.mu);
+    }
+}
+
+START_TEST(wake_never_loses_a_send)
+{
+    uv_loop_t loop;
+    uv_thread_t th;
+
+    memset(&wk, 0, sizeof(wk));
+    pthread_mutex_init(&wk.mu, NULL);
+    pthread_cond_init(&wk.cv, NULL);
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    ck_assert_int_eq(cmn_wake_init(&loop, &wk.w, wk_cb), 0);
+    ck_assert_int_eq(uv_thread_create(&th, wk_sender, NULL), 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_thread_join(&th);
+    ck_assert_int_eq(wk.acked, WAKE_ROUNDS);
+    /* One callback a round: a send is never answered twice (the flag is cleared once). */
+    ck_assert_int_eq(wk.callbacks, WAKE_ROUNDS);
+    ck_assert_int_eq(wk.w.fd, -1); /* the eventfd went with the handle */
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+    pthread_cond_destroy(&wk.cv);
+    pthread_mutex_destroy(&wk.mu);
+}
+END_TEST
+
+static void wk_count(cmn_wake_t *w)
+{
+    (void)w;
+    wk.callbacks++;
+}
+
+static void wk_closed(cmn_wake_t *w)
+{
+    (void)w;
+    wk.closed++;
+}
+
+/* Sends coalesce until the loop has seen them; a send after that wakes it again; closing with a
+ * send pending calls the close callback and not the wake-up's. */
+START_TEST(wake_coalesces_and_closes)
+{
+    uv_loop_t loop;
+
+    memset(&wk, 0, sizeof(wk));
+    ck_assert_int_eq(uv_loop_init(&loop), 0);
+    ck_assert_int_eq(cmn_wake_init(&loop, &wk.w, wk_count), 0);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    ck_assert_int_eq(wk.callbacks, 0); /* nothing sent: no callback */
+    for (int i = 0; i < 100; i++)
+        cmn_wake_send(&wk.w);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    ck_assert_int_eq(wk.callbacks, 1);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    ck_assert_int_eq(wk.callbacks, 1); /* the eventfd was read: not readable any more */
+    cmn_wake_send(&wk.w);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    ck_assert_int_eq(wk.callbacks, 2);
+    cmn_wake_send(&wk.w);
+    cmn_wake_close(&wk.w, wk_closed);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    ck_assert_int_eq(wk.callbacks, 2);
+    ck_assert_int_eq(wk.closed, 1);
+    ck_assert_int_eq(wk.w.fd, -1);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+}
+END_TEST
+
+TCase *tcase_wake(void)
+{
+    TCase *tc = tcase_create("wake");
+    tcase_add_test(tc, wake_never_loses_a_send);
+    tcase_add_test(tc, wake_coalesces_and_closes);
     tcase_set_timeout(tc, 30);
     return tc;
 }

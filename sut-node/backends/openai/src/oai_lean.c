@@ -3,6 +3,7 @@
 
 #include "cmn/list.h"
 #include "cmn/thread_stop.h"
+#include "cmn/wake.h"
 #include "httpc/httpc.h"
 
 #include <errno.h>
@@ -14,7 +15,7 @@
 
 struct oai_lean {
     uv_loop_t loop;
-    uv_async_t wake;
+    cmn_wake_t wake;
     uv_timer_t tick;
     uv_thread_t thread;
     httpc_h1_pool_t *pool;
@@ -60,9 +61,9 @@ static void fail(oai_lean_t *l, oai_lreq_t *r, int status, const char *msg)
     r->on_done(r, status, msg);
 }
 
-static void on_wake(uv_async_t *a)
+static void on_wake(cmn_wake_t *w)
 {
-    oai_lean_t *l = a->data;
+    oai_lean_t *l = w->data;
     oai_lreq_t *q, *r, *next, *marked = NULL;
     int stopping, cancels;
 
@@ -109,7 +110,7 @@ static void on_wake(uv_async_t *a)
     }
     if (stopping) {
         httpc_h1_pool_close(l->pool); /* the running ones end with HTTPC_ESTOP in here */
-        uv_close((uv_handle_t *)&l->wake, NULL);
+        cmn_wake_close(&l->wake, NULL);
         uv_close((uv_handle_t *)&l->tick, NULL);
     }
 }
@@ -251,8 +252,11 @@ int oai_lean_open(const oai_lean_cfg_t *cfg, oai_lean_t **out, char *err, size_t
         return rc;
     }
     rc = httpc_h1_pool_create(&l->loop, &c, &l->pool, err, errlen);
-    if (rc == 0) {
-        uv_async_init(&l->loop, &l->wake, on_wake);
+    if (rc == 0 && (rc = cmn_wake_init(&l->loop, &l->wake, on_wake)) < 0) {
+        snprintf(err, errlen, "the lean client's wake-up: %s", uv_strerror(rc));
+        httpc_h1_pool_close(l->pool);
+        uv_run(&l->loop, UV_RUN_DEFAULT);
+    } else if (rc == 0) {
         uv_timer_init(&l->loop, &l->tick);
         l->wake.data = l->tick.data = l;
         limit = l->idle_ms > 0 && l->idle_ms < l->timeout_ms ? l->idle_ms : l->timeout_ms;
@@ -262,7 +266,7 @@ int oai_lean_open(const oai_lean_cfg_t *cfg, oai_lean_t **out, char *err, size_t
         if (rc < 0) {
             snprintf(err, errlen, "the lean client's thread: %s", uv_strerror(rc));
             httpc_h1_pool_close(l->pool);
-            uv_close((uv_handle_t *)&l->wake, NULL);
+            cmn_wake_close(&l->wake, NULL);
             uv_close((uv_handle_t *)&l->tick, NULL);
             uv_run(&l->loop, UV_RUN_DEFAULT);
         }
@@ -304,7 +308,7 @@ int oai_lean_submit(oai_lean_t *l, oai_lreq_t *r)
     CMN_QUEUE_APPEND(l->queue, l->queue_tail, r, next);
     uv_mutex_unlock(&l->mu);
     if (wake)
-        uv_async_send(&l->wake);
+        cmn_wake_send(&l->wake);
     return 0;
 }
 
@@ -319,7 +323,7 @@ void oai_lean_cancel(oai_lreq_t *r)
     stopping = l->stopping; /* then every request ends anyway, and the wake-up may be closed */
     uv_mutex_unlock(&l->mu);
     if (!stopping)
-        uv_async_send(&l->wake);
+        cmn_wake_send(&l->wake);
 }
 
 void oai_lean_progress(oai_lreq_t *r)

@@ -1,6 +1,6 @@
 /* The openai backend's lean transport (client=lean): the lean HTTP/1.1 client (httpc/h1.h, with
  * its TLS for https:// engines) on a libuv loop in a thread of its own, with what the backend needs
- * around it: submission from any thread (a locked list and one uv_async_send), cancel marks from
+ * around it: submission from any thread (a locked list and one cmn_wake_send), cancel marks from
  * any thread, and the request deadline (timeout_ms, from submission: a request still waiting for
  * a connection then fails as "not sent") and the token idle deadline (idle_ms, from when a
  * connection took the request, then from the reader's last oai_lean_progress) on one tick.
