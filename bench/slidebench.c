@@ -90,6 +90,8 @@ static const sut_backend_ops_t free_ops = {SUT_BACKEND_ABI_VERSION,
                                            NULL,
                                            NULL,
                                            NULL,
+                                           NULL,
+                                           NULL,
                                            NULL};
 
 static size_t answered, failed;

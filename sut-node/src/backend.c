@@ -122,6 +122,12 @@ int sut__backend_load(sut_be_t *n, const sut_opts_t *o, cmn_errbuf_t *eb)
         n->ready = ops->ready;
         n->fail_text = 1;
     }
+    /* ABI 1.3 appended attach and detach (the node's loop for an inline backend's I/O). */
+    if (ops->struct_size >= offsetof(sut_backend_ops_t, detach) + sizeof(ops->detach) &&
+        ops->attach && ops->detach) {
+        n->attach = ops->attach;
+        n->detach = ops->detach;
+    }
     memset(&n->info, 0, sizeof(n->info));
     rc = ops->describe(n->be, &n->info);
     if (rc < 0)
@@ -146,6 +152,9 @@ void sut__backend_unload(sut_be_t *n)
     n->cancel = NULL;
     n->ready = NULL;
     n->fail_text = 0;
+    n->attach = NULL;
+    n->detach = NULL;
+    n->attached = 0;
     if (n->dl)
         dlclose(n->dl);
     n->dl = NULL;

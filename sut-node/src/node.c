@@ -159,6 +159,12 @@ void sut__node_stop(sut_node_t *n)
     close_handle((uv_handle_t *)&n->sig_hup);
     sut__batcher_close(&n->batcher);
     sut__metrics_stop(n->metrics);
+    if (n->be.attached) {
+        /* Its handles on this loop close (its last results, if any, are queued: drained by the
+         * close below). */
+        n->be.attached = 0;
+        n->be.detach(n->be.be);
+    }
     cmn_xq_close(&n->done_q, NULL);
 }
 
@@ -447,6 +453,11 @@ int sut__node_init(sut_node_t *n, uv_loop_t *loop, const sut_opts_t *opt, cmn_er
     rc = sut__workers_init(&n->workers, &n->be, &n->done_q, n->pool, &n->budget, n->engines, eb);
     if (rc < 0)
         return rc;
+    /* An inline backend's I/O on this loop (ABI 1.3): no thread hand-off per request, first token
+     * or completion. A refusal keeps it on its own threads. */
+    if (n->be.attach && (n->be.info.flags & SUT_BACKEND_F_INLINE) &&
+        n->be.attach(n->be.be, loop) == 0)
+        n->be.attached = 1;
     uv_timer_start(&n->tick, on_tick, TICK_MS, TICK_MS);
     uv_check_start(&n->turn, on_turn);
     uv_signal_start(&n->sig_term, on_signal, SIGTERM);

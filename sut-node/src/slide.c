@@ -660,6 +660,8 @@ static const sut_backend_ops_t slide_ops = {
     NULL,
     NULL,
     slide_ready,
+    NULL,
+    NULL,
 };
 
 int sut__slide_wrap(sut_be_t *n, uint32_t patch, uint32_t batch, cmn_errbuf_t *eb)
@@ -708,6 +710,8 @@ int sut__slide_wrap(sut_be_t *n, uint32_t patch, uint32_t batch, cmn_errbuf_t *e
     n->ops = &slide_ops;
     n->be = (sut_backend_t *)(void *)s;
     n->cancel = NULL;
+    n->attach = NULL; /* the window runs the inner backend on its own threads */
+    n->detach = NULL;
     n->ready = s->ready ? slide_ready : NULL;
     n->fail_text = 1; /* the window's table is ABI 1.2: a failed case carries its reason */
     slide_describe(n->be, &n->info);

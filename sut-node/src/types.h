@@ -80,6 +80,11 @@ typedef struct {
      * plugin may also put a failed sample's message in its result (fail_text). */
     int (*ready)(sut_backend_t *b, char *why, size_t whylen);
     int fail_text;
+    /* ops->attach and ops->detach when the plugin's table has them (ABI 1.3), else NULL;
+     * |attached| once attach() took the node's loop (node.c), until detach() */
+    int (*attach)(sut_backend_t *b, void *uv_loop);
+    void (*detach)(sut_backend_t *b);
+    int attached;
 } sut_be_t;
 
 typedef struct sut_session sut_session_t;

@@ -5,13 +5,14 @@ receives and the connections it holds open:
 
   openai disconnect: loadgen-node is killed while 2 streams are open and 22 samples wait in the
       backend's queue: the engine sees both connections closed within a few seconds, and no
-      request arrives after the kill.
+      request arrives after the kill; with the HTTP client on the node's loop (loop=node, the
+      default) and on a thread of its own (loop=own).
   openai sigterm: SIGTERM to sut-node (--drain-timeout-ms 4000) with 2 silent streams open: the
       node cancels them before its drain deadline, exits 0 within the deadline plus a margin, and
       the engine's connections are closed.
   openai idle: stream_idle_ms=1000: a silent stream fails its sample with a message naming the
       engine's URL and the deadline, long before timeout_ms.
-  openai queued (client=lean, then curl): 6 samples, 2 connections (--max-batch 2), a silent
+  openai queued (client=lean on the node's loop and on its own, then curl): 6 samples, 2 connections (--max-batch 2), a silent
       engine, timeout_ms=1500, stream_idle_ms=1000: the first 2 streams fail at the idle
       deadline (under 1500 ms), a queued sample's idle deadline counts only from when it was
       sent (never while it waits: those sent late fail at timeout_ms), and each sample still
@@ -210,16 +211,23 @@ def idle(procs, sut, lg, tmp, plugin):
     print(f"ok {tag}: failed {took:.2f} s after the run started: {line[-150:]}")
 
 
-def queued(procs, sut, lg, tmp, plugin, client):
-    tag = f"openai queued {client}"
+def queued(procs, sut, lg, tmp, plugin, client, loop=None):
+    tag = f"openai queued {client}" + (f" loop={loop}" if loop else "")
+    name = tag.replace(" ", "-").replace("=", "-")
     eng = Engine("openai")
     url = f"http://127.0.0.1:{eng.port}"
-    node, addr, nlog = et.start_node(procs, sut, tmp, f"openai-queued-{client}", plugin,
-                                     {"url": url, "client": client, "timeout_ms": 1500,
-                                      "stream_idle_ms": 1000, "health_path": ""},
-                                     ["--max-batch", "2"])
+    opts = {"url": url, "client": client, "timeout_ms": 1500, "stream_idle_ms": 1000,
+            "health_path": ""}
+    if loop:
+        opts["loop"] = loop
+    node, addr, nlog = et.start_node(procs, sut, tmp, name, plugin, opts, ["--max-batch", "2"])
+    # Where the client runs, as the node says (ABI 1.3's attach): the node's loop unless loop=own.
+    on_loop = "the HTTP client runs on the node's I/O loop" in open(nlog).read()
+    if on_loop != (client == "lean" and loop != "own"):
+        sys.exit(f"FAIL {tag}: the node's log says the client is "
+                 f"{'' if on_loop else 'not '}on its loop:\n{open(nlog).read()[-1500:]}")
     samples = 6
-    client_p = start_loadgen(procs, lg, tmp, f"openai-queued-{client}", addr, samples)
+    client_p = start_loadgen(procs, lg, tmp, name, addr, samples)
     want = re.compile(r"openai backend: sample \d+ failed: (.*)$")
     end = time.monotonic() + 30
     lines = []
@@ -260,12 +268,15 @@ def main():
     with et.scratch("cancel-") as (procs, tmp):
         disconnect(procs, sut, lg, tmp, "openai disconnect", openai, {"stream_idle_ms": 0},
                    ["--max-batch", "2"], 2)
+        disconnect(procs, sut, lg, tmp, "openai disconnect loop=own", openai,
+                   {"stream_idle_ms": 0, "loop": "own"}, ["--max-batch", "2"], 2)
         disconnect(procs, sut, lg, tmp, "kserve disconnect", kserve,
                    {"model": "m", "shape": "4", "max_batch": 1, "engines": 1,
                     "timeout_ms": 600000}, [], 1)
         sigterm(procs, sut, lg, tmp, openai)
         idle(procs, sut, lg, tmp, openai)
-        queued(procs, sut, lg, tmp, openai, "lean")
+        queued(procs, sut, lg, tmp, openai, "lean", "node")
+        queued(procs, sut, lg, tmp, openai, "lean", "own")
         queued(procs, sut, lg, tmp, openai, "curl")
     print("PASS")
 

@@ -94,6 +94,8 @@ static const sut_backend_ops_t ops = {SUT_BACKEND_ABI_VERSION,
                                       NULL,
                                       NULL,
                                       NULL,
+                                      NULL,
+                                      NULL,
                                       NULL};
 
 const sut_backend_ops_t *sut_backend_entry(void);

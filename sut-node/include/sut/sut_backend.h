@@ -35,7 +35,12 @@
  * the node calls one only when struct_size covers it, so a plugin built against an older header
  * keeps loading, and a plugin built against this one loads into an older node (which never calls
  * the fields it does not know). Minor versions: 1.0 the table up to free_input; 1.1 cancel;
- * 1.2 ready, and a failed sample's message (sut_result_t below).
+ * 1.2 ready, and a failed sample's message (sut_result_t below); 1.3 attach and detach.
+ *
+ * The node's loop (ABI 1.3, optional): an INLINE backend whose own work is I/O on a libuv loop
+ * (a forwarding backend's HTTP client) may do it on the node's I/O loop instead of a thread of
+ * its own, so that a request, its first token and its completion cost no hand-off between
+ * threads (sut_backend_ops_t.attach).
  *
  * Readiness (ABI 1.2, optional): a forwarding backend's engine may still be loading its model,
  * or be down; ready() tells the node, which says so in every handshake, so that the LoadGen host
@@ -51,7 +56,7 @@ extern "C" {
 #endif
 
 #define SUT_BACKEND_ABI_VERSION 1u
-#define SUT_BACKEND_ABI_MINOR 2u /* the fields appended since 1.0 (see Versioning above) */
+#define SUT_BACKEND_ABI_MINOR 3u /* the fields appended since 1.0 (see Versioning above) */
 #define SUT_BACKEND_ENTRY_SYMBOL "sut_backend_entry"
 
 /* Flags in sut_backend_info_t.flags. INLINE: infer() is cheap and never blocks, so it may run on
@@ -174,6 +179,21 @@ typedef struct {
      * while the answer is 0 (less often once it is 1), from a thread of its own: never
      * concurrently with itself, concurrently with infer() and the backend's own threads. */
     int (*ready)(sut_backend_t *b, char *why, size_t whylen);
+
+    /* ABI 1.3, optional (NULL, or a negative return: the backend keeps its own threads).
+     *
+     * attach() is called once, on the node's I/O thread, after describe() and before the first
+     * infer(), for a backend that sets SUT_BACKEND_F_INLINE, with the node's uv_loop_t (a void *:
+     * this header does not include uv.h; a plugin using it links the libuv the node links, and a
+     * process has one). Returning 0 takes the loop: from then on every callback of the backend's
+     * I/O, every complete() and first_token() runs on that thread and never blocks (results
+     * handed over there leave at the end of the loop's turn, without a wake-up), and cancel()
+     * still must not complete anything itself (mark, and complete on a later turn). detach() is
+     * then called once, on the I/O thread, when the node stops (after its last sample completed):
+     * the backend closes every handle it opened on the loop, whose run ends only when they are
+     * closed; destroy() comes after the loop has ended. */
+    int (*attach)(sut_backend_t *b, void *uv_loop);
+    void (*detach)(sut_backend_t *b);
 } sut_backend_ops_t;
 
 /* The status a backend completes a cancelled sample with: -ECANCELED on Linux. */

@@ -56,6 +56,8 @@ static const sut_backend_ops_t rb_ops = {
     .struct_size = sizeof(sut_backend_ops_t),
     .name = "record",
     .infer = rb_infer,
+    NULL,
+    NULL,
 };
 
 typedef struct {

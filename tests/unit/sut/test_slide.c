@@ -110,6 +110,8 @@ static const sut_backend_ops_t rec_ops = {SUT_BACKEND_ABI_VERSION,
                                           NULL,
                                           NULL,
                                           NULL,
+                                          NULL,
+                                          NULL,
                                           NULL};
 
 /* What the window answers, per sample of the outer batch. */

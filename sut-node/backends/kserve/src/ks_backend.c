@@ -393,6 +393,8 @@ static const sut_backend_ops_t ops = {
     NULL,
     ks_cancel,
     ks_ready,
+    NULL,
+    NULL,
 };
 
 SUT_BACKEND_ENTRY(ops);

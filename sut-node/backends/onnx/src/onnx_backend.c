@@ -729,6 +729,8 @@ static const sut_backend_ops_t onnx_ops = {
     .infer = onnx_infer,
     .alloc_input = onnx_alloc_input,
     .free_input = onnx_free_input,
+    NULL,
+    NULL,
 };
 
 const sut_backend_ops_t *sut_backend_onnx_ops(void)

@@ -41,9 +41,12 @@
 #include <string.h>
 
 struct sut_backend {
-    httpc_t *http;    /* client=curl */
-    oai_lean_t *lean; /* client=lean */
+    httpc_t *http;          /* client=curl */
+    oai_lean_t *lean;       /* client=lean */
+    oai_lean_t *lean_spare; /* one the node's loop did not take (oai_attach), freed at the end */
+    oai_lean_cfg_t lc;      /* lean's settings, for oai_attach */
     int use_lean;
+    int node_loop;       /* loop=node: the lean client goes onto the node's loop when offered */
     httpc_lives_t lives; /* the streams cancel() can find */
     httpc_oai_gen_t gen;
     char *url;    /* base URL + the dialect's path */
@@ -99,6 +102,7 @@ static const httpc_optdef_t known[] = {
     HTTPC_OPT("health_path", "/health"),
     HTTPC_OPT("health_timeout_ms", "2000"),
     HTTPC_OPT("client", "lean"),
+    HTTPC_OPT("loop", "node"),  /* client=lean: node (the node's I/O loop, ABI 1.3) or own */
     HTTPC_OPT("ca_file", NULL), /* https: the engine's CA (PEM); default: the system's CAs */
 };
 
@@ -201,13 +205,19 @@ static int oai_client(const sut_backend_config_t *cfg, sut_backend_t *b, httpc_c
 {
     const char *c = opt(cfg, "client");
     int rc;
-    oai_lean_cfg_t lc;
+    const char *lp = opt(cfg, "loop");
+    oai_lean_cfg_t *lc = &b->lc;
 
     if (strcmp(c, "lean") != 0 && strcmp(c, "curl") != 0) {
         snprintf(err, errlen, "option client=%s: expected lean or curl", c);
         return -EINVAL;
     }
+    if (strcmp(lp, "node") != 0 && strcmp(lp, "own") != 0) {
+        snprintf(err, errlen, "option loop=%s: expected node or own", lp);
+        return -EINVAL;
+    }
     b->use_lean = strcmp(c, "lean") == 0;
+    b->node_loop = b->use_lean && strcmp(lp, "node") == 0;
     hc->ca_file = b->ca_file;
     if (!b->use_lean)
         return httpc_svc_open(hc, "stream", &b->http, &b->lives, err, errlen);
@@ -215,16 +225,17 @@ static int oai_client(const sut_backend_config_t *cfg, sut_backend_t *b, httpc_c
         snprintf(err, errlen, "the stream registry's mutex: %s", strerror(-rc));
         return rc;
     }
-    memset(&lc, 0, sizeof(lc));
-    lc.url = b->url;
-    lc.headers = b->headers;
-    lc.max_conns = b->max_concurrency;
-    lc.connect_ms = hc->connect_timeout_ms;
-    lc.timeout_ms = b->timeout_ms;
-    lc.idle_ms = b->stream_idle_ms;
-    lc.ca_file = b->ca_file;
-    lc.coalesce_us = hc->coalesce_us;
-    if ((rc = oai_lean_open(&lc, &b->lean, err, errlen)) < 0)
+    memset(lc, 0, sizeof(*lc));
+    lc->url = b->url;
+    lc->headers = b->headers;
+    lc->max_conns = b->max_concurrency;
+    lc->connect_ms = hc->connect_timeout_ms;
+    lc->timeout_ms = b->timeout_ms;
+    lc->idle_ms = b->stream_idle_ms;
+    lc->ca_file = b->ca_file;
+    lc->coalesce_us = hc->coalesce_us;
+    /* on a thread of its own until (and unless) the node offers its loop (oai_attach) */
+    if ((rc = oai_lean_open(lc, NULL, &b->lean, err, errlen)) < 0)
         httpc_lives_destroy(&b->lives);
     return rc;
 }
@@ -283,6 +294,7 @@ static void oai_destroy(sut_backend_t *b)
         oai_lean_close(b->lean);
         httpc_lives_destroy(&b->lives);
     }
+    oai_lean_close(b->lean_spare);
     httpc_svc_close(b->http, &b->lives);
     free(b->health);
     free(b->auth);
@@ -309,9 +321,10 @@ static int oai_create(const sut_backend_config_t *cfg, sut_backend_t **out, char
     }
     httpc_logf(b->log, SUT_LOG_INFO,
                "openai backend: %s, max_tokens=%u min_tokens=%u temperature=%g coalesce_us=%u "
-               "stream_idle_ms=%ld client=%s%s",
+               "stream_idle_ms=%ld client=%s%s%s",
                b->device, b->gen.max_tokens, b->gen.min_tokens, b->gen.temperature, hc.coalesce_us,
                b->stream_idle_ms, b->use_lean ? "lean" : "curl",
+               b->use_lean ? (b->node_loop ? " loop=node" : " loop=own") : "",
                b->gen.oneshot ? " oneshot (no streaming)" : "");
     *out = b;
     return 0;
@@ -571,6 +584,34 @@ static int oai_ready(sut_backend_t *b, char *why, size_t whylen)
                               whylen);
 }
 
+/* ABI 1.3: the lean client moves onto the node's I/O loop (loop=node): a request leaves from
+ * infer() itself and its first token and end are handed over on that thread, with no wake-up of
+ * another thread. Before the first infer(), so the client on its own thread has sent nothing. */
+static int oai_attach(sut_backend_t *b, void *loop)
+{
+    oai_lean_t *l = NULL;
+    char err[512];
+    int rc;
+
+    if (!b->lean || !b->node_loop)
+        return -ENOTSUP;
+    if ((rc = oai_lean_open(&b->lc, loop, &l, err, sizeof(err))) < 0) {
+        httpc_logf(b->log, SUT_LOG_WARN,
+                   "openai backend: %s; the HTTP client stays on a thread of its own", err);
+        b->lean_spare = l; /* what it opened closes on the node's loop */
+        return rc;
+    }
+    oai_lean_close(b->lean);
+    b->lean = l;
+    httpc_logf(b->log, SUT_LOG_INFO, "openai backend: the HTTP client runs on the node's I/O loop");
+    return 0;
+}
+
+static void oai_detach(sut_backend_t *b)
+{
+    oai_lean_detach(b->lean);
+}
+
 static const sut_backend_ops_t ops = {
     SUT_BACKEND_ABI_VERSION,
     sizeof(sut_backend_ops_t),
@@ -583,6 +624,8 @@ static const sut_backend_ops_t ops = {
     NULL,
     oai_cancel,
     oai_ready,
+    oai_attach,
+    oai_detach,
 };
 
 SUT_BACKEND_ENTRY(ops);

@@ -14,7 +14,9 @@
 #include <uv.h>
 
 struct oai_lean {
-    uv_loop_t loop;
+    uv_loop_t own_loop; /* run by |thread|, unless the loop is borrowed */
+    uv_loop_t *loop;    /* &own_loop, or the caller's (oai_lean_open's |loop|) */
+    int borrowed;
     cmn_wake_t wake;
     uv_timer_t tick;
     uv_thread_t thread;
@@ -61,6 +63,27 @@ static void fail(oai_lean_t *l, oai_lreq_t *r, int status, const char *msg)
     r->on_done(r, status, msg);
 }
 
+/* A request onto the pool (on the loop thread); it fails at once when closing. */
+static void start(oai_lean_t *l, oai_lreq_t *r, int stopping)
+{
+    r->start_ms = r->progress_ms = uv_now(l->loop);
+    link_active(l, r);
+    if (stopping || httpc_h1_send(l->pool, &r->h1) < 0) {
+        char msg[600];
+        unlink_active(r);
+        snprintf(msg, sizeof(msg), "%s: the backend is closing", l->url);
+        r->on_done(r, HTTPC_ESTOP, msg);
+    }
+}
+
+/* The pool's end: the running requests end with HTTPC_ESTOP in here; the handles close. */
+static void stop_now(oai_lean_t *l)
+{
+    httpc_h1_pool_close(l->pool);
+    cmn_wake_close(&l->wake, NULL);
+    uv_close((uv_handle_t *)&l->tick, NULL);
+}
+
 static void on_wake(cmn_wake_t *w)
 {
     oai_lean_t *l = w->data;
@@ -76,14 +99,7 @@ static void on_wake(cmn_wake_t *w)
     uv_mutex_unlock(&l->mu);
     for (r = q; r; r = next) {
         next = r->next;
-        r->start_ms = r->progress_ms = uv_now(&l->loop);
-        link_active(l, r);
-        if (stopping || httpc_h1_send(l->pool, &r->h1) < 0) {
-            char msg[600];
-            unlink_active(r);
-            snprintf(msg, sizeof(msg), "%s: the backend is closing", l->url);
-            r->on_done(r, HTTPC_ESTOP, msg);
-        }
+        start(l, r, stopping);
     }
     if (cancels) {
         /* The marked ones, taken off the list under the lock (a mark comes with a wake-up, so
@@ -108,11 +124,8 @@ static void on_wake(cmn_wake_t *w)
             r->on_done(r, HTTPC_ECANCEL, msg);
         }
     }
-    if (stopping) {
-        httpc_h1_pool_close(l->pool); /* the running ones end with HTTPC_ESTOP in here */
-        cmn_wake_close(&l->wake, NULL);
-        uv_close((uv_handle_t *)&l->tick, NULL);
-    }
+    if (stopping && !l->borrowed) /* a borrowed loop's end is oai_lean_detach's */
+        stop_now(l);
 }
 
 /* The deadlines: timeout_ms from submission (the wait for a connection included), idle_ms
@@ -122,7 +135,7 @@ static void on_wake(cmn_wake_t *w)
 static void on_tick(uv_timer_t *t)
 {
     oai_lean_t *l = t->data;
-    uint64_t now = uv_now(&l->loop);
+    uint64_t now = uv_now(l->loop);
     oai_lreq_t *r, *next;
     char msg[700];
 
@@ -159,7 +172,7 @@ static void run(void *arg)
     oai_lean_t *l = arg;
 
     pthread_setname_np(pthread_self(), "oai-http"); /* as libcurl's (per-thread CPU, bench/) */
-    uv_run(&l->loop, UV_RUN_DEFAULT);
+    uv_run(l->loop, UV_RUN_DEFAULT);
 }
 
 /* HOST, PORT and PATH of http[s]://HOST[:PORT]/PATH ([v6] in brackets). */
@@ -211,7 +224,8 @@ static uint32_t ms32(long ms)
     return ms <= 0 ? 0 : ms > 86400000 ? 86400000u : (uint32_t)ms;
 }
 
-int oai_lean_open(const oai_lean_cfg_t *cfg, oai_lean_t **out, char *err, size_t errlen)
+int oai_lean_open(const oai_lean_cfg_t *cfg, uv_loop_t *loop, oai_lean_t **out, char *err,
+                  size_t errlen)
 {
     oai_lean_t *l = calloc(1, sizeof(*l));
     httpc_h1_cfg_t c;
@@ -240,53 +254,77 @@ int oai_lean_open(const oai_lean_cfg_t *cfg, oai_lean_t **out, char *err, size_t
     /* the pool's own byte deadlines stay behind the request's (ours, on the tick) */
     c.first_byte_ms = c.idle_ms = ms32(cfg->timeout_ms);
     c.coalesce_us = cfg->coalesce_us;
-    if ((rc = uv_loop_init(&l->loop)) < 0) {
+    l->borrowed = loop != NULL;
+    l->loop = loop ? loop : &l->own_loop;
+    if (!loop && (rc = uv_loop_init(&l->own_loop)) < 0) {
         snprintf(err, errlen, "the lean client's loop: %s", uv_strerror(rc));
         free(l);
         return rc;
     }
     if ((rc = uv_mutex_init(&l->mu)) < 0) {
         snprintf(err, errlen, "the lean client's mutex: %s", uv_strerror(rc));
-        uv_loop_close(&l->loop);
+        if (!loop)
+            uv_loop_close(&l->own_loop);
         free(l);
         return rc;
     }
-    rc = httpc_h1_pool_create(&l->loop, &c, &l->pool, err, errlen);
-    if (rc == 0 && (rc = cmn_wake_init(&l->loop, &l->wake, on_wake)) < 0) {
+    rc = httpc_h1_pool_create(l->loop, &c, &l->pool, err, errlen);
+    if (rc == 0 && (rc = cmn_wake_init(l->loop, &l->wake, on_wake)) < 0) {
         snprintf(err, errlen, "the lean client's wake-up: %s", uv_strerror(rc));
         httpc_h1_pool_close(l->pool);
-        uv_run(&l->loop, UV_RUN_DEFAULT);
     } else if (rc == 0) {
-        uv_timer_init(&l->loop, &l->tick);
+        uv_timer_init(l->loop, &l->tick);
         l->wake.data = l->tick.data = l;
         limit = l->idle_ms > 0 && l->idle_ms < l->timeout_ms ? l->idle_ms : l->timeout_ms;
         tick = limit / 4 < 10 ? 10 : limit / 4 > 1000 ? 1000 : limit / 4;
         uv_timer_start(&l->tick, on_tick, (uint64_t)tick, (uint64_t)tick);
-        rc = uv_thread_create(&l->thread, run, l);
-        if (rc < 0) {
+        if (!loop && (rc = uv_thread_create(&l->thread, run, l)) < 0) {
             snprintf(err, errlen, "the lean client's thread: %s", uv_strerror(rc));
-            httpc_h1_pool_close(l->pool);
-            cmn_wake_close(&l->wake, NULL);
-            uv_close((uv_handle_t *)&l->tick, NULL);
-            uv_run(&l->loop, UV_RUN_DEFAULT);
+            stop_now(l);
         }
     }
     if (rc < 0) {
-        uv_loop_close(&l->loop);
-        uv_mutex_destroy(&l->mu);
-        free(l);
+        /* What was opened closes on the loop: ours is run here; a borrowed one closes it on
+         * its next turn, with |l| still there. */
+        if (!loop) {
+            uv_run(&l->own_loop, UV_RUN_DEFAULT);
+            uv_loop_close(&l->own_loop);
+            uv_mutex_destroy(&l->mu);
+            free(l);
+        } else {
+            l->stopping = 1;
+            *out = l; /* the caller's oai_lean_close frees it once the loop has closed it */
+        }
         return rc;
     }
     *out = l;
     return 0;
 }
 
+void oai_lean_detach(oai_lean_t *l)
+{
+    int stopping;
+
+    if (!l || !l->borrowed)
+        return;
+    uv_mutex_lock(&l->mu);
+    stopping = l->stopping;
+    l->stopping = 1;
+    uv_mutex_unlock(&l->mu);
+    if (!stopping)
+        stop_now(l);
+}
+
 void oai_lean_close(oai_lean_t *l)
 {
     if (!l)
         return;
-    cmn_uv_loop_stop(&l->mu, &l->stopping, &l->wake, &l->thread);
-    uv_loop_close(&l->loop);
+    if (l->borrowed) {
+        oai_lean_detach(l); /* a no-op when the loop has already closed its handles */
+    } else {
+        cmn_uv_loop_stop(&l->mu, &l->stopping, &l->wake, &l->thread);
+        uv_loop_close(&l->own_loop);
+    }
     uv_mutex_destroy(&l->mu);
     free(l);
 }
@@ -299,6 +337,13 @@ int oai_lean_submit(oai_lean_t *l, oai_lreq_t *r)
     r->cancel = 0;
     r->next = NULL;
     r->h1.on_done = on_h1_done;
+    if (l->borrowed) {
+        /* the caller is on the loop's thread: straight onto the pool, no hand-off */
+        if (l->stopping)
+            return HTTPC_ESTOP;
+        start(l, r, 0);
+        return 0;
+    }
     uv_mutex_lock(&l->mu);
     if (l->stopping) {
         uv_mutex_unlock(&l->mu);
@@ -328,7 +373,7 @@ void oai_lean_cancel(oai_lreq_t *r)
 
 void oai_lean_progress(oai_lreq_t *r)
 {
-    r->progress_ms = uv_now(&r->l->loop);
+    r->progress_ms = uv_now(r->l->loop);
 }
 
 void oai_lean_coalesce(oai_lreq_t *r)

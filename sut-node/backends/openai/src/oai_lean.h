@@ -1,8 +1,9 @@
 /* The openai backend's lean transport (client=lean): the lean HTTP/1.1 client (httpc/h1.h, with
- * its TLS for https:// engines) on a libuv loop in a thread of its own, with what the backend needs
- * around it: submission from any thread (a locked list and one cmn_wake_send), cancel marks from
- * any thread, and the request deadline (timeout_ms, from submission: a request still waiting for
- * a connection then fails as "not sent") and the token idle deadline (idle_ms, from when a
+ * its TLS for https:// engines) on a libuv loop in a thread of its own, or on the node's I/O loop
+ * (borrowed, ABI 1.3's attach: no thread, submission without a hand-off), with what the backend
+ * needs around it: submission from any thread (a locked list and one cmn_wake_send), cancel marks
+ * from any thread, and the request deadline (timeout_ms, from submission: a request still waiting
+ * for a connection then fails as "not sent") and the token idle deadline (idle_ms, from when a
  * connection took the request, then from the reader's last oai_lean_progress) on one tick.
  * Callbacks run on the loop thread. */
 #ifndef OAI_LEAN_H
@@ -39,11 +40,21 @@ typedef struct {
     uint32_t coalesce_us; /* read coalescing after oai_lean_coalesce (0: off; httpc/h1.h) */
 } oai_lean_cfg_t;
 
-/* 0, or a negative code with err naming the URL and why. */
-int oai_lean_open(const oai_lean_cfg_t *cfg, oai_lean_t **out, char *err, size_t errlen);
-/* Every request still queued or running fails with HTTPC_ESTOP; the thread is joined. */
+/* On a loop thread of its own (LOOP NULL), or on LOOP, the caller's (borrowed: then submit,
+ * progress and coalesce are called on LOOP's thread, and oai_lean_detach ends it). 0, or a
+ * negative code with err naming the URL and why; on a borrowed loop *out may then be set all the
+ * same: what was opened closes on LOOP's next turns, and oai_lean_close frees it after that. */
+int oai_lean_open(const oai_lean_cfg_t *cfg, uv_loop_t *loop, oai_lean_t **out, char *err,
+                  size_t errlen);
+/* A borrowed loop's end, on its thread: every request still running fails with HTTPC_ESTOP and
+ * the handles close (the loop's run then ends without them). No-op on an own loop. */
+void oai_lean_detach(oai_lean_t *l);
+/* Every request still queued or running fails with HTTPC_ESTOP; the thread is joined. On a
+ * borrowed loop: after oai_lean_detach and the loop's closing turns (only frees then). NULL: no-op.
+ */
 void oai_lean_close(oai_lean_t *l);
-/* Any thread: 0, or HTTPC_ESTOP once closing (|r| not taken, no on_done). */
+/* 0, or HTTPC_ESTOP once closing (|r| not taken, no on_done). Any thread on an own loop; on a
+ * borrowed one, its thread, and the request leaves at once. */
 int oai_lean_submit(oai_lean_t *l, oai_lreq_t *r);
 /* Any thread; the caller guarantees r's on_done has not returned (httpc/live.h). */
 void oai_lean_cancel(oai_lreq_t *r);
