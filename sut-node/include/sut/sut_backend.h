@@ -186,9 +186,10 @@ typedef struct {
      * infer(), for a backend that sets SUT_BACKEND_F_INLINE, with the node's uv_loop_t (a void *:
      * this header does not include uv.h; a plugin using it links the libuv the node links, and a
      * process has one). Returning 0 takes the loop: from then on every callback of the backend's
-     * I/O, every complete() and first_token() runs on that thread and never blocks (results
-     * handed over there leave at the end of the loop's turn, without a wake-up), and cancel()
-     * still must not complete anything itself (mark, and complete on a later turn). detach() is
+     * I/O, every complete() and first_token() runs on that thread and never blocks. Results
+     * handed over there leave at the end of the loop's turn, without a wake-up, so they must not
+     * come from a handle's close callback (libuv runs those after that point); cancel() still
+     * must not complete anything itself (mark, and complete on a later turn). detach() is
      * then called once, on the I/O thread, when the node stops (after its last sample completed):
      * the backend closes every handle it opened on the loop, whose run ends only when they are
      * closed; destroy() comes after the loop has ended. */
