@@ -780,19 +780,19 @@ START_TEST(sigterm_goodbye_behind_ping)
 }
 END_TEST
 
-START_TEST(plugin_via_dlopen)
+/* Starts the example plugin with ARGS, checks one query's bytes come back XOR'ed with KEY, stops
+ * the node with SIGTERM (exit 0) and leaves |p| for the caller to read the log and clean up. */
+static void plugin_roundtrip(tn_proc_t *p, const char *const *args, uint8_t key)
 {
-    const char *args[] = {"--backend", SUT_PLUGIN_PATH, "--backend-opt", "xor=165", NULL};
-    tn_proc_t p;
     tn_client_t c;
     uint8_t data[2][100], *out[2];
     const void *d[2] = {data[0], data[1]};
     size_t w[2] = {100, 37}, len[2], i, j;
     int st[2];
 
-    start(&p, args);
-    ck_assert(tn_wait_log(&p, "backend example-xor", 10000));
-    connect_ready(&c, &p);
+    start(p, args);
+    ck_assert(tn_wait_log(p, "backend example-xor", 10000));
+    connect_ready(&c, p);
     for (i = 0; i < 2; i++)
         for (j = 0; j < 100; j++)
             data[i][j] = (uint8_t)(i * 100 + j);
@@ -802,12 +802,68 @@ START_TEST(plugin_via_dlopen)
         ck_assert_int_eq(st[i], 0);
         ck_assert_uint_eq(len[i], w[i]);
         for (j = 0; j < w[i]; j++)
-            ck_assert_uint_eq(out[i][j], (uint8_t)(data[i][j] ^ 165));
+            ck_assert_uint_eq(out[i][j], (uint8_t)(data[i][j] ^ key));
         free(out[i]);
     }
     tn_close(&c);
-    ck_assert_int_eq(tn_stop(&p, SIGTERM, 10000), 0);
+    ck_assert_int_eq(tn_stop(p, SIGTERM, 10000), 0);
+}
+
+START_TEST(plugin_via_dlopen)
+{
+    const char *args[] = {"--backend", SUT_PLUGIN_PATH, "--backend-opt", "xor=165", NULL};
+    tn_proc_t p;
+
+    plugin_roundtrip(&p, args, 165);
     tn_cleanup(&p);
+}
+END_TEST
+
+/* ABI 1.3: the node offers its loop to an inline backend only, calls detach() at its stop only
+ * when attach() took the loop, and never calls either for a table whose struct_size ends before
+ * them (a plugin built before 1.3). The data path is the same in every case. */
+START_TEST(plugin_loop_offer)
+{
+    static const struct {
+        const char *inline_run, *attach, *abi_minor;
+        int offered, taken;
+    } cases[] = {
+        {"1", "1", NULL, 1, 1}, /* inline, takes it: attach, then detach at the stop */
+        {"1", "0", NULL, 1, 0}, /* inline, declines: attach only */
+        {"0", "1", NULL, 0, 0}, /* not inline: never offered */
+        {"1", "1", "2", 0, 0},  /* a 1.2 table: neither function is called */
+    };
+
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        char inl[16], att[16];
+        const char *args[] = {"--backend",
+                              SUT_PLUGIN_PATH,
+                              "--backend-opt",
+                              "xor=90",
+                              "--backend-opt",
+                              inl,
+                              "--backend-opt",
+                              att,
+                              NULL};
+        tn_proc_t p;
+
+        snprintf(inl, sizeof(inl), "inline=%s", cases[k].inline_run);
+        snprintf(att, sizeof(att), "attach=%s", cases[k].attach);
+        if (cases[k].abi_minor)
+            setenv("SUT_EXAMPLE_ABI_MINOR", cases[k].abi_minor, 1);
+        else
+            unsetenv("SUT_EXAMPLE_ABI_MINOR");
+        plugin_roundtrip(&p, args, 90);
+        ck_assert_msg(tn_file_contains(p.log_path, "example-xor: attach:") == cases[k].offered,
+                      "case %zu: attach() %s", k, cases[k].offered ? "not called" : "called");
+        ck_assert_msg(tn_file_contains(p.log_path, "attach: took the node's loop") ==
+                          cases[k].taken,
+                      "case %zu: the loop %s", k, cases[k].taken ? "not taken" : "taken");
+        ck_assert_msg(tn_file_contains(p.log_path, "example-xor: detach") == cases[k].taken,
+                      "case %zu: detach() %s", k, cases[k].taken ? "not called" : "called");
+        tn_cleanup(&p);
+    }
+    unsetenv("SUT_EXAMPLE_ABI_MINOR");
 }
 END_TEST
 
@@ -934,7 +990,7 @@ CHECK_TCASE(tc_limits, "limits", 60, bad_duplicate_id_and_limits)
 
 CHECK_TCASE(tc_sigterm, "sigterm", 60, sigterm_loses_nothing, sigterm_goodbye_behind_ping)
 
-CHECK_TCASE(tc_plugin, "plugin", 60, plugin_via_dlopen)
+CHECK_TCASE(tc_plugin, "plugin", 60, plugin_via_dlopen, plugin_loop_offer)
 
 CHECK_TCASE(tc_cli, "cli", 60, command_line_and_config)
 
