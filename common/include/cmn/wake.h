@@ -35,7 +35,8 @@ struct cmn_wake {
     void *data; /* the caller's */
 };
 
-/* Opens the eventfd and starts watching it on LOOP. 0, or a negative libuv error. */
+/* Opens the eventfd and starts watching it on LOOP. 0, or a negative libuv error (then nothing
+ * was left open: W's memory is the caller's at once). */
 int cmn_wake_init(uv_loop_t *loop, cmn_wake_t *w, cmn_wake_cb cb);
 
 /* Any thread: makes the loop call the callback soon (coalesced with sends not yet seen). */

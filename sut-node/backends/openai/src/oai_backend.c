@@ -41,10 +41,9 @@
 #include <string.h>
 
 struct sut_backend {
-    httpc_t *http;          /* client=curl */
-    oai_lean_t *lean;       /* client=lean */
-    oai_lean_t *lean_spare; /* one the node's loop did not take (oai_attach), freed at the end */
-    oai_lean_cfg_t lc;      /* lean's settings, for oai_attach */
+    httpc_t *http;     /* client=curl */
+    oai_lean_t *lean;  /* client=lean */
+    oai_lean_cfg_t lc; /* lean's settings, for oai_attach */
     int use_lean;
     int node_loop;       /* loop=node: the lean client goes onto the node's loop when offered */
     httpc_lives_t lives; /* the streams cancel() can find */
@@ -294,7 +293,6 @@ static void oai_destroy(sut_backend_t *b)
         oai_lean_close(b->lean);
         httpc_lives_destroy(&b->lives);
     }
-    oai_lean_close(b->lean_spare);
     httpc_svc_close(b->http, &b->lives);
     free(b->health);
     free(b->auth);
@@ -598,7 +596,6 @@ static int oai_attach(sut_backend_t *b, void *loop)
     if ((rc = oai_lean_open(&b->lc, loop, &l, err, sizeof(err))) < 0) {
         httpc_logf(b->log, SUT_LOG_WARN,
                    "openai backend: %s; the HTTP client stays on a thread of its own", err);
-        b->lean_spare = l; /* what it opened closes on the node's loop */
         return rc;
     }
     oai_lean_close(b->lean);

@@ -284,17 +284,14 @@ int oai_lean_open(const oai_lean_cfg_t *cfg, uv_loop_t *loop, oai_lean_t **out, 
         }
     }
     if (rc < 0) {
-        /* What was opened closes on the loop: ours is run here; a borrowed one closes it on
-         * its next turn, with |l| still there. */
+        /* What was opened closes on the loop; on a borrowed one that is only the pool, whose
+         * handles hold nothing of |l|, so |l| goes now. Ours is run here to close them. */
         if (!loop) {
             uv_run(&l->own_loop, UV_RUN_DEFAULT);
             uv_loop_close(&l->own_loop);
-            uv_mutex_destroy(&l->mu);
-            free(l);
-        } else {
-            l->stopping = 1;
-            *out = l; /* the caller's oai_lean_close frees it once the loop has closed it */
         }
+        uv_mutex_destroy(&l->mu);
+        free(l);
         return rc;
     }
     *out = l;

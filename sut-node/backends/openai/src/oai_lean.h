@@ -42,8 +42,7 @@ typedef struct {
 
 /* On a loop thread of its own (LOOP NULL), or on LOOP, the caller's (borrowed: then submit,
  * progress and coalesce are called on LOOP's thread, and oai_lean_detach ends it). 0, or a
- * negative code with err naming the URL and why; on a borrowed loop *out may then be set all the
- * same: what was opened closes on LOOP's next turns, and oai_lean_close frees it after that. */
+ * negative code with err naming the URL and why (*out untouched). */
 int oai_lean_open(const oai_lean_cfg_t *cfg, uv_loop_t *loop, oai_lean_t **out, char *err,
                   size_t errlen);
 /* A borrowed loop's end, on its thread: every request still running fails with HTTPC_ESTOP and
